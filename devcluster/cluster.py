@@ -1,0 +1,312 @@
+"""``up``, ``down`` and ``status`` for the local cluster, as numbered steps."""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import shlex
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import manifests, procs
+from .components import KUEUE_CONFIG, KWOK_CONFIG, components
+from .layout import DEVCLUSTER_SRC, PORTS, REPO, Layout, azurite_connection_string
+from .pki import ensure_pki, write_kubeconfig
+
+DEFAULT_SPOT_NODES = 4
+DEFAULT_SYSTEM_NODES = 1
+
+
+def say(msg: str) -> None:
+    print(f"[devcluster {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+@contextmanager
+def _locked(layout: Layout) -> Iterator[None]:
+    layout.state.mkdir(parents=True, exist_ok=True)
+    with open(layout.state / "lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def build_binaries() -> Path:
+    """Run build.sh (a no-op when the cache has this pin set) and return the binary directory."""
+    out = subprocess.run(
+        ["bash", str(DEVCLUSTER_SRC / "build.sh")], check=True, stdout=subprocess.PIPE, text=True
+    )
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def source_dir(bin_dir: Path) -> Path:
+    return bin_dir.parent.parent / "src" / bin_dir.name
+
+
+def install_azurite() -> None:
+    if (DEVCLUSTER_SRC / "node_modules" / ".bin" / "azurite-blob").exists():
+        return
+    say("npm ci (Azurite)")
+    subprocess.run(
+        ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=DEVCLUSTER_SRC, check=True
+    )
+
+
+class Kubectl:
+    def __init__(self, bin_dir: Path, layout: Layout) -> None:
+        self.base = [str(bin_dir / "kubectl"), f"--kubeconfig={layout.kubeconfig}"]
+
+    def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        res = subprocess.run([*self.base, *args], input=stdin, capture_output=True, text=True)
+        if check and res.returncode != 0:
+            raise RuntimeError(f"kubectl {shlex.join(args)} failed: {res.stderr.strip()}")
+        return res.stdout
+
+    def apply(self, docs: list[dict[str, Any]]) -> None:
+        self(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=devcluster",
+            "-f",
+            "-",
+            stdin=yaml.safe_dump_all(docs),
+        )
+
+
+def _admin_tls(layout: Layout) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(layout.pki / "ca.crt"))
+    ctx.load_cert_chain(str(layout.pki / "admin.crt"), str(layout.pki / "admin.key"))
+    return ctx
+
+
+def _insecure_tls() -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def _healthy(comp: procs.Component, layout: Layout) -> bool:
+    url = comp.health_url
+    if url.startswith("tcp://"):
+        host, port = url[len("tcp://") :].split(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+            return True
+        except OSError:
+            return False
+    ctx = None
+    if url.startswith("https://"):
+        ctx = _admin_tls(layout) if f":{PORTS.apiserver}/" in url else _insecure_tls()
+    return procs.http_ok(url, ctx)
+
+
+def _start_and_wait(comp: procs.Component, layout: Layout, timeout: float = 120) -> None:
+    pid = procs.start(layout, comp)
+    procs.wait_until(
+        f"{comp.name} (pid {pid})", lambda: _healthy(comp, layout), timeout, layout.logs / f"{comp.name}.log"
+    )
+
+
+def _webhooks_have_ca(kubectl: Kubectl) -> bool:
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        name = f"kueue-{'mutating' if kind.startswith('m') else 'validating'}-webhook-configuration"
+        conf = json.loads(kubectl("get", kind, name, "-o", "json", check=False) or "{}")
+        if not conf.get("webhooks") or not all(h["clientConfig"].get("caBundle") for h in conf["webhooks"]):
+            return False
+    return True
+
+
+def _mount_webhook_certs(kubectl: Kubectl, cert_dir: Path) -> bool:
+    """Do what the kubelet's secret volume does in a cluster: copy Kueue's webhook Secret into its cert dir.
+
+    Kueue's cert rotator writes the Secret, then waits for the files to appear in ``webhook.certDir``.
+    """
+    out = kubectl(
+        "get",
+        "secret",
+        "-n",
+        manifests.KUEUE_NAMESPACE,
+        "kueue-webhook-server-cert",
+        "-o",
+        "json",
+        check=False,
+    )
+    data = json.loads(out).get("data") or {} if out else {}
+    if not all(k in data for k in ("tls.crt", "tls.key", "ca.crt")):
+        return False
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    for key in ("tls.crt", "tls.key", "ca.crt"):
+        content = base64.b64decode(data[key])
+        target = cert_dir / key
+        if not target.exists() or target.read_bytes() != content:
+            tmp = target.with_suffix(".tmp")
+            tmp.write_bytes(content)
+            tmp.chmod(0o600)
+            tmp.replace(target)
+    return True
+
+
+def _kueue_suspends_jobs(kubectl: Kubectl) -> bool:
+    """A server-side dry run of a queue-labelled Job comes back suspended: Kueue's webhook answers."""
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "devcluster-webhook-probe",
+            "namespace": "default",
+            "labels": {"kueue.x-k8s.io/queue-name": "probe"},
+        },
+        "spec": {
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+            }
+        },
+    }
+    out = kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(job), check=False)
+    try:
+        return bool(json.loads(out)["spec"].get("suspend"))
+    except (ValueError, KeyError):
+        return False
+
+
+def write_env(layout: Layout) -> None:
+    airflow_conn = json.dumps(
+        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(layout.kubeconfig)}}
+    )
+    lines = {
+        "KUBECONFIG": str(layout.kubeconfig),
+        "AZURE_STORAGE_CONNECTION_STRING": azurite_connection_string(),
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT": airflow_conn,
+        "DEVCLUSTER_STATE": str(layout.state),
+    }
+    layout.env_file.write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in lines.items()))
+
+
+def up(layout: Layout) -> None:
+    started = time.monotonic()
+    with _locked(layout):
+        # 1. Binaries (built once per pin set, cached outside the repo) and Azurite from npm.
+        layout.make_dirs()
+        bin_dir = build_binaries()
+        install_azurite()
+        # 2. Certificates, kubeconfig and the files the processes read.
+        ensure_pki(layout.pki)
+        write_kubeconfig(layout.pki, layout.kubeconfig)
+        (layout.kueue / KUEUE_CONFIG).write_text(manifests.kueue_config(layout.kueue / "webhook-certs"))
+        (layout.kwok / KWOK_CONFIG).write_text(manifests.kwok_stages())
+        comps = {c.name: c for c in components(bin_dir, layout)}
+        kubectl = Kubectl(bin_dir, layout)
+        # 3. The control plane.
+        for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+            _start_and_wait(comps[name], layout)
+        say("control plane ready")
+        # 4. Kueue: CRDs, rewired webhooks and Services, then the controller; wait for its CA to be injected.
+        kubectl.apply(manifests.kueue_install(Path(kubectl.base[0]), source_dir(bin_dir) / "kueue"))
+        kubectl(
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "-l",
+            "app.kubernetes.io/name=kueue",
+            "--timeout=60s",
+        )
+        cert_dir = layout.kueue / "webhook-certs"
+        _mount_webhook_certs(kubectl, cert_dir)
+        procs.start(layout, comps["kueue"])
+        procs.wait_until(
+            "Kueue webhook Secret",
+            lambda: _mount_webhook_certs(kubectl, cert_dir),
+            60,
+            layout.logs / "kueue.log",
+        )
+        _start_and_wait(comps["kueue"], layout)
+        procs.wait_until(
+            "Kueue webhook CA injection", lambda: _webhooks_have_ca(kubectl), 90, layout.logs / "kueue.log"
+        )
+        procs.wait_until(
+            "Kueue mutating webhook", lambda: _kueue_suspends_jobs(kubectl), 60, layout.logs / "kueue.log"
+        )
+        kubectl(
+            "wait",
+            "--for=condition=Available",
+            "apiservice/v1beta2.visibility.kueue.x-k8s.io",
+            "--timeout=60s",
+        )
+        say("kueue ready (webhooks, visibility API)")
+        # 5. KWOK and the fake AKS node pools.
+        _start_and_wait(comps["kwok"], layout)
+        spot = int(os.environ.get("DEVCLUSTER_SPOT_NODES", DEFAULT_SPOT_NODES))
+        system = int(os.environ.get("DEVCLUSTER_SYSTEM_NODES", DEFAULT_SYSTEM_NODES))
+        kubectl.apply(manifests.pool_nodes(spot, system))
+        kubectl("wait", "--for=condition=Ready", "node", "-l", "type=kwok", "--timeout=60s")
+        say(f"{spot} spot + {system} system fake nodes ready")
+        # 6. Azurite.
+        _start_and_wait(comps["azurite"], layout)
+        # 7. The files users and tests source.
+        write_env(layout)
+    say(
+        f"cluster up in {time.monotonic() - started:.1f}s; source {layout.env_file.relative_to(REPO)}"
+        if layout.state.is_relative_to(REPO)
+        else f"cluster up; source {layout.env_file}"
+    )
+
+
+def down(layout: Layout) -> None:
+    names = [
+        "azurite",
+        "kueue",
+        "kwok",
+        "kube-scheduler",
+        "kube-controller-manager",
+        "kube-apiserver",
+        "etcd",
+    ]
+    for name in names:
+        pid = procs.stop(layout, name)
+        if pid is not None:
+            say(f"stopped {name} (pid {pid})")
+    say("cluster down")
+
+
+def status(layout: Layout) -> int:
+    """Print what runs and where its logs are; exit code 0 only when every component is healthy."""
+    healthy_all = True
+    total_rss = 0
+    print(f"{'component':<24}{'pid':>8}  {'state':<9}{'rss MiB':>9}  endpoint / log")
+    for comp in components(Path(), layout):  # argv is not used here, only names and health URLs
+        pid = procs.running_pid(layout, comp.name)
+        ok = pid is not None and _healthy(comp, layout)
+        healthy_all &= ok
+        rss = procs.process_rss_kib(pid) if pid else 0
+        total_rss += rss
+        state = "healthy" if ok else ("unhealthy" if pid else "stopped")
+        print(f"{comp.name:<24}{pid or '-':>8}  {state:<9}{rss / 1024:>9.0f}  {comp.health_url}")
+        print(f"{'':<52}{layout.logs / (comp.name + '.log')}")
+    print(f"total RSS: {total_rss / 1024:.0f} MiB; kubeconfig: {layout.kubeconfig}; env: {layout.env_file}")
+    return 0 if healthy_all else 1
+
+
+def main(argv: list[str]) -> int:
+    layout = Layout.default()
+    cmd = argv[0] if argv else "status"
+    if cmd == "up":
+        up(layout)
+        return 0
+    if cmd == "down":
+        down(layout)
+        return 0
+    if cmd == "status":
+        return status(layout)
+    print("usage: python -m devcluster up|down|status", file=sys.stderr)
+    return 2

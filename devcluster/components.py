@@ -1,0 +1,141 @@
+"""Command lines of the cluster's processes, in start order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .layout import HOST, PORTS, REPO, Layout
+from .procs import Component
+
+KUEUE_CONFIG = "kueue-config.yaml"
+KWOK_CONFIG = "kwok-stages.yaml"
+
+
+def components(bin_dir: Path, layout: Layout) -> list[Component]:
+    pki = layout.pki
+    kc = str(layout.kubeconfig)
+    etcd_url = f"http://{HOST}:{PORTS.etcd_client}"
+    azurite = REPO / "devcluster" / "node_modules" / ".bin" / "azurite-blob"
+    return [
+        Component(
+            "etcd",
+            [
+                str(bin_dir / "etcd"),
+                "--name=devcluster",
+                f"--data-dir={layout.etcd_data}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://{HOST}:{PORTS.etcd_peer}",
+                f"--initial-advertise-peer-urls=http://{HOST}:{PORTS.etcd_peer}",
+                f"--initial-cluster=devcluster=http://{HOST}:{PORTS.etcd_peer}",
+                f"--listen-metrics-urls=http://{HOST}:{PORTS.etcd_metrics}",
+                # A throwaway test cluster: skip fsync, keep the database small.
+                "--unsafe-no-fsync=true",
+                "--quota-backend-bytes=2147483648",
+                "--auto-compaction-mode=periodic",
+                "--auto-compaction-retention=5m",
+                "--log-level=warn",
+            ],
+            f"{etcd_url}/health",
+        ),
+        Component(
+            "kube-apiserver",
+            [
+                str(bin_dir / "kube-apiserver"),
+                f"--etcd-servers={etcd_url}",
+                f"--bind-address={HOST}",
+                f"--advertise-address={HOST}",
+                f"--secure-port={PORTS.apiserver}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--authorization-mode=Node,RBAC",
+                # The aggregator (Kueue's visibility API) authenticates to extension servers as this client.
+                f"--requestheader-client-ca-file={pki / 'ca.crt'}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+                f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+                # There is no kube-proxy: do not publish 127.0.0.1 as the kubernetes Service's endpoint.
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--v=1",
+            ],
+            f"https://{HOST}:{PORTS.apiserver}/readyz",
+        ),
+        Component(
+            "kube-controller-manager",
+            [
+                str(bin_dir / "kube-controller-manager"),
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                f"--bind-address={HOST}",
+                f"--secure-port={PORTS.controller_manager}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=false",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                "--controllers=*",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+                "--concurrent-job-syncs=10",
+                "--v=1",
+            ],
+            f"https://{HOST}:{PORTS.controller_manager}/healthz",
+        ),
+        Component(
+            "kube-scheduler",
+            [
+                str(bin_dir / "kube-scheduler"),
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                f"--bind-address={HOST}",
+                f"--secure-port={PORTS.scheduler}",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+            f"https://{HOST}:{PORTS.scheduler}/healthz",
+        ),
+        Component(
+            "kwok",
+            [
+                str(bin_dir / "kwok"),
+                f"--kubeconfig={kc}",
+                f"--config={layout.kwok / KWOK_CONFIG}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                f"--server-address={HOST}:{PORTS.kwok}",
+                "--cidr=10.0.0.1/16",
+                "--node-ip=10.254.0.1",
+                "--node-lease-duration-seconds=40",
+            ],
+            f"http://{HOST}:{PORTS.kwok}/healthz",
+        ),
+        Component(
+            "kueue",
+            [str(bin_dir / "kueue"), f"--config={layout.kueue / KUEUE_CONFIG}", f"--kubeconfig={kc}"],
+            f"http://{HOST}:{PORTS.kueue_health}/readyz",
+            cwd=layout.kueue,
+        ),
+        Component(
+            "azurite",
+            [
+                str(azurite),
+                f"--blobHost={HOST}",
+                f"--blobPort={PORTS.azurite_blob}",
+                f"--location={layout.azurite}",
+                "--skipApiVersionCheck",
+                "--loose",
+                "--silent",
+            ],
+            f"tcp://{HOST}:{PORTS.azurite_blob}",
+        ),
+    ]

@@ -1,0 +1,166 @@
+"""Manifests and configuration files the local cluster applies or hands to its processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .layout import DEVCLUSTER_SRC, HOST, PORTS
+
+KUEUE_NAMESPACE = "kueue-system"
+
+# jq over a pod: true when its completion index is listed in kwok.airflow-kueue.io/fail-indexes (an interval
+# string such as "3,7,10-12") and, if kwok.airflow-kueue.io/fail-times is set, the index has failed fewer
+# times than that so far.  Used by the pod-complete (false) and pod-fail (true) stages.
+FAIL_INDEX_SELECTOR = (
+    ".metadata.annotations as $a"
+    ' | ($a["batch.kubernetes.io/job-completion-index"] // "") as $i'
+    ' | ($a["kwok.airflow-kueue.io/fail-indexes"] // "") as $f'
+    ' | ($a["kwok.airflow-kueue.io/fail-times"] // "") as $t'
+    ' | ($a["batch.kubernetes.io/job-index-failure-count"] // "0" | tonumber) as $tries'
+    ' | if $f == "" or $i == "" then false'
+    " else ($i | tonumber) as $n"
+    ' | ([$f | split(",")[] | select(. != "") | split("-") | map(tonumber)'
+    " | if length == 1 then .[0] == $n else (.[0] <= $n and $n <= .[1]) end] | any)"
+    ' and ($t == "" or $tries < ($t | tonumber))'
+    " end"
+)
+
+
+def kwok_stages() -> str:
+    text = (DEVCLUSTER_SRC / "manifests" / "kwok-stages.yaml").read_text()
+    return text.replace("'@FAIL_INDEX_SELECTOR@'", json.dumps(FAIL_INDEX_SELECTOR))
+
+
+def kueue_config(webhook_cert_dir: Path) -> str:
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": KUEUE_NAMESPACE,
+        "health": {"healthProbeBindAddress": f"{HOST}:{PORTS.kueue_health}"},
+        "metrics": {"bindAddress": f"{HOST}:{PORTS.kueue_metrics}"},
+        "webhook": {"host": HOST, "port": PORTS.kueue_webhook, "certDir": str(webhook_cert_dir)},
+        "leaderElection": {"leaderElect": False},
+        # Kueue makes its own CA and injects it into the webhook configurations, CRDs and the secret, as it
+        # does in a cluster.  The apiserver reaches it through ExternalName Services that point at localhost.
+        "internalCertManagement": {"enable": True},
+        "visibilityServer": {"bindAddress": HOST, "bindPort": PORTS.kueue_visibility},
+        "integrations": {"frameworks": ["batch/job"]},
+        "clientConnection": {"qps": 200, "burst": 400},
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def _is_served_webhook(hook: dict[str, Any]) -> bool:
+    """Keep the webhooks of the frameworks this cluster enables: batch/v1 Jobs and Kueue's own kinds."""
+    path = hook.get("clientConfig", {}).get("service", {}).get("path", "")
+    return "batch-v1-job" in path or "kueue-x-k8s-io" in path
+
+
+def kueue_install(kubectl: Path, kueue_src: Path) -> list[dict[str, Any]]:
+    """Kueue's own ``config/default`` kustomization, rewired for a controller that runs on the host.
+
+    - the Deployment goes (Kueue runs as a local process);
+    - the webhook and visibility Services become ExternalName Services for ``localhost`` with the local ports,
+      so the apiserver's service resolver dials 127.0.0.1 with the in-cluster TLS server name;
+    - webhooks of frameworks that are not enabled are dropped (nothing would answer them).
+    """
+    rendered = subprocess.run(
+        [str(kubectl), "kustomize", str(kueue_src / "config" / "default")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    docs: list[dict[str, Any]] = []
+    for doc in yaml.safe_load_all(rendered):
+        if not doc:
+            continue
+        kind, name = doc["kind"], doc["metadata"]["name"]
+        if kind == "Deployment":
+            continue
+        if kind == "Service" and name in ("kueue-webhook-service", "kueue-visibility-server"):
+            port = PORTS.kueue_webhook if name == "kueue-webhook-service" else PORTS.kueue_visibility
+            doc["spec"] = {
+                "type": "ExternalName",
+                "externalName": "localhost",
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+            }
+        elif kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            doc["webhooks"] = [h for h in doc["webhooks"] if _is_served_webhook(h)]
+            for hook in doc["webhooks"]:
+                hook["clientConfig"]["service"]["port"] = PORTS.kueue_webhook
+        elif kind == "CustomResourceDefinition":
+            conversion = doc["spec"].get("conversion", {})
+            if conversion.get("strategy") == "Webhook":
+                conversion["webhook"]["clientConfig"]["service"]["port"] = PORTS.kueue_webhook
+        elif kind == "APIService":
+            doc["spec"]["service"]["port"] = PORTS.kueue_visibility
+        docs.append(doc)
+    return docs
+
+
+# The seed's AKS pools.  Labels and taints are what AKS puts on Spot and system nodes.
+SPOT_POOL = {
+    "prefix": "aks-spot",
+    "instance_type": "Standard_D16ds_v5",
+    "cpu": "16",
+    "memory": "64Gi",
+    "labels": {
+        "workload": "batch",
+        "tier": "spot",
+        "kubernetes.azure.com/scalesetpriority": "spot",
+        "kubernetes.azure.com/agentpool": "spot",
+        "kubernetes.azure.com/mode": "user",
+    },
+    "taints": [{"key": "kubernetes.azure.com/scalesetpriority", "value": "spot", "effect": "NoSchedule"}],
+}
+SYSTEM_POOL = {
+    "prefix": "aks-system",
+    "instance_type": "Standard_D4ds_v5",
+    "cpu": "4",
+    "memory": "16Gi",
+    "labels": {
+        "workload": "system",
+        "tier": "on-demand",
+        "kubernetes.azure.com/agentpool": "system",
+        "kubernetes.azure.com/mode": "system",
+    },
+    "taints": [],
+}
+
+
+def fake_node(
+    name: str, pool: dict[str, Any], zone: int = 1, extra_labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A KWOK-managed Node shaped like one VM of ``pool``."""
+    labels = {
+        "type": "kwok",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": pool["instance_type"],
+        "topology.kubernetes.io/region": "westeurope",
+        "topology.kubernetes.io/zone": f"westeurope-{zone}",
+        **pool["labels"],
+        **(extra_labels or {}),
+    }
+    resources = {"cpu": pool["cpu"], "memory": pool["memory"], "pods": "110", "ephemeral-storage": "256Gi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+        "spec": {"taints": list(pool["taints"])},
+        "status": {"allocatable": resources, "capacity": resources},
+    }
+
+
+def pool_nodes(spot: int, system: int) -> list[dict[str, Any]]:
+    nodes = [fake_node(f"{SPOT_POOL['prefix']}-{i:06d}", SPOT_POOL, zone=1 + i % 3) for i in range(spot)]
+    nodes += [
+        fake_node(f"{SYSTEM_POOL['prefix']}-{i:06d}", SYSTEM_POOL, zone=1 + i % 3) for i in range(system)
+    ]
+    return nodes

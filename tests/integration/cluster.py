@@ -1,0 +1,297 @@
+"""Test-side access to the local cluster: clients, isolated Kueue queues per test, and small waits.
+
+Every test gets its own namespace and its own ResourceFlavor / ClusterQueue / LocalQueue names, so tests can
+run against one long-lived cluster without seeing each other's Jobs or quota.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+SPOT_TOLERATION = {
+    "key": "kubernetes.azure.com/scalesetpriority",
+    "operator": "Equal",
+    "value": "spot",
+    "effect": "NoSchedule",
+}
+T = TypeVar("T")
+
+
+def short_id() -> str:
+    return uuid.uuid4().hex[:6]
+
+
+def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 60, interval: float = 0.25) -> T:
+    """Poll ``fn`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last value: {last!r})")
+
+
+def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
+    """The condition of type ``ctype`` (looked up by type, never by position)."""
+    for cond in (obj or {}).get("status", {}).get("conditions") or []:
+        if cond.get("type") == ctype:
+            return dict(cond)
+    return None
+
+
+def is_true(obj: dict[str, Any] | None, ctype: str) -> bool:
+    cond = condition(obj, ctype)
+    return bool(cond and cond.get("status") == "True")
+
+
+@dataclass
+class Cluster:
+    """Thin clients over the admin kubeconfig."""
+
+    api: client.ApiClient
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def batch(self) -> client.BatchV1Api:
+        return client.BatchV1Api(self.api)
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    def get_raw(self, path: str) -> dict[str, Any]:
+        resp = self.api.call_api(
+            path,
+            "GET",
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            header_params={"Accept": "application/json"},
+        )
+        raw = resp[0] if isinstance(resp, tuple) else resp
+        return dict(json.loads(raw.data))
+
+    def kueue_create(self, plural: str, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        body = {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", **body}
+        if namespace:
+            return self.custom.create_namespaced_custom_object(
+                KUEUE_GROUP, KUEUE_VERSION, namespace, plural, body
+            )
+        return self.custom.create_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, body)
+
+    def kueue_delete(self, plural: str, name: str, namespace: str | None = None) -> None:
+        try:
+            if namespace:
+                self.custom.delete_namespaced_custom_object(
+                    KUEUE_GROUP, KUEUE_VERSION, namespace, plural, name
+                )
+            else:
+                self.custom.delete_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def kueue_get(self, plural: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        if namespace:
+            return self.custom.get_namespaced_custom_object(
+                KUEUE_GROUP, KUEUE_VERSION, namespace, plural, name
+            )
+        return self.custom.get_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, name)
+
+    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.api.sanitize_for_serialization(self.batch.read_namespaced_job(name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
+        """The Job's Workload, found by the ``kueue.x-k8s.io/job-uid`` label."""
+        items = self.custom.list_namespaced_custom_object(
+            KUEUE_GROUP,
+            KUEUE_VERSION,
+            namespace,
+            "workloads",
+            label_selector=f"kueue.x-k8s.io/job-uid={job_uid}",
+        )["items"]
+        return items[0] if items else None
+
+    def pods_of(self, namespace: str, job_name: str) -> list[dict[str, Any]]:
+        pods = self.core.list_namespaced_pod(
+            namespace, label_selector=f"batch.kubernetes.io/job-name={job_name}"
+        )
+        return [self.api.sanitize_for_serialization(p) for p in pods.items]
+
+
+@dataclass
+class KueueEnv:
+    """One test's namespace with a LocalQueue feeding a ClusterQueue over one ResourceFlavor."""
+
+    cluster: Cluster
+    namespace: str
+    flavor: str
+    cluster_queue: str
+    local_queue: str
+    priority_classes: list[str] = field(default_factory=list)
+
+    def create_job(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        created = self.cluster.batch.create_namespaced_job(self.namespace, manifest)
+        return self.cluster.api.sanitize_for_serialization(created)
+
+    def job(self, name: str) -> dict[str, Any] | None:
+        return self.cluster.job(self.namespace, name)
+
+    def workload(self, job: dict[str, Any]) -> dict[str, Any] | None:
+        return self.cluster.workload_for_job(self.namespace, job["metadata"]["uid"])
+
+    def pods(self, job_name: str) -> list[dict[str, Any]]:
+        return self.cluster.pods_of(self.namespace, job_name)
+
+    def priority_class(self, name: str, value: int) -> str:
+        full = f"{name}-{short_id()}"
+        self.cluster.kueue_create(
+            "workloadpriorityclasses",
+            {
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": full},
+                "value": value,
+                "description": f"test priority {value}",
+            },
+        )
+        self.priority_classes.append(full)
+        return full
+
+
+def create_kueue_env(
+    cluster: Cluster,
+    test_name: str,
+    *,
+    cpu: str = "64",
+    memory: str = "256Gi",
+    node_labels: dict[str, str] | None = None,
+    spot: bool = True,
+    preemption: dict[str, Any] | None = None,
+) -> KueueEnv:
+    sid = short_id()
+    slug = "".join(c if c.isalnum() else "-" for c in test_name.lower()).strip("-")[:40].strip("-")
+    namespace = f"t-{slug}-{sid}"
+    flavor, cq = f"rf-{sid}", f"cq-{sid}"
+    cluster.core.create_namespace({"metadata": {"name": namespace, "labels": {"devcluster/test": "true"}}})
+    flavor_spec: dict[str, Any] = {
+        "nodeLabels": node_labels or ({"tier": "spot"} if spot else {"tier": "on-demand"})
+    }
+    if spot:
+        flavor_spec["tolerations"] = [SPOT_TOLERATION]
+    cluster.kueue_create(
+        "resourceflavors", {"kind": "ResourceFlavor", "metadata": {"name": flavor}, "spec": flavor_spec}
+    )
+    cq_spec: dict[str, Any] = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu", "memory"],
+                "flavors": [
+                    {
+                        "name": flavor,
+                        "resources": [
+                            {"name": "cpu", "nominalQuota": cpu},
+                            {"name": "memory", "nominalQuota": memory},
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    if preemption:
+        cq_spec["preemption"] = preemption
+    cluster.kueue_create("clusterqueues", {"kind": "ClusterQueue", "metadata": {"name": cq}, "spec": cq_spec})
+    cluster.kueue_create(
+        "localqueues",
+        {
+            "kind": "LocalQueue",
+            "metadata": {"name": "lq", "namespace": namespace},
+            "spec": {"clusterQueue": cq},
+        },
+        namespace=namespace,
+    )
+    env = KueueEnv(cluster, namespace, flavor, cq, "lq")
+    wait_for(
+        f"LocalQueue lq in {namespace} active",
+        lambda: is_true(cluster.kueue_get("localqueues", "lq", namespace), "Active"),
+        timeout=30,
+    )
+    return env
+
+
+def delete_kueue_env(env: KueueEnv) -> None:
+    """Delete in dependency order without waiting: namespace (Jobs, Workloads), then queues and flavor."""
+    c = env.cluster
+    try:
+        c.core.delete_namespace(env.namespace, propagation_policy="Background")
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+    c.kueue_delete("clusterqueues", env.cluster_queue)
+    c.kueue_delete("resourceflavors", env.flavor)
+    for pc in env.priority_classes:
+        c.kueue_delete("workloadpriorityclasses", pc)
+
+
+def indexed_job(
+    name: str,
+    queue: str,
+    *,
+    completions: int = 3,
+    parallelism: int | None = None,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    run_duration: str = "1s",
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A plain batch/v1 Indexed Job labelled for ``queue``.
+
+    Tests build it by hand so the cluster tests do not depend on the product's manifest builder.
+    """
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue, **(labels or {})}},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": completions,
+            "parallelism": parallelism or completions,
+            **spec,
+            "template": {
+                "metadata": {
+                    "annotations": {"kwok.airflow-kueue.io/run-duration": run_duration, **(annotations or {})}
+                },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "shard",
+                            "image": "example.invalid/shard:1",
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                        }
+                    ],
+                },
+            },
+        },
+    }

@@ -1,0 +1,62 @@
+"""Session fixture: use the running local cluster, or start it (``python -m devcluster up`` is idempotent)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import config
+
+from .cluster import Cluster, KueueEnv, create_kueue_env, delete_kueue_env
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    env = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("export "):
+            key, _, value = line[len("export ") :].partition("=")
+            env[key] = shlex.split(value)[0] if value else ""
+    return env
+
+
+@pytest.fixture(scope="session")
+def devcluster_env() -> dict[str, str]:
+    """Start (or reuse) the local cluster once per session and export its env lines to this process."""
+    subprocess.run([sys.executable, "-m", "devcluster", "up"], cwd=REPO, check=True)
+    state = Path(os.environ.get("DEVCLUSTER_STATE", REPO / ".devcluster"))
+    env = _read_env_file(state / "env")
+    os.environ.update(env)
+    return env
+
+
+@pytest.fixture(scope="session")
+def cluster(devcluster_env: dict[str, str]) -> Cluster:
+    return Cluster(config.new_client_from_config(config_file=devcluster_env["KUBECONFIG"]))
+
+
+@pytest.fixture
+def kueue_env_factory(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[Callable[..., KueueEnv]]:
+    """Make isolated namespace + ResourceFlavor + ClusterQueue + LocalQueue sets; all removed afterwards."""
+    made: list[KueueEnv] = []
+
+    def make(**kwargs: Any) -> KueueEnv:
+        env = create_kueue_env(cluster, request.node.name, **kwargs)
+        made.append(env)
+        return env
+
+    yield make
+    for env in made:
+        delete_kueue_env(env)
+
+
+@pytest.fixture
+def kueue_env(kueue_env_factory: Callable[..., KueueEnv]) -> KueueEnv:
+    return kueue_env_factory()

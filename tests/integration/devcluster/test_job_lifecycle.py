@@ -1,0 +1,131 @@
+"""Acceptance 4-5: TTL-after-finished, per-index failures, and Spot-like node loss with a podFailurePolicy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from devcluster.manifests import SPOT_POOL, fake_node
+
+from ..cluster import Cluster, KueueEnv, condition, indexed_job, is_true, short_id, wait_for
+
+
+def test_ttl_controller_deletes_a_finished_job(kueue_env: KueueEnv) -> None:
+    kueue_env.create_job(
+        indexed_job("short-lived", kueue_env.local_queue, completions=2, ttlSecondsAfterFinished=5)
+    )
+    wait_for("Complete", lambda: is_true(kueue_env.job("short-lived"), "Complete"))
+    wait_for(
+        "Job deleted by the TTL-after-finished controller",
+        lambda: kueue_env.job("short-lived") is None,
+        timeout=60,
+    )
+
+
+def test_index_failing_with_exit_code_3_lands_in_failed_indexes(kueue_env: KueueEnv) -> None:
+    kueue_env.create_job(
+        indexed_job(
+            "flaky",
+            kueue_env.local_queue,
+            completions=4,
+            parallelism=4,
+            annotations={
+                "kwok.airflow-kueue.io/fail-indexes": "2",
+                "kwok.airflow-kueue.io/fail-exit-code": "3",
+            },
+            backoffLimitPerIndex=1,
+        )
+    )
+
+    job = wait_for(
+        "Job Failed", lambda: (j := kueue_env.job("flaky")) and is_true(j, "Failed") and j, timeout=90
+    )
+    assert job["status"]["failedIndexes"] == "2"
+    assert job["status"]["completedIndexes"] == "0,1,3"  # Kubernetes writes a run of two as "0,1"
+    assert condition(job, "Failed")["reason"] == "FailedIndexes"
+    failed_pods = [p for p in kueue_env.pods("flaky") if p["status"]["phase"] == "Failed"]
+    # backoffLimitPerIndex=1: the index ran twice, both times exiting with the code the annotation asked for.
+    assert len(failed_pods) == 2
+    for pod in failed_pods:
+        assert pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == "2"
+        assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+
+
+def test_fail_times_lets_an_index_succeed_on_retry(kueue_env: KueueEnv) -> None:
+    kueue_env.create_job(
+        indexed_job(
+            "retry-once",
+            kueue_env.local_queue,
+            completions=3,
+            annotations={"kwok.airflow-kueue.io/fail-indexes": "1", "kwok.airflow-kueue.io/fail-times": "1"},
+            backoffLimitPerIndex=2,
+        )
+    )
+    job = wait_for(
+        "Complete", lambda: (j := kueue_env.job("retry-once")) and is_true(j, "Complete") and j, timeout=90
+    )
+    assert job["status"]["completedIndexes"] == "0-2"
+    assert job["status"]["failed"] == 1
+
+
+def test_node_loss_gives_disruption_target_which_an_ignore_rule_does_not_count(
+    kueue_env_factory: Any, cluster: Cluster
+) -> None:
+    marker = f"spot-{short_id()}"
+    node_name = f"aks-spot-{marker}"
+    cluster.core.create_node(fake_node(node_name, SPOT_POOL, extra_labels={"devcluster-test-pool": marker}))
+    try:
+        env = kueue_env_factory(node_labels={"devcluster-test-pool": marker})
+        env.create_job(
+            indexed_job(
+                "spot",
+                env.local_queue,
+                completions=2,
+                run_duration="10m",
+                backoffLimit=0,
+                podFailurePolicy={
+                    "rules": [
+                        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                        {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [0]}},
+                    ]
+                },
+            )
+        )
+        wait_for(
+            "both pods Running on the test node",
+            lambda: (
+                len([p for p in env.pods("spot") if p["status"].get("phase") == "Running"]) == 2
+                and all(p["spec"]["nodeName"] == node_name for p in env.pods("spot"))
+            ),
+            timeout=60,
+        )
+        first_pods = {p["metadata"]["name"] for p in env.pods("spot")}
+
+        cluster.core.delete_node(node_name)  # the Spot VM is gone
+
+        def disrupted() -> list[dict[str, Any]]:
+            return [
+                p
+                for p in env.pods("spot")
+                if p["metadata"]["name"] in first_pods
+                and (c := condition(p, "DisruptionTarget"))
+                and c["status"] == "True"
+            ]
+
+        # The pod GC waits ~40 s before it treats a pod on a missing node as orphaned.
+        pods = wait_for("pods with DisruptionTarget from the pod GC", disrupted, timeout=150, interval=0.5)
+        assert condition(pods[0], "DisruptionTarget")["reason"] == "DeletionByPodGC"
+        # Replacements are created (Pending: no node of that pool left) and the loss counts as no failure.
+        wait_for(
+            "replacement pods",
+            lambda: len({p["metadata"]["name"] for p in env.pods("spot")} - first_pods) == 2,
+            timeout=60,
+        )
+        job = env.job("spot")
+        assert job["status"].get("failed", 0) == 0, job["status"]
+        assert not is_true(job, "Failed") and not is_true(job, "FailureTarget")
+    finally:
+        cluster.core.delete_node(node_name, _request_timeout=10) if _node_exists(cluster, node_name) else None
+
+
+def _node_exists(cluster: Cluster, name: str) -> bool:
+    return any(n.metadata.name == name for n in cluster.core.list_node(label_selector="type=kwok").items)
