@@ -1,0 +1,287 @@
+"""One phase, with its reason, from a Kueue Workload object.
+
+A Workload carries several independent conditions (QuotaReserved, Admitted, Evicted, Preempted, Requeued,
+PodsReady, Finished, ...). Kueue updates them in place and their order in ``status.conditions`` means nothing,
+so they are always looked up by type, never by position (reading ``conditions[-1]`` is a known Kueue pitfall).
+
+Precedence, first match wins:
+
+1. ``Finished=True``  -> ``Succeeded`` (reason ``Succeeded``) or ``Failed`` (any other reason).
+2. ``Evicted=True``   -> ``Preempted`` (reason ``Preempted``) or ``Evicted``. Kueue keeps ``Evicted=True``
+   while the Workload waits to be requeued and resets it when quota is reserved again.
+3. ``Admitted=True``  -> ``Running`` when ``PodsReady=True``, else ``Admitted`` (see ``with_running``).
+4. ``QuotaReserved=True`` -> ``QuotaReserved`` (quota held, admission checks pending).
+5. otherwise ``Queued``, with the reason/message of ``QuotaReserved=False`` (``Pending``, ``Inadmissible``).
+
+Reads ``kueue.x-k8s.io/v1beta2`` objects and tolerates ``v1beta1`` ones (``spec.priorityClassName``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+
+class WorkloadPhase(str, enum.Enum):
+    """Where a Workload is in Kueue's lifecycle. Values equal the names (they go into events and XCom)."""
+
+    Queued = "Queued"
+    QuotaReserved = "QuotaReserved"
+    Admitted = "Admitted"
+    Running = "Running"
+    Evicted = "Evicted"
+    Preempted = "Preempted"
+    Succeeded = "Succeeded"
+    Failed = "Failed"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (WorkloadPhase.Succeeded, WorkloadPhase.Failed)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Condition types and reasons, as in apis/kueue/v1beta2/workload_types.go.
+COND_QUOTA_RESERVED = "QuotaReserved"
+COND_ADMITTED = "Admitted"
+COND_EVICTED = "Evicted"
+COND_PREEMPTED = "Preempted"
+COND_REQUEUED = "Requeued"
+COND_PODS_READY = "PodsReady"
+COND_FINISHED = "Finished"
+
+REASON_INADMISSIBLE = "Inadmissible"
+REASON_PREEMPTED = "Preempted"
+REASON_SUCCEEDED = "Succeeded"
+
+_MESSAGE_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class WorkloadState:
+    """What a Workload says about its Job, reduced to what a user and the operator need."""
+
+    workload_name: str
+    phase: WorkloadPhase
+    reason: str | None = None
+    message: str | None = None
+    queue_name: str | None = None
+    """The LocalQueue (``spec.queueName``)."""
+    cluster_queue: str | None = None
+    """``status.admission.clusterQueue``; set while quota is reserved."""
+    flavors: Mapping[str, str] = field(default_factory=dict)
+    """Resource name -> ResourceFlavor, merged over all pod sets of the admission."""
+    priority_class: str | None = None
+    requeue_count: int = 0
+    """``status.requeueState.count``: requeues after PodsReady timeouts / admission-check retries."""
+    requeue_at: datetime | None = None
+    eviction_count: int = 0
+    """Sum of ``status.schedulingStats.evictions[].count``: every eviction, for any reason."""
+    inadmissible: bool = False
+    """``QuotaReserved=False`` with reason ``Inadmissible`` (e.g. the LocalQueue does not exist)."""
+    preemption_reason: str | None = None
+    """Reason of the ``Preempted`` condition while true (``InClusterQueue``, ``InCohortReclamation`` ...)."""
+    created_at: datetime | None = None
+    admitted_at: datetime | None = None
+    """When ``Admitted`` last turned true, while it is true."""
+
+    @classmethod
+    def from_workload(cls, workload: Mapping[str, Any]) -> WorkloadState:
+        return workload_state_from_dict(workload)
+
+    def with_running(self, active: int) -> WorkloadState:
+        """Upgrade ``Admitted`` to ``Running`` when the caller has seen ``active`` > 0 pods of the Job.
+
+        Kueue only reports ``PodsReady`` with waitForPodsReady enabled, so the Job status is the other source.
+        Any other phase is returned unchanged.
+        """
+        if self.phase is WorkloadPhase.Admitted and active > 0:
+            return dataclasses.replace(self, phase=WorkloadPhase.Running)
+        return self
+
+    @property
+    def is_finished(self) -> bool:
+        return self.phase.is_terminal
+
+    def flavors_text(self) -> str:
+        """``"cpu: spot, memory: spot"``, resources sorted; empty when nothing is assigned."""
+        return ", ".join(f"{resource}: {flavor}" for resource, flavor in sorted(self.flavors.items()))
+
+    def describe(self) -> str:
+        """A short human line for the task log, e.g. ``admitted to cq [cpu: spot-flavor]``."""
+        why = _why(self.reason, self.message)
+        flavors = f" [{self.flavors_text()}]" if self.flavors else ""
+        cluster_queue = self.cluster_queue or "?"
+        phase = self.phase
+        if phase is WorkloadPhase.Queued:
+            where = f"queued in {self.queue_name}" if self.queue_name else "queued"
+            if self.inadmissible:
+                where = f"inadmissible in {self.queue_name}" if self.queue_name else "inadmissible"
+            line = f"{where}{why}"
+            if self.requeue_at is not None:
+                line += f", requeue at {self.requeue_at.isoformat()}"
+            return line
+        if phase is WorkloadPhase.QuotaReserved:
+            return f"quota reserved in {cluster_queue}{flavors}, waiting for admission checks"
+        if phase is WorkloadPhase.Admitted:
+            return f"admitted to {cluster_queue}{flavors}"
+        if phase is WorkloadPhase.Running:
+            return f"running in {cluster_queue}{flavors}"
+        if phase in (WorkloadPhase.Evicted, WorkloadPhase.Preempted):
+            line = f"evicted{why}"
+            if self.preemption_reason:
+                line += f", preemption: {self.preemption_reason}"
+            if self.eviction_count:
+                line += f", {self.eviction_count} eviction(s) so far"
+            return line
+        if phase is WorkloadPhase.Succeeded:
+            return f"finished{why}"
+        return f"failed{why}"
+
+
+def workload_state_from_dict(workload: Mapping[str, Any]) -> WorkloadState:
+    """Map a Workload as returned by the API server (a dict) to a ``WorkloadState``."""
+    metadata = _mapping(workload.get("metadata"))
+    spec = _mapping(workload.get("spec"))
+    status = _mapping(workload.get("status"))
+    conditions = _conditions_by_type(status.get("conditions"))
+
+    finished = _true(conditions, COND_FINISHED)
+    evicted = _true(conditions, COND_EVICTED)
+    admitted = _true(conditions, COND_ADMITTED)
+    quota_reserved = conditions.get(COND_QUOTA_RESERVED)
+
+    phase: WorkloadPhase
+    source: Mapping[str, Any] | None
+    if finished is not None:
+        phase = (
+            WorkloadPhase.Succeeded if finished.get("reason") == REASON_SUCCEEDED else WorkloadPhase.Failed
+        )
+        source = finished
+    elif evicted is not None:
+        phase = (
+            WorkloadPhase.Preempted if evicted.get("reason") == REASON_PREEMPTED else WorkloadPhase.Evicted
+        )
+        source = evicted
+    elif admitted is not None:
+        phase = WorkloadPhase.Running if _true(conditions, COND_PODS_READY) else WorkloadPhase.Admitted
+        source = admitted
+    elif quota_reserved is not None and _is_true(quota_reserved):
+        phase = WorkloadPhase.QuotaReserved
+        source = quota_reserved
+    else:
+        phase = WorkloadPhase.Queued
+        source = quota_reserved
+
+    preempted = _true(conditions, COND_PREEMPTED)
+    requeue_state = _mapping(status.get("requeueState"))
+    return WorkloadState(
+        workload_name=str(metadata.get("name") or ""),
+        phase=phase,
+        reason=_text(source, "reason"),
+        message=_text(source, "message"),
+        queue_name=_str_or_none(spec.get("queueName")),
+        cluster_queue=_str_or_none(_mapping(status.get("admission")).get("clusterQueue")),
+        flavors=_flavors(status),
+        priority_class=_priority_class(spec),
+        requeue_count=_int(requeue_state.get("count")),
+        requeue_at=_timestamp(requeue_state.get("requeueAt")),
+        eviction_count=sum(_int(_mapping(e).get("count")) for e in _list(_stats_evictions(status))),
+        inadmissible=(
+            quota_reserved is not None
+            and not _is_true(quota_reserved)
+            and quota_reserved.get("reason") == REASON_INADMISSIBLE
+        ),
+        preemption_reason=_text(preempted, "reason"),
+        created_at=_timestamp(metadata.get("creationTimestamp")),
+        admitted_at=_timestamp(admitted.get("lastTransitionTime")) if admitted is not None else None,
+    )
+
+
+def _conditions_by_type(raw: object) -> dict[str, Mapping[str, Any]]:
+    """Conditions keyed by type. ``conditions`` is a list-map keyed by type, so each type appears once."""
+    by_type: dict[str, Mapping[str, Any]] = {}
+    for item in _list(raw):
+        condition = _mapping(item)
+        condition_type = condition.get("type")
+        if isinstance(condition_type, str):
+            by_type[condition_type] = condition
+    return by_type
+
+
+def _true(conditions: Mapping[str, Mapping[str, Any]], condition_type: str) -> Mapping[str, Any] | None:
+    condition = conditions.get(condition_type)
+    return condition if condition is not None and _is_true(condition) else None
+
+
+def _is_true(condition: Mapping[str, Any]) -> bool:
+    return condition.get("status") == "True"
+
+
+def _flavors(status: Mapping[str, Any]) -> dict[str, str]:
+    flavors: dict[str, str] = {}
+    for assignment in _list(_mapping(status.get("admission")).get("podSetAssignments")):
+        for resource, flavor in _mapping(_mapping(assignment).get("flavors")).items():
+            flavors[str(resource)] = str(flavor)
+    return flavors
+
+
+def _priority_class(spec: Mapping[str, Any]) -> str | None:
+    ref = _mapping(spec.get("priorityClassRef"))  # v1beta2
+    return _str_or_none(ref.get("name")) or _str_or_none(spec.get("priorityClassName"))  # or v1beta1
+
+
+def _stats_evictions(status: Mapping[str, Any]) -> object:
+    return _mapping(status.get("schedulingStats")).get("evictions")
+
+
+def _why(reason: str | None, message: str | None) -> str:
+    if reason and message:
+        return f" ({reason}: {_shorten(message)})"
+    if reason or message:
+        return f" ({reason or _shorten(message or '')})"
+    return ""
+
+
+def _shorten(message: str) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= _MESSAGE_LIMIT else message[: _MESSAGE_LIMIT - 1] + "…"
+
+
+def _timestamp(value: object) -> datetime | None:
+    """Parse an RFC 3339 API timestamp (``2026-05-01T10:00:00Z``); None when absent or malformed."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    if not isinstance(value, str) or not value:
+        return None
+    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _text(source: Mapping[str, Any] | None, key: str) -> str | None:
+    return _str_or_none(source.get(key)) if source is not None else None
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
