@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import config
 
+from .airflow_runner import AirflowHome
 from .cluster import Cluster, KueueEnv, create_kueue_env, delete_kueue_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,3 +61,9 @@ def kueue_env_factory(cluster: Cluster, request: pytest.FixtureRequest) -> Itera
 @pytest.fixture
 def kueue_env(kueue_env_factory: Callable[..., KueueEnv]) -> KueueEnv:
     return kueue_env_factory()
+
+
+@pytest.fixture(scope="session")
+def airflow_home(devcluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> AirflowHome:
+    """An Airflow 3 home (SQLite, migrated once) whose ``kubernetes_default`` is the local cluster."""
+    return AirflowHome.create(tmp_path_factory.mktemp("airflow-home"), devcluster_env)

@@ -1,0 +1,1 @@
+"""Every call to Kubernetes (and, later, Blob Storage) lives in this package."""

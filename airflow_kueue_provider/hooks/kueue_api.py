@@ -1,0 +1,62 @@
+"""Names, paths and response readers shared by the sync and async Kueue hooks (no I/O here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+SUPPORTED_VERSIONS = ("v1beta2", "v1beta1")  # newest first; v1beta1 is served up to Kueue 0.19
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+
+def pick_version(group_doc: dict[str, Any]) -> str:
+    """From ``GET /apis/kueue.x-k8s.io``, the newest version this provider speaks."""
+    served = {v.get("version") for v in group_doc.get("versions", [])}
+    for version in SUPPORTED_VERSIONS:
+        if version in served:
+            return version
+    raise RuntimeError(
+        f"Kueue serves {sorted(v for v in served if v)} but this provider speaks {list(SUPPORTED_VERSIONS)}; "
+        "install Kueue v0.9 or newer"
+    )
+
+
+def pending_workloads_path(version: str, namespace: str, local_queue: str) -> str:
+    lq = f"namespaces/{namespace}/localqueues/{local_queue}"
+    return f"/apis/{VISIBILITY_GROUP}/{version}/{lq}/pendingworkloads"
+
+
+def position_of(pending: dict[str, Any], workload_name: str) -> tuple[int, int] | None:
+    """(position in LocalQueue, position in ClusterQueue) of ``workload_name``, 0-based, if it is listed."""
+    for item in pending.get("items", []):
+        if item.get("metadata", {}).get("name") == workload_name:
+            return int(item.get("positionInLocalQueue", 0)), int(item.get("positionInClusterQueue", 0))
+    return None
+
+
+def first_owned_by(workloads: list[dict[str, Any]], job_uid: str) -> dict[str, Any] | None:
+    """The Workload whose controller owner is the Job (the job-uid label already narrowed the list)."""
+    for wl in workloads:
+        for ref in wl.get("metadata", {}).get("ownerReferences", []):
+            if ref.get("uid") == job_uid:
+                return wl
+    return workloads[0] if workloads else None
+
+
+def label_selector(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def pods_by_index(pods: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Pods grouped by completion index, newest first within an index."""
+    grouped: dict[int, list[dict[str, Any]]] = {}
+    for pod in pods:
+        raw = pod.get("metadata", {}).get("annotations", {}).get(INDEX_ANNOTATION)
+        if raw is not None and raw.isdigit():
+            grouped.setdefault(int(raw), []).append(pod)
+    for items in grouped.values():
+        items.sort(key=lambda p: p.get("metadata", {}).get("creationTimestamp") or "", reverse=True)
+    return grouped

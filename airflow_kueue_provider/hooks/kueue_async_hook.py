@@ -1,0 +1,163 @@
+"""Asynchronous Kubernetes + Kueue calls for triggers (kubernetes_asyncio), including list+watch streams."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
+from kubernetes_asyncio import client as aclient
+from kubernetes_asyncio import watch as awatch
+from kubernetes_asyncio.client.rest import ApiException
+
+from . import kueue_api
+from .retry import acall_with_retry
+
+MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=airflow-kueue-provider"
+
+
+class AsyncKueueHook:
+    """One ``kubernetes_asyncio`` client over the cncf ``kubernetes`` connection (see :meth:`session`)."""
+
+    def __init__(self, kubernetes_conn_id: str = "kubernetes_default") -> None:
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self._api: aclient.ApiClient | None = None
+        self._version: str | None = None
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncKueueHook]:
+        """Keep one client (one connection pool) open for the whole block."""
+        async with AsyncKubernetesHook(conn_id=self.kubernetes_conn_id).get_conn() as api:
+            self._api = api
+            try:
+                yield self
+            finally:
+                self._api = None
+
+    @property
+    def api(self) -> aclient.ApiClient:
+        if self._api is None:
+            raise RuntimeError("AsyncKueueHook used outside `async with hook.session()`")
+        return self._api
+
+    async def get_raw(self, path: str) -> dict[str, Any]:
+        async def call() -> dict[str, Any]:
+            resp = await self.api.call_api(
+                path,
+                "GET",
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                header_params={"Accept": "application/json"},
+            )
+            raw = resp[0] if isinstance(resp, tuple) else resp
+            return dict(json.loads(await raw.read()))
+
+        return await acall_with_retry(call, f"GET {path}")
+
+    async def kueue_version(self) -> str:
+        if self._version is None:
+            self._version = kueue_api.pick_version(await self.get_raw(f"/apis/{kueue_api.KUEUE_GROUP}"))
+        return self._version
+
+    async def pending_position(
+        self, namespace: str, local_queue: str, workload: str
+    ) -> tuple[int, int] | None:
+        try:
+            path = kueue_api.pending_workloads_path(await self.kueue_version(), namespace, local_queue)
+            return kueue_api.position_of(await self.get_raw(path), workload)
+        except ApiException:
+            return None  # the visibility API is optional
+
+    async def delete_job(self, namespace: str, name: str) -> bool:
+        batch = aclient.BatchV1Api(self.api)
+        try:
+            await acall_with_retry(
+                lambda: batch.delete_namespaced_job(name, namespace, propagation_policy="Background"),
+                "delete Job",
+            )
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    # --- list + watch ---------------------------------------------------------------------------------
+    async def list_jobs(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+        batch = aclient.BatchV1Api(self.api)
+        resp = await acall_with_retry(
+            lambda: batch.list_namespaced_job(
+                namespace, label_selector=MANAGED_BY_SELECTOR, _preload_content=False
+            ),
+            "list Jobs",
+        )
+        return _items_and_version(json.loads(await cast(Any, resp).read()))
+
+    async def list_workloads(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+        version = await self.kueue_version()
+        custom = aclient.CustomObjectsApi(self.api)
+        resp = await acall_with_retry(
+            lambda: custom.list_namespaced_custom_object(
+                kueue_api.KUEUE_GROUP,
+                version,
+                namespace,
+                "workloads",
+                label_selector=kueue_api.JOB_UID_LABEL,
+                _preload_content=False,
+            ),
+            "list Workloads",
+        )
+        return _items_and_version(json.loads(await cast(Any, resp).read()))
+
+    async def watch_jobs(
+        self, namespace: str, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        batch = aclient.BatchV1Api(self.api)
+        async for event in self._watch(
+            batch.list_namespaced_job,
+            namespace,
+            resource_version,
+            timeout_seconds,
+            label_selector=MANAGED_BY_SELECTOR,
+        ):
+            yield event
+
+    async def watch_workloads(
+        self, namespace: str, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        version = await self.kueue_version()
+        custom = aclient.CustomObjectsApi(self.api)
+        async for event in self._watch(
+            custom.list_namespaced_custom_object,
+            kueue_api.KUEUE_GROUP,
+            version,
+            namespace,
+            "workloads",
+            resource_version,
+            timeout_seconds,
+            label_selector=kueue_api.JOB_UID_LABEL,
+        ):
+            yield event
+
+    async def _watch(self, func: Any, *args: Any, **kwargs: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """(event type, raw object) pairs until the server closes the watch; 410 Gone raises ApiException."""
+        *positional, resource_version, timeout_seconds = args
+        stream = awatch.Watch(return_type="object")
+        try:
+            async for event in stream.stream(
+                func,
+                *positional,
+                resource_version=resource_version,
+                timeout_seconds=timeout_seconds,
+                allow_watch_bookmarks=True,
+                _request_timeout=timeout_seconds + 30,
+                **kwargs,
+            ):
+                yield event["type"], event["raw_object"]
+        finally:
+            await stream.close()
+
+
+def _items_and_version(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    return list(doc.get("items") or []), str(doc.get("metadata", {}).get("resourceVersion", ""))

@@ -1,0 +1,198 @@
+"""Synchronous Kubernetes + Kueue calls for operators (submit, reattach, inspect, delete)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from . import kueue_api
+from .retry import call_with_retry
+
+
+class KueueHook:
+    """Kueue-aware calls over the cncf ``kubernetes`` connection (in-cluster, kubeconfig file, context).
+
+    Objects come back as plain dicts (the API's JSON), which is what the pure domain model reads.
+    """
+
+    def __init__(
+        self,
+        kubernetes_conn_id: str = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+    ) -> None:
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self._kube = KubernetesHook(
+            conn_id=kubernetes_conn_id,
+            cluster_context=cluster_context,
+            config_file=config_file,
+            in_cluster=in_cluster,
+        )
+
+    @functools.cached_property
+    def api(self) -> client.ApiClient:
+        return self._kube.get_conn()
+
+    def _json(self, obj: Any) -> dict[str, Any]:
+        return dict(self.api.sanitize_for_serialization(obj))
+
+    def _get_raw(self, path: str) -> dict[str, Any]:
+        def call() -> dict[str, Any]:
+            resp = self.api.call_api(
+                path,
+                "GET",
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                header_params={"Accept": "application/json"},
+            )
+            raw = resp[0] if isinstance(resp, tuple) else resp
+            return dict(json.loads(raw.data))
+
+        return call_with_retry(call, f"GET {path}")
+
+    @functools.cached_property
+    def kueue_version(self) -> str:
+        """v1beta2 when served, else v1beta1."""
+        return kueue_api.pick_version(self._get_raw(f"/apis/{kueue_api.KUEUE_GROUP}"))
+
+    # --- queues -------------------------------------------------------------------------------------
+    def list_local_queues(self, namespace: str) -> list[dict[str, Any]]:
+        custom = client.CustomObjectsApi(self.api)
+        res = call_with_retry(
+            lambda: custom.list_namespaced_custom_object(
+                kueue_api.KUEUE_GROUP, self.kueue_version, namespace, "localqueues"
+            ),
+            "list LocalQueues",
+        )
+        return list(res.get("items", []))
+
+    def get_local_queue(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._get_custom("localqueues", name, namespace)
+
+    def get_cluster_queue(self, name: str) -> dict[str, Any] | None:
+        return self._get_custom("clusterqueues", name)
+
+    def _get_custom(self, plural: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        custom = client.CustomObjectsApi(self.api)
+        group, version = kueue_api.KUEUE_GROUP, self.kueue_version
+        try:
+            if namespace:
+                return dict(
+                    call_with_retry(
+                        lambda: custom.get_namespaced_custom_object(group, version, namespace, plural, name),
+                        f"get {plural}/{name}",
+                    )
+                )
+            return dict(
+                call_with_retry(
+                    lambda: custom.get_cluster_custom_object(group, version, plural, name),
+                    f"get {plural}/{name}",
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def pending_position(
+        self, namespace: str, local_queue: str, workload_name: str
+    ) -> tuple[int, int] | None:
+        try:
+            pending = self._get_raw(
+                kueue_api.pending_workloads_path(self.kueue_version, namespace, local_queue)
+            )
+        except ApiException:
+            return None  # the visibility API is optional (feature gate VisibilityOnDemand)
+        return kueue_api.position_of(pending, workload_name)
+
+    # --- jobs ---------------------------------------------------------------------------------------
+    def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Create the Job. A 409 (it exists) is raised to the caller, which decides whether to reattach."""
+        batch = client.BatchV1Api(self.api)
+        namespace = body["metadata"]["namespace"]
+        return self._json(call_with_retry(lambda: batch.create_namespaced_job(namespace, body), "create Job"))
+
+    def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        batch = client.BatchV1Api(self.api)
+        try:
+            return self._json(call_with_retry(lambda: batch.read_namespaced_job(name, namespace), "read Job"))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def find_jobs(self, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+        batch = client.BatchV1Api(self.api)
+        res = call_with_retry(
+            lambda: batch.list_namespaced_job(namespace, label_selector=kueue_api.label_selector(labels)),
+            "list Jobs",
+        )
+        return [self._json(j) for j in res.items]
+
+    def delete_job(self, namespace: str, name: str, propagation_policy: str = "Background") -> bool:
+        """Delete the Job (Kueue then removes its Workload; never delete the Workload itself)."""
+        batch = client.BatchV1Api(self.api)
+        try:
+            call_with_retry(
+                lambda: batch.delete_namespaced_job(name, namespace, propagation_policy=propagation_policy),
+                "delete Job",
+            )
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
+        custom = client.CustomObjectsApi(self.api)
+        res = call_with_retry(
+            lambda: custom.list_namespaced_custom_object(
+                kueue_api.KUEUE_GROUP,
+                self.kueue_version,
+                namespace,
+                "workloads",
+                label_selector=f"{kueue_api.JOB_UID_LABEL}={job_uid}",
+            ),
+            "list Workloads",
+        )
+        return kueue_api.first_owned_by(list(res.get("items", [])), job_uid)
+
+    def failed_index_log_tails(
+        self, namespace: str, job_name: str, indexes: list[int], lines: int = 20
+    ) -> dict[int, str]:
+        """The last ``lines`` log lines of the newest pod of each failed index (best effort)."""
+        core = client.CoreV1Api(self.api)
+        pods = call_with_retry(
+            lambda: core.list_namespaced_pod(
+                namespace, label_selector=f"{kueue_api.JOB_NAME_LABEL}={job_name}"
+            ),
+            "list pods",
+        )
+        by_index = kueue_api.pods_by_index([self._json(p) for p in pods.items])
+        tails: dict[int, str] = {}
+        for index in indexes:
+            candidates = by_index.get(index)
+            if not candidates:
+                continue
+            pod = candidates[0]
+            try:
+                tails[index] = core.read_namespaced_pod_log(
+                    pod["metadata"]["name"], namespace, tail_lines=lines, _request_timeout=10
+                )
+            except Exception as exc:  # logs are a courtesy; their absence must not hide the real failure
+                tails[index] = f"(no logs: {_status_line(pod)}; {type(exc).__name__})"
+        return tails
+
+
+def _status_line(pod: dict[str, Any]) -> str:
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        term = (status.get("state") or {}).get("terminated")
+        if term:
+            return f"container {status.get('name')} exited {term.get('exitCode')} ({term.get('reason')})"
+    return f"pod phase {pod.get('status', {}).get('phase')}"

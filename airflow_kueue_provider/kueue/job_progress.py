@@ -1,0 +1,144 @@
+"""What a Job and its Workload say right now: a progress line for humans and, once it is over, the outcome.
+
+Pure functions over the API's dicts, so the trigger only orchestrates and every rule here is unit-tested.
+Outcome rules:
+- the Job is Complete -> success;
+- the Job Failed with reason FailedIndexes and no more failed indexes than ``max_failed_indexes`` -> success
+  (Kubernetes marks such a Job Failed even when it stayed within the limit);
+- more failed indexes than ``max_failed_indexes`` -> failed at once, naming the indexes;
+- any other Failed -> failed with Kubernetes' reason and message;
+- the Job disappeared -> error.
+A long queue wait is never an outcome here: only the trigger's ``queue_timeout`` turns it into one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from .index_set import IndexSet
+from .result import JobResult, job_result_from_status
+from .workload_state import WorkloadPhase, WorkloadState, workload_state_from_dict
+
+OutcomeStatus = Literal["success", "failed", "timeout", "error"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: OutcomeStatus
+    message: str
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One moment of a Job and its Workload."""
+
+    name: str
+    namespace: str
+    completions: int
+    completed: IndexSet
+    failed: IndexSet
+    active: int
+    finished_condition: Mapping[str, Any] | None  # Complete or Failed, when true
+    workload: WorkloadState | None
+    created_at: datetime | None
+
+    @property
+    def admitted(self) -> bool:
+        return self.workload is not None and self.workload.phase in (
+            WorkloadPhase.Admitted,
+            WorkloadPhase.Running,
+            WorkloadPhase.Succeeded,
+            WorkloadPhase.Failed,
+        )
+
+
+def view_of(job: Mapping[str, Any], workload: Mapping[str, Any] | None) -> JobView:
+    meta, spec, status = job.get("metadata", {}), job.get("spec", {}), job.get("status") or {}
+    finished = None
+    for cond in status.get("conditions") or []:
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            finished = cond
+    state = workload_state_from_dict(workload) if workload else None
+    active = int(status.get("active") or 0)
+    return JobView(
+        name=str(meta.get("name", "")),
+        namespace=str(meta.get("namespace", "")),
+        completions=int(spec.get("completions") or 0),
+        completed=IndexSet.parse(status.get("completedIndexes")),
+        failed=IndexSet.parse(status.get("failedIndexes")),
+        active=active,
+        finished_condition=finished,
+        workload=state.with_running(active) if state else None,
+        created_at=_time(meta.get("creationTimestamp")),
+    )
+
+
+def outcome_of(view: JobView, max_failed_indexes: int | None) -> Outcome | None:
+    where = f"Job {view.namespace}/{view.name}"
+    too_many = max_failed_indexes is not None and len(view.failed) > max_failed_indexes
+    if too_many:
+        return Outcome(
+            "failed",
+            f"{where}: {len(view.failed)} indexes failed ({view.failed}), more than "
+            f"max_failed_indexes={max_failed_indexes}",
+        )
+    cond = view.finished_condition
+    if cond is None:
+        return None
+    if cond["type"] == "Complete":
+        return Outcome("success", f"{where} completed all {view.completions} indexes")
+    if cond.get("reason") == "FailedIndexes" and max_failed_indexes is not None:
+        return Outcome(
+            "success",
+            f"{where} finished with {len(view.failed)} failed indexes ({view.failed}), "
+            f"within max_failed_indexes={max_failed_indexes}",
+        )
+    failed = f"; failed indexes: {view.failed}" if view.failed else ""
+    return Outcome("failed", f"{where} failed ({cond.get('reason')}: {cond.get('message')}){failed}")
+
+
+def progress_line(view: JobView, position: tuple[int, int] | None = None, waited: float | None = None) -> str:
+    """A line a human reads at a glance: queued (position, wait) / admitted / evicted / N/M done."""
+    wl = view.workload
+    if wl is None:
+        return "submitted; waiting for Kueue to create the Workload"
+    if wl.phase is WorkloadPhase.Queued:
+        where = f"{'inadmissible' if wl.inadmissible else 'queued'} in {wl.queue_name or 'its LocalQueue'}"
+        extra = [
+            f"position {position[0] + 1}" if position else "",
+            f"{waited:.0f} s" if waited is not None else "",
+        ]
+        detail = ", ".join(x for x in extra if x)
+        why = f": {wl.message}" if wl.message else ""
+        return where + (f" ({detail})" if detail else "") + why
+    if wl.phase is WorkloadPhase.Running or (wl.phase is WorkloadPhase.Admitted and view.completed):
+        return (
+            f"running {len(view.completed)}/{view.completions} done, {len(view.failed)} failed, "
+            f"{view.active} active"
+        )
+    return wl.describe()
+
+
+def result_of(view: JobView, job: Mapping[str, Any], now: datetime) -> JobResult:
+    """The task's result, with queue and run times measured from the Job's and Workload's timestamps."""
+    admitted_at = view.workload.admitted_at if view.workload else None
+    finished_at = (
+        _time(view.finished_condition.get("lastTransitionTime")) if view.finished_condition else None
+    )
+    queued = (admitted_at or now) - view.created_at if view.created_at else None
+    running = ((finished_at or now) - admitted_at) if admitted_at else None
+    return job_result_from_status(
+        job,
+        view.workload,
+        queued_seconds=round(queued.total_seconds(), 3) if queued else None,
+        running_seconds=round(running.total_seconds(), 3) if running else None,
+    )
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))

@@ -1,0 +1,266 @@
+"""``KueueIndexedJobOperator``: one Kueue-queued IndexedJob per task, waited for through the queue."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import yaml
+from airflow.configuration import conf
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from ..hooks.kueue_hook import KueueHook
+from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
+from ..kueue.index_set import IndexSet
+from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
+from ..triggers.kueue_job import KueueJobTrigger
+from .job_submission import submit_or_reattach
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+LOG_TAIL_INDEXES = 5
+
+
+class KueueIndexedJobOperator(BaseOperator):
+    """Run ``completions`` shards as a batch/v1 Indexed Job in a Kueue LocalQueue and wait for every index.
+
+    Each pod gets ``JOB_COMPLETION_INDEX`` (its shard). The task defers while Kueue queues, admits, evicts
+    and requeues the Job: a long queue wait is not a failure unless ``queue_timeout`` is set. It returns a
+    per-index result (see README) and fails only when the Job fails or more indexes fail than
+    ``max_failed_indexes``.
+    A retry reattaches to a Job that still runs (or already completed) instead of creating another one.
+
+    :param queue_name: the Kueue LocalQueue in ``namespace``.
+    :param job_template: a batch/v1 Job (dict, YAML text or a ``.yaml`` file path) to start from; the other
+        parameters are applied on top of it.
+    :param queue_timeout: fail (and delete the Job) if it is not admitted within this time.
+    :param spot: tolerate AKS Spot nodes and do not count Spot evictions (DisruptionTarget) as failures.
+    """
+
+    template_fields: Sequence[str] = (
+        "queue_name",
+        "namespace",
+        "image",
+        "cmds",
+        "arguments",
+        "env",
+        "job_template",
+        "labels",
+        "annotations",
+    )
+    template_ext: Sequence[str] = (".yaml", ".yml")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"job_template": "yaml", "env": "json"}
+    ui_color = "#d4e9f7"
+
+    def __init__(
+        self,
+        *,
+        queue_name: str,
+        namespace: str = "default",
+        image: str | None = None,
+        cmds: list[str] | None = None,
+        arguments: list[str] | None = None,
+        env: Mapping[str, str] | list[dict[str, Any]] | None = None,
+        completions: int = 1,
+        parallelism: int | None = None,
+        resources: Mapping[str, Any] | None = None,
+        priority_class: str | None = None,
+        spot: bool = False,
+        backoff_limit_per_index: int | None = None,
+        max_failed_indexes: int | None = None,
+        ttl_seconds_after_finished: int | None = 86400,
+        queue_timeout: timedelta | float | None = None,
+        job_template: Mapping[str, Any] | str | None = None,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+        node_selector: Mapping[str, str] | None = None,
+        service_account_name: str | None = None,
+        job_name_prefix: str | None = None,
+        kubernetes_conn_id: str = "kubernetes_default",
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=True),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.queue_name = queue_name
+        self.namespace = namespace
+        self.image = image
+        self.cmds = cmds
+        self.arguments = arguments
+        self.env = env
+        self.completions = completions
+        self.parallelism = parallelism
+        # BaseOperator.resources means executor resources; the pods' requests/limits live here.
+        self.job_resources = resources
+        self.priority_class = priority_class
+        self.spot = spot
+        self.backoff_limit_per_index = backoff_limit_per_index
+        self.max_failed_indexes = max_failed_indexes
+        self.ttl_seconds_after_finished = ttl_seconds_after_finished
+        self.queue_timeout = (
+            queue_timeout.total_seconds() if isinstance(queue_timeout, timedelta) else queue_timeout
+        )
+        self.job_template = job_template
+        self.labels = labels
+        self.annotations = annotations
+        self.node_selector = node_selector
+        self.service_account_name = service_account_name
+        self.job_name_prefix = job_name_prefix
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.deferrable = deferrable
+        self._job_name: str | None = None
+
+    # --- 1. build and validate (no cluster call before this passes) ---------------------------------------
+    def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
+        template = self.job_template
+        if isinstance(template, str):
+            try:
+                template = yaml.safe_load(template)
+            except yaml.YAMLError as exc:
+                raise AirflowFailException(f"job_template is not valid YAML: {exc}") from exc
+            if not isinstance(template, Mapping):
+                raise AirflowFailException(
+                    f"job_template must be a batch/v1 Job (a mapping), got {type(template).__name__}"
+                )
+        template_image = _template_image(template)
+        spec = IndexedJobSpec(
+            name=deterministic_job_name(identity, self.job_name_prefix, per_try=True),
+            namespace=self.namespace,
+            queue_name=self.queue_name,
+            image=self.image or template_image or "",
+            completions=self.completions,
+            cmds=self.cmds,
+            arguments=self.arguments,
+            env=self.env,
+            parallelism=self.parallelism,
+            resources=self.job_resources,
+            priority_class=self.priority_class,
+            spot=self.spot,
+            backoff_limit_per_index=self.backoff_limit_per_index,
+            max_failed_indexes=self.max_failed_indexes,
+            ttl_seconds_after_finished=self.ttl_seconds_after_finished,
+            labels=self.labels,
+            annotations=self.annotations,
+            node_selector=self.node_selector,
+            service_account_name=self.service_account_name,
+            job_template=template,
+            identity=identity,
+        )
+        try:
+            validate(spec)
+        except InvalidJobSpec as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+        if self.queue_timeout is not None and self.queue_timeout <= 0:
+            raise AirflowFailException(
+                f"{self.task_id}: queue_timeout must be positive, got {self.queue_timeout}"
+            )
+        return build_indexed_job(spec)
+
+    # --- 2. submit or reattach, then wait -------------------------------------------------------------------
+    def execute(self, context: Context) -> dict[str, Any]:
+        identity = _identity(context)
+        manifest = self.build_manifest(identity)
+        hook = KueueHook(self.kubernetes_conn_id)
+        self._check_local_queue(hook)
+        submission = submit_or_reattach(hook, manifest, identity)
+        job = submission.job
+        self._job_name = job["metadata"]["name"]
+        verb = "reattached to" if submission.reattached else "submitted"
+        self.log.info(
+            "%s Job %s/%s (%s) in LocalQueue %s",
+            verb,
+            self.namespace,
+            self._job_name,
+            submission.reason,
+            self.queue_name,
+        )
+        trigger = KueueJobTrigger(
+            job_name=self._job_name,
+            namespace=self.namespace,
+            queue_name=self.queue_name,
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            max_failed_indexes=self.max_failed_indexes,
+            queue_timeout=self.queue_timeout,
+            submitted_at=_created_epoch(job),
+        )
+        if self.deferrable:
+            self.defer(trigger=trigger, method_name="execute_complete")
+        return self.execute_complete(context, asyncio.run(_first_event(trigger)))
+
+    def _check_local_queue(self, hook: KueueHook) -> None:
+        if hook.get_local_queue(self.namespace, self.queue_name) is not None:
+            return
+        existing = sorted(q["metadata"]["name"] for q in hook.list_local_queues(self.namespace))
+        have = (
+            f"LocalQueues in {self.namespace}: {', '.join(existing)}"
+            if existing
+            else f"there is no LocalQueue in namespace {self.namespace}"
+        )
+        raise AirflowFailException(
+            f"{self.task_id}: LocalQueue {self.queue_name!r} does not exist in namespace "
+            f"{self.namespace!r} ({have}); set queue_name to one of them or create it"
+        )
+
+    # --- 3. the final event -> result or failure --------------------------------------------------------
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        if not event:
+            raise AirflowException("the trigger ended without an event")
+        status, message = event.get("status"), event.get("message", "")
+        result = {k: v for k, v in event.items() if k not in ("status", "message")}
+        if status == "success":
+            self.log.info("%s; result: %s", message, json.dumps(result, sort_keys=True))
+            return result
+        if status == "failed" and event.get("failed_indexes"):
+            message += self._log_tails(event)
+        raise AirflowException(f"{status}: {message}")
+
+    def _log_tails(self, event: dict[str, Any]) -> str:
+        indexes = list(IndexSet.parse(event["failed_indexes"]))[:LOG_TAIL_INDEXES]
+        try:
+            tails = KueueHook(self.kubernetes_conn_id).failed_index_log_tails(
+                event["namespace"], event["job_name"], indexes
+            )
+        except Exception as exc:  # the failure itself matters more than its logs
+            return f"\n(could not read the failed pods' logs: {exc})"
+        return "".join(f"\n--- index {i}, last log lines ---\n{tail.rstrip()}" for i, tail in tails.items())
+
+    def on_kill(self) -> None:
+        """Blocking mode: the task was killed, so the Job goes too (deferred mode: the trigger's on_kill)."""
+        if self._job_name:
+            KueueHook(self.kubernetes_conn_id).delete_job(self.namespace, self._job_name)
+
+
+async def _first_event(trigger: KueueJobTrigger) -> dict[str, Any]:
+    async for event in trigger.run():
+        return dict(event.payload)
+    raise AirflowException("the trigger ended without an event")
+
+
+def _identity(context: Context) -> AirflowIdentity:
+    ti = context["ti"]
+    return AirflowIdentity(
+        dag_id=ti.dag_id,
+        task_id=ti.task_id,
+        run_id=ti.run_id,
+        try_number=int(ti.try_number or 1),
+        map_index=int(getattr(ti, "map_index", -1)),
+    )
+
+
+def _template_image(template: Mapping[str, Any] | None) -> str | None:
+    try:
+        containers = template["spec"]["template"]["spec"]["containers"]  # type: ignore[index]
+        return str(containers[0]["image"])
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def _created_epoch(job: dict[str, Any]) -> float | None:
+    from datetime import datetime
+
+    created = job["metadata"].get("creationTimestamp")
+    return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp() if created else None

@@ -1,0 +1,77 @@
+"""Submit a Job for a task try, or reattach to the one that already exists (no try ever makes two Jobs)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client.rest import ApiException
+
+from ..hooks.kueue_hook import KueueHook
+from ..kueue.airflow_identity import (
+    DAG_ID_LABEL,
+    MAP_INDEX_LABEL,
+    RUN_ID_LABEL,
+    TASK_ID_LABEL,
+    AirflowIdentity,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Submission:
+    job: dict[str, Any]
+    reattached: bool
+    reason: str
+
+
+def _finished(job: dict[str, Any]) -> str | None:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return str(cond["type"])
+    return None
+
+
+def existing_jobs(hook: KueueHook, namespace: str, identity: AirflowIdentity) -> list[dict[str, Any]]:
+    """Jobs this provider made for the same (dag, task, run, map index), oldest first."""
+    labels = identity.labels()
+    selector = {k: labels[k] for k in (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL)}
+    jobs = [
+        j
+        for j in hook.find_jobs(namespace, selector)
+        if (j["metadata"].get("annotations") or {}).get(MAP_INDEX_LABEL, "-1") == str(identity.map_index)
+        and j["metadata"].get("deletionTimestamp") is None
+    ]
+    return sorted(jobs, key=lambda j: j["metadata"].get("creationTimestamp") or "")
+
+
+def submit_or_reattach(hook: KueueHook, manifest: dict[str, Any], identity: AirflowIdentity) -> Submission:
+    """1. a live Job of an earlier try (or this one) -> reattach; 2. a Complete one -> reattach (nothing
+    finished is redone); 3. else create this try's Job, whose name is deterministic per try, so a worker that
+    died after creating it finds it again through the 409."""
+    namespace = manifest["metadata"]["namespace"]
+    previous = existing_jobs(hook, namespace, identity)
+    live = [j for j in previous if _finished(j) is None]
+    if live:
+        return Submission(live[-1], True, "a Job of this task is still running")
+    complete = [j for j in previous if _finished(j) == "Complete"]
+    if complete:
+        return Submission(complete[-1], True, "a Job of this task already completed")
+    try:
+        return Submission(hook.create_job(manifest), False, "created")
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    job = hook.get_job(namespace, manifest["metadata"]["name"])
+    mine = job is not None and all(
+        (job["metadata"].get("labels") or {}).get(k) == v for k, v in identity.labels().items()
+    )
+    if not mine:
+        raise RuntimeError(
+            f"Job {namespace}/{manifest['metadata']['name']} exists but was not created for this task "
+            "instance; delete it or set job_name_prefix to something else"
+        )
+    assert job is not None
+    return Submission(job, True, "this try's Job already exists (the worker restarted)")

@@ -1,0 +1,1 @@
+"""Async, watch-based triggers."""

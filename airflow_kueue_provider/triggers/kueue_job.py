@@ -1,0 +1,197 @@
+"""The trigger that follows one Kueue-queued IndexedJob from queue to last index."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from ..hooks.kueue_async_hook import AsyncKueueHook
+from ..kueue.job_progress import JobView, Outcome, outcome_of, progress_line, result_of, view_of
+from ..kueue.workload_state import WorkloadPhase
+from .namespace_watch import NamespaceWatch
+
+log = logging.getLogger(__name__)
+
+POSITION_FIRST_REFRESH = 30.0  # seconds; then doubling up to POSITION_MAX_REFRESH while queued
+POSITION_MAX_REFRESH = 600.0
+RUNNING_LINE_EVERY = 10.0  # "running N/M done" is logged at most this often
+
+
+class KueueJobTrigger(BaseTrigger):
+    """Wait for a Kueue-queued Job through queueing, admission, eviction/requeue and its indexes.
+
+    Events come from the shared namespace watch (no polling). The pending position is read from Kueue's
+    visibility API only while queued, at growing intervals. ``queue_timeout`` (seconds from ``submitted_at``)
+    is the only thing that turns a long wait into a failure; the Job is then deleted.
+    """
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        namespace: str,
+        queue_name: str,
+        kubernetes_conn_id: str = "kubernetes_default",
+        max_failed_indexes: int | None = None,
+        queue_timeout: float | None = None,
+        submitted_at: float | None = None,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.job_name = job_name
+        self.namespace = namespace
+        self.queue_name = queue_name
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.max_failed_indexes = max_failed_indexes
+        self.queue_timeout = queue_timeout
+        self.submitted_at = submitted_at if submitted_at is not None else time.time()
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "job_name": self.job_name,
+                "namespace": self.namespace,
+                "queue_name": self.queue_name,
+                "kubernetes_conn_id": self.kubernetes_conn_id,
+                "max_failed_indexes": self.max_failed_indexes,
+                "queue_timeout": self.queue_timeout,
+                "submitted_at": self.submitted_at,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            event = await self._follow()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a broken connection or RBAC: end the task with the reason, not silence
+            log.exception("following Job %s/%s failed", self.namespace, self.job_name)
+            event = {
+                "status": "error",
+                "message": f"{type(exc).__name__}: {exc}",
+                "job_name": self.job_name,
+                "namespace": self.namespace,
+            }
+        yield TriggerEvent(event)  # type: ignore[no-untyped-call]
+
+    async def _follow(self) -> dict[str, Any]:
+        last_line, last_running_log = "", 0.0
+        position: tuple[int, int] | None = None
+        next_position_at, position_interval = 0.0, POSITION_FIRST_REFRESH
+        async with NamespaceWatch.follow(self.kubernetes_conn_id, self.namespace, self.job_name) as following:
+            snapshot = await following.next()
+            while True:
+                if snapshot.job is None:
+                    return self._event(
+                        Outcome(
+                            "error", f"Job {self.namespace}/{self.job_name} was deleted before it finished"
+                        ),
+                        None,
+                        None,
+                    )
+                view = view_of(snapshot.job, snapshot.workload)
+                outcome = outcome_of(view, self.max_failed_indexes)
+                if outcome is not None:
+                    self._log_line(progress_line(view), last_line)
+                    return self._event(outcome, view, snapshot.job)
+                queued = not view.admitted
+                now = time.monotonic()
+                if queued and view.workload and now >= next_position_at:
+                    position = await self._pending_position(view.workload.workload_name)
+                    next_position_at = now + position_interval
+                    position_interval = min(position_interval * 2, POSITION_MAX_REFRESH)
+                elif not queued:
+                    position, next_position_at, position_interval = None, 0.0, POSITION_FIRST_REFRESH
+                line = progress_line(view, position, time.time() - self.submitted_at if queued else None)
+                is_running_line = line.startswith("running ")
+                if line.split(" (")[0] != last_line.split(" (")[0] or (
+                    is_running_line and line != last_line and now - last_running_log >= RUNNING_LINE_EVERY
+                ):
+                    self._log_line(line, last_line)
+                    last_line = line
+                    last_running_log = now if is_running_line else last_running_log
+                timeout = self._seconds_left_in_queue(view)
+                if timeout is not None and timeout <= 0:
+                    return await self._queue_timeout(view, snapshot.job, position)
+                waits = [
+                    t
+                    for t in (timeout, next_position_at - now if queued and view.workload else None)
+                    if t is not None
+                ]
+                try:
+                    snapshot = (
+                        await asyncio.wait_for(following.next(), timeout=max(min(waits), 0.05))
+                        if waits
+                        else await following.next()
+                    )
+                except asyncio.TimeoutError:
+                    snapshot = following.current()
+
+    def _seconds_left_in_queue(self, view: JobView) -> float | None:
+        if self.queue_timeout is None or view.admitted:
+            return None
+        return self.submitted_at + self.queue_timeout - time.time()
+
+    async def _pending_position(self, workload_name: str) -> tuple[int, int] | None:
+        async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
+            return await hook.pending_position(self.namespace, self.queue_name, workload_name)
+
+    async def _queue_timeout(
+        self, view: JobView, job: dict[str, Any], position: tuple[int, int] | None
+    ) -> dict[str, Any]:
+        where = f" at position {position[0] + 1}" if position else ""
+        why = ""
+        if view.workload and view.workload.phase is WorkloadPhase.Queued and view.workload.message:
+            why = f" ({view.workload.reason}: {view.workload.message})"
+        async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
+            await hook.delete_job(self.namespace, self.job_name)
+        message = (
+            f"waited {_human(time.time() - self.submitted_at)} in queue {self.queue_name}{where}{why}, "
+            f"more than queue_timeout={_human(self.queue_timeout or 0)}; deleted Job "
+            f"{self.namespace}/{self.job_name}"
+        )
+        return self._event(Outcome("timeout", message), view, job)
+
+    def _event(self, outcome: Outcome, view: JobView | None, job: dict[str, Any] | None) -> dict[str, Any]:
+        event: dict[str, Any] = {
+            "status": outcome.status,
+            "message": outcome.message,
+            "job_name": self.job_name,
+            "namespace": self.namespace,
+        }
+        if view is not None and job is not None:
+            event.update(result_of(view, job, datetime.now(timezone.utc)).to_dict())
+        return event
+
+    def _log_line(self, line: str, previous: str) -> None:
+        if line != previous:
+            self.log.info("%s/%s: %s", self.namespace, self.job_name, line)
+
+    async def cleanup(self) -> None:
+        """Nothing to release: the shared watch is left by the ``async with`` in ``run``."""
+
+    async def on_kill(self) -> None:
+        """The task was marked failed/success or cleared while deferred: delete the Job (Airflow 3.3+)."""
+        async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
+            deleted = await hook.delete_job(self.namespace, self.job_name)
+        self.log.info(
+            "task killed while deferred; Job %s/%s %s",
+            self.namespace,
+            self.job_name,
+            "deleted" if deleted else "was already gone",
+        )
+
+
+def _human(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

@@ -1,0 +1,211 @@
+"""One shared list+watch of Jobs and Workloads per (connection, namespace) in a triggerer process.
+
+Every trigger of a namespace follows its own Job through this hub, so a triggerer with 200 deferred tasks
+in one namespace holds two watch connections, not 200 pollers.  The hub keeps the latest Job and Workload
+objects; a follower is woken when either changes and always reads the newest state, so bursts are coalesced
+and a terminal state is never missed.  After 410 Gone (or any broken watch) the hub lists again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from kubernetes_asyncio.client.rest import ApiException
+
+from ..hooks.kueue_api import JOB_UID_LABEL
+from ..hooks.kueue_async_hook import AsyncKueueHook
+
+log = logging.getLogger(__name__)
+
+WATCH_TIMEOUT_SECONDS = 1800  # the apiserver ends watches after 30-60 min anyway (--min-request-timeout)
+FATAL_STATUSES = frozenset({401, 403, 404})
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    job: dict[str, Any] | None
+    workload: dict[str, Any] | None
+
+
+@dataclass(eq=False)
+class _Follower:
+    job_name: str
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class NamespaceWatch:
+    _hubs: ClassVar[dict[tuple[str, str], NamespaceWatch]] = {}
+
+    def __init__(self, conn_id: str, namespace: str) -> None:
+        self.conn_id = conn_id
+        self.namespace = namespace
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.workloads: dict[str, dict[str, Any]] = {}  # by the job-uid label
+        self._names_by_uid: dict[str, str] = {}
+        self.followers: dict[str, set[_Follower]] = {}
+        self.synced = asyncio.Event()
+        self.error: BaseException | None = None
+        self._synced_kinds: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    # --- following ------------------------------------------------------------------------------------
+    @classmethod
+    @asynccontextmanager
+    async def follow(cls, conn_id: str, namespace: str, job_name: str) -> AsyncIterator[Following]:
+        key = (conn_id, namespace)
+        hub = cls._hubs.get(key)
+        if hub is None:
+            hub = cls._hubs[key] = NamespaceWatch(conn_id, namespace)
+            hub._task = asyncio.get_running_loop().create_task(hub._run(), name=f"kueue-watch-{namespace}")
+        follower = _Follower(job_name)
+        hub.followers.setdefault(job_name, set()).add(follower)
+        try:
+            yield Following(hub, follower)
+        finally:
+            hub._unfollow(follower)
+            if not hub.followers and cls._hubs.get(key) is hub:
+                del cls._hubs[key]
+                await hub._stop()
+
+    def _unfollow(self, follower: _Follower) -> None:
+        group = self.followers.get(follower.job_name, set())
+        group.discard(follower)
+        if not group:
+            self.followers.pop(follower.job_name, None)
+
+    def snapshot(self, job_name: str) -> JobSnapshot:
+        job = self.jobs.get(job_name)
+        uid = (job or {}).get("metadata", {}).get("uid")
+        return JobSnapshot(job, self.workloads.get(uid) if uid else None)
+
+    def _wake(self, job_name: str | None = None) -> None:
+        groups = self.followers.values() if job_name is None else [self.followers.get(job_name, set())]
+        for group in groups:
+            for follower in group:
+                follower.changed.set()
+
+    # --- the watch loop ---------------------------------------------------------------------------------
+    async def _stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                async with AsyncKueueHook(self.conn_id).session() as hook:
+                    await asyncio.gather(
+                        self._list_and_watch("jobs", hook.list_jobs, hook.watch_jobs, self._apply_job),
+                        self._list_and_watch(
+                            "workloads", hook.list_workloads, hook.watch_workloads, self._apply_workload
+                        ),
+                    )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                if isinstance(exc, ApiException) and exc.status in FATAL_STATUSES and failures >= 3:
+                    self.error = exc
+                    self.synced.set()
+                    self._wake()
+                    return
+                delay = random.uniform(0, min(30.0, 0.5 * 2**failures))
+                log.warning(
+                    "watch of namespace %s broke (%s); listing again in %.1fs", self.namespace, exc, delay
+                )
+                await asyncio.sleep(delay)
+
+    async def _list_and_watch(
+        self,
+        kind: str,
+        list_fn: Callable[..., Any],
+        watch_fn: Callable[..., Any],
+        apply: Callable[[str, dict[str, Any]], None],
+    ) -> None:
+        while True:
+            items, version = await list_fn(self.namespace)
+            self._replace(kind, items)
+            self._synced_kinds.add(kind)
+            if self._synced_kinds == {"jobs", "workloads"}:
+                self.synced.set()
+            self._wake()
+            try:
+                while True:  # each round ends when the server closes the watch; resume from the last version
+                    async for event_type, obj in watch_fn(self.namespace, version, WATCH_TIMEOUT_SECONDS):
+                        version = obj.get("metadata", {}).get("resourceVersion", version)
+                        if event_type != "BOOKMARK":
+                            apply(event_type, obj)
+            except ApiException as exc:
+                if exc.status != 410:
+                    raise
+                log.info("%s watch in %s expired (410 Gone); listing again", kind, self.namespace)
+
+    def _replace(self, kind: str, items: list[dict[str, Any]]) -> None:
+        if kind == "jobs":
+            self.jobs = {j["metadata"]["name"]: j for j in items}
+            self._names_by_uid = {j["metadata"]["uid"]: name for name, j in self.jobs.items()}
+        else:
+            self.workloads = {uid: w for w in items if (uid := _job_uid(w))}
+
+    def _apply_job(self, event_type: str, job: dict[str, Any]) -> None:
+        name = job["metadata"]["name"]
+        if event_type == "DELETED":
+            self.jobs.pop(name, None)
+            self._names_by_uid.pop(job["metadata"]["uid"], None)
+        else:
+            self.jobs[name] = job
+            self._names_by_uid[job["metadata"]["uid"]] = name
+        self._wake(name)
+
+    def _apply_workload(self, event_type: str, workload: dict[str, Any]) -> None:
+        uid = _job_uid(workload)
+        if not uid:
+            return
+        if event_type == "DELETED":
+            if self.workloads.get(uid, {}).get("metadata", {}).get("uid") == workload["metadata"].get("uid"):
+                self.workloads.pop(uid, None)
+        else:
+            self.workloads[uid] = workload
+        if name := self._names_by_uid.get(uid):
+            self._wake(name)
+
+
+class Following:
+    """A trigger's view of one Job through the shared hub."""
+
+    def __init__(self, hub: NamespaceWatch, follower: _Follower) -> None:
+        self._hub = hub
+        self._follower = follower
+        self._first = True
+
+    async def next(self) -> JobSnapshot:
+        """The current state at first, then the newest state after each change."""
+        await self._hub.synced.wait()
+        if self._first:
+            self._first = False
+            self._follower.changed.clear()
+        else:
+            await self._follower.changed.wait()
+            self._follower.changed.clear()
+        if self._hub.error is not None:
+            raise self._hub.error
+        return self._hub.snapshot(self._follower.job_name)
+
+    def current(self) -> JobSnapshot:
+        """The newest state without waiting for a change."""
+        if self._hub.error is not None:
+            raise self._hub.error
+        return self._hub.snapshot(self._follower.job_name)
+
+
+def _job_uid(workload: dict[str, Any]) -> str | None:
+    uid = workload.get("metadata", {}).get("labels", {}).get(JOB_UID_LABEL)
+    return str(uid) if uid else None

@@ -1,0 +1,105 @@
+"""Outcome rules and progress lines of a Job + Workload."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from airflow_kueue_provider.kueue.job_progress import outcome_of, progress_line, result_of, view_of
+
+
+def job(status: dict[str, Any] | None = None, completions: int = 4) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "j", "namespace": "ns", "creationTimestamp": "2026-11-30T10:00:00Z"},
+        "spec": {"completions": completions},
+        "status": status or {},
+    }
+
+
+def cond(
+    ctype: str, reason: str = "", status: str = "True", at: str = "2026-11-30T10:05:00Z"
+) -> dict[str, Any]:
+    return {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": f"{reason} message",
+        "lastTransitionTime": at,
+    }
+
+
+def workload(*conditions: dict[str, Any], cq: str | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"conditions": list(conditions)}
+    if cq:
+        status["admission"] = {"clusterQueue": cq, "podSetAssignments": [{"flavors": {"cpu": "spot"}}]}
+    return {
+        "metadata": {"name": "job-j-abcde", "namespace": "ns"},
+        "spec": {"queueName": "lq"},
+        "status": status,
+    }
+
+
+ADMITTED = workload(
+    cond("QuotaReserved", "QuotaReserved", at="2026-11-30T10:01:00Z"),
+    cond("Admitted", "Admitted", at="2026-11-30T10:01:00Z"),
+    cq="cq",
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "max_failed", "expected"),
+    [
+        ({}, None, None),
+        ({"completedIndexes": "0-3", "conditions": [cond("Complete")]}, None, "success"),
+        (
+            {
+                "failedIndexes": "1",
+                "completedIndexes": "0,2,3",
+                "conditions": [cond("Failed", "FailedIndexes")],
+            },
+            1,
+            "success",
+        ),
+        (
+            {
+                "failedIndexes": "1",
+                "completedIndexes": "0,2,3",
+                "conditions": [cond("Failed", "FailedIndexes")],
+            },
+            None,
+            "failed",
+        ),
+        ({"failedIndexes": "1,2", "active": 2}, 1, "failed"),
+        ({"failedIndexes": "1", "active": 2}, 1, None),
+        ({"conditions": [cond("Failed", "DeadlineExceeded")]}, 5, "failed"),
+        ({"conditions": [cond("Complete", status="False")]}, None, None),
+    ],
+)
+def test_outcome_rules(status: dict[str, Any], max_failed: int | None, expected: str | None) -> None:
+    outcome = outcome_of(view_of(job(status), ADMITTED), max_failed)
+    assert (outcome.status if outcome else None) == expected
+
+
+def test_failure_names_the_failed_indexes() -> None:
+    outcome = outcome_of(view_of(job({"failedIndexes": "3,7", "active": 1}, completions=20), ADMITTED), 1)
+    assert outcome is not None and "3,7" in outcome.message and "max_failed_indexes=1" in outcome.message
+
+
+def test_progress_lines() -> None:
+    queued = workload(cond("QuotaReserved", "Pending", status="False"))
+    assert progress_line(view_of(job(), None)).startswith("submitted")
+    line = progress_line(view_of(job(), queued), (2, 5), 41.2)
+    assert line == "queued in lq (position 3, 41 s): Pending message"
+    assert progress_line(view_of(job(), ADMITTED)) == "admitted to cq [cpu: spot]"
+    running = view_of(job({"active": 2, "completedIndexes": "0", "failedIndexes": "1"}), ADMITTED)
+    assert progress_line(running) == "running 1/4 done, 1 failed, 2 active"
+
+
+def test_result_times_come_from_the_objects() -> None:
+    done = job({"completedIndexes": "0-3", "conditions": [cond("Complete", at="2026-11-30T10:05:00Z")]})
+    view = view_of(done, ADMITTED)
+    result = result_of(view, done, datetime(2026, 11, 30, 11, tzinfo=timezone.utc))
+    assert result.queued_seconds == 60 and result.running_seconds == 240
+    assert result.completed_indexes == "0-3" and result.succeeded == 4 and result.cluster_queue == "cq"
