@@ -10,14 +10,64 @@ user-set ``suspend: true`` does not hold a Job anyway (Kueue admits and unsuspen
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from airflow_kueue_provider.kueue.airflow_identity import (
+    DAG_ID_LABEL,
+    MAP_INDEX_LABEL,
+    PROVIDER_LABEL_PREFIX,
+    RUN_ID_LABEL,
+    TASK_ID_LABEL,
+    TRY_NUMBER_LABEL,
+    AirflowIdentity,
+    deterministic_job_name,
+)
+from airflow_kueue_provider.kueue.k8s_names import (
+    MAX_JOB_NAME_LENGTH,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    is_env_var_name,
+    is_qualified_name,
+    is_valid_label_value,
+    safe_label_value,
+)
 from airflow_kueue_provider.kueue.quantity import parse_quantity
+
+__all__ = [
+    "CONTAINER_NAME",
+    "DAG_ID_LABEL",
+    "DEFAULT_TTL_SECONDS_AFTER_FINISHED",
+    "IGNORE_DISRUPTIONS_RULE",
+    "MANAGED_BY_LABEL",
+    "MANAGED_BY_VALUE",
+    "MAP_INDEX_LABEL",
+    "MAX_COMPLETIONS",
+    "MAX_JOB_NAME_LENGTH",
+    "MAX_PARALLELISM",
+    "PRIORITY_CLASS_LABEL",
+    "PROVIDER_LABEL_PREFIX",
+    "QUEUE_NAME_LABEL",
+    "RUN_ID_LABEL",
+    "SPOT_TOLERATION",
+    "TASK_ID_LABEL",
+    "TRY_NUMBER_LABEL",
+    "AirflowIdentity",
+    "EnvInput",
+    "IndexedJobSpec",
+    "InvalidJobSpec",
+    "build_indexed_job",
+    "deterministic_job_name",
+    "is_dns1123_label",
+    "is_dns1123_subdomain",
+    "is_qualified_name",
+    "is_valid_label_value",
+    "merge_job_template",
+    "safe_label_value",
+    "validate",
+]
+"""Also re-exported here: the Airflow identity (``airflow_identity``) and the name checks (``k8s_names``)."""
 
 # -- label keys and limits --------------------------------------------------------------------------
 
@@ -25,12 +75,6 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "airflow-kueue-provider"
-DAG_ID_LABEL = "airflow-kueue.io/dag-id"
-TASK_ID_LABEL = "airflow-kueue.io/task-id"
-RUN_ID_LABEL = "airflow-kueue.io/run-id"
-TRY_NUMBER_LABEL = "airflow-kueue.io/try-number"
-MAP_INDEX_LABEL = "airflow-kueue.io/map-index"
-PROVIDER_LABEL_PREFIX = "airflow-kueue.io/"
 
 SPOT_TOLERATION: Mapping[str, str] = {
     "key": "kubernetes.azure.com/scalesetpriority",
@@ -46,21 +90,10 @@ IGNORE_DISRUPTIONS_RULE: Mapping[str, Any] = {
 counting against ``backoffLimit`` / ``backoffLimitPerIndex``."""
 
 CONTAINER_NAME = "main"
-MAX_JOB_NAME_LENGTH = 52
-"""Pods of an Indexed Job are named ``<job>-<index>-<random5>``, their hostname ``<job>-<index>`` must be a
-DNS label (<= 63) and Kueue names the Workload ``job-<job>-<hash5>``; 52 leaves room for all of them."""
 MAX_COMPLETIONS = 100_000
 MAX_PARALLELISM = 10_000
 DEFAULT_TTL_SECONDS_AFTER_FINISHED = 86_400
 
-_LABEL_VALUE_MAX = 63
-_HASH_LENGTH = 10
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", re.ASCII)
-_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?", re.ASCII)
-_QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]", re.ASCII)
-# The portable C-identifier-like rule (Kubernetes >= 1.34 also accepts any printable ASCII except '=').
-_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*", re.ASCII)
 _RESOURCES_KEYS = ("requests", "limits", "claims")
 _SERVER_SET_METADATA = (
     "uid",
@@ -76,111 +109,6 @@ _CONTROLLER_LABELS = (
     "batch.kubernetes.io/controller-uid",
     "batch.kubernetes.io/job-name",
 )
-
-
-# -- names and label values ---------------------------------------------------------------------------
-
-
-def is_dns1123_label(value: object, max_length: int = 63) -> bool:
-    return isinstance(value, str) and len(value) <= max_length and bool(_DNS1123_LABEL.fullmatch(value))
-
-
-def is_dns1123_subdomain(value: object) -> bool:
-    return isinstance(value, str) and len(value) <= 253 and bool(_DNS1123_SUBDOMAIN.fullmatch(value))
-
-
-def is_valid_label_value(value: object) -> bool:
-    return isinstance(value, str) and len(value) <= _LABEL_VALUE_MAX and bool(_LABEL_VALUE.fullmatch(value))
-
-
-def is_qualified_name(key: object) -> bool:
-    """A label/annotation key: ``[prefix/]name``, prefix a DNS subdomain, name <= 63 characters."""
-    if not isinstance(key, str):
-        return False
-    prefix, _, name = key.rpartition("/")
-    if "/" in key and not is_dns1123_subdomain(prefix):
-        return False
-    return len(name) <= 63 and bool(_QUALIFIED_NAME_PART.fullmatch(name))
-
-
-def _short_hash(*parts: str) -> str:
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:_HASH_LENGTH]
-
-
-def safe_label_value(value: str) -> str:
-    """``value`` itself when it is a valid label value, else a readable prefix + ``-`` + 10 hex of sha256.
-
-    Airflow run ids (``manual__2026-05-01T10:00:00+00:00``) contain ``:`` and ``+``, and dag/task ids may
-    exceed 63 characters. The hash is of the full value, so distinct values stay distinct; the full value is
-    kept in an annotation. Deterministic, so a selector built from the same value finds the Job again.
-    """
-    if is_valid_label_value(value):
-        return value
-    digest = hashlib.sha256(value.encode()).hexdigest()[:_HASH_LENGTH]
-    readable = re.sub(r"[^A-Za-z0-9_.-]", "_", value)[: _LABEL_VALUE_MAX - _HASH_LENGTH - 1]
-    readable = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", readable)
-    return f"{readable}-{digest}" if readable else digest
-
-
-def _dns_fragment(text: str) -> str:
-    fragment = re.sub(r"[^a-z0-9]+", "-", text.lower())
-    return fragment.strip("-")
-
-
-@dataclass(frozen=True)
-class AirflowIdentity:
-    """The Airflow task instance a Job belongs to; becomes labels (hashed when needed) and annotations."""
-
-    dag_id: str
-    task_id: str
-    run_id: str
-    try_number: int = 1
-    map_index: int = -1
-    """-1 for an unmapped task, as in Airflow."""
-
-    def labels(self) -> dict[str, str]:
-        labels = {
-            DAG_ID_LABEL: safe_label_value(self.dag_id),
-            TASK_ID_LABEL: safe_label_value(self.task_id),
-            RUN_ID_LABEL: safe_label_value(self.run_id),
-            TRY_NUMBER_LABEL: str(self.try_number),
-        }
-        if self.map_index >= 0:
-            labels[MAP_INDEX_LABEL] = str(self.map_index)
-        return labels
-
-    def annotations(self) -> dict[str, str]:
-        """The full, unhashed values."""
-        return {
-            DAG_ID_LABEL: self.dag_id,
-            TASK_ID_LABEL: self.task_id,
-            RUN_ID_LABEL: self.run_id,
-            TRY_NUMBER_LABEL: str(self.try_number),
-            MAP_INDEX_LABEL: str(self.map_index),
-        }
-
-
-def deterministic_job_name(
-    identity: AirflowIdentity, prefix: str | None = None, *, per_try: bool = False
-) -> str:
-    """A Job name for ``identity``: the same inputs always give the same name (so a retry can reattach).
-
-    It differs per (dag_id, task_id, run_id, map_index), and per try_number only when ``per_try``. The result
-    is a DNS-1123 label of at most 52 characters: a readable part (``prefix``, or ``<dag>-<task>[-<map>]``,
-    lower-cased and truncated) + ``-`` + 10 hex of a sha256 over the identity.
-    """
-    parts = [identity.dag_id, identity.task_id, identity.run_id, str(identity.map_index)]
-    if per_try:
-        parts.append(str(identity.try_number))
-    digest = _short_hash(*parts)
-    if prefix is None:
-        readable = f"{identity.dag_id}-{identity.task_id}"
-        if identity.map_index >= 0:
-            readable += f"-{identity.map_index}"
-    else:
-        readable = prefix
-    readable = _dns_fragment(readable)[: MAX_JOB_NAME_LENGTH - _HASH_LENGTH - 1].rstrip("-")
-    return f"{readable}-{digest}" if readable else f"job-{digest}"
 
 
 # -- the inputs ---------------------------------------------------------------------------------------
@@ -405,7 +333,7 @@ def _check_env(env: EnvInput | None, problems: _Problems) -> None:
 
 
 def _check_env_name(name: object, problems: _Problems) -> None:
-    if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+    if not is_env_var_name(name):
         problems.add(
             "env",
             f"{name!r} is not a valid variable name: use letters, digits, '_', '-' or '.', "

@@ -9,26 +9,25 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_kueue_provider.kueue.job_manifest import (
+from airflow_kueue_provider.kueue.airflow_identity import (
     DAG_ID_LABEL,
-    MANAGED_BY_LABEL,
     MAP_INDEX_LABEL,
-    PRIORITY_CLASS_LABEL,
-    QUEUE_NAME_LABEL,
     RUN_ID_LABEL,
     TASK_ID_LABEL,
     TRY_NUMBER_LABEL,
     AirflowIdentity,
+    deterministic_job_name,
+)
+from airflow_kueue_provider.kueue.job_manifest import (
+    MANAGED_BY_LABEL,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
     IndexedJobSpec,
     InvalidJobSpec,
     build_indexed_job,
-    deterministic_job_name,
-    is_dns1123_label,
-    is_qualified_name,
-    is_valid_label_value,
-    safe_label_value,
     validate,
 )
+from airflow_kueue_provider.kueue.k8s_names import is_dns1123_label, is_valid_label_value
 
 RUN_ID = "scheduled__2026-05-01T02:00:00+00:00"
 IDENTITY = AirflowIdentity(dag_id="nightly_genomics", task_id="align_shards", run_id=RUN_ID, try_number=2)
@@ -469,44 +468,3 @@ def test_deterministic_job_name_is_always_a_valid_indexed_job_name(
     for name in (deterministic_job_name(identity), deterministic_job_name(identity, prefix=prefix)):
         assert is_dns1123_label(name, 52)
         validate(spec(name=name, completions=100_000, parallelism=10))
-
-
-@given(st.text(max_size=200))
-def test_safe_label_value_is_valid_and_deterministic(value: str) -> None:
-    safe = safe_label_value(value)
-    assert is_valid_label_value(safe)
-    assert safe == safe_label_value(value)
-    if is_valid_label_value(value):
-        assert safe == value
-
-
-@given(st.text(min_size=1, max_size=100), st.text(min_size=1, max_size=100))
-def test_safe_label_value_keeps_distinct_values_distinct(a: str, b: str) -> None:
-    if a != b:
-        assert safe_label_value(a) != safe_label_value(b)
-
-
-def test_safe_label_value_examples() -> None:
-    assert safe_label_value("nightly_genomics") == "nightly_genomics"
-    long_id = "d" * 70
-    hashed = safe_label_value(long_id)
-    assert len(hashed) == 63 and hashed.startswith("d" * 52 + "-")
-    assert re.fullmatch(r"[0-9a-f]{10}", safe_label_value(":::"))
-
-
-@pytest.mark.parametrize(
-    ("key", "valid"),
-    [
-        ("team", True),
-        ("example.com/team", True),
-        ("kueue.x-k8s.io/queue-name", True),
-        ("Example.com/team", False),
-        ("/team", False),
-        ("team/", False),
-        ("a/b/c", False),
-        ("x" * 64, False),
-        ("bad key", False),
-    ],
-)
-def test_is_qualified_name(key: str, valid: bool) -> None:
-    assert is_qualified_name(key) is valid

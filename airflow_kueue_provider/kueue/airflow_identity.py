@@ -1,0 +1,76 @@
+"""The Airflow task instance a Job belongs to: its ``airflow-kueue.io/*`` labels and a deterministic name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_kueue_provider.kueue.k8s_names import (
+    HASH_LENGTH,
+    MAX_JOB_NAME_LENGTH,
+    dns_fragment,
+    safe_label_value,
+    short_hash,
+)
+
+PROVIDER_LABEL_PREFIX = "airflow-kueue.io/"
+DAG_ID_LABEL = "airflow-kueue.io/dag-id"
+TASK_ID_LABEL = "airflow-kueue.io/task-id"
+RUN_ID_LABEL = "airflow-kueue.io/run-id"
+TRY_NUMBER_LABEL = "airflow-kueue.io/try-number"
+MAP_INDEX_LABEL = "airflow-kueue.io/map-index"
+
+
+@dataclass(frozen=True)
+class AirflowIdentity:
+    """The Airflow task instance a Job belongs to; becomes labels (hashed when needed) and annotations."""
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    try_number: int = 1
+    map_index: int = -1
+    """-1 for an unmapped task, as in Airflow."""
+
+    def labels(self) -> dict[str, str]:
+        labels = {
+            DAG_ID_LABEL: safe_label_value(self.dag_id),
+            TASK_ID_LABEL: safe_label_value(self.task_id),
+            RUN_ID_LABEL: safe_label_value(self.run_id),
+            TRY_NUMBER_LABEL: str(self.try_number),
+        }
+        if self.map_index >= 0:
+            labels[MAP_INDEX_LABEL] = str(self.map_index)
+        return labels
+
+    def annotations(self) -> dict[str, str]:
+        """The full, unhashed values."""
+        return {
+            DAG_ID_LABEL: self.dag_id,
+            TASK_ID_LABEL: self.task_id,
+            RUN_ID_LABEL: self.run_id,
+            TRY_NUMBER_LABEL: str(self.try_number),
+            MAP_INDEX_LABEL: str(self.map_index),
+        }
+
+
+def deterministic_job_name(
+    identity: AirflowIdentity, prefix: str | None = None, *, per_try: bool = False
+) -> str:
+    """A Job name for ``identity``: the same inputs always give the same name (so a retry can reattach).
+
+    It differs per (dag_id, task_id, run_id, map_index), and per try_number only when ``per_try``. The result
+    is a DNS-1123 label of at most 52 characters: a readable part (``prefix``, or ``<dag>-<task>[-<map>]``,
+    lower-cased and truncated) + ``-`` + 10 hex of a sha256 over the identity.
+    """
+    parts = [identity.dag_id, identity.task_id, identity.run_id, str(identity.map_index)]
+    if per_try:
+        parts.append(str(identity.try_number))
+    digest = short_hash(*parts)
+    if prefix is None:
+        readable = f"{identity.dag_id}-{identity.task_id}"
+        if identity.map_index >= 0:
+            readable += f"-{identity.map_index}"
+    else:
+        readable = prefix
+    readable = dns_fragment(readable)[: MAX_JOB_NAME_LENGTH - HASH_LENGTH - 1].rstrip("-")
+    return f"{readable}-{digest}" if readable else f"job-{digest}"
