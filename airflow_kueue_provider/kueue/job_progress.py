@@ -105,15 +105,18 @@ def progress_line(view: JobView, position: tuple[int, int] | None = None, waited
     wl = view.workload
     if wl is None:
         return "submitted; waiting for Kueue to create the Workload"
+    queue = wl.queue_name or "its LocalQueue"
+    extra = [
+        f"position {position[0] + 1}" if position else "",
+        f"{waited:.0f} s" if waited is not None else "",
+    ]
+    detail = ", ".join(x for x in extra if x)
+    detail = f" ({detail})" if detail else ""
     if wl.phase is WorkloadPhase.Queued:
-        where = f"{'inadmissible' if wl.inadmissible else 'queued'} in {wl.queue_name or 'its LocalQueue'}"
-        extra = [
-            f"position {position[0] + 1}" if position else "",
-            f"{waited:.0f} s" if waited is not None else "",
-        ]
-        detail = ", ".join(x for x in extra if x)
-        why = f": {wl.message}" if wl.message else ""
-        return where + (f" ({detail})" if detail else "") + why
+        where = f"{'inadmissible' if wl.inadmissible else 'queued'} in {queue}"
+        return where + detail + (f": {wl.message}" if wl.message else "")
+    if wl.requeued and wl.phase in (WorkloadPhase.Evicted, WorkloadPhase.Preempted):
+        return f"requeued in {queue} after eviction ({wl.reason}, {wl.eviction_count} so far){detail}"
     if wl.phase is WorkloadPhase.Running or (wl.phase is WorkloadPhase.Admitted and view.completed):
         return (
             f"running {len(view.completed)}/{view.completions} done, {len(view.failed)} failed, "

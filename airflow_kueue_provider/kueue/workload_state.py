@@ -84,6 +84,8 @@ class WorkloadState:
     """Sum of ``status.schedulingStats.evictions[].count``: every eviction, for any reason."""
     inadmissible: bool = False
     """``QuotaReserved=False`` with reason ``Inadmissible`` (e.g. the LocalQueue does not exist)."""
+    requeued: bool = False
+    """Evicted and back in the queue (``Requeued=True``) without quota yet."""
     preemption_reason: str | None = None
     """Reason of the ``Preempted`` condition while true (``InClusterQueue``, ``InCohortReclamation`` ...)."""
     created_at: datetime | None = None
@@ -197,6 +199,8 @@ def workload_state_from_dict(workload: Mapping[str, Any]) -> WorkloadState:
             and not _is_true(quota_reserved)
             and quota_reserved.get("reason") == REASON_INADMISSIBLE
         ),
+        requeued=_true(conditions, COND_REQUEUED) is not None
+        and not (quota_reserved is not None and _is_true(quota_reserved)),
         preemption_reason=_text(preempted, "reason"),
         created_at=_timestamp(metadata.get("creationTimestamp")),
         admitted_at=_timestamp(admitted.get("lastTransitionTime")) if admitted is not None else None,

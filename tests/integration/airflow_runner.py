@@ -6,11 +6,13 @@ One AIRFLOW_HOME (SQLite) per test session; each test writes its DAG file, reser
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 
@@ -67,6 +69,43 @@ class AirflowHome:
         path.write_text(textwrap.dedent(body))
         return path
 
-    def test_dag(self, dag_id: str, timeout: float = 600, extra_env: dict[str, str] | None = None) -> DagRun:
+    def test_dag(self, dag_id: str, *args: str, timeout: float = 600) -> DagRun:
+        """``airflow dags test DAG_ID [LOGICAL_DATE]``: runs the DAG in this process, triggers inline."""
         self.airflow("dags", "reserialize")
-        return self.airflow("dags", "test", dag_id, timeout=timeout, check=False, extra_env=extra_env)
+        return self.airflow("dags", "test", dag_id, *args, timeout=timeout, check=False)
+
+    def start_dag(self, dag_id: str, *args: str) -> BackgroundDagRun:
+        """The same, in the background, so a test can act on the cluster while the task waits."""
+        self.airflow("dags", "reserialize")
+        log = open(self.home / f"{dag_id}.log", "w+")  # noqa: SIM115 - closed by BackgroundDagRun.wait
+        proc = subprocess.Popen(
+            [AIRFLOW, "dags", "test", dag_id, *args],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return BackgroundDagRun(proc, log)
+
+
+@dataclass
+class BackgroundDagRun:
+    proc: subprocess.Popen[bytes]
+    log: IO[str]
+
+    def output(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text()
+
+    def wait(self, timeout: float = 600) -> DagRun:
+        try:
+            code = self.proc.wait(timeout=timeout)
+        finally:
+            self.kill()
+        return DagRun(code, self.output())
+
+    def kill(self) -> None:
+        """SIGKILL the whole run: the worker dies without any cleanup."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()

@@ -78,3 +78,62 @@ def test_task_waits_in_a_full_queue_logs_its_position_and_succeeds(
     assert result["cluster_queue"] == env.cluster_queue
     assert result["queued_seconds"] >= 10, "it waited for the blocker to finish"
     assert is_true(env.job("blocker"), "Complete")
+
+
+ANCHOR_DAG = """
+from datetime import datetime
+from airflow.sdk import DAG
+from kubernetes.client import models as k8s
+from airflow.providers.cncf.kubernetes.operators.kueue import KubernetesStartKueueJobOperator
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+    KubernetesStartKueueJobOperator(
+        task_id="anchor", name="anchor", namespace={namespace!r}, queue_name={queue!r},
+        image="example.invalid/shard:1", completion_mode="Indexed", completions=2, parallelism=2,
+        container_resources=k8s.V1ResourceRequirements(requests={{"cpu": "2", "memory": "1Gi"}}),
+        annotations={{"kwok.airflow-kueue.io/run-duration": "1s"}},
+        wait_until_job_complete=True, deferrable=True,
+    )
+"""
+
+
+def test_cncf_anchor_fails_in_the_same_full_queue_and_leaves_its_job(
+    kueue_env_factory: Any, airflow_home: AirflowHome
+) -> None:
+    """The comparison: apache-airflow-providers-cncf-kubernetes' Kueue operator in the scenario above."""
+    env = kueue_env_factory(cpu="4", memory="16Gi")
+    blocker = env.create_job(
+        indexed_job("blocker", env.local_queue, completions=2, cpu="2", run_duration="25s")
+    )
+    wait_for("blocker admitted", lambda: is_true(env.workload(blocker), "Admitted"))
+    airflow_home.write_dag(
+        "anchor_queue_full",
+        ANCHOR_DAG.format(dag_id="anchor_queue_full", namespace=env.namespace, queue=env.local_queue),
+    )
+
+    run = airflow_home.test_dag("anchor_queue_full")
+
+    assert not run.succeeded, run.output[-4000:]
+    assert "No pods running with labels" in run.output, run.output[-4000:]
+    left = [
+        j for j in env.cluster.batch.list_namespaced_job(env.namespace).items if j.metadata.name != "blocker"
+    ]
+    assert len(left) == 1, "the anchor's Job is left behind, unmonitored"
+
+
+def test_never_admissible_job_times_out_in_the_queue_and_is_deleted(
+    kueue_env_factory: Any, airflow_home: AirflowHome
+) -> None:
+    env = kueue_env_factory(cpu="4", memory="16Gi")
+    write_operator_dag(airflow_home, "never_admitted", env, completions=1, cpu="8", extra="queue_timeout=15,")
+
+    run = airflow_home.test_dag("never_admitted")
+
+    assert not run.succeeded
+    match = re.search(r"timeout: waited (\d+)s in queue lq", run.output)
+    assert match, run.output[-4000:]
+    assert 15 <= int(match.group(1)) <= 20, "fails within the timeout plus a few seconds"
+    assert "more than queue_timeout=15s" in run.output
+    assert env.cluster.batch.list_namespaced_job(env.namespace).items == [] or all(
+        j.metadata.deletion_timestamp for j in env.cluster.batch.list_namespaced_job(env.namespace).items
+    )

@@ -103,3 +103,15 @@ def test_result_times_come_from_the_objects() -> None:
     result = result_of(view, done, datetime(2026, 11, 30, 11, tzinfo=timezone.utc))
     assert result.queued_seconds == 60 and result.running_seconds == 240
     assert result.completed_indexes == "0-3" and result.succeeded == 4 and result.cluster_queue == "cq"
+
+
+def test_requeued_after_preemption_line_from_a_recorded_workload() -> None:
+    import json
+    from pathlib import Path
+
+    recorded = Path(__file__).parent / "fixtures" / "workloads" / "preempted-requeued.json"
+    wl = json.loads(recorded.read_text())["workload"]
+    line = progress_line(view_of(job({"active": 0}), wl), (0, 0), None)
+    assert (
+        line.startswith("requeued in ") and "after eviction (Preempted, " in line and "(position 1)" in line
+    )
