@@ -136,8 +136,8 @@ def result_of(view: JobView, job: Mapping[str, Any], now: datetime) -> JobResult
     return job_result_from_status(
         job,
         view.workload,
-        queued_seconds=round(queued.total_seconds(), 3) if queued else None,
-        running_seconds=round(running.total_seconds(), 3) if running else None,
+        queued_seconds=round(queued.total_seconds(), 3) if queued is not None else None,
+        running_seconds=round(running.total_seconds(), 3) if running is not None else None,
     )
 
 

@@ -9,7 +9,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
-from airflow.configuration import conf
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
@@ -40,6 +39,8 @@ class KueueIndexedJobOperator(BaseOperator):
         parameters are applied on top of it.
     :param queue_timeout: fail (and delete the Job) if it is not admitted within this time.
     :param spot: tolerate AKS Spot nodes and do not count Spot evictions (DisruptionTarget) as failures.
+    :param deferrable: True by default, whatever ``[operators] default_deferrable`` says: a queue wait can
+        last an hour and must not hold a worker slot. False waits in the worker with the same async logic.
     """
 
     template_fields: Sequence[str] = (
@@ -82,7 +83,7 @@ class KueueIndexedJobOperator(BaseOperator):
         service_account_name: str | None = None,
         job_name_prefix: str | None = None,
         kubernetes_conn_id: str = "kubernetes_default",
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=True),
+        deferrable: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

@@ -115,3 +115,10 @@ def test_requeued_after_preemption_line_from_a_recorded_workload() -> None:
     assert (
         line.startswith("requeued in ") and "after eviction (Preempted, " in line and "(position 1)" in line
     )
+
+
+def test_admission_in_the_same_second_is_zero_seconds_queued_not_unknown() -> None:
+    same_second = workload(cond("Admitted", "Admitted", at="2026-11-30T10:00:00Z"), cq="cq")
+    view = view_of(job(), same_second)
+    result = result_of(view, job(), datetime(2026, 11, 30, 10, 0, 5, tzinfo=timezone.utc))
+    assert result.queued_seconds == 0 and result.running_seconds == 5
