@@ -69,23 +69,40 @@ class AirflowHome:
         path.write_text(textwrap.dedent(body))
         return path
 
-    def test_dag(self, dag_id: str, *args: str, timeout: float = 600) -> DagRun:
-        """``airflow dags test DAG_ID [LOGICAL_DATE]``: runs the DAG in this process, triggers inline."""
-        self.airflow("dags", "reserialize")
-        return self.airflow("dags", "test", dag_id, *args, timeout=timeout, check=False)
+    def test_dag(self, dag_id: str, run_after: str | None = None, timeout: float = 600) -> DagRun:
+        """``airflow dags test DAG_ID``: runs the DAG in one process, deferred triggers inline.
 
-    def start_dag(self, dag_id: str, *args: str) -> BackgroundDagRun:
+        With ``run_after`` (ISO time) it calls ``dag.test(run_after=..., logical_date=...)`` instead, so the
+        run id is the same every time: a second call is the same DagRun again, as a retry would be.
+        """
+        return self.start_dag(dag_id, run_after).wait(timeout)
+
+    def start_dag(self, dag_id: str, run_after: str | None = None) -> BackgroundDagRun:
         """The same, in the background, so a test can act on the cluster while the task waits."""
         self.airflow("dags", "reserialize")
+        argv = [AIRFLOW, "dags", "test", dag_id]
+        if run_after:
+            script = DAG_TEST_AT.format(
+                path=str(self.home / "dags" / f"{dag_id}.py"), dag_id=dag_id, when=run_after
+            )
+            argv = [sys.executable, "-c", script]
         log = open(self.home / f"{dag_id}.log", "w+")  # noqa: SIM115 - closed by BackgroundDagRun.wait
         proc = subprocess.Popen(
-            [AIRFLOW, "dags", "test", dag_id, *args],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         return BackgroundDagRun(proc, log)
+
+
+DAG_TEST_AT = """
+import runpy, sys
+from datetime import datetime
+from airflow.sdk import DAG
+dag = next(v for v in runpy.run_path({path!r}).values() if isinstance(v, DAG) and v.dag_id == {dag_id!r})
+when = datetime.fromisoformat({when!r})
+run = dag.test(run_after=when, logical_date=when)
+print("dag run state=" + str(run.state))
+sys.exit(0 if str(run.state).endswith("success") else 1)
+"""
 
 
 @dataclass

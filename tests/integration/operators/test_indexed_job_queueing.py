@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
-with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
     KueueIndexedJobOperator(
         task_id="shards", namespace={namespace!r}, queue_name={queue!r}, image="example.invalid/shard:1",
         completions={completions}, parallelism={parallelism},
@@ -86,7 +86,7 @@ from airflow.sdk import DAG
 from kubernetes.client import models as k8s
 from airflow.providers.cncf.kubernetes.operators.kueue import KubernetesStartKueueJobOperator
 
-with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
     KubernetesStartKueueJobOperator(
         task_id="anchor", name="anchor", namespace={namespace!r}, queue_name={queue!r},
         image="example.invalid/shard:1", completion_mode="Indexed", completions=2, parallelism=2,

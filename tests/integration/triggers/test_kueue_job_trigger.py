@@ -1,0 +1,118 @@
+"""The trigger on the real cluster: started twice, restarted from its serialized form, killed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+from typing import Any
+
+from airflow_kueue_provider.hooks.kueue_hook import KueueHook
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
+from airflow_kueue_provider.triggers.namespace_watch import NamespaceWatch
+
+from ..cluster import KueueEnv, wait_for
+
+
+def _submit(env: KueueEnv, run_duration: str, completions: int = 3) -> dict[str, Any]:
+    op = KueueIndexedJobOperator(
+        task_id="shards",
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        image="example.invalid/shard:1",
+        completions=completions,
+        annotations={"kwok.airflow-kueue.io/run-duration": run_duration},
+    )
+    manifest = op.build_manifest(AirflowIdentity("trigger_tests", "shards", f"run-{env.namespace}"))
+    return KueueHook().create_job(manifest)
+
+
+def _trigger(env: KueueEnv, job: dict[str, Any]) -> KueueJobTrigger:
+    return KueueJobTrigger(
+        job_name=job["metadata"]["name"], namespace=env.namespace, queue_name=env.local_queue
+    )
+
+
+async def _first_event(trigger: KueueJobTrigger) -> dict[str, Any]:
+    async for event in trigger.run():
+        return dict(event.payload)
+    raise AssertionError("no event")
+
+
+def _recreate(trigger: KueueJobTrigger) -> KueueJobTrigger:
+    """What a triggerer does after a restart: import the classpath and call it with the serialized kwargs."""
+    classpath, kwargs = trigger.serialize()
+    module, _, name = classpath.rpartition(".")
+    return getattr(importlib.import_module(module), name)(**kwargs)  # type: ignore[no-any-return]
+
+
+def test_started_twice_and_restarted_mid_run_gives_the_same_final_event(kueue_env: KueueEnv) -> None:
+    job = _submit(kueue_env, run_duration="6s")
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
+        original = _trigger(kueue_env, job)
+        twin = asyncio.create_task(_first_event(_trigger(kueue_env, job)))  # the same trigger started twice
+        first = asyncio.create_task(_first_event(original))
+        await asyncio.sleep(3)
+        first.cancel()  # the triggerer stops mid-run
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        restarted = await _first_event(_recreate(original))
+        return restarted, await twin
+
+    restarted, twin = asyncio.run(scenario())
+
+    assert restarted["status"] == twin["status"] == "success"
+    for key in (
+        "job_name",
+        "completed_indexes",
+        "failed_indexes",
+        "succeeded",
+        "cluster_queue",
+        "workload_name",
+    ):
+        assert restarted[key] == twin[key], key
+    assert restarted["completed_indexes"] == "0-2"
+    assert [
+        j.metadata.name for j in kueue_env.cluster.batch.list_namespaced_job(kueue_env.namespace).items
+    ] == [job["metadata"]["name"]]
+    assert NamespaceWatch._hubs == {}, "the shared watch is closed when its last follower leaves"
+
+
+def test_one_shared_watch_serves_many_triggers_of_a_namespace(kueue_env: KueueEnv) -> None:
+    jobs = [_submit_named(kueue_env, i) for i in range(5)]
+
+    async def scenario() -> list[dict[str, Any]]:
+        tasks = [asyncio.create_task(_first_event(_trigger(kueue_env, j))) for j in jobs]
+        await asyncio.sleep(0.5)
+        assert len(NamespaceWatch._hubs) == 1
+        return await asyncio.gather(*tasks)
+
+    events = asyncio.run(scenario())
+    assert [e["status"] for e in events] == ["success"] * 5
+    assert sorted(e["job_name"] for e in events) == sorted(j["metadata"]["name"] for j in jobs)
+
+
+def _submit_named(env: KueueEnv, i: int) -> dict[str, Any]:
+    op = KueueIndexedJobOperator(
+        task_id=f"shard-{i}",
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        image="example.invalid/s:1",
+        completions=1,
+        annotations={"kwok.airflow-kueue.io/run-duration": "2s"},
+    )
+    return KueueHook().create_job(op.build_manifest(AirflowIdentity("many", f"shard-{i}", "run-1")))
+
+
+def test_on_kill_while_deferred_deletes_the_job(kueue_env: KueueEnv) -> None:
+    job = _submit(kueue_env, run_duration="10m")
+    wait_for(
+        "Job running", lambda: (j := kueue_env.job(job["metadata"]["name"])) and j["status"].get("active")
+    )
+
+    asyncio.run(_trigger(kueue_env, job).on_kill())
+
+    wait_for("Job gone", lambda: kueue_env.job(job["metadata"]["name"]) is None, timeout=60)
