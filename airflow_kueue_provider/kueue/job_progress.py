@@ -119,8 +119,9 @@ def progress_line(view: JobView, position: tuple[int, int] | None = None, waited
         return f"requeued in {queue} after eviction ({wl.reason}, {wl.eviction_count} so far){detail}"
     if wl.phase is WorkloadPhase.Running or (wl.phase is WorkloadPhase.Admitted and view.completed):
         return (
-            f"running {len(view.completed)}/{view.completions} done, {len(view.failed)} failed, "
-            f"{view.active} active"
+            f"running {len(view.completed)}/{view.completions} done, {len(view.failed)} failed"
+            + (f" ({_shorten(str(view.failed))})" if view.failed else "")
+            + f", {view.active} active"
         )
     return wl.describe()
 
@@ -145,3 +146,7 @@ def _time(value: object) -> datetime | None:
     if not isinstance(value, str) or not value:
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rsplit(",", 1)[0] + ",…"

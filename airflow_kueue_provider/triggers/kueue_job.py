@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 POSITION_FIRST_REFRESH = 30.0  # seconds; then doubling up to POSITION_MAX_REFRESH while queued
 POSITION_MAX_REFRESH = 600.0
-RUNNING_LINE_EVERY = 10.0  # "running N/M done" is logged at most this often
+LINE_EVERY = 10.0  # a changed line of the same kind ("running 5/9 done" -> "6/9") at most this often
 
 
 class KueueJobTrigger(BaseTrigger):
@@ -81,7 +81,7 @@ class KueueJobTrigger(BaseTrigger):
         yield TriggerEvent(event)  # type: ignore[no-untyped-call]
 
     async def _follow(self) -> dict[str, Any]:
-        last_line, last_running_log = "", 0.0
+        progress = _ProgressLog(self.log, f"{self.namespace}/{self.job_name}")
         position: tuple[int, int] | None = None
         next_position_at, position_interval = 0.0, POSITION_FIRST_REFRESH
         async with NamespaceWatch.follow(self.kubernetes_conn_id, self.namespace, self.job_name) as following:
@@ -98,7 +98,7 @@ class KueueJobTrigger(BaseTrigger):
                 view = view_of(snapshot.job, snapshot.workload)
                 outcome = outcome_of(view, self.max_failed_indexes)
                 if outcome is not None:
-                    self._log_line(progress_line(view), last_line)
+                    progress.offer(progress_line(view), force=True)
                     return self._event(outcome, view, snapshot.job)
                 queued = not view.admitted
                 now = time.monotonic()
@@ -108,14 +108,9 @@ class KueueJobTrigger(BaseTrigger):
                     position_interval = min(position_interval * 2, POSITION_MAX_REFRESH)
                 elif not queued:
                     position, next_position_at, position_interval = None, 0.0, POSITION_FIRST_REFRESH
-                line = progress_line(view, position, time.time() - self.submitted_at if queued else None)
-                is_running_line = line.startswith("running ")
-                if line.split(" (")[0] != last_line.split(" (")[0] or (
-                    is_running_line and line != last_line and now - last_running_log >= RUNNING_LINE_EVERY
-                ):
-                    self._log_line(line, last_line)
-                    last_line = line
-                    last_running_log = now if is_running_line else last_running_log
+                progress.offer(
+                    progress_line(view, position, time.time() - self.submitted_at if queued else None)
+                )
                 timeout = self._seconds_left_in_queue(view)
                 if timeout is not None and timeout <= 0:
                     return await self._queue_timeout(view, snapshot.job, position)
@@ -169,10 +164,6 @@ class KueueJobTrigger(BaseTrigger):
             event.update(result_of(view, job, datetime.now(timezone.utc)).to_dict())
         return event
 
-    def _log_line(self, line: str, previous: str) -> None:
-        if line != previous:
-            self.log.info("%s/%s: %s", self.namespace, self.job_name, line)
-
     async def cleanup(self) -> None:
         """Nothing to release: the shared watch is left by the ``async with`` in ``run``."""
 
@@ -195,3 +186,24 @@ def _human(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds // 60}m{seconds % 60:02d}s"
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class _ProgressLog:
+    """Log a progress line when its kind changes (queued, admitted, running, evicted, requeued ...), and a
+    changed line of the same kind at most every LINE_EVERY seconds: 1,000 indexes do not make 1,000 lines."""
+
+    def __init__(self, log: Any, job: str) -> None:
+        self._log = log
+        self._job = job
+        self._last = ""
+        self._last_at = float("-inf")
+
+    def offer(self, line: str, force: bool = False) -> None:
+        if line == self._last:
+            return
+        now = time.monotonic()
+        same_kind = line.split(" ", 1)[0] == self._last.split(" ", 1)[0]
+        if same_kind and not force and now - self._last_at < LINE_EVERY:
+            return
+        self._log.info("%s: %s", self._job, line)
+        self._last, self._last_at = line, now

@@ -94,7 +94,7 @@ def test_progress_lines() -> None:
     assert line == "queued in lq (position 3, 41 s): Pending message"
     assert progress_line(view_of(job(), ADMITTED)) == "admitted to cq [cpu: spot]"
     running = view_of(job({"active": 2, "completedIndexes": "0", "failedIndexes": "1"}), ADMITTED)
-    assert progress_line(running) == "running 1/4 done, 1 failed, 2 active"
+    assert progress_line(running) == "running 1/4 done, 1 failed (1), 2 active"
 
 
 def test_result_times_come_from_the_objects() -> None:
