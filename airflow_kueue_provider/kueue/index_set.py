@@ -119,6 +119,31 @@ class IndexSet:
             raise ValueError("max() of an empty IndexSet")
         return self._intervals[-1][1]
 
+    def select(self, ranks: IndexSet) -> IndexSet:
+        """The elements at the given 0-based ranks (positions in ascending order).
+
+        ``IndexSet.parse("2,5,8").select(IndexSet.parse("0,2")) == IndexSet.parse("2,8")``. A retry Job runs
+        only the unfinished shards, and its index ``i`` runs the ``i``-th of them: this maps the Job's
+        completed indexes back to shard ids in O((ranks + intervals) log intervals).
+        """
+        if ranks and ranks.max() >= self._count:
+            raise IndexError(f"rank {ranks.max()} is out of range for a set of {self._count}")
+        starts: list[int] = []
+        total = 0
+        for first, last in self._intervals:
+            starts.append(total)
+            total += last - first + 1
+        picked: list[Interval] = []
+        for low, high in ranks._intervals:
+            k = bisect.bisect_right(starts, low) - 1
+            rank = low
+            while rank <= high:
+                first, last = self._intervals[k]
+                end = min(high, starts[k] + last - first)
+                picked.append((first + rank - starts[k], first + end - starts[k]))
+                rank, k = end + 1, k + 1
+        return IndexSet(picked)
+
     def issubset(self, other: IndexSet) -> bool:
         return not (self - other)
 

@@ -212,3 +212,19 @@ def test_worst_case_100k_completion_job_is_cheap() -> None:
     assert len(IndexSet.range(0, completions) - every_other) == completions // 2
     assert not (every_other & shifted)
     assert time.perf_counter() - started < 2.0
+
+
+@given(st.sets(st.integers(0, 300), max_size=60), st.data())
+def test_select_picks_elements_by_rank(elements: set[int], data: st.DataObject) -> None:
+    ordered = sorted(elements)
+    ranks = data.draw(st.sets(st.integers(0, max(len(ordered) - 1, 0)), max_size=len(ordered))) if ordered else set()
+    selected = IndexSet.from_indexes(elements).select(IndexSet.from_indexes(ranks))
+    assert list(selected) == sorted(ordered[r] for r in ranks)
+
+
+def test_select_maps_retry_job_indexes_to_shards() -> None:
+    remaining = IndexSet.parse("2,5,8")
+    assert str(remaining.select(IndexSet.parse("0,2"))) == "2,8"
+    assert str(IndexSet.parse("0-99999").select(IndexSet.parse("10-20"))) == "10-20"
+    with pytest.raises(IndexError):
+        remaining.select(IndexSet.parse("3"))

@@ -1,0 +1,162 @@
+"""The run ledger: which shards of a task instance finished, over every attempt (pure value object).
+
+One ledger per (dag, run, task, map index) lives in Blob Storage next to the shards' checkpoints. Shards are
+numbered 0..shard_count-1; an attempt's Job runs a subset of them (all at first, the unfinished ones on a
+retry) and its index ``i`` runs the ``i``-th shard of that subset.  ``completed`` only ever grows, and
+``merge`` is a union, so two writers that race (ETag conflict -> re-read -> merge -> write) lose nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .index_set import IndexSet
+
+LEDGER_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Attempt:
+    try_number: int
+    job_name: str
+    shards: IndexSet
+    """The shard ids this attempt's Job runs (index i runs the i-th of them)."""
+    completed: IndexSet = field(default_factory=IndexSet)
+    """Shard ids this attempt completed."""
+    failed: IndexSet = field(default_factory=IndexSet)
+    evictions: int = 0
+    status: str = "running"
+    started_at: str | None = None
+    finished_at: str | None = None
+
+    def merged(self, other: Attempt) -> Attempt:
+        """Both writers' knowledge: completed/failed unions, the larger eviction count, a final status."""
+        final = other.status if other.status != "running" else self.status
+        return replace(
+            self,
+            completed=self.completed | other.completed,
+            failed=(self.failed | other.failed) - (self.completed | other.completed),
+            evictions=max(self.evictions, other.evictions),
+            status=final,
+            finished_at=self.finished_at or other.finished_at,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "try_number": self.try_number,
+            "job_name": self.job_name,
+            "shards": str(self.shards),
+            "completed": str(self.completed),
+            "failed": str(self.failed),
+            "evictions": self.evictions,
+            "status": self.status,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Attempt:
+        return cls(
+            try_number=int(data["try_number"]),
+            job_name=str(data["job_name"]),
+            shards=IndexSet.parse(data.get("shards")),
+            completed=IndexSet.parse(data.get("completed")),
+            failed=IndexSet.parse(data.get("failed")),
+            evictions=int(data.get("evictions") or 0),
+            status=str(data.get("status") or "running"),
+            started_at=data.get("started_at"),
+            finished_at=data.get("finished_at"),
+        )
+
+
+@dataclass(frozen=True)
+class RunLedger:
+    shard_count: int
+    attempts: tuple[Attempt, ...] = ()
+
+    @property
+    def completed(self) -> IndexSet:
+        done = IndexSet()
+        for attempt in self.attempts:
+            done |= attempt.completed
+        return done
+
+    @property
+    def remaining(self) -> IndexSet:
+        """Shards no attempt has completed: what a retry must run."""
+        return IndexSet.range(0, self.shard_count) - self.completed
+
+    @property
+    def failed(self) -> IndexSet:
+        """Shards that failed in some attempt and were never completed."""
+        failed = IndexSet()
+        for attempt in self.attempts:
+            failed |= attempt.failed
+        return failed - self.completed
+
+    @property
+    def evictions(self) -> int:
+        return sum(a.evictions for a in self.attempts)
+
+    def attempt(self, job_name: str) -> Attempt | None:
+        return next((a for a in self.attempts if a.job_name == job_name), None)
+
+    def with_attempt(self, attempt: Attempt) -> RunLedger:
+        """Add ``attempt``, or merge it into the recorded attempt of the same Job."""
+        known = self.attempt(attempt.job_name)
+        if known is None:
+            return replace(self, attempts=(*self.attempts, attempt))
+        merged = known.merged(attempt)
+        return replace(self, attempts=tuple(merged if a is known else a for a in self.attempts))
+
+    def with_job_progress(
+        self,
+        job_name: str,
+        completed_indexes: IndexSet,
+        failed_indexes: IndexSet,
+        *,
+        evictions: int = 0,
+        status: str = "running",
+        finished_at: str | None = None,
+    ) -> RunLedger:
+        """Record a Job's progress, given in Job indexes, as shard ids of its attempt."""
+        known = self.attempt(job_name)
+        if known is None:
+            raise KeyError(f"Job {job_name} is not an attempt of this ledger")
+        progress = replace(
+            known,
+            completed=known.shards.select(completed_indexes),
+            failed=known.shards.select(failed_indexes),
+            evictions=evictions,
+            status=status,
+            finished_at=finished_at,
+        )
+        return self.with_attempt(progress)
+
+    def merge(self, other: RunLedger) -> RunLedger:
+        if other.shard_count != self.shard_count:
+            raise ValueError(f"ledgers of {self.shard_count} and {other.shard_count} shards cannot be merged")
+        merged = self
+        for attempt in other.attempts:
+            merged = merged.with_attempt(attempt)
+        return merged
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": LEDGER_VERSION,
+            "shard_count": self.shard_count,
+            "completed": str(self.completed),
+            "attempts": [a.to_dict() for a in self.attempts],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunLedger:
+        return cls(int(data["shard_count"]), tuple(Attempt.from_dict(a) for a in data.get("attempts") or ()))
+
+
+def ledger_prefix(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+    """Blob prefix of a task instance's ledger and checkpoints: ``<dag>/<run>/<task>[/<map index>]``."""
+    parts = [dag_id, run_id, task_id] + ([str(map_index)] if map_index >= 0 else [])
+    return "/".join(p.replace("/", "_") for p in parts)

@@ -1,0 +1,50 @@
+"""The run ledger: shards across attempts, and merges that never lose a completed shard."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.kueue.ledger import Attempt, RunLedger, ledger_prefix
+
+
+def S(text: str) -> IndexSet:
+    return IndexSet.parse(text)
+
+
+def test_retry_runs_only_the_remaining_shards_and_the_result_covers_all() -> None:
+    ledger = RunLedger(10).with_attempt(Attempt(1, "job-t1", S("0-9")))
+    ledger = ledger.with_job_progress("job-t1", S("0-1,3-4,6-7,9"), S("2,5,8"), status="failed")
+    assert str(ledger.remaining) == "2,5,8" and str(ledger.failed) == "2,5,8"
+
+    retry = ledger.with_attempt(Attempt(2, "job-t2", ledger.remaining))
+    retry = retry.with_job_progress("job-t2", S("0-2"), S(""), status="succeeded")  # Job indexes 0..2
+
+    assert str(retry.completed) == "0-9" and not retry.remaining and not retry.failed
+    assert [a.try_number for a in retry.attempts] == [1, 2]
+    assert str(retry.attempt("job-t2").completed) == "2,5,8"  # type: ignore[union-attr]
+
+
+def test_round_trip() -> None:
+    ledger = RunLedger(5).with_attempt(Attempt(1, "j", S("0-4"), completed=S("1"), evictions=2))
+    assert RunLedger.from_dict(ledger.to_dict()) == ledger
+
+
+@given(st.lists(st.sets(st.integers(0, 49)), min_size=2, max_size=6))
+def test_concurrent_writers_lose_no_completed_shard(progress: list[set[int]]) -> None:
+    """Each writer saw part of the progress; merging in any order keeps every completed shard."""
+    base = RunLedger(50).with_attempt(Attempt(1, "job", S("0-49")))
+    writers = [base.with_job_progress("job", IndexSet.from_indexes(p), IndexSet()) for p in progress]
+    merged = writers[0]
+    for other in reversed(writers[1:]):
+        merged = merged.merge(other)
+    assert set(merged.completed) == set().union(*progress)
+
+
+def test_prefix_keeps_each_part_one_path_segment() -> None:
+    assert (
+        ledger_prefix("dag", "manual__2026-11-30T02:00:00+00:00", "t")
+        == "dag/manual__2026-11-30T02:00:00+00:00/t"
+    )
+    assert ledger_prefix("d", "r/x", "t", 3) == "d/r_x/t/3"
