@@ -217,7 +217,9 @@ def test_worst_case_100k_completion_job_is_cheap() -> None:
 @given(st.sets(st.integers(0, 300), max_size=60), st.data())
 def test_select_picks_elements_by_rank(elements: set[int], data: st.DataObject) -> None:
     ordered = sorted(elements)
-    ranks = data.draw(st.sets(st.integers(0, max(len(ordered) - 1, 0)), max_size=len(ordered))) if ordered else set()
+    ranks: set[int] = set()
+    if ordered:
+        ranks = data.draw(st.sets(st.integers(0, len(ordered) - 1), max_size=len(ordered)))
     selected = IndexSet.from_indexes(elements).select(IndexSet.from_indexes(ranks))
     assert list(selected) == sorted(ordered[r] for r in ranks)
 
