@@ -1,0 +1,737 @@
+"""Small JSON documents in Azure Blob Storage: sync ``BlobStoreHook`` and async ``AsyncBlobStoreHook``.
+
+Importable without Airflow: Airflow is imported only when a hook reads its Airflow connection, so the worker
+SDK (:mod:`airflow_kueue_provider.worker`) runs the same code in a shard's container through
+:meth:`BlobStoreHook.from_connection_string` / :meth:`BlobStoreHook.from_account_url`.
+
+The Azure SDK's own retries are switched off (``retry_total=0``): this module retries transient faults itself
+with capped exponential backoff, so a caller decides how long a call may block (``RetryPolicy.attempts``, or a
+``timeout`` budget on writes) and gets :class:`BlobUnavailable` when the budget is spent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote, urlsplit
+
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
+from azure.storage.blob import ContainerClient, ContentSettings
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from azure.storage.blob.aio import ContainerClient as AsyncContainerClient
+
+T = TypeVar("T")
+H = TypeVar("H", bound="_BlobStoreBase")
+log = logging.getLogger(__name__)
+
+DEFAULT_CONN_ID = "kueue_blob_default"
+DEFAULT_CONTAINER = "airflow-kueue"
+_JSON = ContentSettings(content_type="application/json")
+_TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+_BATCH = 256  # the Blob Batch API limit per request
+
+
+class BlobStoreError(Exception):
+    """A Blob Storage call failed (message already redacted)."""
+
+
+class BlobConfigError(BlobStoreError, ValueError):
+    """The connection, credentials or container are wrong; the message says what to fix."""
+
+
+class BlobPreconditionFailed(BlobStoreError):
+    """A conditional write lost: the ETag changed (412) or the blob already exists (409)."""
+
+
+class BlobUnavailable(BlobStoreError):
+    """Blob Storage did not answer within the retry budget; the caller may defer the write."""
+
+
+# -- redaction -----------------------------------------------------------------------------------------------
+
+_PATTERNS = (
+    (re.compile(r"(?i)\b(AccountKey|SharedAccessSignature)=[^;\s'\"]+"), r"\1=***"),
+    (re.compile(r"(?i)([?&]sig=)[^&\s'\"]+"), r"\1***"),
+    (re.compile(r"(?i)(SharedKey(?:Lite)?\s+[^:\s]+:)[^\s'\"]+"), r"\1***"),
+    (re.compile(r"(?i)(signature found in the HTTP request ')[^']*"), r"\1***"),
+)
+_secrets: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a secret value (and its URL-encoded form) so :func:`redact` hides it anywhere in a text."""
+    if value and len(value) >= 6:
+        _secrets.update({value, quote(value, safe="")})
+
+
+def redact(text: object) -> str:
+    """``str(text)`` without account keys, SAS signatures, or any value passed to :func:`register_secret`."""
+    result = str(text)
+    for secret in sorted(_secrets, key=len, reverse=True):
+        result = result.replace(secret, "***")
+    for pattern, replacement in _PATTERNS:
+        result = pattern.sub(replacement, result)
+    return result
+
+
+# -- connection fields → how to authenticate -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BlobAuth:
+    """How to reach one storage account. Secrets never appear in ``repr``."""
+
+    kind: str  # "connection_string" | "shared_key" | "sas" | "default_credential" | "credential"
+    account_url: str
+    connection_string: str | None = field(default=None, repr=False)
+    account_name: str | None = None
+    secret: str | None = field(default=None, repr=False)  # account key or SAS token
+    credential: Any = field(default=None, repr=False)  # a ready credential object (kind "credential")
+    managed_identity_client_id: str | None = None
+    workload_identity_tenant_id: str | None = None
+
+    def __post_init__(self) -> None:
+        register_secret(self.secret)
+        for part in (self.connection_string or "").split(";"):
+            key, _, value = part.partition("=")
+            if key.strip().lower() in {"accountkey", "sharedaccesssignature"}:
+                register_secret(value)
+
+
+def account_url_from_connection_string(connection_string: str) -> str:
+    """The Blob endpoint a connection string points at (for messages; the SDK parses it for real)."""
+    parts = {
+        k.strip().lower(): v.strip() for k, _, v in (p.partition("=") for p in connection_string.split(";"))
+    }
+    if parts.get("usedevelopmentstorage", "").lower() == "true":
+        return "http://127.0.0.1:10000/devstoreaccount1/"
+    if parts.get("blobendpoint"):
+        return parts["blobendpoint"].rstrip("/") + "/"
+    protocol = parts.get("defaultendpointsprotocol", "https")
+    suffix = parts.get("endpointsuffix", "core.windows.net")
+    return f"{protocol}://{parts.get('accountname', '<account>')}.blob.{suffix}/"
+
+
+def account_name_from_url(account_url: str) -> str | None:
+    """``acct`` from ``https://acct.blob.core.windows.net/`` or ``http://127.0.0.1:10000/acct`` (Azurite)."""
+    parts = urlsplit(account_url)
+    host = parts.hostname or ""
+    if re.fullmatch(r"[0-9.]+|localhost|\[.*\]|[^.]+", host):
+        segment = parts.path.strip("/").split("/")[0]
+        return segment or None
+    return host.split(".")[0] or None
+
+
+def auth_from_connection(
+    conn_id: str, host: str | None, login: str | None, password: str | None, extra: Mapping[str, Any]
+) -> BlobAuth:
+    """Map connection fields to a :class:`BlobAuth`, like the microsoft-azure ``wasb`` connection.
+
+    Order: extra ``connection_string``; else an account URL from ``host`` (or ``login`` = account name) with
+    ``password`` (account key), extra ``sas_token``, or DefaultAzureCredential (extra
+    ``managed_identity_client_id`` / ``workload_identity_tenant_id``; workload identity on AKS).
+    """
+    fields = {str(k).removeprefix("extra__wasb__"): v for k, v in extra.items() if v not in (None, "")}
+    if fields.get("connection_string"):
+        cs = str(fields["connection_string"])
+        return BlobAuth("connection_string", account_url_from_connection_string(cs), connection_string=cs)
+    if host:
+        account_url = host if "://" in host else f"https://{host}"
+    elif login:
+        account_url = f"https://{login}.blob.core.windows.net/"
+    else:
+        raise BlobConfigError(
+            f"Blob connection {conn_id!r} has no usable fields: set extra 'connection_string', or 'host' "
+            "(account URL, e.g. https://<account>.blob.core.windows.net/) or 'login' (account name) together "
+            "with 'password' (account key), extra 'sas_token', or nothing more for DefaultAzureCredential"
+        )
+    if password:
+        name = login or account_name_from_url(account_url)
+        if not name:
+            raise BlobConfigError(f"Blob connection {conn_id!r}: set 'login' to the account name for the key")
+        return BlobAuth("shared_key", account_url, account_name=name, secret=password)
+    if fields.get("sas_token"):
+        return BlobAuth("sas", account_url, secret=str(fields["sas_token"]).lstrip("?"))
+    return BlobAuth(
+        "default_credential",
+        account_url,
+        managed_identity_client_id=fields.get("managed_identity_client_id"),
+        workload_identity_tenant_id=fields.get("workload_identity_tenant_id"),
+    )
+
+
+def _credential(auth: BlobAuth, *, aio: bool) -> Any:
+    if auth.kind == "shared_key":
+        return {"account_name": auth.account_name, "account_key": auth.secret}
+    if auth.kind == "sas":
+        return auth.secret
+    if auth.kind == "credential":
+        return auth.credential
+    ids = {
+        k: v
+        for k, v in (
+            ("managed_identity_client_id", auth.managed_identity_client_id),
+            ("workload_identity_tenant_id", auth.workload_identity_tenant_id),
+        )
+        if v
+    }
+    if aio:
+        from azure.identity.aio import DefaultAzureCredential as AsyncDefaultAzureCredential
+
+        return AsyncDefaultAzureCredential(**ids)
+    from azure.identity import DefaultAzureCredential
+
+    return DefaultAzureCredential(**ids)
+
+
+# -- retries and error mapping -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """``attempts`` tries, capped exponential backoff; one request waits at most ``request_timeout`` s."""
+
+    attempts: int = 5
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+    request_timeout: float = 20.0
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (1-based): capped 2**n, jittered by half."""
+        ceiling = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+        return random.uniform(ceiling / 2, ceiling)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Connection refused/reset, timeouts, throttling (429) and 5xx are worth retrying."""
+    if isinstance(exc, (ServiceRequestError, ServiceResponseError, ConnectionError, TimeoutError)):
+        return True
+    return isinstance(exc, HttpResponseError) and exc.status_code in _TRANSIENT_STATUSES
+
+
+def _translate(exc: BaseException, what: str, where: str) -> BlobStoreError | None:
+    status = getattr(exc, "status_code", None)
+    code = getattr(exc, "error_code", None)
+    code = getattr(code, "value", code) or type(exc).__name__  # StorageErrorCode is a str Enum
+    if status == 412 or (status == 409 and code == "BlobAlreadyExists"):
+        return BlobPreconditionFailed(f"{what}: write condition not met ({code})")
+    if isinstance(exc, ClientAuthenticationError) or status in (401, 403):
+        return BlobConfigError(
+            f"{what}: authentication/authorization to {where} failed ({code}): check the account key, the "
+            f"SAS token (expiry, permissions) or the identity's role (Storage Blob Data Contributor): "
+            f"{redact(exc)}"
+        )
+    if status == 404 and code == "ContainerNotFound":
+        return BlobConfigError(
+            f"{what}: container {where} does not exist: create it or use create_container=True"
+        )
+    return None
+
+
+class _Attempts:
+    """Shared bookkeeping of one retried call: the request timeout to use and whether to try again."""
+
+    def __init__(self, policy: RetryPolicy, what: str, where: str, budget: float | None) -> None:
+        self.policy, self.what, self.where = policy, what, where
+        self.start = time.monotonic()
+        self.deadline = None if budget is None else self.start + budget
+        self.attempt = 0
+
+    def request_kwargs(self) -> dict[str, Any]:
+        self.attempt += 1
+        timeout = self.policy.request_timeout
+        if self.deadline is not None:
+            timeout = max(0.1, min(timeout, self.deadline - time.monotonic()))
+        return {"connection_timeout": timeout, "read_timeout": timeout}
+
+    def failed(self, exc: Exception) -> float:
+        """Raise the right error for ``exc``, or return the delay before the next attempt."""
+        mapped = _translate(exc, self.what, self.where)
+        if mapped is not None:
+            raise mapped from None
+        if not is_transient(exc):
+            if isinstance(exc, AzureError):
+                raise BlobStoreError(f"{self.what} on {self.where} failed: {redact(exc)}") from None
+            raise exc
+        delay = self.policy.delay(self.attempt)
+        out_of_time = self.deadline is not None and time.monotonic() + delay >= self.deadline
+        if self.attempt >= self.policy.attempts or out_of_time:
+            raise BlobUnavailable(
+                f"{self.what}: {self.where} unavailable after {self.attempt} attempt(s) in "
+                f"{time.monotonic() - self.start:.1f}s: {type(exc).__name__}: {redact(exc)}"
+            ) from None
+        log.warning("%s failed (%s); retry %d in %.1fs", self.what, redact(exc), self.attempt, delay)
+        return delay
+
+
+def _dumps(data: Mapping[str, Any]) -> bytes:
+    return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _loads(raw: bytes, name: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise BlobStoreError(f"blob {name!r} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BlobStoreError(f"blob {name!r} holds JSON {type(data).__name__}, expected an object")
+    return data
+
+
+def _write_kwargs(if_match: str | None, if_none_match: bool) -> dict[str, Any]:
+    if if_match is not None and if_none_match:
+        raise ValueError("pass if_match or if_none_match, not both")
+    if if_none_match:
+        return {"overwrite": False}  # If-None-Match: * → 409 BlobAlreadyExists
+    if if_match is not None:
+        return {"overwrite": True, "etag": if_match, "match_condition": MatchConditions.IfNotModified}
+    return {"overwrite": True}
+
+
+def _batch_deleted(statuses: Iterable[int], what: str) -> int:
+    statuses = list(statuses)
+    bad = [s for s in statuses if s not in (202, 404)]
+    if bad:
+        error = HttpResponseError(message=f"{what}: {len(bad)} batch deletes failed (HTTP {bad[0]})")
+        error.status_code = bad[0]  # so a 503 inside the batch is retried like any other
+        raise error
+    return statuses.count(202)
+
+
+# -- the hooks -----------------------------------------------------------------------------------------------
+
+
+class _BlobStoreBase:
+    conn_name_attr = "blob_conn_id"
+    default_conn_name = DEFAULT_CONN_ID
+    hook_name = "Kueue Blob checkpoints"
+
+    def __init__(
+        self,
+        blob_conn_id: str = DEFAULT_CONN_ID,
+        container: str = DEFAULT_CONTAINER,
+        *,
+        create_container: bool = True,
+        retry: RetryPolicy | None = None,
+        auth: BlobAuth | None = None,
+    ) -> None:
+        self.blob_conn_id = blob_conn_id
+        self.container = container
+        self.create_container = create_container
+        self.retry = retry or RetryPolicy()
+        self._auth = auth
+        http_log = logging.getLogger("azure.core.pipeline.policies.http_logging_policy")
+        if http_log.level == logging.NOTSET:  # like WasbHook: one INFO record per request is too chatty
+            http_log.setLevel(logging.WARNING)
+
+    @classmethod
+    def from_connection_string(cls: type[H], connection_string: str, container: str, **kwargs: Any) -> H:
+        """A hook that needs no Airflow connection (worker side, tests)."""
+        auth = BlobAuth(
+            "connection_string", account_url_from_connection_string(connection_string), connection_string
+        )
+        return cls("", container, auth=auth, **kwargs)
+
+    @classmethod
+    def from_account_url(
+        cls: type[H], account_url: str, container: str, *, credential: Any = None, **kwargs: Any
+    ) -> H:
+        """A hook on an account URL with ``credential`` (None → DefaultAzureCredential); no Airflow needed."""
+        kind = "default_credential" if credential is None else "credential"
+        return cls("", container, auth=BlobAuth(kind, account_url, credential=credential), **kwargs)
+
+    @property
+    def where(self) -> str:
+        url = self._auth.account_url if self._auth else f"<connection {self.blob_conn_id}>"
+        return redact(f"{url.rstrip('/')}/{self.container}")
+
+    def _auth_from_conn(self, conn: Any, extra: Mapping[str, Any]) -> BlobAuth:
+        return auth_from_connection(self.blob_conn_id, conn.host, conn.login, conn.password, extra)
+
+    def _unknown_conn(self, exc: Exception) -> BlobConfigError:
+        if not any(c.__name__ == "AirflowNotFoundException" for c in type(exc).__mro__):
+            raise exc
+        env = "AIRFLOW_CONN_" + self.blob_conn_id.upper()
+        return BlobConfigError(
+            f"Airflow connection {self.blob_conn_id!r} is not defined: create it (UI, `airflow connections "
+            "add`) "
+            f'or set {env}, e.g. to \'{{"conn_type": "wasb", "extra": {{"connection_string": "..."}}}}\''
+        )
+
+
+def _container_url(auth: BlobAuth, container: str) -> str:
+    parts = urlsplit(auth.account_url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}/{container}"  # drops any ?query (SAS)
+
+
+def _no_airflow(conn_id: str) -> BlobConfigError:
+    return BlobConfigError(
+        f"cannot read Airflow connection {conn_id!r}: Airflow is not installed here; use "
+        "from_connection_string() or from_account_url()"
+    )
+
+
+class BlobStoreHook(_BlobStoreBase):
+    """Synchronous JSON documents in one container; see the module docstring for connections and retries."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._client: ContainerClient | None = None
+
+    def __enter__(self) -> BlobStoreHook:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def get_auth(self) -> BlobAuth:
+        if self._auth is None:
+            try:
+                from airflow.sdk.bases.hook import BaseHook
+            except ImportError:
+                raise _no_airflow(self.blob_conn_id) from None
+            try:
+                conn = BaseHook.get_connection(self.blob_conn_id)
+            except Exception as exc:
+                raise self._unknown_conn(exc) from None
+            self._auth = self._auth_from_conn(conn, conn.extra_dejson)
+        return self._auth
+
+    def container_url(self) -> str:
+        """``<account URL>/<container>``: what pods get as ``AIRFLOW_KUEUE_CHECKPOINT_URL`` (no secrets)."""
+        return _container_url(self.get_auth(), self.container)
+
+    def get_conn(self) -> ContainerClient:
+        """The container client (built once; building does no I/O)."""
+        if self._client is None:
+            auth = self.get_auth()
+            if auth.kind == "connection_string":
+                assert auth.connection_string is not None
+                self._client = ContainerClient.from_connection_string(
+                    auth.connection_string, self.container, retry_total=0
+                )
+            else:
+                credential = _credential(auth, aio=False)
+                self._client = ContainerClient(auth.account_url, self.container, credential, retry_total=0)
+        return self._client
+
+    def _run(self, what: str, op: Callable[[dict[str, Any]], T], budget: float | None = None) -> T:
+        attempts = _Attempts(self.retry, what, self.where, budget)
+        while True:
+            try:
+                return op(attempts.request_kwargs())
+            except Exception as exc:
+                time.sleep(attempts.failed(exc))
+
+    def check(self) -> None:
+        """Fail fast with :class:`BlobConfigError` (or :class:`BlobUnavailable`); create the container
+        when ``create_container`` (else a missing container is an error)."""
+        client = self.get_conn()
+
+        def op(kw: dict[str, Any]) -> bool:
+            try:
+                client.get_container_properties(**kw)
+                return True
+            except ResourceNotFoundError:
+                if not self.create_container:
+                    return False
+            with contextlib.suppress(ResourceExistsError):
+                client.create_container(**kw)
+            return True
+
+        if not self._run("check", op):
+            raise BlobConfigError(
+                f"container {self.container!r} does not exist in {self.where.rsplit('/', 1)[0]}: create it "
+                "or pass create_container=True"
+            )
+
+    def read_json(self, name: str) -> tuple[dict[str, Any] | None, str | None]:
+        """``(document, etag)``, or ``(None, None)`` when the blob (or its container) does not exist."""
+        blob = self.get_conn().get_blob_client(name)
+
+        def op(kw: dict[str, Any]) -> tuple[bytes, str] | None:
+            try:
+                download = blob.download_blob(**kw)
+                return download.readall(), download.properties.etag
+            except ResourceNotFoundError:
+                return None
+
+        found = self._run(f"read {name}", op)
+        return (None, None) if found is None else (_loads(found[0], name), found[1])
+
+    def write_json(
+        self,
+        name: str,
+        data: Mapping[str, Any],
+        *,
+        if_match: str | None = None,
+        if_none_match: bool = False,
+        timeout: float | None = None,
+    ) -> str:
+        """Upload ``data`` in one request and return the new ETag.
+
+        ``if_match``: only if the blob still has this ETag; ``if_none_match``: only if it does not exist yet.
+        Either failing raises :class:`BlobPreconditionFailed`. ``timeout`` bounds the whole call (retries
+        included). A retried write whose first attempt landed may report a precondition failure: make the
+        read-modify-write idempotent.
+        """
+        body, conditions = _dumps(data), _write_kwargs(if_match, if_none_match)
+        blob = self.get_conn().get_blob_client(name)
+
+        def op(kw: dict[str, Any]) -> str:
+            try:
+                return str(blob.upload_blob(body, content_settings=_JSON, **conditions, **kw)["etag"])
+            except ResourceNotFoundError as exc:
+                if getattr(exc, "error_code", None) != "ContainerNotFound" or not self.create_container:
+                    raise
+            with contextlib.suppress(ResourceExistsError):
+                self.get_conn().create_container(**kw)
+            return str(blob.upload_blob(body, content_settings=_JSON, **conditions, **kw)["etag"])
+
+        return self._run(f"write {name}", op, timeout)
+
+    def list_names(self, prefix: str) -> list[tuple[str, datetime]]:
+        """``(name, last_modified)`` of every blob whose name starts with ``prefix``."""
+        client = self.get_conn()
+
+        def op(kw: dict[str, Any]) -> list[tuple[str, datetime]]:
+            try:
+                return [(b.name, b.last_modified) for b in client.list_blobs(name_starts_with=prefix, **kw)]
+            except ResourceNotFoundError:
+                return []
+
+        return self._run(f"list {prefix}", op)
+
+    def delete(self, name: str) -> bool:
+        """Delete one blob; False if it did not exist."""
+        blob = self.get_conn().get_blob_client(name)
+
+        def op(kw: dict[str, Any]) -> bool:
+            try:
+                blob.delete_blob(**kw)
+                return True
+            except ResourceNotFoundError:
+                return False
+
+        return self._run(f"delete {name}", op)
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every blob under a non-empty ``prefix`` (256 per batch request); returns how many went."""
+        if not prefix:
+            raise ValueError("delete_prefix needs a non-empty prefix (refusing to empty the whole container)")
+        client, names, deleted = self.get_conn(), [n for n, _ in self.list_names(prefix)], 0
+        for start in range(0, len(names), _BATCH):
+            chunk = names[start : start + _BATCH]
+
+            def op(kw: dict[str, Any], chunk: list[str] = chunk) -> int:
+                responses = client.delete_blobs(*chunk, raise_on_any_failure=False, **kw)
+                return _batch_deleted((r.status_code for r in responses), f"delete {prefix}")
+
+            deleted += self._run(f"delete {prefix}", op)
+        return deleted
+
+
+class AsyncBlobStoreHook(_BlobStoreBase):
+    """The async twin of :class:`BlobStoreHook` (azure.storage.blob.aio); use ``async with``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._client: AsyncContainerClient | None = None
+        self._credential: Any = None
+
+    async def __aenter__(self) -> AsyncBlobStoreHook:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+        if self._credential is not None and hasattr(self._credential, "close"):
+            await self._credential.close()
+        self._credential = None
+
+    async def get_auth(self) -> BlobAuth:
+        if self._auth is None:
+            try:
+                from airflow.providers.common.compat.connection import (
+                    get_async_connection,
+                    get_async_extra_dejson,
+                )
+            except ImportError:  # no Airflow, or an older common-compat: the sync lookup, off the event loop
+                sync = BlobStoreHook(self.blob_conn_id, self.container)
+                self._auth = await asyncio.to_thread(sync.get_auth)
+                return self._auth
+            try:
+                conn = await get_async_connection(self.blob_conn_id)
+            except Exception as exc:
+                raise self._unknown_conn(exc) from None
+            self._auth = self._auth_from_conn(conn, await get_async_extra_dejson(conn))
+        return self._auth
+
+    async def container_url(self) -> str:
+        """See :meth:`BlobStoreHook.container_url`."""
+        return _container_url(await self.get_auth(), self.container)
+
+    async def get_conn(self) -> AsyncContainerClient:
+        if self._client is None:
+            from azure.storage.blob.aio import ContainerClient as AioContainerClient
+
+            auth = await self.get_auth()
+            if auth.kind == "connection_string":
+                assert auth.connection_string is not None
+                self._client = AioContainerClient.from_connection_string(
+                    auth.connection_string, self.container, retry_total=0
+                )
+            else:
+                credential = _credential(auth, aio=True)
+                if auth.kind == "default_credential":
+                    self._credential = credential  # ours to close
+                self._client = AioContainerClient(auth.account_url, self.container, credential, retry_total=0)
+        return self._client
+
+    async def _run(
+        self, what: str, op: Callable[[dict[str, Any]], Awaitable[T]], budget: float | None = None
+    ) -> T:
+        attempts = _Attempts(self.retry, what, self.where, budget)
+        while True:
+            try:
+                return await op(attempts.request_kwargs())
+            except Exception as exc:
+                await asyncio.sleep(attempts.failed(exc))
+
+    async def check(self) -> None:
+        """See :meth:`BlobStoreHook.check`."""
+        client = await self.get_conn()
+
+        async def op(kw: dict[str, Any]) -> bool:
+            try:
+                await client.get_container_properties(**kw)
+                return True
+            except ResourceNotFoundError:
+                if not self.create_container:
+                    return False
+            with contextlib.suppress(ResourceExistsError):
+                await client.create_container(**kw)
+            return True
+
+        if not await self._run("check", op):
+            raise BlobConfigError(
+                f"container {self.container!r} does not exist in {self.where.rsplit('/', 1)[0]}: create it "
+                "or pass create_container=True"
+            )
+
+    async def read_json(self, name: str) -> tuple[dict[str, Any] | None, str | None]:
+        """See :meth:`BlobStoreHook.read_json`."""
+        blob = (await self.get_conn()).get_blob_client(name)
+
+        async def op(kw: dict[str, Any]) -> tuple[bytes, str] | None:
+            try:
+                download = await blob.download_blob(**kw)
+                return await download.readall(), download.properties.etag
+            except ResourceNotFoundError:
+                return None
+
+        found = await self._run(f"read {name}", op)
+        return (None, None) if found is None else (_loads(found[0], name), found[1])
+
+    async def write_json(
+        self,
+        name: str,
+        data: Mapping[str, Any],
+        *,
+        if_match: str | None = None,
+        if_none_match: bool = False,
+        timeout: float | None = None,
+    ) -> str:
+        """See :meth:`BlobStoreHook.write_json`."""
+        body, conditions = _dumps(data), _write_kwargs(if_match, if_none_match)
+        client = await self.get_conn()
+        blob = client.get_blob_client(name)
+
+        async def op(kw: dict[str, Any]) -> str:
+            try:
+                return str((await blob.upload_blob(body, content_settings=_JSON, **conditions, **kw))["etag"])
+            except ResourceNotFoundError as exc:
+                if getattr(exc, "error_code", None) != "ContainerNotFound" or not self.create_container:
+                    raise
+            with contextlib.suppress(ResourceExistsError):
+                await client.create_container(**kw)
+            return str((await blob.upload_blob(body, content_settings=_JSON, **conditions, **kw))["etag"])
+
+        return await self._run(f"write {name}", op, timeout)
+
+    async def list_names(self, prefix: str) -> list[tuple[str, datetime]]:
+        """See :meth:`BlobStoreHook.list_names`."""
+        client = await self.get_conn()
+
+        async def op(kw: dict[str, Any]) -> list[tuple[str, datetime]]:
+            try:
+                return [
+                    (b.name, b.last_modified) async for b in client.list_blobs(name_starts_with=prefix, **kw)
+                ]
+            except ResourceNotFoundError:
+                return []
+
+        return await self._run(f"list {prefix}", op)
+
+    async def delete(self, name: str) -> bool:
+        """See :meth:`BlobStoreHook.delete`."""
+        blob = (await self.get_conn()).get_blob_client(name)
+
+        async def op(kw: dict[str, Any]) -> bool:
+            try:
+                await blob.delete_blob(**kw)
+                return True
+            except ResourceNotFoundError:
+                return False
+
+        return await self._run(f"delete {name}", op)
+
+    async def delete_prefix(self, prefix: str) -> int:
+        """See :meth:`BlobStoreHook.delete_prefix`."""
+        if not prefix:
+            raise ValueError("delete_prefix needs a non-empty prefix (refusing to empty the whole container)")
+        client, names, deleted = await self.get_conn(), [n for n, _ in await self.list_names(prefix)], 0
+        for start in range(0, len(names), _BATCH):
+            chunk = names[start : start + _BATCH]
+
+            async def op(kw: dict[str, Any], chunk: list[str] = chunk) -> int:
+                responses = await client.delete_blobs(*chunk, raise_on_any_failure=False, **kw)
+                statuses = [r.status_code async for r in responses]
+                return _batch_deleted(statuses, f"delete {prefix}")
+
+            deleted += await self._run(f"delete {prefix}", op)
+        return deleted

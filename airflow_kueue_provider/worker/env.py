@@ -1,0 +1,77 @@
+"""The environment the operator injects into every shard container, parsed and validated."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from .mapping import shard_id_for_index
+
+INDEX = "JOB_COMPLETION_INDEX"
+SHARDS = "AIRFLOW_KUEUE_SHARDS"
+CHECKPOINT_URL = "AIRFLOW_KUEUE_CHECKPOINT_URL"
+CHECKPOINT_PREFIX = "AIRFLOW_KUEUE_CHECKPOINT_PREFIX"
+GRACE_SECONDS = "AIRFLOW_KUEUE_GRACE_SECONDS"
+CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
+DEFAULT_GRACE_SECONDS = 25.0
+
+
+def split_checkpoint_url(url: str) -> tuple[str, str]:
+    """``(account_url, container)`` from ``<account URL>/<container>``.
+
+    ``https://acct.blob.core.windows.net/ckpt`` → (``https://acct.blob.core.windows.net/``, ``ckpt``);
+    Azurite's path-style ``http://127.0.0.1:10000/devstoreaccount1/ckpt`` keeps the account in the URL.
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{CHECKPOINT_URL}={url!r} is not an http(s) URL of <account URL>/<container>")
+    account_path, _, container = parts.path.strip("/").rpartition("/")
+    if not container:
+        raise ValueError(f"{CHECKPOINT_URL}={url!r} names no container (expected <account URL>/<container>)")
+    account_url = f"{parts.scheme}://{parts.netloc}/{account_path}".rstrip("/") + "/"
+    return account_url, container
+
+
+@dataclass(frozen=True)
+class ShardEnv:
+    index: int
+    shard_id: int
+    account_url: str
+    container: str
+    prefix: str
+    grace_seconds: float
+    connection_string: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> ShardEnv:
+        """Parse and check every variable; errors name the variable and what it should hold."""
+        raw_index = environ.get(INDEX)
+        if raw_index is None or not raw_index.strip().isdigit():
+            raise ValueError(
+                f"{INDEX}={raw_index!r}: run this as a pod of an Indexed Job (completionMode: Indexed)"
+            )
+        index = int(raw_index)
+        url = environ.get(CHECKPOINT_URL)
+        if not url:
+            raise ValueError(f"{CHECKPOINT_URL} is not set (expected <account URL>/<container>)")
+        account_url, container = split_checkpoint_url(url)
+        prefix = environ.get(CHECKPOINT_PREFIX, "").strip("/")
+        if not prefix:
+            raise ValueError(f"{CHECKPOINT_PREFIX} is not set (e.g. 'dag/run/task')")
+        raw_grace = environ.get(GRACE_SECONDS, str(DEFAULT_GRACE_SECONDS))
+        try:
+            grace = float(raw_grace)
+        except ValueError:
+            raise ValueError(f"{GRACE_SECONDS}={raw_grace!r} is not a number of seconds") from None
+        if grace <= 0:
+            raise ValueError(f"{GRACE_SECONDS}={raw_grace!r} must be > 0")
+        return cls(
+            index=index,
+            shard_id=shard_id_for_index(index, environ.get(SHARDS)),
+            account_url=account_url,
+            container=container,
+            prefix=prefix,
+            grace_seconds=grace,
+            connection_string=environ.get(CONNECTION_STRING) or None,
+        )

@@ -1,0 +1,135 @@
+"""The worker SDK as a real subprocess with the env the operator injects, against Azurite.
+
+The sample shard appends every processed item to a counter file: after a SIGTERM mid-shard and a restart,
+each item must appear exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from airflow_kueue_provider.hooks.blob_store import BlobStoreHook
+
+PREFIX = "dag/run/task"
+GRACE = 10.0
+
+
+@pytest.fixture
+def store(devcluster_env: dict[str, str]) -> Iterator[BlobStoreHook]:
+    cs = devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]
+    with BlobStoreHook.from_connection_string(cs, f"t-{uuid.uuid4().hex[:16]}") as hook:
+        hook.check()
+        yield hook
+        hook.get_conn().delete_container()
+
+
+def pod_env(store: BlobStoreHook, index: int, shards: str | None) -> dict[str, str]:
+    """What a shard's container sees: the operator's variables plus the kubelet-resolved secretKeyRef."""
+    env = {
+        "PATH": os.environ["PATH"],  # from the image
+        "JOB_COMPLETION_INDEX": str(index),  # set by the Job controller
+        "AIRFLOW_KUEUE_CHECKPOINT_URL": store.container_url(),
+        "AIRFLOW_KUEUE_CHECKPOINT_PREFIX": PREFIX,
+        "AIRFLOW_KUEUE_GRACE_SECONDS": str(GRACE),
+        "AZURE_STORAGE_CONNECTION_STRING": os.environ["AZURE_STORAGE_CONNECTION_STRING"],  # secretKeyRef
+    }
+    if shards is not None:
+        env["AIRFLOW_KUEUE_SHARDS"] = shards
+    return env
+
+
+def sample(counter: Path, items: int, every: int, seconds: float) -> list[str]:
+    return [
+        sys.executable, "-m", "airflow_kueue_provider.worker.sample_shard",
+        "--items", str(items), "--checkpoint-every", str(every),
+        "--item-seconds", str(seconds), "--counter-file", str(counter),
+    ]  # fmt: skip
+
+
+def checkpoints(store: BlobStoreHook, shard_id: int) -> dict[int, dict[str, object]]:
+    found = {}
+    for name, _ in store.list_names(f"{PREFIX}/shards/{shard_id}/checkpoint-"):
+        doc, _ = store.read_json(name)
+        assert doc is not None
+        found[int(name.rsplit("-", 1)[1].removesuffix(".json"))] = doc
+    return found
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_checkpoints_every_k_items_and_marks_done(store: BlobStoreHook, tmp_path: Path) -> None:
+    counter = tmp_path / "counter"
+    run = subprocess.run(
+        sample(counter, items=12, every=4, seconds=0.01),
+        env=pod_env(store, index=0, shards=None), cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert lines(counter) == [f"0:{i}" for i in range(12)]
+    saved = checkpoints(store, 0)
+    assert {seq: doc["state"] for seq, doc in saved.items()} == {
+        1: {"next": 4},
+        2: {"next": 8},
+        3: {"next": 12},
+    }
+    assert {doc["reason"] for doc in saved.values()} == {"periodic"}
+    done, _ = store.read_json(f"{PREFIX}/shards/0/done.json")
+    assert done is not None and done["output"] == {"items": 12}
+
+
+def test_sigterm_mid_shard_flushes_and_a_restart_resumes_without_repeating(
+    store: BlobStoreHook, tmp_path: Path
+) -> None:
+    counter, items = tmp_path / "counter", 40
+    env = pod_env(store, index=1, shards="3,7")  # index 1 runs shard 7
+    first = subprocess.Popen(
+        sample(counter, items, every=5, seconds=0.05),
+        env=env,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while len(lines(counter)) < 13 and time.monotonic() < deadline:  # past two periodic checkpoints
+        time.sleep(0.02)
+    assert first.poll() is None, first.stderr.read() if first.stderr else ""
+    signalled = time.monotonic()
+    first.send_signal(signal.SIGTERM)
+    _, stderr = first.communicate(timeout=GRACE)
+    took = time.monotonic() - signalled
+    assert first.returncode == 143, stderr
+    assert took < GRACE, f"exited {took:.1f}s after SIGTERM"
+    assert os.environ["AZURE_STORAGE_CONNECTION_STRING"].split("AccountKey=")[1][:20] not in stderr
+
+    processed = lines(counter)
+    saved = checkpoints(store, 7)
+    newest = saved[max(saved)]
+    assert newest["reason"] == "sigterm" and newest["state"] == {"next": len(processed)}
+    assert len(saved) <= 3, "old checkpoints are pruned"
+    assert not checkpoints(store, 1) and not checkpoints(store, 3)
+
+    second = subprocess.run(
+        sample(counter, items, every=5, seconds=0.01), env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    assert f"resumes from checkpoint {max(saved)}" in second.stderr
+    assert lines(counter) == [f"7:{i}" for i in range(items)], "every item exactly once, in order"
+    assert store.read_json(f"{PREFIX}/shards/7/done.json")[0] is not None
+
+    third = subprocess.run(
+        sample(counter, items, every=5, seconds=0.01), env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert third.returncode == 0 and "already done" in third.stderr
+    assert len(lines(counter)) == items
