@@ -15,6 +15,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from . import kueue_api
 from .retry import acall_with_retry
 
+_VERSIONS: dict[str, str] = {}
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=airflow-kueue-provider"
 
 
@@ -57,8 +58,13 @@ class AsyncKueueHook:
         return await acall_with_retry(call, f"GET {path}")
 
     async def kueue_version(self) -> str:
+        """Discovered once per connection and process: a triggerer must not ask again for every Job."""
         if self._version is None:
-            self._version = kueue_api.pick_version(await self.get_raw(f"/apis/{kueue_api.KUEUE_GROUP}"))
+            cached = _VERSIONS.get(self.kubernetes_conn_id)
+            if cached is None:
+                cached = kueue_api.pick_version(await self.get_raw(f"/apis/{kueue_api.KUEUE_GROUP}"))
+                _VERSIONS[self.kubernetes_conn_id] = cached
+            self._version = cached
         return self._version
 
     async def pending_position(

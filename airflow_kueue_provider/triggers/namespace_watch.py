@@ -51,6 +51,7 @@ class NamespaceWatch:
         self.followers: dict[str, set[_Follower]] = {}
         self.synced = asyncio.Event()
         self.error: BaseException | None = None
+        self.hook: AsyncKueueHook | None = None  # the open session, lent to followers for one-off reads
         self._synced_kinds: set[str] = set()
         self._task: asyncio.Task[None] | None = None
 
@@ -102,6 +103,7 @@ class NamespaceWatch:
         while True:
             try:
                 async with AsyncKueueHook(self.conn_id).session() as hook:
+                    self.hook = hook
                     await asyncio.gather(
                         self._list_and_watch("jobs", hook.list_jobs, hook.watch_jobs, self._apply_job),
                         self._list_and_watch(
@@ -198,6 +200,14 @@ class Following:
         if self._hub.error is not None:
             raise self._hub.error
         return self._hub.snapshot(self._follower.job_name)
+
+    async def pending_position(self, local_queue: str, workload: str) -> tuple[int, int] | None:
+        """The Workload's place in its LocalQueue, read over the hub's open client when it has one."""
+        ns = self._hub.namespace
+        if self._hub.hook is not None:
+            return await self._hub.hook.pending_position(ns, local_queue, workload)
+        async with AsyncKueueHook(self._hub.conn_id).session() as hook:
+            return await hook.pending_position(ns, local_queue, workload)
 
     def current(self) -> JobSnapshot:
         """The newest state without waiting for a change."""
