@@ -12,12 +12,15 @@ import yaml
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from ..hooks.blob_store import BlobConfigError, BlobStoreError
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
+from ..kueue.result import JobResult
 from ..triggers.kueue_job import KueueJobTrigger
-from .job_submission import submit_or_reattach
+from .checkpointing import Checkpointing, CheckpointSession
+from .job_submission import create_or_adopt, existing_jobs, reattachable
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -39,6 +42,8 @@ class KueueIndexedJobOperator(BaseOperator):
         parameters are applied on top of it.
     :param queue_timeout: fail (and delete the Job) if it is not admitted within this time.
     :param spot: tolerate AKS Spot nodes and do not count Spot evictions (DisruptionTarget) as failures.
+    :param checkpointing: a Blob connection id, or ``Checkpointing(...)`` / its dict: keeps a per-shard ledger
+        so that a retry runs only the shards that did not finish, and tells each pod where to checkpoint.
     :param deferrable: True by default, whatever ``[operators] default_deferrable`` says: a queue wait can
         last an hour and must not hold a worker slot. False waits in the worker with the same async logic.
     """
@@ -82,6 +87,7 @@ class KueueIndexedJobOperator(BaseOperator):
         node_selector: Mapping[str, str] | None = None,
         service_account_name: str | None = None,
         job_name_prefix: str | None = None,
+        checkpointing: Checkpointing | dict[str, Any] | str | None = None,
         kubernetes_conn_id: str = "kubernetes_default",
         deferrable: bool = True,
         **kwargs: Any,
@@ -111,6 +117,7 @@ class KueueIndexedJobOperator(BaseOperator):
         self.node_selector = node_selector
         self.service_account_name = service_account_name
         self.job_name_prefix = job_name_prefix
+        self.checkpointing = checkpointing
         self.kubernetes_conn_id = kubernetes_conn_id
         self.deferrable = deferrable
         self._job_name: str | None = None
@@ -165,9 +172,25 @@ class KueueIndexedJobOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         identity = _identity(context)
         manifest = self.build_manifest(identity)
+        session = self._checkpoint_session(identity)
         hook = KueueHook(self.kubernetes_conn_id)
         self._check_local_queue(hook)
-        submission = submit_or_reattach(hook, manifest, identity)
+        # 1. Reattach to a Job of this task instance that still runs (or completed) ...
+        previous = existing_jobs(hook, self.namespace, identity)
+        submission = reattachable(previous, completed_counts=session is None)
+        if submission is None:
+            # 2. ... or run what is left: every shard, or on a retry those the ledger has not seen finish.
+            shards = IndexSet.range(0, self.completions)
+            if session is not None:
+                ledger = session.reconcile(previous)
+                shards = ledger.remaining
+                if not shards:
+                    self.log.info("every shard already finished in an earlier try; nothing to run")
+                    return session.result(ledger, None)
+                session.shape_job(manifest, shards)
+            submission = create_or_adopt(hook, manifest, identity)
+            if session is not None and not submission.reattached:
+                session.record_attempt(submission.job["metadata"]["name"], shards)
         job = submission.job
         self._job_name = job["metadata"]["name"]
         verb = "reattached to" if submission.reattached else "submitted"
@@ -179,6 +202,7 @@ class KueueIndexedJobOperator(BaseOperator):
             submission.reason,
             self.queue_name,
         )
+        # 3. Wait: deferred in the triggerer, or here with the same async logic.
         trigger = KueueJobTrigger(
             job_name=self._job_name,
             namespace=self.namespace,
@@ -187,10 +211,25 @@ class KueueIndexedJobOperator(BaseOperator):
             max_failed_indexes=self.max_failed_indexes,
             queue_timeout=self.queue_timeout,
             submitted_at=_created_epoch(job),
+            ledger=session.trigger_ledger() if session else None,
         )
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
         return self.execute_complete(context, asyncio.run(_first_event(trigger)))
+
+    def _checkpoint_session(self, identity: AirflowIdentity, check: bool = True) -> CheckpointSession | None:
+        """The try's checkpoint session; ``check`` fails fast on bad Blob configuration, before submitting."""
+        config = Checkpointing.from_param(self.checkpointing)
+        if config is None:
+            return None
+        session = CheckpointSession(config, identity, self.completions)
+        if not check:
+            return session
+        try:
+            session.check()
+        except BlobConfigError as exc:
+            raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from exc
+        return session
 
     def _check_local_queue(self, hook: KueueHook) -> None:
         if hook.get_local_queue(self.namespace, self.queue_name) is not None:
@@ -212,12 +251,31 @@ class KueueIndexedJobOperator(BaseOperator):
             raise AirflowException("the trigger ended without an event")
         status, message = event.get("status"), event.get("message", "")
         result = {k: v for k, v in event.items() if k not in ("status", "message")}
+        session = self._checkpoint_session(_identity(context), check=False)
+        if session is not None and "completed_indexes" in result:
+            result = self._record_in_ledger(session, result, "succeeded" if status == "success" else "failed")
         if status == "success":
             self.log.info("%s; result: %s", message, json.dumps(result, sort_keys=True))
+            if session is not None:
+                session.clean_up_after_success()
             return result
         if status == "failed" and event.get("failed_indexes"):
             message += self._log_tails(event)
         raise AirflowException(f"{status}: {message}")
+
+    def _record_in_ledger(
+        self, session: CheckpointSession, result: dict[str, Any], status: str
+    ) -> dict[str, Any]:
+        """Write the attempt's end to the ledger; Blob trouble costs the record, never the task's outcome."""
+        job_result = JobResult.from_dict(result)
+        try:
+            ledger = session.finish(job_result.job_name, job_result, status)
+        except BlobStoreError as exc:
+            self.log.warning(
+                "could not update the ledger (%s); a rerun of this task catches it up from the Job", exc
+            )
+            return result
+        return session.result(ledger, job_result)
 
     def _log_tails(self, event: dict[str, Any]) -> str:
         indexes = list(IndexSet.parse(event["failed_indexes"]))[:LOG_TAIL_INDEXES]

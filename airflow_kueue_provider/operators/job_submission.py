@@ -47,18 +47,22 @@ def existing_jobs(hook: KueueHook, namespace: str, identity: AirflowIdentity) ->
     return sorted(jobs, key=lambda j: j["metadata"].get("creationTimestamp") or "")
 
 
-def submit_or_reattach(hook: KueueHook, manifest: dict[str, Any], identity: AirflowIdentity) -> Submission:
-    """1. a live Job of an earlier try (or this one) -> reattach; 2. a Complete one -> reattach (nothing
-    finished is redone); 3. else create this try's Job, whose name is deterministic per try, so a worker that
-    died after creating it finds it again through the 409."""
-    namespace = manifest["metadata"]["namespace"]
-    previous = existing_jobs(hook, namespace, identity)
+def reattachable(previous: list[dict[str, Any]], *, completed_counts: bool = True) -> Submission | None:
+    """1. a live Job of an earlier try (or of this one) -> reattach; 2. a Complete one -> reattach, so nothing
+    finished is redone (with checkpointing the ledger decides instead, so ``completed_counts`` is off)."""
     live = [j for j in previous if _finished(j) is None]
     if live:
         return Submission(live[-1], True, "a Job of this task is still running")
     complete = [j for j in previous if _finished(j) == "Complete"]
-    if complete:
+    if complete and completed_counts:
         return Submission(complete[-1], True, "a Job of this task already completed")
+    return None
+
+
+def create_or_adopt(hook: KueueHook, manifest: dict[str, Any], identity: AirflowIdentity) -> Submission:
+    """Create this try's Job. Its name is deterministic per try, so a worker that died right after creating
+    it finds it again through the 409 and adopts it (after checking it is really this task's)."""
+    namespace = manifest["metadata"]["namespace"]
     try:
         return Submission(hook.create_job(manifest), False, "created")
     except ApiException as exc:
@@ -68,10 +72,9 @@ def submit_or_reattach(hook: KueueHook, manifest: dict[str, Any], identity: Airf
     mine = job is not None and all(
         (job["metadata"].get("labels") or {}).get(k) == v for k, v in identity.labels().items()
     )
-    if not mine:
+    if job is None or not mine:
         raise RuntimeError(
             f"Job {namespace}/{manifest['metadata']['name']} exists but was not created for this task "
             "instance; delete it or set job_name_prefix to something else"
         )
-    assert job is not None
     return Submission(job, True, "this try's Job already exists (the worker restarted)")

@@ -14,12 +14,17 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from ..hooks.kueue_async_hook import AsyncKueueHook
 from ..kueue.job_progress import JobView, Outcome, outcome_of, progress_line, result_of, view_of
 from ..kueue.workload_state import WorkloadPhase
-from .namespace_watch import NamespaceWatch
+from .ledger_writer import LedgerWriter, Progress
+from .namespace_watch import Following, NamespaceWatch
 
 log = logging.getLogger(__name__)
 
-POSITION_FIRST_REFRESH = 30.0  # seconds; then doubling up to POSITION_MAX_REFRESH while queued
+POSITION_FIRST_AFTER = (
+    10.0  # seconds of queueing before the first position read: most Jobs are admitted sooner
+)
+POSITION_FIRST_REFRESH = 30.0  # then every 30 s, doubling up to POSITION_MAX_REFRESH while still queued
 POSITION_MAX_REFRESH = 600.0
+LEDGER_FLUSH_SECONDS = 60.0  # at the end, how long to wait for the last ledger write (Blob may be away)
 LINE_EVERY = 10.0  # a changed line of the same kind ("running 5/9 done" -> "6/9") at most this often
 
 
@@ -41,6 +46,7 @@ class KueueJobTrigger(BaseTrigger):
         max_failed_indexes: int | None = None,
         queue_timeout: float | None = None,
         submitted_at: float | None = None,
+        ledger: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.job_name = job_name
@@ -50,6 +56,7 @@ class KueueJobTrigger(BaseTrigger):
         self.max_failed_indexes = max_failed_indexes
         self.queue_timeout = queue_timeout
         self.submitted_at = submitted_at if submitted_at is not None else time.time()
+        self.ledger = ledger
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -62,6 +69,7 @@ class KueueJobTrigger(BaseTrigger):
                 "max_failed_indexes": self.max_failed_indexes,
                 "queue_timeout": self.queue_timeout,
                 "submitted_at": self.submitted_at,
+                "ledger": self.ledger,
             },
         )
 
@@ -81,61 +89,74 @@ class KueueJobTrigger(BaseTrigger):
         yield TriggerEvent(event)  # type: ignore[no-untyped-call]
 
     async def _follow(self) -> dict[str, Any]:
+        writer = LedgerWriter(self.ledger, self.job_name) if self.ledger else None
+        try:
+            async with NamespaceWatch.follow(
+                self.kubernetes_conn_id, self.namespace, self.job_name
+            ) as following:
+                return await self._until_outcome(following, writer)
+        finally:
+            if writer is not None:
+                await writer.close()
+
+    async def _until_outcome(self, following: Following, writer: LedgerWriter | None) -> dict[str, Any]:
         progress = _ProgressLog(self.log, f"{self.namespace}/{self.job_name}")
         position: tuple[int, int] | None = None
-        next_position_at, position_interval = 0.0, POSITION_FIRST_REFRESH
-        async with NamespaceWatch.follow(self.kubernetes_conn_id, self.namespace, self.job_name) as following:
-            snapshot = await following.next()
-            while True:
-                if snapshot.job is None:
-                    return self._event(
-                        Outcome(
-                            "error", f"Job {self.namespace}/{self.job_name} was deleted before it finished"
-                        ),
-                        None,
-                        None,
-                    )
-                view = view_of(snapshot.job, snapshot.workload)
-                outcome = outcome_of(view, self.max_failed_indexes)
-                if outcome is not None:
-                    progress.offer(progress_line(view), force=True)
-                    return self._event(outcome, view, snapshot.job)
-                queued = not view.admitted
-                now = time.monotonic()
-                if queued and view.workload and now >= next_position_at:
-                    position = await self._pending_position(view.workload.workload_name)
-                    next_position_at = now + position_interval
-                    position_interval = min(position_interval * 2, POSITION_MAX_REFRESH)
-                elif not queued:
-                    position, next_position_at, position_interval = None, 0.0, POSITION_FIRST_REFRESH
-                progress.offer(
-                    progress_line(view, position, time.time() - self.submitted_at if queued else None)
+        next_position_at, position_interval = time.monotonic() + POSITION_FIRST_AFTER, POSITION_FIRST_REFRESH
+        snapshot = await following.next()
+        while True:
+            # 1. The Job is gone, or finished by the outcome rules: one final event.
+            if snapshot.job is None:
+                gone = Outcome(
+                    "error", f"Job {self.namespace}/{self.job_name} was deleted before it finished"
                 )
-                timeout = self._seconds_left_in_queue(view)
-                if timeout is not None and timeout <= 0:
-                    return await self._queue_timeout(view, snapshot.job, position)
-                waits = [
-                    t
-                    for t in (timeout, next_position_at - now if queued and view.workload else None)
-                    if t is not None
-                ]
-                try:
-                    snapshot = (
-                        await asyncio.wait_for(following.next(), timeout=max(min(waits), 0.05))
-                        if waits
-                        else await following.next()
-                    )
-                except asyncio.TimeoutError:
-                    snapshot = following.current()
+                return self._event(gone, None, None)
+            view = view_of(snapshot.job, snapshot.workload)
+            outcome = outcome_of(view, self.max_failed_indexes)
+            if writer is not None:
+                status = (
+                    "running"
+                    if outcome is None
+                    else ("succeeded" if outcome.status == "success" else "failed")
+                )
+                writer.offer(_ledger_progress(view, status))
+            if outcome is not None:
+                progress.offer(progress_line(view), force=True)
+                if writer is not None and not await writer.flush(LEDGER_FLUSH_SECONDS):
+                    self.log.warning("the ledger could not be written now; the operator writes it again")
+                return self._event(outcome, view, snapshot.job)
+            # 2. Queued: refresh the pending position now and then (growing intervals), and tell the human.
+            queued = not view.admitted
+            now = time.monotonic()
+            if queued and view.workload and now >= next_position_at:
+                position = await following.pending_position(self.queue_name, view.workload.workload_name)
+                next_position_at = now + position_interval
+                position_interval = min(position_interval * 2, POSITION_MAX_REFRESH)
+            elif not queued:
+                position, position_interval = None, POSITION_FIRST_REFRESH
+                next_position_at = now + POSITION_FIRST_AFTER
+            progress.offer(progress_line(view, position, time.time() - self.submitted_at if queued else None))
+            # 3. The queue timeout, if the user set one, is the only way a wait becomes a failure.
+            left = self._seconds_left_in_queue(view)
+            if left is not None and left <= 0:
+                return await self._queue_timeout(view, snapshot.job, position)
+            # 4. Sleep until the watch has news, the position is due, or the queue timeout.
+            waits = [
+                t
+                for t in (left, next_position_at - now if queued and view.workload else None)
+                if t is not None
+            ]
+            try:
+                snapshot = await asyncio.wait_for(
+                    following.next(), timeout=max(min(waits), 0.05) if waits else None
+                )
+            except asyncio.TimeoutError:
+                snapshot = following.current()
 
     def _seconds_left_in_queue(self, view: JobView) -> float | None:
         if self.queue_timeout is None or view.admitted:
             return None
         return self.submitted_at + self.queue_timeout - time.time()
-
-    async def _pending_position(self, workload_name: str) -> tuple[int, int] | None:
-        async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
-            return await hook.pending_position(self.namespace, self.queue_name, workload_name)
 
     async def _queue_timeout(
         self, view: JobView, job: dict[str, Any], position: tuple[int, int] | None
@@ -207,3 +228,8 @@ class _ProgressLog:
             return
         self._log.info("%s: %s", self._job, line)
         self._last, self._last_at = line, now
+
+
+def _ledger_progress(view: JobView, status: str) -> Progress:
+    evictions = view.workload.eviction_count if view.workload else 0
+    return Progress(view.completed, view.failed, evictions, status)

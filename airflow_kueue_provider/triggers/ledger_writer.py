@@ -1,0 +1,105 @@
+"""Keep the run ledger current from the trigger, without ever blocking or failing the trigger.
+
+``offer`` stores the newest progress and returns at once; a background task writes it (an ETag-conditional
+merge).  When Blob Storage is unreachable the writer keeps the newest progress and retries with backoff, so
+the ledger catches up as soon as storage is back; the task's outcome never depends on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import random
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+from ..hooks.blob_store import AsyncBlobStoreHook
+from ..hooks.ledger_store import AsyncLedgerStore
+from ..kueue.index_set import IndexSet
+from ..kueue.ledger import RunLedger
+
+log = logging.getLogger(__name__)
+MAX_BACKOFF = 30.0
+
+
+@dataclass(frozen=True)
+class Progress:
+    completed: IndexSet
+    failed: IndexSet
+    evictions: int
+    status: str = "running"
+
+
+class LedgerWriter:
+    def __init__(self, config: dict[str, Any], job_name: str) -> None:
+        self.job_name = job_name
+        self._hook = AsyncBlobStoreHook(config["conn_id"], config["container"], create_container=False)
+        self._store = AsyncLedgerStore(self._hook, config["prefix"])
+        self._pending: Progress | None = None
+        self._written: Progress | None = None
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"ledger-{job_name}")
+
+    def offer(self, progress: Progress) -> None:
+        if progress == self._written or progress == self._pending:
+            return
+        self._pending = progress
+        self._idle.clear()
+        self._wake.set()
+
+    async def flush(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the newest progress to be written; True if it was."""
+        with suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        return self._idle.is_set()
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with suppress(asyncio.CancelledError):
+            await self._task
+        await self._hook.close()
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            progress = self._pending
+            if progress is None:
+                continue
+            try:
+                await self._store.update(functools.partial(self._apply, progress=progress))
+            except asyncio.CancelledError:
+                raise
+            except LookupError as exc:  # nothing to record into (the Job predates checkpointing): stop trying
+                log.info("not recording progress: %s", exc)
+                self._pending = None
+                self._idle.set()
+                continue
+            except Exception as exc:
+                failures += 1
+                delay = random.uniform(0.5, min(MAX_BACKOFF, 2.0**failures))
+                log.warning("ledger write for %s failed (%s); retrying in %.1fs", self.job_name, exc, delay)
+                await asyncio.sleep(delay)
+                self._wake.set()  # retry with whatever is newest by then
+                continue
+            failures = 0
+            self._written = progress
+            if self._pending == progress:
+                self._pending = None
+                self._idle.set()
+
+    def _apply(self, current: RunLedger | None, *, progress: Progress) -> RunLedger:
+        if current is None or current.attempt(self.job_name) is None:
+            raise LookupError(f"the ledger has no attempt for Job {self.job_name}")
+        return current.with_job_progress(
+            self.job_name,
+            progress.completed,
+            progress.failed,
+            evictions=progress.evictions,
+            status=progress.status,
+        )

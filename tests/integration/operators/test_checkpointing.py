@@ -1,0 +1,290 @@
+"""Blob checkpoints and the run ledger with the operator, on the real cluster and Azurite."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import re
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+from azure.storage.blob import BlobServiceClient
+
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.ledger import RunLedger, ledger_prefix
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from devcluster import procs
+from devcluster.components import components
+from devcluster.layout import AZURITE_KEY, Layout
+
+from ..airflow_runner import AirflowHome
+from ..cluster import KueueEnv, short_id, wait_for
+from .test_indexed_job_queueing import returned_result
+
+CONN_ID = "kueue_blob_test"
+
+RETRY_DAG = """
+from datetime import datetime, timedelta
+from airflow.sdk import DAG
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+    KueueIndexedJobOperator(
+        task_id="shards", namespace={namespace!r}, queue_name="lq", image="example.invalid/shard:1",
+        completions=10, parallelism={parallelism}, backoff_limit_per_index=0,
+        retries=1, retry_delay=timedelta(seconds=1),
+        resources={{"requests": {{"cpu": "250m", "memory": "256Mi"}}}},
+        annotations={{
+            "kwok.airflow-kueue.io/run-duration": {run_duration!r},
+            "kwok.airflow-kueue.io/fail-indexes": "{{{{ {fail!r} if ti.try_number == 1 else '' }}}}",
+        }},
+        checkpointing={{
+            "conn_id": {conn_id!r}, "container": {container!r}, "credentials_secret": "blob-credentials",
+        }},
+    )
+"""
+
+
+@pytest.fixture
+def blob(devcluster_env: dict[str, str], airflow_home: AirflowHome) -> Iterator[SimpleNamespace]:
+    """A fresh container and an Airflow connection to Azurite (wasb-style, connection string)."""
+    conn_string = devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]
+    conn = json.dumps({"conn_type": "wasb", "extra": {"connection_string": conn_string}})
+    key = f"AIRFLOW_CONN_{CONN_ID.upper()}"
+    os.environ[key] = conn
+    airflow_home.env[key] = conn
+    container = f"ckpt-{short_id()}"
+    service = BlobServiceClient.from_connection_string(conn_string)
+    yield SimpleNamespace(conn_string=conn_string, container=container, service=service)
+    with contextlib.suppress(Exception):
+        service.delete_container(container)
+
+
+def _read_ledger(blob: SimpleNamespace, prefix: str) -> RunLedger:
+    data = blob.service.get_blob_client(blob.container, f"{prefix}/ledger.json").download_blob().readall()
+    return RunLedger.from_dict(json.loads(data))
+
+
+def _credentials_secret(env: KueueEnv, conn_string: str) -> None:
+    env.cluster.core.create_namespaced_secret(
+        env.namespace,
+        {
+            "metadata": {"name": "blob-credentials"},
+            "data": {"connection-string": base64.b64encode(conn_string.encode()).decode()},
+        },
+    )
+
+
+def test_retry_runs_only_the_unfinished_shards_and_the_result_covers_all(
+    kueue_env: KueueEnv, airflow_home: AirflowHome, blob: SimpleNamespace
+) -> None:
+    _credentials_secret(kueue_env, blob.conn_string)
+    airflow_home.write_dag(
+        "resume",
+        RETRY_DAG.format(
+            dag_id="resume",
+            namespace=kueue_env.namespace,
+            run_duration="1s",
+            fail="2,5,8",
+            parallelism=10,
+            conn_id=CONN_ID,
+            container=blob.container,
+        ),
+    )
+
+    run = airflow_home.test_dag("resume", run_after="2026-11-30T02:00:00+00:00")
+
+    assert run.succeeded, run.output[-6000:]
+    jobs = sorted(
+        kueue_env.cluster.batch.list_namespaced_job(kueue_env.namespace).items,
+        key=lambda j: j.metadata.creation_timestamp,
+    )
+    assert [j.spec.completions for j in jobs] == [10, 3], (
+        "the retry's Job runs exactly the 3 remaining shards"
+    )
+    env = {e.name: e for e in jobs[1].spec.template.spec.containers[0].env}
+    assert env["AIRFLOW_KUEUE_SHARDS"].value == "2,5,8"
+    assert env["AZURE_STORAGE_CONNECTION_STRING"].value_from.secret_key_ref.name == "blob-credentials"
+    result = returned_result(run)
+    assert result["completed_indexes"] == "0-9" and result["completions"] == 10 and result["failed"] == 0
+    assert result["attempts"] == 2
+    prefix = ledger_prefix("resume", "manual__2026-11-30T02:00:00+00:00", "shards")
+    ledger = _read_ledger(blob, prefix)
+    assert [(a.try_number, str(a.shards), str(a.completed), a.status) for a in ledger.attempts] == [
+        (1, "0-9", "0,1,3,4,6,7,9", "failed"),
+        (2, "2,5,8", "2,5,8", "succeeded"),
+    ]
+    _assert_no_secret(kueue_env, blob, run.output, result, prefix)
+
+
+def _assert_no_secret(
+    env: KueueEnv, blob: SimpleNamespace, log: str, result: dict[str, Any], prefix: str
+) -> None:
+    """Acceptance: no account key, SAS or connection-string key in logs, XCom, the ledger or the Job spec."""
+    secrets = [AZURITE_KEY, "AccountKey=", "sig="]
+    jobs = env.cluster.api.sanitize_for_serialization(env.cluster.batch.list_namespaced_job(env.namespace))
+    ledger = blob.service.get_blob_client(blob.container, f"{prefix}/ledger.json").download_blob().readall()
+    places = {
+        "task log": log,
+        "result": json.dumps(result),
+        "ledger": ledger.decode(),
+        "Job specs": json.dumps(jobs),
+    }
+    for place, text in places.items():
+        for secret in secrets:
+            assert secret not in text, f"{secret[:12]}… appears in the {place}"
+
+
+def _context(task_id: str, try_number: int = 1) -> dict[str, Any]:
+    return {
+        "ti": SimpleNamespace(
+            dag_id="ckpt", task_id=task_id, run_id=f"run-{short_id()}", try_number=try_number, map_index=-1
+        )
+    }
+
+
+@pytest.mark.parametrize(
+    ("checkpointing", "expected"),
+    [
+        ({"conn_id": "no_such_blob_connection"}, "no_such_blob_connection"),
+        ({"conn_id": CONN_ID, "container": "does-not-exist", "create_container": False}, "does-not-exist"),
+        ({"conn_id": "kueue_blob_bad_key"}, "check the account key"),
+    ],
+    ids=["unknown connection", "missing container", "bad credentials"],
+)
+def test_bad_blob_configuration_fails_before_the_job_is_submitted(
+    kueue_env: KueueEnv,
+    blob: SimpleNamespace,
+    checkpointing: dict[str, Any],
+    expected: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bad_key = blob.conn_string.replace(AZURITE_KEY, base64.b64encode(b"not the key" * 6).decode())
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KUEUE_BLOB_BAD_KEY",
+        json.dumps({"conn_type": "wasb", "extra": {"connection_string": bad_key}}),
+    )
+    op = KueueIndexedJobOperator(
+        task_id="ckpt",
+        namespace=kueue_env.namespace,
+        queue_name="lq",
+        image="example.invalid/shard:1",
+        completions=2,
+        checkpointing=checkpointing,
+    )
+    started = time.monotonic()
+    with pytest.raises(AirflowFailException) as err:
+        op.execute(_context("ckpt"))  # type: ignore[arg-type]
+    assert expected.lower() in str(err.value).lower(), str(err.value)
+    assert time.monotonic() - started < 30, "fails fast"
+    assert kueue_env.cluster.batch.list_namespaced_job(kueue_env.namespace).items == []
+    assert AZURITE_KEY not in str(err.value)
+
+
+def test_blob_outage_mid_run_does_not_fail_the_task_and_the_ledger_catches_up(
+    kueue_env: KueueEnv, airflow_home: AirflowHome, blob: SimpleNamespace, devcluster_env: dict[str, str]
+) -> None:
+    airflow_home.write_dag(
+        "outage",
+        RETRY_DAG.format(
+            dag_id="outage",
+            namespace=kueue_env.namespace,
+            run_duration="10s",
+            fail="",
+            parallelism=5,
+            conn_id=CONN_ID,
+            container=blob.container,
+        ),
+    )
+    background = airflow_home.start_dag("outage", run_after="2026-11-30T03:00:00+00:00")
+    layout = Layout.default()
+    try:
+        wait_for(
+            "pods running",
+            lambda: any(
+                p["status"].get("phase") == "Running"
+                for j in kueue_env.cluster.batch.list_namespaced_job(kueue_env.namespace).items
+                for p in kueue_env.pods(j.metadata.name)
+            ),
+            timeout=120,
+        )
+        procs.stop(layout, "azurite")  # the first 5 shards finish while Blob Storage is away ...
+        time.sleep(15)
+        _restart_azurite()  # ... the second 5 after it is back
+        run = background.wait(timeout=300)
+    finally:
+        background.kill()
+        _restart_azurite()
+
+    assert run.succeeded, run.output[-6000:]
+    assert re.search(r"ledger write for \S+ failed", run.output), "progress was offered during the outage"
+    ledger = _read_ledger(blob, ledger_prefix("outage", "manual__2026-11-30T03:00:00+00:00", "shards"))
+    assert str(ledger.completed) == "0-9" and ledger.attempts[0].status == "succeeded"
+    assert len(ledger.attempts) == 1, "the task did not fail: one attempt"
+
+
+def _restart_azurite() -> None:
+    layout = Layout.default()
+    azurite = next(c for c in components(Path(), layout) if c.name == "azurite")
+    procs.start(layout, azurite)
+    wait_for("Azurite back", lambda: _port_open(10000), timeout=30)
+
+
+def _port_open(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
+
+
+def test_two_triggers_writing_the_ledger_at_once_lose_no_index(
+    kueue_env: KueueEnv, blob: SimpleNamespace
+) -> None:
+    from airflow_kueue_provider.hooks.kueue_hook import KueueHook
+    from airflow_kueue_provider.kueue.index_set import IndexSet
+    from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
+    from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
+
+    identity = AirflowIdentity("ckpt", "twin", f"run-{short_id()}")
+    op = KueueIndexedJobOperator(
+        task_id="twin",
+        namespace=kueue_env.namespace,
+        queue_name="lq",
+        image="example.invalid/shard:1",
+        completions=12,
+        parallelism=4,
+        annotations={"kwok.airflow-kueue.io/run-duration": "1s"},
+    )
+    session = CheckpointSession(Checkpointing(CONN_ID, blob.container), identity, 12)
+    session.check()
+    job = KueueHook().create_job(op.build_manifest(identity))
+    session.record_attempt(job["metadata"]["name"], IndexSet.range(0, 12))
+
+    def trigger() -> KueueJobTrigger:
+        return KueueJobTrigger(
+            job_name=job["metadata"]["name"],
+            namespace=kueue_env.namespace,
+            queue_name="lq",
+            ledger=session.trigger_ledger(),
+        )
+
+    async def both() -> list[Any]:
+        async def first(t: KueueJobTrigger) -> dict[str, Any]:
+            async for event in t.run():
+                return dict(event.payload)
+            raise AssertionError
+
+        return await asyncio.gather(first(trigger()), first(trigger()))
+
+    events = asyncio.run(both())
+    assert [e["status"] for e in events] == ["success", "success"]
+    ledger = session.ledger.read()
+    assert ledger is not None and str(ledger.completed) == "0-11"
