@@ -1,4 +1,4 @@
-"""The worker SDK as a real subprocess with the env the operator injects, against Azurite.
+"""The worker SDK as a real subprocess with exactly the env the operator injects, against Azurite.
 
 The sample shard appends every processed item to a counter file: after a SIGTERM mid-shard and a restart,
 each item must appear exactly once.
@@ -6,6 +6,7 @@ each item must appear exactly once.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,10 @@ from pathlib import Path
 import pytest
 
 from airflow_kueue_provider.hooks.blob_store import BlobStoreHook
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 PREFIX = "dag/run/task"
 GRACE = 10.0
@@ -33,17 +38,44 @@ def store(devcluster_env: dict[str, str]) -> Iterator[BlobStoreHook]:
 
 
 def pod_env(store: BlobStoreHook, index: int, shards: str | None) -> dict[str, str]:
-    """What a shard's container sees: the operator's variables plus the kubelet-resolved secretKeyRef."""
-    env = {
-        "PATH": os.environ["PATH"],  # from the image
-        "JOB_COMPLETION_INDEX": str(index),  # set by the Job controller
-        "AIRFLOW_KUEUE_CHECKPOINT_URL": store.container_url(),
-        "AIRFLOW_KUEUE_CHECKPOINT_PREFIX": PREFIX,
-        "AIRFLOW_KUEUE_GRACE_SECONDS": str(GRACE),
-        "AZURE_STORAGE_CONNECTION_STRING": os.environ["AZURE_STORAGE_CONNECTION_STRING"],  # secretKeyRef
-    }
-    if shards is not None:
-        env["AIRFLOW_KUEUE_SHARDS"] = shards
+    """Exactly what the operator puts in a shard's container, with the secretKeyRef resolved as a kubelet
+    would, plus what Kubernetes adds (JOB_COMPLETION_INDEX) and the image's PATH."""
+    conn_string = os.environ["AZURE_STORAGE_CONNECTION_STRING"]
+    os.environ["AIRFLOW_CONN_SDK_BLOB"] = json.dumps(
+        {"conn_type": "wasb", "extra": {"connection_string": conn_string}}
+    )
+    run = IndexSet.parse(shards) if shards is not None else IndexSet.range(0, 4)
+    identity = AirflowIdentity("dag", "task", "run")  # the ledger prefix is dag/run/task = PREFIX
+    op = KueueIndexedJobOperator(
+        task_id="task",
+        queue_name="lq",
+        image="example.invalid/shard:1",
+        completions=max(run.max() + 1, 4),
+        job_template={
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "spec": {"template": {"spec": {"terminationGracePeriodSeconds": int(GRACE) + 5}}},
+        },
+    )
+    session = CheckpointSession(
+        Checkpointing("sdk_blob", store.container, credentials_secret="blob-credentials"),
+        identity,
+        op.completions,
+    )
+    manifest = session.shape_job(op.build_manifest(identity), run)
+    env = {"PATH": os.environ["PATH"], "JOB_COMPLETION_INDEX": str(index)}
+    for var in manifest["spec"]["template"]["spec"]["containers"][0]["env"]:
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        else:
+            assert var["valueFrom"]["secretKeyRef"] == {
+                "name": "blob-credentials",
+                "key": "connection-string",
+            }
+            env[var["name"]] = conn_string  # the kubelet reads the Secret
+    assert env["AIRFLOW_KUEUE_CHECKPOINT_PREFIX"] == PREFIX and env["AIRFLOW_KUEUE_GRACE_SECONDS"] == str(
+        int(GRACE)
+    )
     return env
 
 
