@@ -23,7 +23,13 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "operators": [
-            {"integration-name": "Kueue", "python-modules": ["airflow_kueue_provider.operators.indexed_job"]}
+            {
+                "integration-name": "Kueue",
+                "python-modules": [
+                    "airflow_kueue_provider.operators.indexed_job",
+                    "airflow_kueue_provider.operators.sweep",
+                ],
+            }
         ],
         "hooks": [
             {
@@ -31,6 +37,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_kueue_provider.hooks.kueue_hook",
                     "airflow_kueue_provider.hooks.kueue_async_hook",
+                    "airflow_kueue_provider.hooks.blob_store",
                 ],
             }
         ],

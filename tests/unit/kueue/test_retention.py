@@ -1,0 +1,27 @@
+"""Stale checkpoint prefixes: judged by their newest blob."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from airflow_kueue_provider.kueue.retention import stale_prefixes, task_prefix
+
+NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
+
+
+def test_task_prefix_of_provider_blobs_only() -> None:
+    assert task_prefix("d/r/t/ledger.json") == "d/r/t"
+    assert task_prefix("d/r/t/3/shards/7/checkpoint-00000001.json") == "d/r/t/3"
+    assert task_prefix("someone-elses/file.txt") is None
+
+
+def test_a_prefix_is_stale_only_when_its_newest_blob_is() -> None:
+    blobs = [
+        ("d/old/t/ledger.json", NOW - timedelta(days=30)),
+        ("d/old/t/shards/0/checkpoint-00000001.json", NOW - timedelta(days=29)),
+        ("d/busy/t/ledger.json", NOW - timedelta(days=30)),
+        ("d/busy/t/shards/0/checkpoint-00000009.json", NOW - timedelta(hours=1)),  # still being written
+        ("d/new/t/ledger.json", NOW - timedelta(days=1)),
+    ]
+    assert stale_prefixes(blobs, NOW, timedelta(days=7)) == ["d/old/t"]
+    assert stale_prefixes(blobs, NOW, timedelta(0)) == ["d/busy/t", "d/new/t", "d/old/t"]
