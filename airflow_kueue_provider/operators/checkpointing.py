@@ -98,6 +98,15 @@ class CheckpointSession:
             lambda current: (current or RunLedger(self.shard_count)).with_attempt(attempt)
         )
 
+    @staticmethod
+    def job_shards(job: dict[str, Any], default: IndexSet) -> IndexSet:
+        """The shards a Job was created for (its ``AIRFLOW_KUEUE_SHARDS``), or ``default``."""
+        for container in job["spec"]["template"]["spec"]["containers"]:
+            for var in container.get("env") or []:
+                if var.get("name") == SHARDS_ENV and "value" in var:
+                    return IndexSet.parse(var["value"])
+        return default
+
     def trigger_ledger(self) -> dict[str, Any]:
         """What the trigger needs to keep the ledger current while the Job runs."""
         return {

@@ -189,8 +189,10 @@ class KueueIndexedJobOperator(BaseOperator):
                     return session.result(ledger, None)
                 session.shape_job(manifest, shards)
             submission = create_or_adopt(hook, manifest, identity)
-            if session is not None and not submission.reattached:
-                session.record_attempt(submission.job["metadata"]["name"], shards)
+            if session is not None:  # also for an adopted Job: its worker may have died before recording it
+                session.record_attempt(
+                    submission.job["metadata"]["name"], session.job_shards(submission.job, shards)
+                )
         job = submission.job
         self._job_name = job["metadata"]["name"]
         verb = "reattached to" if submission.reattached else "submitted"

@@ -25,7 +25,7 @@ POSITION_FIRST_AFTER = (
 POSITION_FIRST_REFRESH = 30.0  # then every 30 s, doubling up to POSITION_MAX_REFRESH while still queued
 POSITION_MAX_REFRESH = 600.0
 LEDGER_FLUSH_SECONDS = 60.0  # at the end, how long to wait for the last ledger write (Blob may be away)
-LINE_EVERY = 10.0  # a changed line of the same kind ("running 5/9 done" -> "6/9") at most this often
+LINE_EVERY = 10.0  # "running 5/9 done" -> "6/9 done" at most this often
 
 
 class KueueJobTrigger(BaseTrigger):
@@ -210,8 +210,9 @@ def _human(seconds: float) -> str:
 
 
 class _ProgressLog:
-    """Log a progress line when its kind changes (queued, admitted, running, evicted, requeued ...), and a
-    changed line of the same kind at most every LINE_EVERY seconds: 1,000 indexes do not make 1,000 lines."""
+    """Log each changed progress line, except that "running N/M done" lines come at most every LINE_EVERY
+    seconds (the last one is forced out at the end): 1,000 indexes do not make 1,000 lines. Other kinds
+    (queued with a new position, admitted, evicted, requeued) change rarely and are always worth a line."""
 
     def __init__(self, log: Any, job: str) -> None:
         self._log = log
@@ -223,8 +224,8 @@ class _ProgressLog:
         if line == self._last:
             return
         now = time.monotonic()
-        same_kind = line.split(" ", 1)[0] == self._last.split(" ", 1)[0]
-        if same_kind and not force and now - self._last_at < LINE_EVERY:
+        running_again = line.startswith("running ") and self._last.startswith("running ")
+        if running_again and not force and now - self._last_at < LINE_EVERY:
             return
         self._log.info("%s: %s", self._job, line)
         self._last, self._last_at = line, now

@@ -23,6 +23,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--checkpoint-every", type=int, default=10, help="save a checkpoint every K items")
     parser.add_argument("--item-seconds", type=float, default=0.1, help="simulated work per item")
     parser.add_argument("--counter-file", required=True, help="append each processed item id here")
+    parser.add_argument("--input-pattern", default="", help="the shard's input, e.g. chromosome_{shard}.bam")
     return parser.parse_args(argv)
 
 
@@ -43,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         if shard.is_done():
             log.info("shard %d (index %d) is already done", shard.shard_id, shard.index)
             return 0
+        if args.input_pattern:
+            log.info("shard %d reads %s", shard.shard_id, args.input_pattern.format(shard=shard.shard_id))
         state = shard.load() or {"next": 0}
         log.info(
             "shard %d (index %d) starts at item %d of %d",

@@ -1,0 +1,43 @@
+"""Which progress lines reach the task log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_kueue_provider.triggers import kueue_job
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, fmt: str, *args: Any) -> None:
+        self.lines.append(fmt % args)
+
+
+def test_running_lines_are_rate_limited_but_others_and_the_last_are_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = iter([0.0, 1.0, 2.0, 3.0, 4.0, 15.0, 16.0])
+    monkeypatch.setattr(kueue_job.time, "monotonic", lambda: next(clock))
+    rec = Recorder()
+    log = kueue_job._ProgressLog(rec, "ns/job")
+
+    log.offer("queued in lq: waiting for quota")  # 0
+    log.offer("queued in lq (position 1, 10 s): waiting for quota")  # 1: the position is news
+    log.offer("admitted to cq [cpu: spot]")  # 2
+    log.offer("running 0/9 done, 0 failed, 9 active")  # 3
+    log.offer("running 1/9 done, 0 failed, 8 active")  # 4: too soon
+    log.offer("running 5/9 done, 0 failed, 4 active")  # 15: 10 s later
+    log.offer("running 9/9 done, 0 failed, 0 active", force=True)  # 16: the end
+
+    assert [line.split(": ", 1)[1] for line in rec.lines] == [
+        "queued in lq: waiting for quota",
+        "queued in lq (position 1, 10 s): waiting for quota",
+        "admitted to cq [cpu: spot]",
+        "running 0/9 done, 0 failed, 9 active",
+        "running 5/9 done, 0 failed, 4 active",
+        "running 9/9 done, 0 failed, 0 active",
+    ]
