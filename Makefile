@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv cluster-up cluster-down cluster-status cluster-clean test test-unit test-integration lint typecheck
+.PHONY: venv demo cluster-up cluster-down cluster-status cluster-clean test test-unit test-integration lint typecheck
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -13,6 +13,10 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 venv: $(VENV)/.installed
+
+## The nightly genomics example end to end on the local cluster (scaled to DEMO_SHARDS=40), then a summary.
+demo: venv
+	$(PY) tools/demo.py
 
 ## Local cluster (etcd, kube-apiserver, controller-manager, scheduler, KWOK, Kueue, Azurite) as processes.
 cluster-up: venv
