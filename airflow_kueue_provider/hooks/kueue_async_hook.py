@@ -76,6 +76,14 @@ class AsyncKueueHook:
         except ApiException:
             return None  # the visibility API is optional
 
+    async def set_parallelism(self, namespace: str, name: str, parallelism: int) -> None:
+        """Patch ``spec.parallelism``. For an elastic Job Kueue admits the extra pods as a new slice."""
+        batch = aclient.BatchV1Api(self.api)
+        await acall_with_retry(
+            lambda: batch.patch_namespaced_job(name, namespace, {"spec": {"parallelism": parallelism}}),
+            "patch Job parallelism",
+        )
+
     async def delete_job(self, namespace: str, name: str) -> bool:
         batch = aclient.BatchV1Api(self.api)
         try:

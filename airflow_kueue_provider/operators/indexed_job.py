@@ -17,6 +17,7 @@ from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
+from ..kueue.parallelism_ramp import ELASTIC_JOB_ANNOTATION, ParallelismRamp
 from ..kueue.result import JobResult
 from ..triggers.kueue_job import KueueJobTrigger
 from .checkpointing import Checkpointing, CheckpointSession
@@ -44,6 +45,9 @@ class KueueIndexedJobOperator(BaseOperator):
     :param spot: tolerate AKS Spot nodes and do not count Spot evictions (DisruptionTarget) as failures.
     :param checkpointing: a Blob connection id, or ``Checkpointing(...)`` / its dict: keeps a per-shard ledger
         so that a retry runs only the shards that did not finish, and tells each pod where to checkpoint.
+    :param parallelism_ramp: ``ParallelismRamp(start, step, every_seconds)``: start with ``start`` pods and
+        add ``step`` more every ``every_seconds`` up to ``parallelism``, so a large Job does not pull its
+        image on every node at once (the Job is elastic: Kueue admits each raise as a Workload slice).
     :param deferrable: True by default, whatever ``[operators] default_deferrable`` says: a queue wait can
         last an hour and must not hold a worker slot. False waits in the worker with the same async logic.
     """
@@ -88,6 +92,7 @@ class KueueIndexedJobOperator(BaseOperator):
         service_account_name: str | None = None,
         job_name_prefix: str | None = None,
         checkpointing: Checkpointing | dict[str, Any] | str | None = None,
+        parallelism_ramp: ParallelismRamp | dict[str, Any] | None = None,
         kubernetes_conn_id: str = "kubernetes_default",
         deferrable: bool = True,
         **kwargs: Any,
@@ -118,6 +123,7 @@ class KueueIndexedJobOperator(BaseOperator):
         self.service_account_name = service_account_name
         self.job_name_prefix = job_name_prefix
         self.checkpointing = checkpointing
+        self.parallelism_ramp = ParallelismRamp.from_param(parallelism_ramp)
         self.kubernetes_conn_id = kubernetes_conn_id
         self.deferrable = deferrable
         self._job_name: str | None = None
@@ -144,7 +150,7 @@ class KueueIndexedJobOperator(BaseOperator):
             cmds=self.cmds,
             arguments=self.arguments,
             env=self.env,
-            parallelism=self.parallelism,
+            parallelism=self.parallelism_ramp.start if self.parallelism_ramp else self.parallelism,
             resources=self.job_resources,
             priority_class=self.priority_class,
             spot=self.spot,
@@ -157,11 +163,15 @@ class KueueIndexedJobOperator(BaseOperator):
             service_account_name=self.service_account_name,
             job_template=template,
             identity=identity,
+            job_annotations={ELASTIC_JOB_ANNOTATION: "true"} if self.parallelism_ramp else None,
         )
         try:
             validate(spec)
         except InvalidJobSpec as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+        ramp = self.parallelism_ramp
+        if ramp is not None and (problems := ramp.problems(self._target_parallelism())):
+            raise AirflowFailException(f"{self.task_id}: parallelism_ramp: {'; '.join(problems)}")
         if self.queue_timeout is not None and self.queue_timeout <= 0:
             raise AirflowFailException(
                 f"{self.task_id}: queue_timeout must be positive, got {self.queue_timeout}"
@@ -214,10 +224,21 @@ class KueueIndexedJobOperator(BaseOperator):
             queue_timeout=self.queue_timeout,
             submitted_at=_created_epoch(job),
             ledger=session.trigger_ledger() if session else None,
+            ramp=self._ramp_for(job),
         )
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
         return self.execute_complete(context, asyncio.run(_first_event(trigger)))
+
+    def _target_parallelism(self) -> int:
+        return min(self.parallelism or self.completions, self.completions)
+
+    def _ramp_for(self, job: dict[str, Any]) -> dict[str, Any] | None:
+        """The ramp the trigger drives, capped by what this Job runs (a retry may run fewer shards)."""
+        if self.parallelism_ramp is None:
+            return None
+        target = min(self._target_parallelism(), int(job["spec"].get("completions") or self.completions))
+        return {**self.parallelism_ramp.to_dict(), "target": target}
 
     def _checkpoint_session(self, identity: AirflowIdentity, check: bool = True) -> CheckpointSession | None:
         """The try's checkpoint session; ``check`` fails fast on bad Blob configuration, before submitting."""

@@ -47,6 +47,7 @@ class KueueJobTrigger(BaseTrigger):
         queue_timeout: float | None = None,
         submitted_at: float | None = None,
         ledger: dict[str, Any] | None = None,
+        ramp: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.job_name = job_name
@@ -57,6 +58,8 @@ class KueueJobTrigger(BaseTrigger):
         self.queue_timeout = queue_timeout
         self.submitted_at = submitted_at if submitted_at is not None else time.time()
         self.ledger = ledger
+        self.ramp = ramp
+        self._next_ramp_at: float | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -70,6 +73,7 @@ class KueueJobTrigger(BaseTrigger):
                 "queue_timeout": self.queue_timeout,
                 "submitted_at": self.submitted_at,
                 "ledger": self.ledger,
+                "ramp": self.ramp,
             },
         )
 
@@ -140,18 +144,42 @@ class KueueJobTrigger(BaseTrigger):
             left = self._seconds_left_in_queue(view)
             if left is not None and left <= 0:
                 return await self._queue_timeout(view, snapshot.job, position)
-            # 4. Sleep until the watch has news, the position is due, or the queue timeout.
-            waits = [
-                t
-                for t in (left, next_position_at - now if queued and view.workload else None)
-                if t is not None
-            ]
+            # 4. Ramp parallelism up while the Job runs, one step per interval.
+            ramp_in = await self._ramp(following, snapshot.job, view)
+            # 5. Sleep until the watch has news, the position or a ramp step is due, or the queue timeout.
+            position_due = next_position_at - now if queued and view.workload else None
+            waits = [t for t in (left, position_due, ramp_in) if t is not None]
             try:
                 snapshot = await asyncio.wait_for(
                     following.next(), timeout=max(min(waits), 0.05) if waits else None
                 )
             except asyncio.TimeoutError:
                 snapshot = following.current()
+
+    async def _ramp(self, following: Following, job: dict[str, Any], view: JobView) -> float | None:
+        """Raise parallelism when a step is due; seconds until the next step (None: no ramp, or done)."""
+        if self.ramp is None or not view.admitted:
+            return None
+        current, target = int(job["spec"].get("parallelism") or 0), int(self.ramp["target"])
+        if current >= target:
+            return None
+        now = time.monotonic()
+        if self._next_ramp_at is None:
+            self._next_ramp_at = now + float(self.ramp["every_seconds"])
+        if now < self._next_ramp_at:
+            return self._next_ramp_at - now
+        raised = min(target, current + int(self.ramp["step"]))
+        await following.set_parallelism(raised)
+        self.log.info(
+            "%s/%s: parallelism %d -> %d (ramping up to %d)",
+            self.namespace,
+            self.job_name,
+            current,
+            raised,
+            target,
+        )
+        self._next_ramp_at = now + float(self.ramp["every_seconds"])
+        return None if raised >= target else float(self.ramp["every_seconds"])
 
     def _seconds_left_in_queue(self, view: JobView) -> float | None:
         if self.queue_timeout is None or view.admitted:

@@ -155,7 +155,11 @@ class NamespaceWatch:
             self.jobs = {j["metadata"]["name"]: j for j in items}
             self._names_by_uid = {j["metadata"]["uid"]: name for name, j in self.jobs.items()}
         else:
-            self.workloads = {uid: w for w in items if (uid := _job_uid(w))}
+            self.workloads = {}
+            for workload in items:
+                uid = _job_uid(workload)
+                if uid and _is_current_slice(workload, self.workloads.get(uid)):
+                    self.workloads[uid] = workload
 
     def _apply_job(self, event_type: str, job: dict[str, Any]) -> None:
         name = job["metadata"]["name"]
@@ -174,7 +178,7 @@ class NamespaceWatch:
         if event_type == "DELETED":
             if self.workloads.get(uid, {}).get("metadata", {}).get("uid") == workload["metadata"].get("uid"):
                 self.workloads.pop(uid, None)
-        else:
+        elif _is_current_slice(workload, self.workloads.get(uid)):
             self.workloads[uid] = workload
         if name := self._names_by_uid.get(uid):
             self._wake(name)
@@ -209,6 +213,14 @@ class Following:
         async with AsyncKueueHook(self._hub.conn_id).session() as hook:
             return await hook.pending_position(ns, local_queue, workload)
 
+    async def set_parallelism(self, parallelism: int) -> None:
+        ns, name = self._hub.namespace, self._follower.job_name
+        if self._hub.hook is not None:
+            await self._hub.hook.set_parallelism(ns, name, parallelism)
+            return
+        async with AsyncKueueHook(self._hub.conn_id).session() as hook:
+            await hook.set_parallelism(ns, name, parallelism)
+
     def current(self) -> JobSnapshot:
         """The newest state without waiting for a change."""
         if self._hub.error is not None:
@@ -219,3 +231,13 @@ class Following:
 def _job_uid(workload: dict[str, Any]) -> str | None:
     uid = workload.get("metadata", {}).get("labels", {}).get(JOB_UID_LABEL)
     return str(uid) if uid else None
+
+
+def _is_current_slice(workload: dict[str, Any], known: dict[str, Any] | None) -> bool:
+    """An elastic Job (parallelism ramp) has one Workload per slice; the newest one is the Job's current one,
+    so a late update of a replaced slice must not hide it."""
+    if known is None or known["metadata"].get("uid") == workload["metadata"].get("uid"):
+        return True
+    return str(workload["metadata"].get("creationTimestamp", "")) >= str(
+        known["metadata"].get("creationTimestamp", "")
+    )

@@ -52,6 +52,7 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("priority class not a label value", {"priority_class": "high priority"}, "priority_class"),
     ("reserved label", {"labels": {"kueue.x-k8s.io/queue-name": "other"}}, "labels"),
     ("bad node selector key", {"node_selector": {"bad key!": "x"}}, "node_selector"),
+    ("ramp starting at the target", {"parallelism_ramp": {"start": 4, "step": 1}}, "parallelism_ramp"),
 ]
 
 

@@ -1,0 +1,50 @@
+"""Parallelism ramp-up (pure): start few pods and add more step by step, against image-pull storms.
+
+A thousand pods that start at once pull the same image and read the same cold caches at once. A ramp starts
+the Job at ``start`` pods and raises ``spec.parallelism`` by ``step`` every ``every_seconds`` while it runs,
+up to the target. The Job is marked elastic (``kueue.x-k8s.io/elastic-job``), so Kueue admits each raise as
+a new Workload slice (feature gate ElasticJobsViaWorkloadSlices, beta and on by default since Kueue 0.18)
+instead of treating the changed Job as a different workload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+
+
+@dataclass(frozen=True)
+class ParallelismRamp:
+    start: int
+    step: int
+    every_seconds: float = 60.0
+
+    @classmethod
+    def from_param(cls, value: ParallelismRamp | Mapping[str, Any] | None) -> ParallelismRamp | None:
+        if value is None or isinstance(value, ParallelismRamp):
+            return value
+        return cls(**dict(value))
+
+    def problems(self, target: int) -> list[str]:
+        """What is wrong with this ramp for a Job whose parallelism should reach ``target``."""
+        found = []
+        if not isinstance(self.start, int) or self.start < 1:
+            found.append(f"start must be a whole number >= 1, got {self.start!r}")
+        elif self.start >= target:
+            found.append(
+                f"start ({self.start}) must be below the target parallelism ({target}); drop the ramp"
+            )
+        if not isinstance(self.step, int) or self.step < 1:
+            found.append(f"step must be a whole number >= 1, got {self.step!r}")
+        if not isinstance(self.every_seconds, (int, float)) or self.every_seconds <= 0:
+            found.append(f"every_seconds must be positive, got {self.every_seconds!r}")
+        return found
+
+    def next_parallelism(self, current: int, target: int) -> int:
+        return min(target, current + self.step)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
