@@ -126,6 +126,7 @@ indexes failed    {result["failed"]} ({result["failed_indexes"] or "none"})
 evictions         {result["evictions"]}
 attempts          {result.get("attempts", 1)}
 wall time         {wall:.0f} s for the whole DAG run (Airflow start-up included)
+estimated cost    ${result.get("estimated_cost_usd")} ({result.get("cost_basis")})
 Job               {result["namespace"]}/{result["job_name"]} (deleted by the TTL controller after a day)
 ledger            Azurite container {result.get("ledger", "?")}
 checkpoints       genomics-checkpoints/genomics_nightly/<run_id>/align_chromosome_shards/shards/

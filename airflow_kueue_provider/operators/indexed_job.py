@@ -15,6 +15,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from ..hooks.blob_store import BlobConfigError, BlobStoreError
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
+from ..kueue.cost import VmPrice, estimate_cost
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
 from ..kueue.parallelism_ramp import ELASTIC_JOB_ANNOTATION, ParallelismRamp
@@ -48,6 +49,8 @@ class KueueIndexedJobOperator(BaseOperator):
     :param parallelism_ramp: ``ParallelismRamp(start, step, every_seconds)``: start with ``start`` pods and
         add ``step`` more every ``every_seconds`` up to ``parallelism``, so a large Job does not pull its
         image on every node at once (the Job is elastic: Kueue admits each raise as a Workload slice).
+    :param vm_price: ``VmPrice(...)`` or a dict of its fields, for the result's ``estimated_cost_usd``
+        (default: Standard_D16ds_v5 list prices, on-demand and Spot).
     :param deferrable: True by default, whatever ``[operators] default_deferrable`` says: a queue wait can
         last an hour and must not hold a worker slot. False waits in the worker with the same async logic.
     """
@@ -93,6 +96,7 @@ class KueueIndexedJobOperator(BaseOperator):
         job_name_prefix: str | None = None,
         checkpointing: Checkpointing | dict[str, Any] | str | None = None,
         parallelism_ramp: ParallelismRamp | dict[str, Any] | None = None,
+        vm_price: VmPrice | dict[str, Any] | None = None,
         kubernetes_conn_id: str = "kubernetes_default",
         deferrable: bool = True,
         **kwargs: Any,
@@ -124,6 +128,7 @@ class KueueIndexedJobOperator(BaseOperator):
         self.job_name_prefix = job_name_prefix
         self.checkpointing = checkpointing
         self.parallelism_ramp = ParallelismRamp.from_param(parallelism_ramp)
+        self.vm_price = VmPrice.from_param(vm_price)
         self.kubernetes_conn_id = kubernetes_conn_id
         self.deferrable = deferrable
         self._job_name: str | None = None
@@ -277,6 +282,13 @@ class KueueIndexedJobOperator(BaseOperator):
         session = self._checkpoint_session(_identity(context), check=False)
         if session is not None and "completed_indexes" in result:
             result = self._record_in_ledger(session, result, "succeeded" if status == "success" else "failed")
+        if "running_seconds" in result:
+            requests = (self.job_resources or _template_resources(self.job_template) or {}).get("requests")
+            result.update(
+                estimate_cost(
+                    requests, self._target_parallelism(), result["running_seconds"], self.spot, self.vm_price
+                )
+            )
         if status == "success":
             self.log.info("%s; result: %s", message, json.dumps(result, sort_keys=True))
             if session is not None:
@@ -331,6 +343,13 @@ def _identity(context: Context) -> AirflowIdentity:
         try_number=int(ti.try_number or 1),
         map_index=int(getattr(ti, "map_index", -1)),
     )
+
+
+def _template_resources(template: Any) -> dict[str, Any] | None:
+    try:
+        return dict(template["spec"]["template"]["spec"]["containers"][0]["resources"])
+    except (KeyError, IndexError, TypeError):
+        return None
 
 
 def _template_image(template: Mapping[str, Any] | None) -> str | None:

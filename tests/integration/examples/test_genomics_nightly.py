@@ -58,6 +58,7 @@ def test_genomics_nightly_runs_scaled_down(
     result = returned_result(run)
     assert result["completed_indexes"] == "0-29" and result["failed"] == 0
     assert "30/30 chromosome shards aligned (0-29); failed: none" in run.output
+    assert result["estimated_cost_usd"] > 0 and "Spot" in result["cost_basis"]
     job = kueue_env.job(result["job_name"])
     assert job is not None
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
