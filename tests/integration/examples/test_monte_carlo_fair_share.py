@@ -1,4 +1,4 @@
-"""The Monte Carlo fair-share example: cohort borrowing and reclaim preemption, scaled down, on the local cluster.
+"""The Monte Carlo fair-share example, scaled down on the local cluster: borrowing, then preemption.
 
 The test builds its own copy of ``example_dags/manifests/monte-carlo-queues.yaml`` with unique names and small
 quotas (two ClusterQueues of 4 CPU in one cohort), then runs ``example_dags/monte_carlo_fair_share.py``:
@@ -22,9 +22,10 @@ import runpy
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -78,12 +79,32 @@ class FairShareQueues:
                     return parse_quantity(res.get("total", "0")), parse_quantity(res.get("borrowed", "0"))
         return Decimal(0), Decimal(0)
 
-    def only_job(self, namespace: str) -> dict[str, Any] | None:
+    def jobs(self, namespace: str) -> dict[str, dict[str, Any]]:
         jobs = self.cluster.batch.list_namespaced_job(namespace).items
-        return self.cluster.api.sanitize_for_serialization(jobs[0]) if len(jobs) == 1 else None
+        return {j.metadata.name: self.cluster.api.sanitize_for_serialization(j) for j in jobs}
+
+    def new_job(self, namespace: str, seen: Collection[str] = ()) -> dict[str, Any] | None:
+        """The one Job in ``namespace`` not in ``seen`` (None while there is none)."""
+        new = [job for name, job in self.jobs(namespace).items() if name not in seen]
+        assert len(new) <= 1, [j["metadata"]["name"] for j in new]
+        return new[0] if new else None
 
     def workload(self, namespace: str, job: dict[str, Any]) -> dict[str, Any] | None:
         return self.cluster.workload_for_job(namespace, job["metadata"]["uid"])
+
+    def workload_when(self, namespace: str, job: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+        """The Job's Workload once its condition ``ctype`` is True."""
+        wl = self.workload(namespace, job)
+        return wl if is_true(wl, ctype) else None
+
+    def borrowing(self, cq: str) -> tuple[Decimal, Decimal] | None:
+        """(total, borrowed) CPU of ``cq`` once it borrows from the cohort."""
+        total, borrowed = self.cq_usage(cq)
+        return (total, borrowed) if borrowed > 0 else None
+
+
+def _active_local_queue(cluster: Cluster, namespace: str, name: str) -> bool:
+    return is_true(cluster.kueue_get("localqueues", name, namespace), "Active")
 
 
 def _cluster_queue(name: str, cohort: str, flavor: str, namespace: str) -> dict[str, Any]:
@@ -163,7 +184,7 @@ def queues(cluster: Cluster) -> Iterator[FairShareQueues]:
         for ns, lq in ((q.risk_namespace, q.risk_queue), (q.research_namespace, q.research_queue)):
             wait_for(
                 f"LocalQueue {lq} in {ns} active",
-                lambda ns=ns, lq=lq: is_true(cluster.kueue_get("localqueues", lq, ns), "Active"),
+                partial(_active_local_queue, cluster, ns, lq),
                 timeout=30,
             )
         yield q
@@ -255,20 +276,18 @@ def test_research_borrows_then_risk_reclaims_by_preemption(
     risk_only: BackgroundDagRun | None = None
     try:
         # (a) Borrowing: the research Job is admitted with 8 CPU against a nominal quota of 4.
-        research_job = wait_for("the research Job", lambda: queues.only_job(research_ns), timeout=120)
+        research_job = wait_for("the research Job", lambda: queues.new_job(research_ns), timeout=120)
         research_wl = wait_for(
             "research Workload admitted",
-            lambda: (wl := queues.workload(research_ns, research_job)) and is_true(wl, "Admitted") and wl,
+            lambda: queues.workload_when(research_ns, research_job, "Admitted"),
             timeout=60,
         )
         admission = research_wl["status"]["admission"]
         assert admission["clusterQueue"] == queues.research_cq
         admitted_cpu = parse_quantity(admission["podSetAssignments"][0]["resourceUsage"]["cpu"])
         assert admitted_cpu == 8 > parse_quantity(NOMINAL_CPU), admission
-        total, borrowed = wait_for(
-            "research-cq borrowing", lambda: (u := queues.cq_usage(queues.research_cq))[1] > 0 and u
-        )
-        assert (total, borrowed) == (8, 4), (total, borrowed)
+        total, borrowed = wait_for("research-cq borrowing", lambda: queues.borrowing(queues.research_cq))
+        assert (total, borrowed) == (Decimal(8), Decimal(4)), (total, borrowed)
         wait_for(
             "research pods running",
             lambda: any(
@@ -279,10 +298,12 @@ def test_research_borrows_then_risk_reclaims_by_preemption(
         )
 
         # (b) Reclaim: the DAG's risk task, in a run of its own, takes its nominal quota back.
+        # The DAG run's own risk task may have run already (dags test picks the order of parallel tasks).
+        risk_jobs_before = set(queues.jobs(risk_ns))
         risk_only = start_risk_task_only(airflow_home, {})
         evicted_wl = wait_for(
             "research Workload evicted",
-            lambda: (wl := queues.workload(research_ns, research_job)) and is_true(wl, "Evicted") and wl,
+            lambda: queues.workload_when(research_ns, research_job, "Evicted"),
             timeout=120,
         )
         evicted, preempted = condition(evicted_wl, "Evicted"), condition(evicted_wl, "Preempted")
@@ -291,10 +312,10 @@ def test_research_borrows_then_risk_reclaims_by_preemption(
             "InCohortReclamation",
             "InCohortReclaimWhileBorrowing",
         }, preempted
-        risk_job = wait_for("the risk Job", lambda: queues.only_job(risk_ns), timeout=60)
+        risk_job = wait_for("the risk Job", lambda: queues.new_job(risk_ns, risk_jobs_before), timeout=60)
         risk_wl = wait_for(
             "risk Workload admitted",
-            lambda: (wl := queues.workload(risk_ns, risk_job)) and is_true(wl, "Admitted") and wl,
+            lambda: queues.workload_when(risk_ns, risk_job, "Admitted"),
             timeout=60,
         )
         assert risk_wl["status"]["admission"]["clusterQueue"] == queues.risk_cq
@@ -319,6 +340,7 @@ def test_research_borrows_then_risk_reclaims_by_preemption(
     after_eviction = run.output.split("evicted (Preempted", 1)
     assert len(after_eviction) == 2, run.output[-6000:]
     assert f"requeued in {queues.research_queue} after eviction (Preempted" in after_eviction[1]
+    assert preempted["reason"] in after_eviction[1], "the task log names Kueue's preemption reason"
     # The pressure run's risk task: admitted at once in its own queue, never evicted.
     pressure = task_results(risk_run.output)[risk_ns]
     assert pressure["job_name"] == risk_job["metadata"]["name"]

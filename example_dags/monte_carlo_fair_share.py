@@ -1,0 +1,139 @@
+"""Monte Carlo fair share: a research batch borrows the risk desk's idle quota and gives it back on demand.
+
+Two teams share one AKS Spot pool through a Kueue cohort (``monte-carlo``): ``risk-cq`` and ``research-cq``
+each own 80 vCPU and may borrow the other's idle quota. Every four hours this DAG starts, in parallel:
+
+- ``research_batch``: a large, low-priority (``research-batch``) Monte Carlo batch in ``research-queue``.
+  It asks for more than its own 80 vCPU, so Kueue admits it by borrowing the risk queue's idle quota.
+- ``risk_var_run``: the risk desk's VaR simulation, high priority (``risk-critical``), in ``risk-queue``.
+  It fits in risk's own quota, so when that quota is lent out Kueue reclaims it by preempting the research
+  batch (Workload condition ``Preempted``, reason ``InCohortReclamation``). The research Job is suspended and
+  requeued, and resumes when the quota is free again. Its task keeps waiting: a preemption is not a failure
+  and shows up as ``evictions`` in the task's result.
+
+``report`` then prints both outcomes (shards, ClusterQueue, queue wait, evictions).
+
+Set up the queues once (namespaces, Spot ResourceFlavor, the two ClusterQueues in their cohort, the
+LocalQueues and the two WorkloadPriorityClasses)::
+
+    kubectl apply --server-side -f example_dags/manifests/monte-carlo-queues.yaml
+
+The same command works on the local cluster (``make cluster-up``) with its own kubectl, in the directory
+that ``bash devcluster/build.sh`` prints, after ``source .devcluster/env`` (which sets KUBECONFIG).
+
+Settings (environment, so the same file runs on AKS and on the local cluster):
+MC_RESEARCH_SHARDS (default 400) and MC_RESEARCH_PARALLELISM (40), MC_RISK_SHARDS (20) and
+MC_RISK_PARALLELISM (20), MC_SHARD_CPU (4) and MC_SHARD_MEMORY (16Gi) per shard, MC_RESEARCH_PATHS
+(paths per research shard, 1000000), MC_RISK_PATHS (200000), MC_IMAGE, MC_RESEARCH_NAMESPACE (research),
+MC_RESEARCH_QUEUE (research-queue), MC_RESEARCH_PRIORITY (research-batch), MC_RISK_NAMESPACE (risk),
+MC_RISK_QUEUE (risk-queue), MC_RISK_PRIORITY (risk-critical); MC_RUN_DURATION is the local cluster's fake
+shard run time (e.g. "20s"), MC_RESEARCH_RUN_DURATION / MC_RISK_RUN_DURATION set it per task.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG, task
+
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+IMAGE = os.environ.get("MC_IMAGE", "myregistry.azurecr.io/monte-carlo:2026.11")
+SHARD_RESOURCES = {
+    "requests": {
+        "cpu": os.environ.get("MC_SHARD_CPU", "4"),
+        "memory": os.environ.get("MC_SHARD_MEMORY", "16Gi"),
+    },
+    "limits": {"memory": os.environ.get("MC_SHARD_MEMORY", "16Gi")},
+}
+RESEARCH_SHARDS = int(os.environ.get("MC_RESEARCH_SHARDS", "400"))
+RISK_SHARDS = int(os.environ.get("MC_RISK_SHARDS", "20"))
+FAKE_RUN = os.environ.get("MC_RUN_DURATION", "")
+
+
+def fake_run(task_env: str) -> dict[str, str] | None:
+    """On the local cluster, the pod annotation that sets how long each fake shard runs."""
+    duration = os.environ.get(task_env, FAKE_RUN)
+    return {"kwok.airflow-kueue.io/run-duration": duration} if duration else None
+
+
+with DAG(
+    "monte_carlo_fair_share",
+    schedule="0 */4 * * *",
+    start_date=datetime(2026, 11, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": timedelta(minutes=2)},
+    tags=["kueue", "monte-carlo", "spot", "cohort"],
+) as dag:
+    research = KueueIndexedJobOperator(
+        task_id="research_batch",
+        namespace=os.environ.get("MC_RESEARCH_NAMESPACE", "research"),
+        queue_name=os.environ.get("MC_RESEARCH_QUEUE", "research-queue"),
+        priority_class=os.environ.get("MC_RESEARCH_PRIORITY", "research-batch"),
+        image=IMAGE,
+        cmds=["python", "-m", "montecarlo.simulate"],
+        arguments=[
+            "--model",
+            "rough-heston",
+            "--paths",
+            os.environ.get("MC_RESEARCH_PATHS", "1000000"),
+            "--seed",
+            "$(JOB_COMPLETION_INDEX)",
+        ],
+        env={"RUN_ID": "{{ run_id }}"},
+        completions=RESEARCH_SHARDS,
+        parallelism=min(RESEARCH_SHARDS, int(os.environ.get("MC_RESEARCH_PARALLELISM", "40"))),
+        resources=SHARD_RESOURCES,
+        spot=True,
+        backoff_limit_per_index=2,
+        max_failed_indexes=max(1, RESEARCH_SHARDS // 50),  # a few lost seeds do not spoil the estimate
+        annotations=fake_run("MC_RESEARCH_RUN_DURATION"),
+    )
+
+    risk = KueueIndexedJobOperator(
+        task_id="risk_var_run",
+        namespace=os.environ.get("MC_RISK_NAMESPACE", "risk"),
+        queue_name=os.environ.get("MC_RISK_QUEUE", "risk-queue"),
+        priority_class=os.environ.get("MC_RISK_PRIORITY", "risk-critical"),
+        image=IMAGE,
+        cmds=["python", "-m", "montecarlo.var"],
+        arguments=[
+            "--portfolio",
+            "global-rates",
+            "--paths",
+            os.environ.get("MC_RISK_PATHS", "200000"),
+            "--confidence",
+            "0.99",
+            "--seed",
+            "$(JOB_COMPLETION_INDEX)",
+        ],
+        env={"RUN_ID": "{{ run_id }}", "VALUATION_DATE": "{{ ds }}"},
+        completions=RISK_SHARDS,
+        parallelism=min(RISK_SHARDS, int(os.environ.get("MC_RISK_PARALLELISM", "20"))),
+        resources=SHARD_RESOURCES,
+        spot=True,
+        backoff_limit_per_index=3,
+        max_failed_indexes=0,  # VaR needs every scenario
+        queue_timeout=timedelta(minutes=30),  # the numbers are due before the desk opens
+        annotations=fake_run("MC_RISK_RUN_DURATION"),
+    )
+
+    @task
+    def report(research_result: dict[str, Any], risk_result: dict[str, Any]) -> dict[str, Any]:
+        """Downstream: one line per run, with the ClusterQueue that admitted it and its evictions."""
+        summary = {}
+        for name, result in (("research_batch", research_result), ("risk_var_run", risk_result)):
+            summary[name] = {
+                key: result[key]
+                for key in ("cluster_queue", "succeeded", "completions", "evictions", "queued_seconds")
+            }
+            print(
+                f"{name}: {result['succeeded']}/{result['completions']} shards in {result['cluster_queue']}, "
+                f"{result['evictions']} eviction(s), queued {result['queued_seconds'] or 0:.0f} s"
+            )
+        return summary
+
+    report(research.output, risk.output)
