@@ -60,6 +60,7 @@ class KueueJobTrigger(BaseTrigger):
         self.ledger = ledger
         self.ramp = ramp
         self._next_ramp_at: float | None = None
+        self._admitted_once = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -182,7 +183,10 @@ class KueueJobTrigger(BaseTrigger):
         return None if raised >= target else float(self.ramp["every_seconds"])
 
     def _seconds_left_in_queue(self, view: JobView) -> float | None:
-        if self.queue_timeout is None or view.admitted:
+        """Seconds until ``queue_timeout``; None once the Job was ever admitted (a requeue after eviction,
+        or a ramp's next slice waiting for quota, is not "never admitted")."""
+        self._admitted_once |= view.admitted or view.active > 0 or bool(view.completed)
+        if self.queue_timeout is None or self._admitted_once:
             return None
         return self.submitted_at + self.queue_timeout - time.time()
 
