@@ -15,26 +15,54 @@ import asyncio
 import contextlib
 import json
 import logging
-import random
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote, urlsplit
 
 from azure.core import MatchConditions
 from azure.core.exceptions import (
-    AzureError,
-    ClientAuthenticationError,
     HttpResponseError,
     ResourceExistsError,
     ResourceNotFoundError,
-    ServiceRequestError,
-    ServiceResponseError,
 )
 from azure.storage.blob import ContainerClient, ContentSettings
+
+from .blob_auth import (
+    BlobAuth,
+    account_name_from_url,
+    account_url_from_connection_string,
+    auth_from_connection,
+    container_url_of,
+    credential_for,
+    no_airflow,
+)
+from .blob_errors import (
+    BlobConfigError,
+    BlobPreconditionFailed,
+    BlobStoreError,
+    BlobUnavailable,
+    redact,
+    register_secret,
+)
+from .blob_retry import RetryPolicy, _Attempts, is_transient
+
+__all__ = [
+    "AsyncBlobStoreHook",
+    "BlobAuth",
+    "BlobConfigError",
+    "BlobPreconditionFailed",
+    "BlobStoreError",
+    "BlobStoreHook",
+    "BlobUnavailable",
+    "RetryPolicy",
+    "account_name_from_url",
+    "account_url_from_connection_string",
+    "auth_from_connection",
+    "is_transient",
+    "redact",
+    "register_secret",
+]
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -48,241 +76,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CONN_ID = "kueue_blob_default"
 DEFAULT_CONTAINER = "airflow-kueue"
 _JSON = ContentSettings(content_type="application/json")
-_TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _BATCH = 256  # the Blob Batch API limit per request
-
-
-class BlobStoreError(Exception):
-    """A Blob Storage call failed (message already redacted)."""
-
-
-class BlobConfigError(BlobStoreError, ValueError):
-    """The connection, credentials or container are wrong; the message says what to fix."""
-
-
-class BlobPreconditionFailed(BlobStoreError):
-    """A conditional write lost: the ETag changed (412) or the blob already exists (409)."""
-
-
-class BlobUnavailable(BlobStoreError):
-    """Blob Storage did not answer within the retry budget; the caller may defer the write."""
-
-
-# -- redaction -----------------------------------------------------------------------------------------------
-
-_PATTERNS = (
-    (re.compile(r"(?i)\b(AccountKey|SharedAccessSignature)=[^;\s'\"]+"), r"\1=***"),
-    (re.compile(r"(?i)([?&]sig=)[^&\s'\"]+"), r"\1***"),
-    (re.compile(r"(?i)(SharedKey(?:Lite)?\s+[^:\s]+:)[^\s'\"]+"), r"\1***"),
-    (re.compile(r"(?i)(signature found in the HTTP request ')[^']*"), r"\1***"),
-)
-_secrets: set[str] = set()
-
-
-def register_secret(value: str | None) -> None:
-    """Remember a secret value (and its URL-encoded form) so :func:`redact` hides it anywhere in a text."""
-    if value and len(value) >= 6:
-        _secrets.update({value, quote(value, safe="")})
-
-
-def redact(text: object) -> str:
-    """``str(text)`` without account keys, SAS signatures, or any value passed to :func:`register_secret`."""
-    result = str(text)
-    for secret in sorted(_secrets, key=len, reverse=True):
-        result = result.replace(secret, "***")
-    for pattern, replacement in _PATTERNS:
-        result = pattern.sub(replacement, result)
-    return result
-
-
-# -- connection fields → how to authenticate -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BlobAuth:
-    """How to reach one storage account. Secrets never appear in ``repr``."""
-
-    kind: str  # "connection_string" | "shared_key" | "sas" | "default_credential" | "credential"
-    account_url: str
-    connection_string: str | None = field(default=None, repr=False)
-    account_name: str | None = None
-    secret: str | None = field(default=None, repr=False)  # account key or SAS token
-    credential: Any = field(default=None, repr=False)  # a ready credential object (kind "credential")
-    managed_identity_client_id: str | None = None
-    workload_identity_tenant_id: str | None = None
-
-    def __post_init__(self) -> None:
-        register_secret(self.secret)
-        for part in (self.connection_string or "").split(";"):
-            key, _, value = part.partition("=")
-            if key.strip().lower() in {"accountkey", "sharedaccesssignature"}:
-                register_secret(value)
-
-
-def account_url_from_connection_string(connection_string: str) -> str:
-    """The Blob endpoint a connection string points at (for messages; the SDK parses it for real)."""
-    parts = {
-        k.strip().lower(): v.strip() for k, _, v in (p.partition("=") for p in connection_string.split(";"))
-    }
-    if parts.get("usedevelopmentstorage", "").lower() == "true":
-        return "http://127.0.0.1:10000/devstoreaccount1/"
-    if parts.get("blobendpoint"):
-        return parts["blobendpoint"].rstrip("/") + "/"
-    protocol = parts.get("defaultendpointsprotocol", "https")
-    suffix = parts.get("endpointsuffix", "core.windows.net")
-    return f"{protocol}://{parts.get('accountname', '<account>')}.blob.{suffix}/"
-
-
-def account_name_from_url(account_url: str) -> str | None:
-    """``acct`` from ``https://acct.blob.core.windows.net/`` or ``http://127.0.0.1:10000/acct`` (Azurite)."""
-    parts = urlsplit(account_url)
-    host = parts.hostname or ""
-    if re.fullmatch(r"[0-9.]+|localhost|\[.*\]|[^.]+", host):
-        segment = parts.path.strip("/").split("/")[0]
-        return segment or None
-    return host.split(".")[0] or None
-
-
-def auth_from_connection(
-    conn_id: str, host: str | None, login: str | None, password: str | None, extra: Mapping[str, Any]
-) -> BlobAuth:
-    """Map connection fields to a :class:`BlobAuth`, like the microsoft-azure ``wasb`` connection.
-
-    Order: extra ``connection_string``; else an account URL from ``host`` (or ``login`` = account name) with
-    ``password`` (account key), extra ``sas_token``, or DefaultAzureCredential (extra
-    ``managed_identity_client_id`` / ``workload_identity_tenant_id``; workload identity on AKS).
-    """
-    fields = {str(k).removeprefix("extra__wasb__"): v for k, v in extra.items() if v not in (None, "")}
-    if fields.get("connection_string"):
-        cs = str(fields["connection_string"])
-        return BlobAuth("connection_string", account_url_from_connection_string(cs), connection_string=cs)
-    if host:
-        account_url = host if "://" in host else f"https://{host}"
-    elif login:
-        account_url = f"https://{login}.blob.core.windows.net/"
-    else:
-        raise BlobConfigError(
-            f"Blob connection {conn_id!r} has no usable fields: set extra 'connection_string', or 'host' "
-            "(account URL, e.g. https://<account>.blob.core.windows.net/) or 'login' (account name) together "
-            "with 'password' (account key), extra 'sas_token', or nothing more for DefaultAzureCredential"
-        )
-    if password:
-        name = login or account_name_from_url(account_url)
-        if not name:
-            raise BlobConfigError(f"Blob connection {conn_id!r}: set 'login' to the account name for the key")
-        return BlobAuth("shared_key", account_url, account_name=name, secret=password)
-    if fields.get("sas_token"):
-        return BlobAuth("sas", account_url, secret=str(fields["sas_token"]).lstrip("?"))
-    return BlobAuth(
-        "default_credential",
-        account_url,
-        managed_identity_client_id=fields.get("managed_identity_client_id"),
-        workload_identity_tenant_id=fields.get("workload_identity_tenant_id"),
-    )
-
-
-def _credential(auth: BlobAuth, *, aio: bool) -> Any:
-    if auth.kind == "shared_key":
-        return {"account_name": auth.account_name, "account_key": auth.secret}
-    if auth.kind == "sas":
-        return auth.secret
-    if auth.kind == "credential":
-        return auth.credential
-    ids = {
-        k: v
-        for k, v in (
-            ("managed_identity_client_id", auth.managed_identity_client_id),
-            ("workload_identity_tenant_id", auth.workload_identity_tenant_id),
-        )
-        if v
-    }
-    if aio:
-        from azure.identity.aio import DefaultAzureCredential as AsyncDefaultAzureCredential
-
-        return AsyncDefaultAzureCredential(**ids)
-    from azure.identity import DefaultAzureCredential
-
-    return DefaultAzureCredential(**ids)
-
-
-# -- retries and error mapping -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """``attempts`` tries, capped exponential backoff; one request waits at most ``request_timeout`` s."""
-
-    attempts: int = 5
-    base_delay: float = 0.5
-    max_delay: float = 8.0
-    request_timeout: float = 20.0
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt ``attempt`` (1-based): capped 2**n, jittered by half."""
-        ceiling = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
-        return random.uniform(ceiling / 2, ceiling)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Connection refused/reset, timeouts, throttling (429) and 5xx are worth retrying."""
-    if isinstance(exc, (ServiceRequestError, ServiceResponseError, ConnectionError, TimeoutError)):
-        return True
-    return isinstance(exc, HttpResponseError) and exc.status_code in _TRANSIENT_STATUSES
-
-
-def _translate(exc: BaseException, what: str, where: str) -> BlobStoreError | None:
-    status = getattr(exc, "status_code", None)
-    code = getattr(exc, "error_code", None)
-    code = getattr(code, "value", code) or type(exc).__name__  # StorageErrorCode is a str Enum
-    if status == 412 or (status == 409 and code == "BlobAlreadyExists"):
-        return BlobPreconditionFailed(f"{what}: write condition not met ({code})")
-    if isinstance(exc, ClientAuthenticationError) or status in (401, 403):
-        return BlobConfigError(
-            f"{what}: authentication/authorization to {where} failed ({code}): check the account key, the "
-            f"SAS token (expiry, permissions) or the identity's role (Storage Blob Data Contributor): "
-            f"{redact(exc)}"
-        )
-    if status == 404 and code == "ContainerNotFound":
-        return BlobConfigError(
-            f"{what}: container {where} does not exist: create it or use create_container=True"
-        )
-    return None
-
-
-class _Attempts:
-    """Shared bookkeeping of one retried call: the request timeout to use and whether to try again."""
-
-    def __init__(self, policy: RetryPolicy, what: str, where: str, budget: float | None) -> None:
-        self.policy, self.what, self.where = policy, what, where
-        self.start = time.monotonic()
-        self.deadline = None if budget is None else self.start + budget
-        self.attempt = 0
-
-    def request_kwargs(self) -> dict[str, Any]:
-        self.attempt += 1
-        timeout = self.policy.request_timeout
-        if self.deadline is not None:
-            timeout = max(0.1, min(timeout, self.deadline - time.monotonic()))
-        return {"connection_timeout": timeout, "read_timeout": timeout}
-
-    def failed(self, exc: Exception) -> float:
-        """Raise the right error for ``exc``, or return the delay before the next attempt."""
-        mapped = _translate(exc, self.what, self.where)
-        if mapped is not None:
-            raise mapped from None
-        if not is_transient(exc):
-            if isinstance(exc, AzureError):
-                raise BlobStoreError(f"{self.what} on {self.where} failed: {redact(exc)}") from None
-            raise exc
-        delay = self.policy.delay(self.attempt)
-        out_of_time = self.deadline is not None and time.monotonic() + delay >= self.deadline
-        if self.attempt >= self.policy.attempts or out_of_time:
-            raise BlobUnavailable(
-                f"{self.what}: {self.where} unavailable after {self.attempt} attempt(s) in "
-                f"{time.monotonic() - self.start:.1f}s: {type(exc).__name__}: {redact(exc)}"
-            ) from None
-        log.warning("%s failed (%s); retry %d in %.1fs", self.what, redact(exc), self.attempt, delay)
-        return delay
 
 
 def _dumps(data: Mapping[str, Any]) -> bytes:
@@ -380,18 +174,6 @@ class _BlobStoreBase:
         )
 
 
-def _container_url(auth: BlobAuth, container: str) -> str:
-    parts = urlsplit(auth.account_url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}/{container}"  # drops any ?query (SAS)
-
-
-def _no_airflow(conn_id: str) -> BlobConfigError:
-    return BlobConfigError(
-        f"cannot read Airflow connection {conn_id!r}: Airflow is not installed here; use "
-        "from_connection_string() or from_account_url()"
-    )
-
-
 class BlobStoreHook(_BlobStoreBase):
     """Synchronous JSON documents in one container; see the module docstring for connections and retries."""
 
@@ -417,7 +199,7 @@ class BlobStoreHook(_BlobStoreBase):
             try:
                 from airflow.sdk.bases.hook import BaseHook
             except ImportError:
-                raise _no_airflow(self.blob_conn_id) from None
+                raise no_airflow(self.blob_conn_id) from None
             try:
                 conn = BaseHook.get_connection(self.blob_conn_id)
             except Exception as exc:
@@ -427,7 +209,7 @@ class BlobStoreHook(_BlobStoreBase):
 
     def container_url(self) -> str:
         """``<account URL>/<container>``: what pods get as ``AIRFLOW_KUEUE_CHECKPOINT_URL`` (no secrets)."""
-        return _container_url(self.get_auth(), self.container)
+        return container_url_of(self.get_auth(), self.container)
 
     def get_conn(self) -> ContainerClient:
         """The container client (built once; building does no I/O)."""
@@ -439,7 +221,7 @@ class BlobStoreHook(_BlobStoreBase):
                     auth.connection_string, self.container, retry_total=0
                 )
             else:
-                credential = _credential(auth, aio=False)
+                credential = credential_for(auth, aio=False)
                 self._client = ContainerClient(auth.account_url, self.container, credential, retry_total=0)
         return self._client
 
@@ -603,7 +385,7 @@ class AsyncBlobStoreHook(_BlobStoreBase):
 
     async def container_url(self) -> str:
         """See :meth:`BlobStoreHook.container_url`."""
-        return _container_url(await self.get_auth(), self.container)
+        return container_url_of(await self.get_auth(), self.container)
 
     async def get_conn(self) -> AsyncContainerClient:
         if self._client is None:
@@ -616,7 +398,7 @@ class AsyncBlobStoreHook(_BlobStoreBase):
                     auth.connection_string, self.container, retry_total=0
                 )
             else:
-                credential = _credential(auth, aio=True)
+                credential = credential_for(auth, aio=True)
                 if auth.kind == "default_credential":
                     self._credential = credential  # ours to close
                 self._client = AioContainerClient(auth.account_url, self.container, credential, retry_total=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ServiceRequestError
 
-from airflow_kueue_provider.hooks import blob_store
+from airflow_kueue_provider.hooks import blob_retry, blob_store
 from airflow_kueue_provider.hooks.blob_store import (
     BlobConfigError,
     BlobPreconditionFailed,
@@ -105,11 +105,11 @@ def _http_error(status: int, code: str) -> HttpResponseError:
     ],
 )
 def test_error_mapping(exc: HttpResponseError, expected: type) -> None:
-    assert isinstance(blob_store._translate(exc, "write x", "http://h/acct/c"), expected)
+    assert isinstance(blob_retry._translate(exc, "write x", "http://h/acct/c"), expected)
 
 
 def test_transient_faults_are_retried_then_reported_unavailable() -> None:
-    attempts = blob_store._Attempts(RetryPolicy(attempts=3, base_delay=0.01), "write x", "http://h/c", None)
+    attempts = blob_retry._Attempts(RetryPolicy(attempts=3, base_delay=0.01), "write x", "http://h/c", None)
     failure = ServiceRequestError(f"connection refused for ...?sig={KEY}")
     attempts.request_kwargs()
     assert 0.005 <= attempts.failed(failure) <= 0.01
@@ -122,7 +122,7 @@ def test_transient_faults_are_retried_then_reported_unavailable() -> None:
 
 
 def test_a_deadline_caps_request_timeouts_and_stops_retries() -> None:
-    attempts = blob_store._Attempts(
+    attempts = blob_retry._Attempts(
         RetryPolicy(attempts=50, base_delay=5.0), "flush", "http://h/c", budget=1.0
     )
     assert attempts.request_kwargs()["read_timeout"] <= 1.0
