@@ -133,10 +133,10 @@ checkpoints       genomics-checkpoints/genomics_nightly/<run_id>/align_chromosom
                   (the shards' checkpoints are deleted after success; the ledger stays)
 task log          {DEMO / "genomics_nightly.log"}
 
-Open the Airflow UI on the same setup:
-  source .devcluster/env && export AIRFLOW_HOME={DEMO / "airflow"} \\
-    AIRFLOW__CORE__DAGS_FOLDER={REPO / "example_dags"} && \\
-    .venv/bin/airflow standalone      # then http://localhost:8080 (user and password are printed at start)
+Open the Airflow UI on the same setup (the API server and UI on http://localhost:8080; the admin
+password is printed at start and kept in {DEMO / "airflow" / "simple_auth_manager_passwords.json.generated"}):
+  source .venv/bin/activate && source .devcluster/env && export AIRFLOW_HOME={DEMO / "airflow"} \\
+    AIRFLOW__CORE__DAGS_FOLDER={REPO / "example_dags"} && airflow standalone
 =================================================================""")
 
 
