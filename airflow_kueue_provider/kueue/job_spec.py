@@ -1,0 +1,101 @@
+"""What the provider needs to build an Indexed Job: the inputs, the labels it sets, and its limits.
+
+Pure data. ``job_validation`` checks an ``IndexedJobSpec``; ``job_manifest`` turns it into a Job dict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+
+# -- label keys and limits --------------------------------------------------------------------------
+
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "airflow-kueue-provider"
+
+SPOT_TOLERATION: Mapping[str, str] = {
+    "key": "kubernetes.azure.com/scalesetpriority",
+    "operator": "Equal",
+    "value": "spot",
+    "effect": "NoSchedule",
+}
+IGNORE_DISRUPTIONS_RULE: Mapping[str, Any] = {
+    "action": "Ignore",
+    "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+}
+"""A spot eviction (or node drain / pod GC) marks pods ``DisruptionTarget``; ignoring it keeps it from
+counting against ``backoffLimit`` / ``backoffLimitPerIndex``."""
+
+CONTAINER_NAME = "main"
+MAX_COMPLETIONS = 100_000
+MAX_PARALLELISM = 10_000
+DEFAULT_TTL_SECONDS_AFTER_FINISHED = 86_400
+
+
+# -- the inputs ---------------------------------------------------------------------------------------
+
+# -- the inputs ---------------------------------------------------------------------------------------
+
+EnvInput: TypeAlias = Mapping[str, str] | Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class IndexedJobSpec:
+    """Everything the provider needs to build an Indexed Job. Field names follow the operator parameters."""
+
+    name: str
+    namespace: str
+    queue_name: str
+    image: str
+    completions: int
+    cmds: Sequence[str] | None = None
+    """The container ``command`` (entrypoint), as in KubernetesPodOperator."""
+    arguments: Sequence[str] | None = None
+    """The container ``args``."""
+    env: EnvInput | None = None
+    """``{"NAME": "value"}`` or a list of Kubernetes EnvVar dicts (for ``valueFrom``)."""
+    parallelism: int | None = None
+    """Defaults to ``completions``."""
+    resources: Mapping[str, Any] | None = None
+    """``{"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {...}}``."""
+    priority_class: str | None = None
+    """A Kueue WorkloadPriorityClass name."""
+    spot: bool = False
+    backoff_limit_per_index: int | None = None
+    max_failed_indexes: int | None = None
+    ttl_seconds_after_finished: int | None = DEFAULT_TTL_SECONDS_AFTER_FINISHED
+    labels: Mapping[str, str] | None = None
+    """Pod template labels."""
+    annotations: Mapping[str, str] | None = None
+    """Pod template annotations."""
+    job_labels: Mapping[str, str] | None = None
+    """Extra labels on the Job object itself."""
+    job_annotations: Mapping[str, str] | None = None
+    """Extra annotations on the Job object itself."""
+    service_account_name: str | None = None
+    node_selector: Mapping[str, str] | None = None
+    job_template: Mapping[str, Any] | None = None
+    """A base batch/v1 Job; the parameters above are merged over it and win."""
+    identity: AirflowIdentity | None = None
+
+    @property
+    def effective_parallelism(self) -> int:
+        return self.completions if self.parallelism is None else self.parallelism
+
+
+class InvalidJobSpec(ValueError):
+    """The parameters cannot make a valid Indexed Job. ``problems`` lists (parameter, what to change)."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems: tuple[tuple[str, str], ...] = tuple(problems)
+        lines = "\n".join(f"  - {parameter}: {text}" for parameter, text in self.problems)
+        super().__init__(f"invalid KueueIndexedJob parameters:\n{lines}")
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        return tuple(parameter for parameter, _ in self.problems)
