@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from .api_time import parse_api_time
 from .index_set import IndexSet
 from .result import JobResult, job_result_from_status
 from .workload_state import WorkloadPhase, WorkloadState, workload_state_from_dict
@@ -72,7 +73,7 @@ def view_of(job: Mapping[str, Any], workload: Mapping[str, Any] | None) -> JobVi
         active=active,
         finished_condition=finished,
         workload=state.with_running(active) if state else None,
-        created_at=_time(meta.get("creationTimestamp")),
+        created_at=parse_api_time(meta.get("creationTimestamp")),
     )
 
 
@@ -130,7 +131,7 @@ def result_of(view: JobView, job: Mapping[str, Any], now: datetime) -> JobResult
     """The task's result, with queue and run times measured from the Job's and Workload's timestamps."""
     admitted_at = view.workload.admitted_at if view.workload else None
     finished_at = (
-        _time(view.finished_condition.get("lastTransitionTime")) if view.finished_condition else None
+        parse_api_time(view.finished_condition.get("lastTransitionTime")) if view.finished_condition else None
     )
     queued = (admitted_at or now) - view.created_at if view.created_at else None
     running = ((finished_at or now) - admitted_at) if admitted_at else None
@@ -140,12 +141,6 @@ def result_of(view: JobView, job: Mapping[str, Any], now: datetime) -> JobResult
         queued_seconds=round(queued.total_seconds(), 3) if queued is not None else None,
         running_seconds=round(running.total_seconds(), 3) if running is not None else None,
     )
-
-
-def _time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def _shorten(text: str, limit: int = 60) -> str:

@@ -22,8 +22,10 @@ import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
+
+from .api_time import parse_api_time
 
 
 class WorkloadPhase(str, enum.Enum):
@@ -192,7 +194,7 @@ def workload_state_from_dict(workload: Mapping[str, Any]) -> WorkloadState:
         flavors=_flavors(status),
         priority_class=_priority_class(spec),
         requeue_count=_int(requeue_state.get("count")),
-        requeue_at=_timestamp(requeue_state.get("requeueAt")),
+        requeue_at=parse_api_time(requeue_state.get("requeueAt")),
         eviction_count=sum(_int(_mapping(e).get("count")) for e in _list(_stats_evictions(status))),
         inadmissible=(
             quota_reserved is not None
@@ -202,8 +204,8 @@ def workload_state_from_dict(workload: Mapping[str, Any]) -> WorkloadState:
         requeued=_true(conditions, COND_REQUEUED) is not None
         and not (quota_reserved is not None and _is_true(quota_reserved)),
         preemption_reason=_text(preempted, "reason"),
-        created_at=_timestamp(metadata.get("creationTimestamp")),
-        admitted_at=_timestamp(admitted.get("lastTransitionTime")) if admitted is not None else None,
+        created_at=parse_api_time(metadata.get("creationTimestamp")),
+        admitted_at=parse_api_time(admitted.get("lastTransitionTime")) if admitted is not None else None,
     )
 
 
@@ -255,20 +257,6 @@ def _why(reason: str | None, message: str | None) -> str:
 def _shorten(message: str) -> str:
     message = " ".join(message.split())
     return message if len(message) <= _MESSAGE_LIMIT else message[: _MESSAGE_LIMIT - 1] + "…"
-
-
-def _timestamp(value: object) -> datetime | None:
-    """Parse an RFC 3339 API timestamp (``2026-05-01T10:00:00Z``); None when absent or malformed."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    if not isinstance(value, str) or not value:
-        return None
-    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

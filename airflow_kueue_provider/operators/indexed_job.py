@@ -15,6 +15,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from ..hooks.blob_store import BlobConfigError, BlobStoreError
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
+from ..kueue.api_time import parse_api_time
 from ..kueue.cost import VmPrice, estimate_cost
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
@@ -361,7 +362,5 @@ def _template_image(template: Mapping[str, Any] | None) -> str | None:
 
 
 def _created_epoch(job: dict[str, Any]) -> float | None:
-    from datetime import datetime
-
-    created = job["metadata"].get("creationTimestamp")
-    return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp() if created else None
+    created = parse_api_time(job["metadata"].get("creationTimestamp"))
+    return created.timestamp() if created else None
