@@ -28,6 +28,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_kueue_provider.operators.indexed_job",
                     "airflow_kueue_provider.operators.sweep",
+                    "airflow_kueue_provider.operators.job_sweep",
                 ],
             }
         ],

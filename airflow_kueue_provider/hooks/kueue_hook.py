@@ -127,10 +127,16 @@ class KueueHook:
                 return None
             raise
 
-    def find_jobs(self, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+    def find_jobs(self, namespace: str | None, labels: dict[str, str]) -> list[dict[str, Any]]:
+        """Jobs with ``labels`` in ``namespace``, or in every namespace when it is None."""
         batch = client.BatchV1Api(self.api)
+        selector = kueue_api.label_selector(labels)
         res = call_with_retry(
-            lambda: batch.list_namespaced_job(namespace, label_selector=kueue_api.label_selector(labels)),
+            lambda: (
+                batch.list_job_for_all_namespaces(label_selector=selector)
+                if namespace is None
+                else batch.list_namespaced_job(namespace, label_selector=selector)
+            ),
             "list Jobs",
         )
         return [self._json(j) for j in res.items]

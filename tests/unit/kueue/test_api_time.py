@@ -1,0 +1,27 @@
+"""API timestamps parse to aware datetimes, and anything else to None."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from airflow_kueue_provider.kueue.api_time import parse_api_time
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("2026-05-01T10:00:00Z", datetime(2026, 5, 1, 10, tzinfo=timezone.utc)),
+        ("2026-05-01T10:00:00.5z", datetime(2026, 5, 1, 10, 0, 0, 500000, tzinfo=timezone.utc)),
+        ("2026-05-01T12:00:00+02:00", datetime(2026, 5, 1, 12, tzinfo=timezone(timedelta(hours=2)))),
+        ("2026-05-01T10:00:00", datetime(2026, 5, 1, 10, tzinfo=timezone.utc)),
+        (datetime(2026, 5, 1, 10), datetime(2026, 5, 1, 10, tzinfo=timezone.utc)),
+        ("", None),
+        (None, None),
+        ("soon", None),
+        (1700000000, None),
+    ],
+)
+def test_parse_api_time(raw: object, expected: datetime | None) -> None:
+    assert parse_api_time(raw) == expected
