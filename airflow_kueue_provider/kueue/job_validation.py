@@ -5,7 +5,7 @@ Every problem names the operator parameter to change and how, and all problems a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from airflow_kueue_provider.kueue.airflow_identity import PROVIDER_LABEL_PREFIX, AirflowIdentity
@@ -247,7 +247,29 @@ def _check_resources(resources: Mapping[str, Any] | None, problems: _Problems) -
 
 
 def _check_metadata(spec: IndexedJobSpec, problems: _Problems) -> None:
-    for parameter in ("labels", "job_labels", "node_selector"):
+    for parameter, key, value in _entries(spec, ("labels", "job_labels", "node_selector"), problems):
+        if not is_qualified_name(key):
+            problems.add(parameter, f"{key!r} is not a valid label key: use [prefix/]name, name <= 63 chars")
+        if not is_valid_label_value(value):
+            problems.add(
+                parameter,
+                f"value {value!r} of {key!r} is not a valid label value: use at most 63 letters, digits, "
+                "'-', '_' or '.', starting and ending with a letter or digit",
+            )
+        if parameter != "node_selector" and _is_reserved_label(key):
+            problems.add(parameter, f"{key!r} is set by the provider: remove it (use the matching parameter)")
+    for parameter, key, value in _entries(spec, ("annotations", "job_annotations"), problems):
+        if not is_qualified_name(key):
+            problems.add(parameter, f"{key!r} is not a valid annotation key: use [prefix/]name")
+        if not isinstance(value, str):
+            problems.add(parameter, f"value of {key!r} is {value!r}: annotation values must be strings")
+
+
+def _entries(
+    spec: IndexedJobSpec, parameters: Sequence[str], problems: _Problems
+) -> Iterator[tuple[str, object, object]]:
+    """(parameter, key, value) of each dict parameter that is set; one that is not a dict is a problem."""
+    for parameter in parameters:
         mapping = getattr(spec, parameter)
         if mapping is None:
             continue
@@ -255,32 +277,7 @@ def _check_metadata(spec: IndexedJobSpec, problems: _Problems) -> None:
             problems.add(parameter, f"got {mapping!r}: pass a dict of key -> value")
             continue
         for key, value in mapping.items():
-            if not is_qualified_name(key):
-                problems.add(
-                    parameter, f"{key!r} is not a valid label key: use [prefix/]name, name <= 63 chars"
-                )
-            if not is_valid_label_value(value):
-                problems.add(
-                    parameter,
-                    f"value {value!r} of {key!r} is not a valid label value: use at most 63 letters, digits, "
-                    "'-', '_' or '.', starting and ending with a letter or digit",
-                )
-            if parameter != "node_selector" and _is_reserved_label(key):
-                problems.add(
-                    parameter, f"{key!r} is set by the provider: remove it (use the matching parameter)"
-                )
-    for parameter in ("annotations", "job_annotations"):
-        mapping = getattr(spec, parameter)
-        if mapping is None:
-            continue
-        if not isinstance(mapping, Mapping):
-            problems.add(parameter, f"got {mapping!r}: pass a dict of key -> value")
-            continue
-        for key, value in mapping.items():
-            if not is_qualified_name(key):
-                problems.add(parameter, f"{key!r} is not a valid annotation key: use [prefix/]name")
-            if not isinstance(value, str):
-                problems.add(parameter, f"value of {key!r} is {value!r}: annotation values must be strings")
+            yield parameter, key, value
 
 
 def _is_reserved_label(key: object) -> bool:
