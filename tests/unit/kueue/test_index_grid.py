@@ -1,0 +1,67 @@
+"""Per-index states for the UI grid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from airflow_kueue_provider.kueue.index_grid import IndexRun, IndexState, index_grid
+from airflow_kueue_provider.kueue.index_set import IndexSet
+
+
+def job(completions: int, completed: str = "", failed: str = "") -> dict[str, Any]:
+    return {
+        "spec": {"completions": completions},
+        "status": {"completedIndexes": completed, "failedIndexes": failed},
+    }
+
+
+def test_every_index_in_exactly_one_state_in_index_order() -> None:
+    grid = index_grid(job(10, completed="0-3,7", failed="5"), running=IndexSet.parse("4,7,8"))
+    assert grid.counts() == {"done": 5, "failed": 1, "running": 2, "waiting": 2}
+    assert grid.runs() == [
+        IndexRun(0, 3, IndexState.DONE),
+        IndexRun(4, 4, IndexState.RUNNING),
+        IndexRun(5, 5, IndexState.FAILED),
+        IndexRun(6, 6, IndexState.WAITING),
+        IndexRun(7, 7, IndexState.DONE),  # a pod still terminating does not make it running again
+        IndexRun(8, 8, IndexState.RUNNING),
+        IndexRun(9, 9, IndexState.WAITING),
+    ]
+
+
+def test_a_huge_job_stays_a_few_runs() -> None:
+    grid = index_grid(job(100_000, completed="0-49999"), running=IndexSet.parse("50000-50049"))
+    assert [(r.first, r.last, r.state.value) for r in grid.runs()] == [
+        (0, 49999, "done"),
+        (50000, 50049, "running"),
+        (50050, 99999, "waiting"),
+    ]
+    assert grid.to_dict()["counts"]["waiting"] == 49950
+
+
+def test_a_job_without_status_is_all_waiting() -> None:
+    grid = index_grid({"spec": {"completions": 3}}, running=IndexSet())
+    assert grid.to_dict() == {
+        "completions": 3,
+        "counts": {"done": 0, "failed": 0, "running": 0, "waiting": 3},
+        "runs": [{"first": 0, "last": 2, "state": "waiting"}],
+    }
+
+
+@given(
+    st.integers(0, 300),
+    st.sets(st.integers(0, 320)),
+    st.sets(st.integers(0, 320)),
+    st.sets(st.integers(0, 320)),
+)
+def test_runs_partition_the_indexes(n: int, done: set[int], failed: set[int], running: set[int]) -> None:
+    grid = index_grid(
+        job(n, completed=str(IndexSet.from_indexes(done)), failed=str(IndexSet.from_indexes(failed))),
+        running=IndexSet.from_indexes(running),
+    )
+    covered = [i for run in grid.runs() for i in range(run.first, run.last + 1)]
+    assert covered == list(range(n))
+    assert sum(grid.counts().values()) == n
