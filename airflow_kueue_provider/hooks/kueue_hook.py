@@ -62,13 +62,26 @@ class KueueHook:
         return kueue_api.pick_version(self._get_raw(f"/apis/{kueue_api.KUEUE_GROUP}"))
 
     # --- queues -------------------------------------------------------------------------------------
-    def list_local_queues(self, namespace: str) -> list[dict[str, Any]]:
+    def list_local_queues(self, namespace: str | None) -> list[dict[str, Any]]:
+        """LocalQueues in ``namespace``, or in every namespace when it is None."""
         custom = client.CustomObjectsApi(self.api)
+        group, version = kueue_api.KUEUE_GROUP, self.kueue_version
         res = call_with_retry(
-            lambda: custom.list_namespaced_custom_object(
-                kueue_api.KUEUE_GROUP, self.kueue_version, namespace, "localqueues"
+            lambda: (
+                custom.list_cluster_custom_object(group, version, "localqueues")
+                if namespace is None
+                else custom.list_namespaced_custom_object(group, version, namespace, "localqueues")
             ),
             "list LocalQueues",
+        )
+        return list(res.get("items", []))
+
+    def list_cluster_queues(self) -> list[dict[str, Any]]:
+        custom = client.CustomObjectsApi(self.api)
+        group, version = kueue_api.KUEUE_GROUP, self.kueue_version
+        res = call_with_retry(
+            lambda: custom.list_cluster_custom_object(group, version, "clusterqueues"),
+            "list ClusterQueues",
         )
         return list(res.get("items", []))
 
@@ -169,10 +182,7 @@ class KueueHook:
         )
         return kueue_api.first_owned_by(list(res.get("items", [])), job_uid)
 
-    def failed_index_log_tails(
-        self, namespace: str, job_name: str, indexes: list[int], lines: int = 20
-    ) -> dict[int, str]:
-        """The last ``lines`` log lines of the newest pod of each failed index (best effort)."""
+    def pods_of_job(self, namespace: str, job_name: str) -> list[dict[str, Any]]:
         core = client.CoreV1Api(self.api)
         pods = call_with_retry(
             lambda: core.list_namespaced_pod(
@@ -180,7 +190,23 @@ class KueueHook:
             ),
             "list pods",
         )
-        by_index = kueue_api.pods_by_index([self._json(p) for p in pods.items])
+        return [self._json(p) for p in pods.items]
+
+    def events_of(self, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
+        """The (core/v1) Events recorded on one object, e.g. a Job or its Workload."""
+        core = client.CoreV1Api(self.api)
+        selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+        events = call_with_retry(
+            lambda: core.list_namespaced_event(namespace, field_selector=selector), "list Events"
+        )
+        return [self._json(e) for e in events.items]
+
+    def failed_index_log_tails(
+        self, namespace: str, job_name: str, indexes: list[int], lines: int = 20
+    ) -> dict[int, str]:
+        """The last ``lines`` log lines of the newest pod of each failed index (best effort)."""
+        core = client.CoreV1Api(self.api)
+        by_index = kueue_api.pods_by_index(self.pods_of_job(namespace, job_name))
         tails: dict[int, str] = {}
         for index in indexes:
             candidates = by_index.get(index)

@@ -34,8 +34,8 @@ def _finished(job: dict[str, Any]) -> str | None:
     return None
 
 
-def existing_jobs(hook: KueueHook, namespace: str, identity: AirflowIdentity) -> list[dict[str, Any]]:
-    """Jobs this provider made for the same (dag, task, run, map index), oldest first."""
+def existing_jobs(hook: KueueHook, namespace: str | None, identity: AirflowIdentity) -> list[dict[str, Any]]:
+    """This provider's Jobs of one (dag, task, run, map index), oldest first; namespace None: all."""
     labels = identity.labels()
     selector = {k: labels[k] for k in (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL)}
     jobs = [

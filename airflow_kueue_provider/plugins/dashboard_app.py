@@ -1,0 +1,89 @@
+"""The FastAPI app behind the UI pages, mounted by Airflow's API server at ``/kueue``.
+
+Every route needs an Airflow login (the API server's JWT, as a bearer token or the UI's cookie). The
+cluster is read with the ``[kueue] kubernetes_conn_id`` connection (default ``kubernetes_default``) in the
+namespaces of ``[kueue] ui_namespaces`` (comma-separated; empty means every namespace, which needs
+cluster-wide list rights).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fastapi import Depends, FastAPI, Query
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from kubernetes.client.rest import ApiException
+
+from ..hooks.kueue_hook import KueueHook
+from . import dashboard_pages
+from .dashboard_data import queue_dashboard, task_panels
+
+
+def configured_hook() -> KueueHook:
+    from airflow.configuration import conf
+
+    return KueueHook(conf.get("kueue", "kubernetes_conn_id", fallback="kubernetes_default"))
+
+
+def configured_namespaces() -> list[str]:
+    from airflow.configuration import conf
+
+    raw = conf.get("kueue", "ui_namespaces", fallback="") or ""
+    return [ns.strip() for ns in raw.split(",") if ns.strip()]
+
+
+def _airflow_login() -> Any:
+    from airflow.api_fastapi.core_api.security import get_user
+
+    return Depends(get_user)
+
+
+def create_app(
+    hook_factory: Callable[[], KueueHook] = configured_hook,
+    namespaces: Callable[[], Sequence[str]] = configured_namespaces,
+    dependencies: Sequence[Any] | None = None,
+) -> FastAPI:
+    """The app; tests pass their own hook factory and namespaces, and may swap the login dependency."""
+    app = FastAPI(
+        title="Kueue for Airflow",
+        dependencies=list(dependencies) if dependencies is not None else [_airflow_login()],
+    )
+
+    @app.exception_handler(ApiException)
+    def cluster_error(_: Any, exc: ApiException) -> JSONResponse:
+        hint = (
+            " Give the connection's identity list/get on Jobs, Pods, Events and Kueue queues and Workloads, "
+            "or name the namespaces it may read in [kueue] ui_namespaces."
+            if exc.status in (401, 403)
+            else ""
+        )
+        message = f"the cluster answered {exc.status} {exc.reason}.{hint}"
+        return JSONResponse({"error": message}, status_code=502)
+
+    @app.get("/", include_in_schema=False)
+    def index() -> RedirectResponse:
+        return RedirectResponse("queues")
+
+    @app.get("/api/queues")
+    def queues_json() -> dict[str, Any]:
+        return {"queues": [row.to_dict() for row in queue_dashboard(hook_factory(), namespaces())]}
+
+    @app.get("/queues", response_class=HTMLResponse)
+    def queues_html() -> str:
+        return dashboard_pages.queues_page(queue_dashboard(hook_factory(), namespaces()))
+
+    @app.get("/api/task")
+    def task_json(
+        dag_id: str, run_id: str, task_id: str, map_index: int = Query(-1, ge=-1)
+    ) -> dict[str, Any]:
+        panels = task_panels(hook_factory(), namespaces(), dag_id, run_id, task_id, map_index)
+        return {"jobs": [panel.to_dict() for panel in panels]}
+
+    @app.get("/task", response_class=HTMLResponse)
+    def task_html(dag_id: str, run_id: str, task_id: str, map_index: int = Query(-1, ge=-1)) -> str:
+        panels = task_panels(hook_factory(), namespaces(), dag_id, run_id, task_id, map_index)
+        title = f"{dag_id} / {task_id}" + (f" [{map_index}]" if map_index >= 0 else "") + f" / {run_id}"
+        return dashboard_pages.task_page(title, panels)
+
+    return app

@@ -1,0 +1,106 @@
+"""What the UI pages show, read from the cluster through ``KueueHook`` (orchestration only)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client.rest import ApiException
+
+from ..hooks import kueue_api
+from ..hooks.kueue_hook import KueueHook
+from ..kueue.admission_timeline import TimelineStep, admission_timeline
+from ..kueue.airflow_identity import TRY_NUMBER_LABEL, AirflowIdentity
+from ..kueue.index_grid import IndexGrid, index_grid
+from ..kueue.index_set import IndexSet
+from ..kueue.job_progress import JobView, progress_line, view_of
+from ..kueue.queue_overview import QueueRow, queue_rows
+from ..operators.job_submission import existing_jobs
+
+_LIVE_POD_PHASES = ("Pending", "Running")
+
+
+def queue_dashboard(hook: KueueHook, namespaces: Sequence[str]) -> list[QueueRow]:
+    """Every LocalQueue in ``namespaces`` (all namespaces when empty) with its ClusterQueue's usage."""
+    if namespaces:
+        local_queues = [q for ns in namespaces for q in hook.list_local_queues(ns)]
+    else:
+        local_queues = hook.list_local_queues(None)
+    try:
+        cluster_queues = hook.list_cluster_queues()
+    except ApiException as exc:
+        if exc.status != 403:
+            raise
+        cluster_queues = []  # namespace-scoped RBAC: the rows show the LocalQueues only
+    return queue_rows(local_queues, cluster_queues)
+
+
+@dataclass(frozen=True)
+class JobPanel:
+    """One Job of a task instance (one per try that made a Job)."""
+
+    namespace: str
+    name: str
+    try_number: str
+    workload_name: str | None
+    cluster_queue: str | None
+    summary: str
+    grid: IndexGrid
+    timeline: list[TimelineStep]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "try_number": self.try_number,
+            "workload_name": self.workload_name,
+            "cluster_queue": self.cluster_queue,
+            "summary": self.summary,
+            "grid": self.grid.to_dict(),
+            "timeline": [step.to_dict() for step in self.timeline],
+        }
+
+
+def task_panels(
+    hook: KueueHook, namespaces: Sequence[str], dag_id: str, run_id: str, task_id: str, map_index: int
+) -> list[JobPanel]:
+    """The Jobs of one task instance, oldest first, each with its index grid and admission timeline."""
+    identity = AirflowIdentity(dag_id, task_id, run_id, map_index=map_index)
+    scopes: Sequence[str | None] = namespaces or [None]
+    jobs = [j for ns in scopes for j in existing_jobs(hook, ns, identity)]
+    return [_panel(hook, job) for job in sorted(jobs, key=lambda j: j["metadata"].get("creationTimestamp"))]
+
+
+def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
+    meta = job["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    workload = hook.workload_for_job(namespace, meta["uid"])
+    running = IndexSet.from_indexes(
+        index
+        for index, pods in kueue_api.pods_by_index(hook.pods_of_job(namespace, name)).items()
+        if any(p.get("status", {}).get("phase") in _LIVE_POD_PHASES for p in pods)
+    )
+    events = hook.events_of(namespace, "Job", name)
+    if workload is not None:
+        events += hook.events_of(namespace, "Workload", workload["metadata"]["name"])
+    view = view_of(job, workload)
+    return JobPanel(
+        namespace=namespace,
+        name=name,
+        try_number=(meta.get("labels") or {}).get(TRY_NUMBER_LABEL, "?"),
+        workload_name=workload["metadata"]["name"] if workload else None,
+        cluster_queue=view.workload.cluster_queue if view.workload else None,
+        summary=_summary(view),
+        grid=index_grid(job, running),
+        timeline=admission_timeline(job, workload, events),
+    )
+
+
+def _summary(view: JobView) -> str:
+    if view.finished_condition is not None:
+        cond = view.finished_condition
+        return f"{cond['type']}: {len(view.completed)}/{view.completions} done, {len(view.failed)} failed" + (
+            f" ({cond.get('reason')})" if cond["type"] == "Failed" else ""
+        )
+    return progress_line(view)

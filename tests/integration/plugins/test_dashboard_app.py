@@ -1,0 +1,109 @@
+"""The UI plugin's pages and JSON on the real cluster: a queue with a waiting Job, and a task's Jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from airflow_kueue_provider.hooks.kueue_hook import KueueHook
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.plugins.dashboard_app import create_app
+
+from ..cluster import KueueEnv, indexed_job, short_id, wait_for
+
+TI = {"dag_id": "ui", "run_id": f"manual__2026-11-30-{short_id()}", "task_id": "shards"}
+"""Unique per session, so the every-namespace lookup finds this session's Jobs only."""
+
+
+def _client(namespaces: list[str]) -> TestClient:
+    # No Airflow login here: the login dependency is Airflow's own; test_login_is_required checks it is on.
+    return TestClient(create_app(KueueHook, lambda: namespaces, dependencies=[]))
+
+
+def _run_task(env: KueueEnv, try_number: int, fail: str) -> dict[str, Any]:
+    """Run the operator in this process (blocking mode) to its end, as a task try would."""
+    op = KueueIndexedJobOperator(
+        task_id=TI["task_id"],
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        image="example.invalid/shard:1",
+        completions=6,
+        backoff_limit_per_index=0,
+        max_failed_indexes=1,
+        deferrable=False,
+        resources={"requests": {"cpu": "500m", "memory": "1Gi"}},  # 6 x 500m fits the 4-CPU quota
+        annotations={"kwok.airflow-kueue.io/run-duration": "1s", "kwok.airflow-kueue.io/fail-indexes": fail},
+    )
+    ti = SimpleNamespace(
+        dag_id=TI["dag_id"], task_id=TI["task_id"], run_id=TI["run_id"], try_number=try_number, map_index=-1
+    )
+    result: dict[str, Any] = op.execute({"ti": ti})  # type: ignore[arg-type]
+    return result
+
+
+def test_task_view_shows_each_try_with_its_index_grid_and_timeline(
+    kueue_env_factory: Callable[..., KueueEnv],
+) -> None:
+    env = kueue_env_factory(cpu="4")
+    first = _run_task(env, 1, fail="4")
+    assert first["failed_indexes"] == "4"
+
+    jobs = _client([env.namespace]).get("/api/task", params=TI).json()["jobs"]
+    assert [j["name"] for j in jobs] == [first["job_name"]]
+    (job,) = jobs
+    assert job["try_number"] == "1" and job["cluster_queue"] == env.cluster_queue
+    assert job["grid"]["counts"] == {"done": 5, "failed": 1, "running": 0, "waiting": 0}
+    assert {"first": 4, "last": 4, "state": "failed"} in job["grid"]["runs"]
+    steps = [step["what"] for step in job["timeline"]]
+    for expected in ("submitted", "queued", "quota reserved", "admitted"):
+        assert expected in steps, steps
+    assert steps.index("submitted") < steps.index("admitted")
+    assert job["timeline"] == sorted(job["timeline"], key=lambda s: s["at"])
+
+    html = _client([env.namespace]).get("/task", params=TI)
+    assert html.status_code == 200 and first["job_name"] in html.text
+    assert html.text.count('class="cell ') == 6 and "Admission timeline" in html.text
+
+    second = _run_task(env, 2, fail="")  # the retry: the failed index's Job is not reused
+    jobs = _client([]).get("/api/task", params=TI).json()["jobs"]  # every namespace
+    assert [(j["name"], j["try_number"]) for j in jobs] == [
+        (first["job_name"], "1"),
+        (second["job_name"], "2"),
+    ]
+    assert jobs[1]["grid"]["counts"]["done"] == 6
+    html = _client([env.namespace]).get("/task", params=TI).text
+    assert html.index(second["job_name"]) < html.index(first["job_name"]), "newest try first"
+    assert _client([env.namespace]).get("/api/task", params={**TI, "run_id": "other"}).json() == {"jobs": []}
+
+
+def test_queue_dashboard_shows_waiting_and_admitted_work(kueue_env_factory: Callable[..., KueueEnv]) -> None:
+    env = kueue_env_factory(cpu="4")
+    env.create_job(indexed_job("holder", env.local_queue, completions=4, cpu="1", run_duration="10m"))
+    env.create_job(indexed_job("waiter", env.local_queue, completions=4, cpu="1"))
+
+    def row() -> dict[str, Any] | None:
+        rows = _client([env.namespace]).get("/api/queues").json()["queues"]
+        found = [r for r in rows if r["namespace"] == env.namespace]
+        return found[0] if found and found[0]["admitted"] == 1 and found[0]["pending"] == 1 else None
+
+    queue = wait_for("one admitted and one pending Workload", row, timeout=60)
+    assert queue["cluster_queue"] == env.cluster_queue and queue["active"]
+    cpu = next(u for u in queue["usage"] if u["resource"] == "cpu")
+    assert (cpu["flavor"], cpu["nominal"], cpu["reserved"]) == (env.flavor, "4", "4")
+
+    page = _client([env.namespace]).get("/queues")
+    assert page.status_code == 200 and env.cluster_queue in page.text and "4 / 4" in page.text
+
+
+def test_login_is_required() -> None:
+    client = TestClient(create_app(KueueHook, lambda: []))
+    assert client.get("/api/queues").status_code == 401
+
+
+@pytest.fixture(autouse=True)
+def _kubernetes_default(devcluster_env: dict[str, str]) -> None:
+    """``kubernetes_default`` comes from the devcluster env (AIRFLOW_CONN_KUBERNETES_DEFAULT)."""

@@ -1,0 +1,73 @@
+"""Airflow loads the UI plugin through its entry point, with its app and views; the pages escape values."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from airflow_kueue_provider.kueue.admission_timeline import TimelineStep
+from airflow_kueue_provider.kueue.index_grid import IndexGrid
+from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.kueue.queue_overview import QueueRow, ResourceUse
+from airflow_kueue_provider.plugins.dashboard_data import JobPanel
+from airflow_kueue_provider.plugins.dashboard_pages import grid_html, queues_page, task_page
+
+_PLUGIN_CHECK = """
+import json
+from airflow import plugins_manager
+plugins, errors = plugins_manager._get_plugins()
+apps, _ = plugins_manager.get_fastapi_plugins()
+views, _ = plugins_manager._get_ui_plugins()
+print(json.dumps({
+    "plugins": [p.name for p in plugins],
+    "errors": errors,
+    "apps": [[a["name"], a["url_prefix"]] for a in apps],
+    "views": {v["url_route"]: [v["destination"], v["href"]] for v in views if v.get("url_route")},
+}))
+"""
+
+
+def test_airflow_loads_the_plugin_through_its_entry_point(tmp_path: Path) -> None:
+    # A fresh interpreter outside the source tree, as Airflow's API server runs: inside it, the
+    # source tree's egg-info would list the entry point a second time.
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", _PLUGIN_CHECK],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = json.loads(out.strip().splitlines()[-1])
+    assert "kueue" in found["plugins"] and not found["errors"]
+    assert ["Kueue dashboard", "/kueue"] in found["apps"]
+    assert found["views"]["kueue-queues"] == ["nav", "/kueue/queues"]
+    destination, href = found["views"]["kueue-task"]
+    assert destination == "task_instance" and "run_id={RUN_ID}" in href
+
+
+def test_pages_escape_names_and_messages() -> None:
+    row = QueueRow("ns", "<lq>", "cq", None, True, 1, 0, 0, 1, (ResourceUse("f", "cpu", "4", "2", "1"),))
+    html = queues_page([row])
+    assert "&lt;lq&gt;" in html and "<lq>" not in html and "+1 borrowed" in html
+    step = TimelineStep(
+        datetime(2026, 11, 30, tzinfo=timezone.utc), "evicted", "<script>x</script>", "Workload"
+    )
+    panel = JobPanel(
+        "ns", "job", "1", "wl", "cq", "running", IndexGrid(3, IndexSet(), IndexSet(), IndexSet()), [step]
+    )
+    html = task_page("dag / task / run", [panel])
+    assert "&lt;script&gt;" in html and "<script>" not in html
+
+
+def test_small_grids_draw_cells_big_ones_draw_bands() -> None:
+    small = IndexGrid(4, IndexSet.parse("0,1"), IndexSet.parse("3"), IndexSet())
+    assert grid_html(small).count('class="cell ') == 4
+    big = IndexGrid(100_000, IndexSet.parse("0-49999"), IndexSet(), IndexSet())
+    html = grid_html(big)
+    assert 'class="cell ' not in html and html.count("width:50.0000%") == 2
