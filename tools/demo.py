@@ -137,6 +137,8 @@ Open the Airflow UI on the same setup (the API server and UI on http://localhost
 password is printed at start and kept in {DEMO / "airflow" / "simple_auth_manager_passwords.json.generated"}):
   source .venv/bin/activate && source .devcluster/env && export AIRFLOW_HOME={DEMO / "airflow"} \\
     AIRFLOW__CORE__DAGS_FOLDER={REPO / "example_dags"} && airflow standalone
+then Browse -> Kueue queues (http://localhost:8080/kueue/queues), and the Kueue tab of a task instance
+of align_chromosome_shards (its Jobs' index grid and admission timeline).
 =================================================================""")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,6 +13,7 @@ from kubernetes_asyncio import client as aclient
 from kubernetes_asyncio import watch as awatch
 from kubernetes_asyncio.client.rest import ApiException
 
+from ..kueue.job_retention import finished_job
 from . import kueue_api
 from .retry import acall_with_retry
 
@@ -96,6 +98,47 @@ class AsyncKueueHook:
             if exc.status == 404:
                 return False
             raise
+
+    async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        batch = aclient.BatchV1Api(self.api)
+        try:
+            resp = await acall_with_retry(
+                lambda: batch.read_namespaced_job(name, namespace, _preload_content=False), "read Job"
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(json.loads(await cast(Any, resp).read()))
+
+    async def delete_job_unless_finished(self, namespace: str, name: str) -> str:
+        """Delete the Job if it is still queued or running: "deleted", "finished" (kept) or "gone".
+
+        A finished Job holds no resources, and it is the record that the UI and a later try read; its
+        ``ttlSecondsAfterFinished`` removes it. The delete carries the read's resourceVersion as a
+        precondition, so a Job that finishes in between is kept too.
+        """
+        batch = aclient.BatchV1Api(self.api)
+        for _ in range(5):
+            job = await self.get_job(namespace, name)
+            if job is None:
+                return "gone"
+            if finished_job(job) is not None:
+                return "finished"
+            options = aclient.V1DeleteOptions(
+                propagation_policy="Background",
+                preconditions=aclient.V1Preconditions(resource_version=job["metadata"]["resourceVersion"]),
+            )
+            try:
+                delete = functools.partial(batch.delete_namespaced_job, name, namespace, body=options)
+                await acall_with_retry(delete, "delete Job")
+                return "deleted"
+            except ApiException as exc:
+                if exc.status == 404:
+                    return "gone"
+                if exc.status != 409:  # 409: it changed since the read; look again
+                    raise
+        raise RuntimeError(f"Job {namespace}/{name} kept changing; not deleted")
 
     # --- list + watch ---------------------------------------------------------------------------------
     async def list_jobs(self, namespace: str) -> tuple[list[dict[str, Any]], str]:

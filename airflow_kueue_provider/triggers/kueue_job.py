@@ -221,15 +221,27 @@ class KueueJobTrigger(BaseTrigger):
         """Nothing to release: the shared watch is left by the ``async with`` in ``run``."""
 
     async def on_kill(self) -> None:
-        """The task was marked failed/success or cleared while deferred: delete the Job (Airflow 3.3+)."""
+        """The task was marked failed/success or cleared while deferred: delete the Job (Airflow 3.3+).
+
+        A Job that already finished is kept: it holds nothing, and it is the run's record. (A triggerer
+        also cancels, with on_kill, a trigger whose task instance ended elsewhere, e.g. one that
+        ``airflow dags test`` left in the database.)
+        """
         async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
-            deleted = await hook.delete_job(self.namespace, self.job_name)
+            what = await hook.delete_job_unless_finished(self.namespace, self.job_name)
         self.log.info(
             "task killed while deferred; Job %s/%s %s",
             self.namespace,
             self.job_name,
-            "deleted" if deleted else "was already gone",
+            _KILL_OUTCOMES[what],
         )
+
+
+_KILL_OUTCOMES = {
+    "deleted": "deleted",
+    "finished": "kept: it had already finished",
+    "gone": "was already gone",
+}
 
 
 def _human(seconds: float) -> str:

@@ -13,7 +13,7 @@ from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
 from airflow_kueue_provider.triggers.namespace_watch import NamespaceWatch
 
-from ..cluster import KueueEnv, wait_for
+from ..cluster import KueueEnv, is_true, wait_for
 
 
 def _submit(env: KueueEnv, run_duration: str, completions: int = 3) -> dict[str, Any]:
@@ -116,3 +116,15 @@ def test_on_kill_while_deferred_deletes_the_job(kueue_env: KueueEnv) -> None:
     asyncio.run(_trigger(kueue_env, job).on_kill())
 
     wait_for("Job gone", lambda: kueue_env.job(job["metadata"]["name"]) is None, timeout=60)
+
+
+def test_on_kill_keeps_a_job_that_already_finished(kueue_env: KueueEnv) -> None:
+    """A triggerer also calls on_kill for a trigger whose task ended elsewhere (``airflow dags test`` leaves
+    its trigger in the database): the finished Job is the run's record, and its TTL removes it."""
+    job = _submit(kueue_env, run_duration="1s")
+    name = job["metadata"]["name"]
+    wait_for("Job Complete", lambda: is_true(kueue_env.job(name), "Complete"), timeout=90)
+
+    asyncio.run(_trigger(kueue_env, job).on_kill())
+
+    assert kueue_env.job(name) is not None
