@@ -69,7 +69,8 @@ def task_panels(
     identity = AirflowIdentity(dag_id, task_id, run_id, map_index=map_index)
     scopes: Sequence[str | None] = namespaces or [None]
     jobs = [j for ns in scopes for j in existing_jobs(hook, ns, identity)]
-    return [_panel(hook, job) for job in sorted(jobs, key=lambda j: j["metadata"].get("creationTimestamp"))]
+    jobs.sort(key=lambda j: j["metadata"].get("creationTimestamp") or "")
+    return [_panel(hook, job) for job in jobs]
 
 
 def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
