@@ -51,7 +51,7 @@ with DAG(
             "--counter-file",
             "/tmp/processed-items.txt",
         ],
-        env={"REFERENCE_GENOME": "GRCh38", "RUN_DATE": "{{ ds }}"},
+        env={"REFERENCE_GENOME": "GRCh38", "RUN_DATE": "{{ dag_run.run_after | ds }}"},
         completions=SHARDS,
         parallelism=PARALLELISM,
         resources={"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"memory": "4Gi"}},

@@ -110,7 +110,7 @@ with DAG(
             "--seed",
             "$(JOB_COMPLETION_INDEX)",
         ],
-        env={"RUN_ID": "{{ run_id }}", "VALUATION_DATE": "{{ ds }}"},
+        env={"RUN_ID": "{{ run_id }}", "VALUATION_DATE": "{{ dag_run.run_after | ds }}"},
         completions=RISK_SHARDS,
         parallelism=min(RISK_SHARDS, int(os.environ.get("MC_RISK_PARALLELISM", "20"))),
         resources=SHARD_RESOURCES,
