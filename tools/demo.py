@@ -73,6 +73,15 @@ def airflow_env(env: dict[str, str]) -> dict[str, str]:
     }
 
 
+UI_ENV = DEMO / "airflow.env"
+"""Export lines of the demo's Airflow setup, so ``airflow standalone`` runs on the very same one."""
+
+
+def write_ui_env(cluster: dict[str, str], aenv: dict[str, str]) -> None:
+    keys = sorted(k for k in aenv if k in cluster or aenv[k] != os.environ.get(k))
+    UI_ENV.write_text("".join(f"export {k}={shlex.quote(aenv[k])}\n" for k in keys))
+
+
 def airflow(env: dict[str, str], *args: str) -> None:
     subprocess.run(
         [str(Path(sys.executable).with_name("airflow")), *args],
@@ -135,8 +144,7 @@ task log          {DEMO / "genomics_nightly.log"}
 
 Open the Airflow UI on the same setup (the API server and UI on http://localhost:8080; the admin
 password is printed at start and kept in {DEMO / "airflow" / "simple_auth_manager_passwords.json.generated"}):
-  source .venv/bin/activate && source .devcluster/env && export AIRFLOW_HOME={DEMO / "airflow"} \\
-    AIRFLOW__CORE__DAGS_FOLDER={REPO / "example_dags"} && airflow standalone
+  source .venv/bin/activate && source {UI_ENV.relative_to(REPO)} && airflow standalone
 then Browse -> Kueue queues (http://localhost:8080/kueue/queues), and the Kueue tab of a task instance
 of align_chromosome_shards (its Jobs' index grid and admission timeline).
 =================================================================""")
@@ -153,6 +161,7 @@ def main() -> None:
     apply_queues(env)
     step(f"3. Airflow home in {DEMO / 'airflow'}")
     aenv = airflow_env(env)
+    write_ui_env(env, aenv)
     airflow(aenv, "db", "migrate")
     airflow(aenv, "dags", "reserialize")
     step(
