@@ -18,7 +18,8 @@ from ..kueue.job_progress import JobView, progress_line, view_of
 from ..kueue.queue_overview import QueueRow, queue_rows
 from ..operators.job_submission import existing_jobs
 
-_LIVE_POD_PHASES = ("Pending", "Running")
+_LIVE_POD_PHASES = ("Pending", "Running", "Succeeded")
+"""A Succeeded pod's index shows as running until the Job controller counts it in completedIndexes."""
 
 
 def queue_dashboard(hook: KueueHook, namespaces: Sequence[str]) -> list[QueueRow]:
