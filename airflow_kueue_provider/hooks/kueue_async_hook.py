@@ -116,18 +116,21 @@ class AsyncKueueHook:
 
         A finished Job holds no resources, and it is the record that the UI and a later try read; its
         ``ttlSecondsAfterFinished`` removes it. The delete carries the read's resourceVersion as a
-        precondition, so a Job that finishes in between is kept too.
+        precondition, so a Job that finishes in between is kept too (up to the last of a few attempts).
         """
         batch = aclient.BatchV1Api(self.api)
-        for _ in range(5):
+        attempts = 5
+        for attempt in range(1, attempts + 1):
             job = await self.get_job(namespace, name)
             if job is None:
                 return "gone"
             if finished_job(job) is not None:
                 return "finished"
+            # A big running Job changes with every pod: after a few conflicts, delete what was last seen live.
+            version = job["metadata"]["resourceVersion"] if attempt < attempts else None
             options = aclient.V1DeleteOptions(
                 propagation_policy="Background",
-                preconditions=aclient.V1Preconditions(resource_version=job["metadata"]["resourceVersion"]),
+                preconditions=aclient.V1Preconditions(resource_version=version) if version else None,
             )
             try:
                 delete = functools.partial(batch.delete_namespaced_job, name, namespace, body=options)
@@ -138,7 +141,7 @@ class AsyncKueueHook:
                     return "gone"
                 if exc.status != 409:  # 409: it changed since the read; look again
                     raise
-        raise RuntimeError(f"Job {namespace}/{name} kept changing; not deleted")
+        raise RuntimeError(f"Job {namespace}/{name} could not be deleted: conflict without a precondition")
 
     # --- list + watch ---------------------------------------------------------------------------------
     async def list_jobs(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
