@@ -56,12 +56,17 @@ class JobView:
         )
 
 
+def finished_condition(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Job's Complete or Failed condition when it is True (the two never both are), else None."""
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return cond  # type: ignore[no-any-return]
+    return None
+
+
 def view_of(job: Mapping[str, Any], workload: Mapping[str, Any] | None) -> JobView:
     meta, spec, status = job.get("metadata", {}), job.get("spec", {}), job.get("status") or {}
-    finished = None
-    for cond in status.get("conditions") or []:
-        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
-            finished = cond
+    finished = finished_condition(job)
     state = workload_state_from_dict(workload) if workload else None
     active = int(status.get("active") or 0)
     return JobView(

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .api_time import parse_api_time
+from .job_progress import finished_condition
 
 
 @dataclass(frozen=True)
@@ -34,15 +35,14 @@ def finished_job(job: Mapping[str, Any]) -> FinishedJob | None:
     metadata = job.get("metadata") or {}
     if metadata.get("deletionTimestamp"):
         return None
-    status = job.get("status") or {}
-    for cond in status.get("conditions") or []:
-        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
-            raw = status.get("completionTime") if cond["type"] == "Complete" else None
-            at = parse_api_time(raw or cond.get("lastTransitionTime"))
-            if at is None:
-                return None
-            return FinishedJob(str(metadata.get("namespace")), str(metadata.get("name")), cond["type"], at)
-    return None
+    cond = finished_condition(job)
+    if cond is None:
+        return None
+    raw = (job.get("status") or {}).get("completionTime") if cond["type"] == "Complete" else None
+    at = parse_api_time(raw or cond.get("lastTransitionTime"))
+    if at is None:
+        return None
+    return FinishedJob(str(metadata.get("namespace")), str(metadata.get("name")), cond["type"], at)
 
 
 def stale_finished_jobs(

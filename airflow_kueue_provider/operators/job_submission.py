@@ -16,6 +16,7 @@ from ..kueue.airflow_identity import (
     TASK_ID_LABEL,
     AirflowIdentity,
 )
+from ..kueue.job_progress import finished_condition
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +29,8 @@ class Submission:
 
 
 def _finished(job: dict[str, Any]) -> str | None:
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
-            return str(cond["type"])
-    return None
+    cond = finished_condition(job)
+    return None if cond is None else str(cond["type"])
 
 
 def existing_jobs(hook: KueueHook, namespace: str | None, identity: AirflowIdentity) -> list[dict[str, Any]]:
