@@ -8,6 +8,7 @@ cluster-wide list rights).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,7 +45,12 @@ def create_app(
     namespaces: Callable[[], Sequence[str]] = configured_namespaces,
     dependencies: Sequence[Any] | None = None,
 ) -> FastAPI:
-    """The app; tests pass their own hook factory and namespaces, and may swap the login dependency."""
+    """The app; tests pass their own hook factory and namespaces, and may swap the login dependency.
+
+    The hook is made on the first request and then reused: a new one would load the kubeconfig and ask
+    for the Kueue API version again on every page.
+    """
+    hook = functools.cache(hook_factory)
     app = FastAPI(
         title="Kueue for Airflow",
         dependencies=list(dependencies) if dependencies is not None else [_airflow_login()],
@@ -67,22 +73,22 @@ def create_app(
 
     @app.get("/api/queues")
     def queues_json() -> dict[str, Any]:
-        return {"queues": [row.to_dict() for row in queue_dashboard(hook_factory(), namespaces())]}
+        return {"queues": [row.to_dict() for row in queue_dashboard(hook(), namespaces())]}
 
     @app.get("/queues", response_class=HTMLResponse)
     def queues_html() -> str:
-        return dashboard_pages.queues_page(queue_dashboard(hook_factory(), namespaces()))
+        return dashboard_pages.queues_page(queue_dashboard(hook(), namespaces()))
 
     @app.get("/api/task")
     def task_json(
         dag_id: str, run_id: str, task_id: str, map_index: int = Query(-1, ge=-1)
     ) -> dict[str, Any]:
-        panels = task_panels(hook_factory(), namespaces(), dag_id, run_id, task_id, map_index)
+        panels = task_panels(hook(), namespaces(), dag_id, run_id, task_id, map_index)
         return {"jobs": [panel.to_dict() for panel in panels]}
 
     @app.get("/task", response_class=HTMLResponse)
     def task_html(dag_id: str, run_id: str, task_id: str, map_index: int = Query(-1, ge=-1)) -> str:
-        panels = task_panels(hook_factory(), namespaces(), dag_id, run_id, task_id, map_index)
+        panels = task_panels(hook(), namespaces(), dag_id, run_id, task_id, map_index)
         title = f"{dag_id} / {task_id}" + (f" [{map_index}]" if map_index >= 0 else "") + f" / {run_id}"
         return dashboard_pages.task_page(title, panels)
 
