@@ -31,9 +31,17 @@ cluster-status: venv
 cluster-clean: cluster-down
 	rm -rf .devcluster
 
-## Tests: every test; the integration fixture starts the cluster when it is not running.
+## Tests: every test; the integration fixture starts the cluster when it is not running.  Two passes: the
+## tests that share the cluster peacefully run on TEST_WORKERS pytest-xdist workers, then the `serial` ones
+## (they stop Azurite, a node or the whole cluster) alone.  A pass that selects no test is not a failure.
+TEST_WORKERS ?= 3
+TEST_REPORTS ?= .test-reports
 test: venv
-	$(PY) -m pytest $(PYTEST_ARGS) tests
+	@rm -rf $(TEST_REPORTS); mkdir -p $(TEST_REPORTS)
+	$(PY) -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS) -m "not serial" --junitxml=$(TEST_REPORTS)/parallel.xml tests \
+		|| [ $$? -eq 5 ]
+	$(PY) -m pytest $(PYTEST_ARGS) -m serial --junitxml=$(TEST_REPORTS)/serial.xml tests || [ $$? -eq 5 ]
+	@$(PY) tools/test_summary.py $(TEST_REPORTS)/*.xml
 
 test-unit: venv
 	$(PY) -m pytest $(PYTEST_ARGS) tests/unit

@@ -180,6 +180,14 @@ def _kueue_suspends_jobs(kubectl: Kubectl) -> bool:
         return False
 
 
+def _write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path``; True when it had other content before (whoever read it then is stale)."""
+    before = path.read_text() if path.exists() else None
+    if before != text:
+        path.write_text(text)
+    return before is not None and before != text
+
+
 def write_env(layout: Layout) -> None:
     airflow_conn = json.dumps(
         {"conn_type": "kubernetes", "extra": {"kube_config_path": str(layout.kubeconfig)}}
@@ -203,8 +211,13 @@ def up(layout: Layout) -> None:
         # 2. Certificates, kubeconfig and the files the processes read.
         ensure_pki(layout.pki)
         write_kubeconfig(layout.pki, layout.kubeconfig)
-        (layout.kueue / KUEUE_CONFIG).write_text(manifests.kueue_config(layout.kueue / "webhook-certs"))
-        (layout.kwok / KWOK_CONFIG).write_text(manifests.kwok_stages())
+        # A component whose configuration changed since it started is restarted with the new one.
+        if _write_if_changed(
+            layout.kueue / KUEUE_CONFIG, manifests.kueue_config(layout.kueue / "webhook-certs")
+        ):
+            procs.stop(layout, "kueue")
+        if _write_if_changed(layout.kwok / KWOK_CONFIG, manifests.kwok_stages()):
+            procs.stop(layout, "kwok")
         comps = {c.name: c for c in components(bin_dir, layout)}
         kubectl = Kubectl(bin_dir, layout)
         # 3. The control plane.

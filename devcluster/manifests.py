@@ -30,10 +30,16 @@ FAIL_INDEX_SELECTOR = (
     " end"
 )
 
+# A pod annotated ``kwok.airflow-kueue.io/hold: "true"`` stays Running until a test patches the annotation, so
+# "X is still running when Y happens" never depends on how fast the machine is.
+HOLD_ANNOTATION = "kwok.airflow-kueue.io/hold"
+HOLD_SELECTOR = f'(.metadata.annotations["{HOLD_ANNOTATION}"] // "false") == "true"'
+
 
 def kwok_stages() -> str:
     text = (DEVCLUSTER_SRC / "manifests" / "kwok-stages.yaml").read_text()
-    return text.replace("'@FAIL_INDEX_SELECTOR@'", json.dumps(FAIL_INDEX_SELECTOR))
+    text = text.replace("'@FAIL_INDEX_SELECTOR@'", json.dumps(FAIL_INDEX_SELECTOR))
+    return text.replace("'@HOLD_SELECTOR@'", json.dumps(HOLD_SELECTOR))
 
 
 def kueue_config(webhook_cert_dir: Path) -> str:

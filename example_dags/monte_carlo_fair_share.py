@@ -27,7 +27,8 @@ MC_RISK_PARALLELISM (20), MC_SHARD_CPU (4) and MC_SHARD_MEMORY (16Gi) per shard,
 (paths per research shard, 1000000), MC_RISK_PATHS (200000), MC_IMAGE, MC_RESEARCH_NAMESPACE (research),
 MC_RESEARCH_QUEUE (research-queue), MC_RESEARCH_PRIORITY (research-batch), MC_RISK_NAMESPACE (risk),
 MC_RISK_QUEUE (risk-queue), MC_RISK_PRIORITY (risk-critical); MC_RUN_DURATION is the local cluster's fake
-shard run time (e.g. "20s"), MC_RESEARCH_RUN_DURATION / MC_RISK_RUN_DURATION set it per task.
+shard run time (e.g. "20s"), MC_RESEARCH_RUN_DURATION / MC_RISK_RUN_DURATION set it per task, and
+MC_RESEARCH_HOLD / MC_RISK_HOLD=true keep a task's fake shards Running until a test releases them.
 """
 
 from __future__ import annotations
@@ -53,10 +54,15 @@ RISK_SHARDS = int(os.environ.get("MC_RISK_SHARDS", "20"))
 FAKE_RUN = os.environ.get("MC_RUN_DURATION", "")
 
 
-def fake_run(task_env: str) -> dict[str, str] | None:
-    """On the local cluster, the pod annotation that sets how long each fake shard runs."""
-    duration = os.environ.get(task_env, FAKE_RUN)
-    return {"kwok.airflow-kueue.io/run-duration": duration} if duration else None
+def fake_run(task: str) -> dict[str, str] | None:
+    """On the local cluster, the pod annotations that say how long each fake shard runs
+    (MC_<TASK>_RUN_DURATION) and whether it stays Running until released (MC_<TASK>_HOLD=true, for tests)."""
+    annotations = {}
+    if duration := os.environ.get(f"MC_{task}_RUN_DURATION", FAKE_RUN):
+        annotations["kwok.airflow-kueue.io/run-duration"] = duration
+    if os.environ.get(f"MC_{task}_HOLD") == "true":
+        annotations["kwok.airflow-kueue.io/hold"] = "true"
+    return annotations or None
 
 
 with DAG(
@@ -90,7 +96,7 @@ with DAG(
         spot=True,
         backoff_limit_per_index=2,
         max_failed_indexes=max(1, RESEARCH_SHARDS // 50),  # a few lost seeds do not spoil the estimate
-        annotations=fake_run("MC_RESEARCH_RUN_DURATION"),
+        annotations=fake_run("RESEARCH"),
     )
 
     risk = KueueIndexedJobOperator(
@@ -118,7 +124,7 @@ with DAG(
         backoff_limit_per_index=3,
         max_failed_indexes=0,  # VaR needs every scenario
         queue_timeout=timedelta(minutes=30),  # the numbers are due before the desk opens
-        annotations=fake_run("MC_RISK_RUN_DURATION"),
+        annotations=fake_run("RISK"),
     )
 
     @task

@@ -6,6 +6,7 @@ One AIRFLOW_HOME (SQLite) per test session; each test writes its DAG file, reser
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,7 +34,8 @@ class AirflowHome:
     env: dict[str, str]
 
     @classmethod
-    def create(cls, home: Path, cluster_env: dict[str, str]) -> AirflowHome:
+    def create(cls, home: Path, cluster_env: dict[str, str], migrated_db: Path | None = None) -> AirflowHome:
+        """A home whose database is a copy of ``migrated_db`` when given, else migrated here (~6-10 s)."""
         (home / "dags").mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
@@ -45,7 +47,10 @@ class AirflowHome:
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
         }
         airflow_home = cls(home, env)
-        airflow_home.airflow("db", "migrate")
+        if migrated_db is not None:
+            shutil.copyfile(migrated_db, home / "airflow.db")
+        else:
+            airflow_home.airflow("db", "migrate")
         return airflow_home
 
     def airflow(

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from devcluster.manifests import HOLD_ANNOTATION
+
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
 SPOT_TOLERATION = {
@@ -24,6 +26,7 @@ SPOT_TOLERATION = {
     "value": "spot",
     "effect": "NoSchedule",
 }
+HOLD = {HOLD_ANNOTATION: "true"}  # pod-template annotation: fake pods stay Running until released
 T = TypeVar("T")
 
 
@@ -137,6 +140,38 @@ class Cluster:
         )
         return [self.api.sanitize_for_serialization(p) for p in pods.items]
 
+    def release_pods(self, namespace: str, job_name: str | None = None) -> int:
+        """Let every held pod (of one Job, or of the namespace) finish; returns how many were released.
+
+        A pod created later from a held template is held too: call again, or ``release_until_finished``.
+        """
+        selector = f"batch.kubernetes.io/job-name={job_name}" if job_name else None
+        released = 0
+        for pod in self.core.list_namespaced_pod(namespace, label_selector=selector).items:
+            if (pod.metadata.annotations or {}).get(
+                HOLD_ANNOTATION
+            ) != "true" or pod.metadata.deletion_timestamp:
+                continue
+            try:
+                self.core.patch_namespaced_pod(
+                    pod.metadata.name, namespace, {"metadata": {"annotations": {HOLD_ANNOTATION: "released"}}}
+                )
+                released += 1
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        return released
+
+    def release_until_finished(self, namespace: str, job_name: str, timeout: float = 180) -> dict[str, Any]:
+        """Release the Job's held pods, wave after wave, until the Job is Complete or Failed."""
+
+        def finished() -> dict[str, Any] | None:
+            self.release_pods(namespace, job_name)
+            job = self.job(namespace, job_name)
+            return job if job and (is_true(job, "Complete") or is_true(job, "Failed")) else None
+
+        return wait_for(f"Job {namespace}/{job_name} finished", finished, timeout=timeout, interval=0.5)
+
 
 @dataclass
 class KueueEnv:
@@ -161,6 +196,20 @@ class KueueEnv:
 
     def pods(self, job_name: str) -> list[dict[str, Any]]:
         return self.cluster.pods_of(self.namespace, job_name)
+
+    def running_pods(self, job_name: str | None = None) -> list[dict[str, Any]]:
+        """Running pods of one Job, or of every Job in the namespace."""
+        names = [job_name] if job_name else [j.metadata.name for j in self.jobs()]
+        return [p for n in names for p in self.pods(n) if p["status"].get("phase") == "Running"]
+
+    def jobs(self) -> list[Any]:
+        return list(self.cluster.batch.list_namespaced_job(self.namespace).items)
+
+    def release(self, job_name: str | None = None) -> int:
+        return self.cluster.release_pods(self.namespace, job_name)
+
+    def release_until_finished(self, job_name: str, timeout: float = 180) -> dict[str, Any]:
+        return self.cluster.release_until_finished(self.namespace, job_name, timeout)
 
     def priority_class(self, name: str, value: int) -> str:
         full = f"{name}-{short_id()}"
@@ -263,12 +312,15 @@ def indexed_job(
     run_duration: str = "1s",
     annotations: dict[str, str] | None = None,
     labels: dict[str, str] | None = None,
+    hold: bool = False,
     **spec: Any,
 ) -> dict[str, Any]:
     """A plain batch/v1 Indexed Job labelled for ``queue``.
 
-    Tests build it by hand so the cluster tests do not depend on the product's manifest builder.
+    Tests build it by hand so the cluster tests do not depend on the product's manifest builder. With
+    ``hold=True`` its pods stay Running until the test releases them (``KueueEnv.release``).
     """
+    annotations = {**(HOLD if hold else {}), **(annotations or {})}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -280,7 +332,7 @@ def indexed_job(
             **spec,
             "template": {
                 "metadata": {
-                    "annotations": {"kwok.airflow-kueue.io/run-duration": run_duration, **(annotations or {})}
+                    "annotations": {"kwok.airflow-kueue.io/run-duration": run_duration, **annotations}
                 },
                 "spec": {
                     "restartPolicy": "Never",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
 import subprocess
@@ -64,6 +65,22 @@ def kueue_env(kueue_env_factory: Callable[..., KueueEnv]) -> KueueEnv:
 
 
 @pytest.fixture(scope="session")
-def airflow_home(devcluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> AirflowHome:
-    """An Airflow 3 home (SQLite, migrated once) whose ``kubernetes_default`` is the local cluster."""
-    return AirflowHome.create(tmp_path_factory.mktemp("airflow-home"), devcluster_env)
+def migrated_airflow_db(devcluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ``airflow db migrate`` per test run, shared by the pytest-xdist workers (each copies it)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    template = shared / "airflow-db-template"
+    with open(shared / "airflow-db-template.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (template / "migrated").exists():
+            AirflowHome.create(template, devcluster_env)
+            (template / "migrated").touch()
+    return template / "airflow.db"
+
+
+@pytest.fixture(scope="session")
+def airflow_home(
+    devcluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory, migrated_airflow_db: Path
+) -> AirflowHome:
+    """An Airflow 3 home (SQLite, a copy of the migrated DB); kubernetes_default is the local cluster."""
+    return AirflowHome.create(tmp_path_factory.mktemp("airflow-home"), devcluster_env, migrated_airflow_db)

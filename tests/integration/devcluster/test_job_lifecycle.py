@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from devcluster.manifests import SPOT_POOL, fake_node
 
 from ..cluster import Cluster, KueueEnv, condition, indexed_job, is_true, short_id, wait_for
@@ -67,6 +69,7 @@ def test_fail_times_lets_an_index_succeed_on_retry(kueue_env: KueueEnv) -> None:
     assert job["status"]["failed"] == 1
 
 
+@pytest.mark.serial  # other tests' Spot pods could land on the node it deletes
 def test_node_loss_gives_disruption_target_which_an_ignore_rule_does_not_count(
     kueue_env_factory: Any, cluster: Cluster
 ) -> None:

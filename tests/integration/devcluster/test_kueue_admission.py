@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ..cluster import Cluster, KueueEnv, condition, indexed_job, is_true, wait_for
@@ -46,7 +47,7 @@ def test_second_job_waits_for_quota_and_is_never_partially_started(
     kueue_env_factory: Any, cluster: Cluster
 ) -> None:
     env = kueue_env_factory(cpu="4", memory="16Gi")
-    first = env.create_job(indexed_job("first", env.local_queue, completions=2, cpu="2", run_duration="6s"))
+    first = env.create_job(indexed_job("first", env.local_queue, completions=2, cpu="2", hold=True))
     wait_for("first admitted", lambda: is_true(env.workload(first), "Admitted"))
     second = env.create_job(indexed_job("second", env.local_queue, completions=2, cpu="2", run_duration="1s"))
 
@@ -62,12 +63,15 @@ def test_second_job_waits_for_quota_and_is_never_partially_started(
         (env.workload(second)["metadata"]["name"], 0)
     ]
 
-    # Until the first Job is done, the second stays suspended with no pods at all (gang: all or nothing).
-    while not is_true(env.job("first"), "Complete"):
+    # While the first Job holds the quota, the second stays suspended with no pods at all (gang: all or
+    # nothing); then the first is released.
+    wait_for("first's pods running", lambda: len(env.running_pods("first")) == 2)
+    for _ in range(6):
         job2 = env.job("second")
         assert job2["spec"]["suspend"] is True
         assert not env.pods("second"), "the second Job started pods before it was admitted"
-        wait_for("a moment", lambda: True, timeout=0.5)
+        time.sleep(0.5)
+    env.release_until_finished("first")
 
     wait_for("second admitted", lambda: is_true(env.workload(second), "Admitted"))
     job2 = wait_for("second Complete", lambda: _complete(env, "second"))
@@ -83,7 +87,7 @@ def test_high_priority_job_preempts_low_which_requeues_and_completes(kueue_env_f
             env.local_queue,
             completions=2,
             cpu="2",
-            run_duration="15s",
+            hold=True,
             labels={"kueue.x-k8s.io/priority-class": low_pc},
         )
     )
@@ -108,7 +112,7 @@ def test_high_priority_job_preempts_low_which_requeues_and_completes(kueue_env_f
     wait_for("high Complete", lambda: _complete(env, "high"), timeout=60)
     # Requeued and re-admitted once the quota is free, then runs to the end.
     wait_for("low re-admitted", lambda: is_true(env.workload(low), "Admitted"), timeout=60)
-    job = wait_for("low Complete", lambda: _complete(env, "low"), timeout=90)
+    job = env.release_until_finished("low")
     assert job["status"]["completedIndexes"] == "0,1"
     evictions = env.workload(low)["status"].get("schedulingStats", {}).get("evictions", [])
     assert any(e.get("reason") == "Preempted" and e.get("count", 0) >= 1 for e in evictions), evictions

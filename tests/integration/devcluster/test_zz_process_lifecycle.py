@@ -9,11 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from devcluster.layout import Layout
 
 from ..cluster import Cluster
 
 REPO = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.serial  # it stops the whole cluster
 
 
 def _recorded(layout: Layout) -> dict[str, tuple[int, str]]:

@@ -260,7 +260,8 @@ def test_research_borrows_then_risk_reclaims_by_preemption(
             "MC_RISK_PARALLELISM": "2",
             "MC_SHARD_CPU": "2",
             "MC_SHARD_MEMORY": "1Gi",
-            "MC_RESEARCH_RUN_DURATION": "30s",
+            "MC_RESEARCH_RUN_DURATION": "1s",
+            "MC_RESEARCH_HOLD": "true",  # research shards run until the test releases them
             "MC_RISK_RUN_DURATION": "3s",
             "MC_RESEARCH_NAMESPACE": queues.research_namespace,
             "MC_RESEARCH_QUEUE": queues.research_queue,
@@ -300,7 +301,7 @@ def test_research_borrows_then_risk_reclaims_by_preemption(
         # (b) Reclaim: the DAG's risk task, in a run of its own, takes its nominal quota back.
         # The DAG run's own risk task may have run already (dags test picks the order of parallel tasks).
         risk_jobs_before = set(queues.jobs(risk_ns))
-        risk_only = start_risk_task_only(airflow_home, {})
+        risk_only = start_risk_task_only(airflow_home, {"MC_RISK_HOLD": "true"})
         evicted_wl = wait_for(
             "research Workload evicted",
             lambda: queues.workload_when(research_ns, research_job, "Evicted"),
@@ -321,7 +322,16 @@ def test_research_borrows_then_risk_reclaims_by_preemption(
         assert risk_wl["status"]["admission"]["clusterQueue"] == queues.risk_cq
         assert queues.cq_usage(queues.risk_cq)[1] == 0, "the risk run uses its own quota, no borrowing"
 
+        # Both Jobs' shards run until released: risk holds the reclaimed quota until the research task has
+        # logged its requeue, then each Job finishes.
+        wait_for(
+            "research requeue in the task log",
+            lambda: f"requeued in {queues.research_queue}" in dag_run.output(),
+            timeout=120,
+        )
+        queues.cluster.release_until_finished(risk_ns, risk_job["metadata"]["name"])
         risk_run = risk_only.wait(timeout=180)
+        queues.cluster.release_until_finished(research_ns, research_job["metadata"]["name"])
         run = dag_run.wait(timeout=240)
     finally:
         dag_run.kill()

@@ -44,7 +44,7 @@ with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=Fal
         retries=1, retry_delay=timedelta(seconds=1),
         resources={{"requests": {{"cpu": "250m", "memory": "256Mi"}}}},
         annotations={{
-            "kwok.airflow-kueue.io/run-duration": {run_duration!r},
+            "kwok.airflow-kueue.io/run-duration": {run_duration!r}, "kwok.airflow-kueue.io/hold": {hold!r},
             "kwok.airflow-kueue.io/fail-indexes": "{{{{ {fail!r} if ti.try_number == 1 else '' }}}}",
         }},
         checkpointing={{
@@ -94,6 +94,7 @@ def test_retry_runs_only_the_unfinished_shards_and_the_result_covers_all(
             dag_id="resume",
             namespace=kueue_env.namespace,
             run_duration="1s",
+            hold="false",
             fail="2,5,8",
             parallelism=10,
             conn_id=CONN_ID,
@@ -190,6 +191,7 @@ def test_bad_blob_configuration_fails_before_the_job_is_submitted(
     assert AZURITE_KEY not in str(err.value)
 
 
+@pytest.mark.serial  # it stops Azurite, which every checkpointing test shares
 def test_blob_outage_mid_run_does_not_fail_the_task_and_the_ledger_catches_up(
     kueue_env: KueueEnv, airflow_home: AirflowHome, blob: SimpleNamespace, devcluster_env: dict[str, str]
 ) -> None:
@@ -198,7 +200,8 @@ def test_blob_outage_mid_run_does_not_fail_the_task_and_the_ledger_catches_up(
         RETRY_DAG.format(
             dag_id="outage",
             namespace=kueue_env.namespace,
-            run_duration="20s",
+            run_duration="1s",
+            hold="true",
             fail="",
             parallelism=5,
             conn_id=CONN_ID,
@@ -207,26 +210,19 @@ def test_blob_outage_mid_run_does_not_fail_the_task_and_the_ledger_catches_up(
     )
     background = airflow_home.start_dag("outage", run_after="2026-11-30T03:00:00+00:00")
     layout = Layout.default()
-    jobs = kueue_env.cluster.batch.list_namespaced_job
     try:
+        wait_for("5 pods running", lambda: len(kueue_env.running_pods()) == 5, timeout=240)
+        (job,) = kueue_env.jobs()
+        procs.stop(layout, "azurite")
+        kueue_env.release(job.metadata.name)  # the first 5 shards finish while Blob Storage is away ...
+        # ... and the ledger writer has given up a write (past the Blob hook's own retries) before it is back
         wait_for(
-            "pods running",
-            lambda: any(
-                p["status"].get("phase") == "Running"
-                for j in jobs(kueue_env.namespace).items
-                for p in kueue_env.pods(j.metadata.name)
-            ),
+            "a failed ledger write in the task log",
+            lambda: re.search(r"ledger write for \S+ failed", background.output()),
             timeout=120,
         )
-        procs.stop(layout, "azurite")  # the first 5 shards finish while Blob Storage is away ...
-        wait_for(
-            "a shard done during the outage",
-            lambda: any((j.status.succeeded or 0) > 0 for j in jobs(kueue_env.namespace).items),
-            timeout=120,
-        )
-        # ... and the outage outlasts the Blob hook's own retries (under 8 s), so the writer must wait it out
-        time.sleep(12)
-        _restart_azurite()  # the second 5 finish after it is back
+        _restart_azurite()
+        kueue_env.release_until_finished(job.metadata.name)  # the second 5 finish after it is back
         run = background.wait(timeout=300)
     finally:
         background.kill()

@@ -16,35 +16,26 @@ def test_preempted_task_keeps_waiting_logs_eviction_and_requeue_and_succeeds(
     env = kueue_env_factory(cpu="4", memory="16Gi", preemption={"withinClusterQueue": "LowerPriority"})
     low, high = env.priority_class("low", 100), env.priority_class("high", 1000)
     write_operator_dag(
-        airflow_home,
-        "preempted",
-        env,
-        completions=2,
-        cpu="2",
-        run_duration="12s",
-        extra=f"priority_class={low!r},",
+        airflow_home, "preempted", env, completions=2, cpu="2", hold=True, extra=f"priority_class={low!r},"
     )
     background = airflow_home.start_dag("preempted")
     try:
-        wait_for(
-            "our pods running",
-            lambda: any(
-                p["status"].get("phase") == "Running"
-                for j in env.cluster.batch.list_namespaced_job(env.namespace).items
-                for p in env.pods(j.metadata.name)
-            ),
-            timeout=120,
-        )
+        wait_for("our pods running", env.running_pods, timeout=240)
+        (ours,) = env.jobs()
         env.create_job(
             indexed_job(
                 "urgent",
                 env.local_queue,
                 completions=2,
                 cpu="2",
-                run_duration="3s",
                 labels={"kueue.x-k8s.io/priority-class": high},
+                hold=True,
             )
         )
+        # The urgent Job holds the quota until the task has logged its requeue; then both run to the end.
+        wait_for("the requeue in the task log", lambda: "requeued in lq" in background.output(), timeout=120)
+        env.release_until_finished("urgent")
+        env.release_until_finished(ours.metadata.name)
         run = background.wait(timeout=300)
     finally:
         background.kill()

@@ -21,20 +21,27 @@ def _jobs(env: KueueEnv) -> list[Any]:
 def test_worker_killed_after_submit_then_rerun_reattaches_to_the_same_job(
     kueue_env: KueueEnv, airflow_home: AirflowHome
 ) -> None:
-    write_operator_dag(airflow_home, "worker_dies", kueue_env, completions=3, run_duration="15s")
+    write_operator_dag(airflow_home, "worker_dies", kueue_env, completions=3, hold=True)
     first = airflow_home.start_dag("worker_dies", RUN_AFTER)
     try:
-        job = wait_for("the Job", lambda: _jobs(kueue_env), timeout=120)[0]
+        job = wait_for("the Job", lambda: _jobs(kueue_env), timeout=240)[0]
     finally:
         first.kill()  # the worker dies with the task deferred; the Job keeps running
     assert not is_true(kueue_env.job(job.metadata.name), "Complete")
 
-    rerun = airflow_home.test_dag("worker_dies", RUN_AFTER)
+    rerun = airflow_home.start_dag("worker_dies", RUN_AFTER)
+    try:
+        # The Job's pods are held until the rerun has found the Job while it still runs.
+        wait_for("the reattach", lambda: "reattached to Job" in rerun.output(), timeout=240)
+        kueue_env.release_until_finished(job.metadata.name)
+        run = rerun.wait(timeout=300)
+    finally:
+        rerun.kill()
 
-    assert rerun.succeeded, rerun.output[-4000:]
-    assert f"reattached to Job {kueue_env.namespace}/{job.metadata.name}" in rerun.output
+    assert run.succeeded, run.output[-4000:]
+    assert f"reattached to Job {kueue_env.namespace}/{job.metadata.name}" in run.output
     assert [j.metadata.name for j in _jobs(kueue_env)] == [job.metadata.name]
-    assert returned_result(rerun)["completed_indexes"] == "0-2"
+    assert returned_result(run)["completed_indexes"] == "0-2"
 
 
 def test_cleared_task_try_2_reattaches_to_the_completed_job_without_rerunning(kueue_env: KueueEnv) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from airflow_kueue_provider.kueue.parallelism_ramp import ParallelismRamp
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
-from ..cluster import KueueEnv, wait_for
+from ..cluster import HOLD, KueueEnv, wait_for
 
 
 def test_parallelism_steps_up_to_the_target_while_the_job_runs(kueue_env: KueueEnv) -> None:
@@ -23,7 +23,7 @@ def test_parallelism_steps_up_to_the_target_while_the_job_runs(kueue_env: KueueE
         parallelism=6,
         deferrable=False,
         resources={"requests": {"cpu": "1", "memory": "1Gi"}},
-        annotations={"kwok.airflow-kueue.io/run-duration": "4s"},
+        annotations={"kwok.airflow-kueue.io/run-duration": "1s", **HOLD},  # pods run until released
         parallelism_ramp=ParallelismRamp(start=2, step=2, every_seconds=3),
     )
     ti = SimpleNamespace(dag_id="ramp", task_id="ramped", run_id="r1", try_number=1, map_index=-1)
@@ -53,6 +53,8 @@ def test_parallelism_steps_up_to_the_target_while_the_job_runs(kueue_env: KueueE
                 "kueue.x-k8s.io", "v1beta2", kueue_env.namespace, "workloads"
             )["items"]
         }
+        if seen[-1:] == [6]:  # the ramp reached its target while the first pods still ran: let them finish
+            kueue_env.release(job.metadata.name)
         time.sleep(0.2)
     worker.join()
 

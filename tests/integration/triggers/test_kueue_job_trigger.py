@@ -13,17 +13,17 @@ from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
 from airflow_kueue_provider.triggers.namespace_watch import NamespaceWatch
 
-from ..cluster import KueueEnv, is_true, wait_for
+from ..cluster import HOLD, KueueEnv, is_true, wait_for
 
 
-def _submit(env: KueueEnv, run_duration: str, completions: int = 3) -> dict[str, Any]:
+def _submit(env: KueueEnv, run_duration: str, completions: int = 3, hold: bool = False) -> dict[str, Any]:
     op = KueueIndexedJobOperator(
         task_id="shards",
         namespace=env.namespace,
         queue_name=env.local_queue,
         image="example.invalid/shard:1",
         completions=completions,
-        annotations={"kwok.airflow-kueue.io/run-duration": run_duration},
+        annotations={"kwok.airflow-kueue.io/run-duration": run_duration, **(HOLD if hold else {})},
     )
     manifest = op.build_manifest(AirflowIdentity("trigger_tests", "shards", f"run-{env.namespace}"))
     return KueueHook().create_job(manifest)
@@ -49,18 +49,20 @@ def _recreate(trigger: KueueJobTrigger) -> KueueJobTrigger:
 
 
 def test_started_twice_and_restarted_mid_run_gives_the_same_final_event(kueue_env: KueueEnv) -> None:
-    job = _submit(kueue_env, run_duration="6s")
+    job = _submit(kueue_env, run_duration="1s", hold=True)
+    name = job["metadata"]["name"]
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
         original = _trigger(kueue_env, job)
         twin = asyncio.create_task(_first_event(_trigger(kueue_env, job)))  # the same trigger started twice
         first = asyncio.create_task(_first_event(original))
-        await asyncio.sleep(3)
+        await asyncio.to_thread(wait_for, "pods running", lambda: len(kueue_env.running_pods(name)) == 3)
         first.cancel()  # the triggerer stops mid-run
         with contextlib.suppress(asyncio.CancelledError):
             await first
-        restarted = await _first_event(_recreate(original))
-        return restarted, await twin
+        restarted = asyncio.create_task(_first_event(_recreate(original)))
+        await asyncio.to_thread(kueue_env.release_until_finished, name)
+        return await restarted, await twin
 
     restarted, twin = asyncio.run(scenario())
 
