@@ -287,6 +287,11 @@ def _is_reserved_label(key: object) -> bool:
     )
 
 
+def _is_identity_key(key: object) -> bool:
+    """Keys that decide ownership. (A template's queue-name label is simply replaced by ``queue_name``.)"""
+    return isinstance(key, str) and (key == MANAGED_BY_LABEL or key.startswith(PROVIDER_LABEL_PREFIX))
+
+
 def _check_identity(identity: AirflowIdentity | None, problems: _Problems) -> None:
     if identity is None:
         return
@@ -319,6 +324,19 @@ def _check_job_template(template: Mapping[str, Any] | None, problems: _Problems)
     if not isinstance(spec, Mapping):
         problems.add("job_template", "spec is not a dict")
         return
+    pod_metadata = as_mapping(as_mapping(spec.get("template")).get("metadata"))
+    for where, metadata in (
+        ("metadata", as_mapping(template.get("metadata"))),
+        ("pod metadata", pod_metadata),
+    ):
+        for kind in ("labels", "annotations"):
+            reserved = sorted(k for k in as_mapping(metadata.get(kind)) if _is_identity_key(k))
+            if reserved:
+                problems.add(
+                    "job_template",
+                    f"{where}.{kind} sets {', '.join(reserved)}, which only the provider sets (they say "
+                    "which task instance a Job belongs to, and what it may adopt or delete): remove them",
+                )
     mode = spec.get("completionMode")
     if mode is not None and mode != "Indexed":
         problems.add(

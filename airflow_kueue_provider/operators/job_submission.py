@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -9,16 +10,29 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from ..hooks.kueue_hook import KueueHook
-from ..kueue.airflow_identity import (
-    DAG_ID_LABEL,
-    MAP_INDEX_LABEL,
-    RUN_ID_LABEL,
-    TASK_ID_LABEL,
-    AirflowIdentity,
-)
+from ..kueue.airflow_identity import DAG_ID_LABEL, RUN_ID_LABEL, TASK_ID_LABEL, AirflowIdentity
+from ..kueue.job_ownership import belongs_to_task_instance, belongs_to_try
 from ..kueue.job_progress import finished_condition
 
 log = logging.getLogger(__name__)
+
+
+WEBHOOK_FAILURE = "failed calling webhook"
+
+
+class KueueWebhookUnavailable(RuntimeError):
+    """The apiserver could not reach an admission webhook (Kueue's) when creating the Job."""
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body).get("message") or exc.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(exc.reason)
+
+
+class JobNotOurs(RuntimeError):
+    """A Job with this try's name exists but was made for another task instance (or by someone else)."""
 
 
 @dataclass(frozen=True)
@@ -34,14 +48,16 @@ def _finished(job: dict[str, Any]) -> str | None:
 
 
 def existing_jobs(hook: KueueHook, namespace: str | None, identity: AirflowIdentity) -> list[dict[str, Any]]:
-    """This provider's Jobs of one (dag, task, run, map index), oldest first; namespace None: all."""
+    """This provider's Jobs of one (dag, task, run, map index), oldest first; namespace None: all.
+
+    The labels pre-select on the server; the full identity in the annotations decides (labels are hashed and
+    can collide between run ids)."""
     labels = identity.labels()
     selector = {k: labels[k] for k in (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL)}
     jobs = [
         j
         for j in hook.find_jobs(namespace, selector)
-        if (j["metadata"].get("annotations") or {}).get(MAP_INDEX_LABEL, "-1") == str(identity.map_index)
-        and j["metadata"].get("deletionTimestamp") is None
+        if belongs_to_task_instance(j, identity) and j["metadata"].get("deletionTimestamp") is None
     ]
     return sorted(jobs, key=lambda j: j["metadata"].get("creationTimestamp") or "")
 
@@ -65,15 +81,19 @@ def create_or_adopt(hook: KueueHook, manifest: dict[str, Any], identity: Airflow
     try:
         return Submission(hook.create_job(manifest), False, "created")
     except ApiException as exc:
+        if exc.status != 409 and WEBHOOK_FAILURE in str(exc.body or ""):
+            raise KueueWebhookUnavailable(
+                f"creating Job {namespace}/{manifest['metadata']['name']} failed after retries because an "
+                f"admission webhook did not answer ({_api_message(exc)}). Kueue's webhook must answer for a "
+                "queued Job to be created: check that the Kueue controller runs and is ready "
+                "(kueue-controller-manager) and its MutatingWebhookConfiguration. Nothing was created."
+            ) from None  # the message has what matters; the response's headers do not belong in a task log
         if exc.status != 409:
             raise
     job = hook.get_job(namespace, manifest["metadata"]["name"])
-    mine = job is not None and all(
-        (job["metadata"].get("labels") or {}).get(k) == v for k, v in identity.labels().items()
-    )
-    if job is None or not mine:
-        raise RuntimeError(
+    if job is None or not belongs_to_try(job, identity):
+        raise JobNotOurs(
             f"Job {namespace}/{manifest['metadata']['name']} exists but was not created for this task "
-            "instance; delete it or set job_name_prefix to something else"
+            "instance and try; it is left alone: delete it yourself, or set job_name_prefix to another name"
         )
     return Submission(job, True, "this try's Job already exists (the worker restarted)")

@@ -1,0 +1,57 @@
+"""Which Jobs a task instance may adopt, reattach to or delete: only its own, by full identity.
+
+Labels are hashed when a value is too long or has characters a label value cannot carry, so two run ids
+(``manual__2026-05-01T10:00:00+00:00`` and ``manual__2026-05-01T10_00_00_00_00-<hash>``) can give the same
+labels. Labels only pre-select (a server-side selector); the decision is made here, on the unhashed identity
+the provider writes into the Job's annotations and on the managed-by label. Pure policy, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_kueue_provider.kueue.airflow_identity import (
+    DAG_ID_LABEL,
+    MAP_INDEX_LABEL,
+    RUN_ID_LABEL,
+    TASK_ID_LABEL,
+    TRY_NUMBER_LABEL,
+    AirflowIdentity,
+)
+from airflow_kueue_provider.kueue.job_spec import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+
+_TASK_INSTANCE_KEYS = (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL, MAP_INDEX_LABEL)
+
+
+def _metadata(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = job.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def is_managed(job: Mapping[str, Any]) -> bool:
+    """The Job carries this provider's managed-by label."""
+    labels = _metadata(job).get("labels") or {}
+    return bool(labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE)
+
+
+def belongs_to_task_instance(job: Mapping[str, Any], identity: AirflowIdentity) -> bool:
+    """Made by this provider for exactly this (dag, task, run, map index), any try."""
+    if not is_managed(job):
+        return False
+    annotations = _metadata(job).get("annotations") or {}
+    wanted = identity.annotations()
+    return all(annotations.get(key) == wanted[key] for key in _TASK_INSTANCE_KEYS)
+
+
+def belongs_to_try(job: Mapping[str, Any], identity: AirflowIdentity) -> bool:
+    """Made by this provider for exactly this task instance and try (what a 409 on create may adopt)."""
+    annotations = _metadata(job).get("annotations") or {}
+    return belongs_to_task_instance(job, identity) and annotations.get(TRY_NUMBER_LABEL) == str(
+        identity.try_number
+    )
+
+
+def is_same_object(job: Mapping[str, Any] | None, uid: str | None) -> bool:
+    """``job`` is the object recorded at create (same UID); a Job re-created under the name is another one."""
+    return job is not None and (uid is None or _metadata(job).get("uid") == uid)
