@@ -33,15 +33,16 @@ cluster-clean: cluster-down
 
 ## Tests: every test; the integration fixture starts the cluster when it is not running.  Two passes: the
 ## tests that share the cluster peacefully run on TEST_WORKERS pytest-xdist workers, then the `serial` ones
-## (they stop Azurite, a node or the whole cluster) alone.  A pass that selects no test is not a failure.
+## (they stop Azurite, a node or the whole cluster) alone.  Both passes always run; the last line sums them up
+## and fails the target when a test failed, a pass left no report, or no test ran at all.
 TEST_WORKERS ?= 3
 TEST_REPORTS ?= .test-reports
 test: venv
 	@rm -rf $(TEST_REPORTS); mkdir -p $(TEST_REPORTS)
-	$(PY) -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS) -m "not serial" --junitxml=$(TEST_REPORTS)/parallel.xml tests \
-		|| [ $$? -eq 5 ]
-	$(PY) -m pytest $(PYTEST_ARGS) -m serial --junitxml=$(TEST_REPORTS)/serial.xml tests || [ $$? -eq 5 ]
-	@$(PY) tools/test_summary.py $(TEST_REPORTS)/*.xml
+	-$(PY) -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS) -m "not serial" --durations=15 \
+		--junitxml=$(TEST_REPORTS)/parallel.xml tests
+	-$(PY) -m pytest $(PYTEST_ARGS) -m serial --durations=5 --junitxml=$(TEST_REPORTS)/serial.xml tests
+	@$(PY) tools/test_summary.py $(TEST_REPORTS)/parallel.xml $(TEST_REPORTS)/serial.xml
 
 test-unit: venv
 	$(PY) -m pytest $(PYTEST_ARGS) tests/unit

@@ -34,12 +34,20 @@ FAIL_INDEX_SELECTOR = (
 # "X is still running when Y happens" never depends on how fast the machine is.
 HOLD_ANNOTATION = "kwok.airflow-kueue.io/hold"
 HOLD_SELECTOR = f'(.metadata.annotations["{HOLD_ANNOTATION}"] // "false") == "true"'
+# A pod annotated ``kwok.airflow-kueue.io/image-pull: "fail"`` stays Pending in ImagePullBackOff.
+PULL_FAIL_ANNOTATION = "kwok.airflow-kueue.io/image-pull"
+PULL_FAIL_SELECTOR = f'(.metadata.annotations["{PULL_FAIL_ANNOTATION}"] // "") == "fail"'
 
 
 def kwok_stages() -> str:
     text = (DEVCLUSTER_SRC / "manifests" / "kwok-stages.yaml").read_text()
-    text = text.replace("'@FAIL_INDEX_SELECTOR@'", json.dumps(FAIL_INDEX_SELECTOR))
-    return text.replace("'@HOLD_SELECTOR@'", json.dumps(HOLD_SELECTOR))
+    for marker, selector in (
+        ("'@FAIL_INDEX_SELECTOR@'", FAIL_INDEX_SELECTOR),
+        ("'@HOLD_SELECTOR@'", HOLD_SELECTOR),
+        ("'@PULL_FAIL_SELECTOR@'", PULL_FAIL_SELECTOR),
+    ):
+        text = text.replace(marker, json.dumps(selector))
+    return text
 
 
 def kueue_config(webhook_cert_dir: Path) -> str:

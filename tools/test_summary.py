@@ -1,6 +1,6 @@
 """One closing line over the JUnit reports of `make test`'s passes: "tests: N passed, N failed, N skipped".
 
-Exit code 1 when no test ran at all or any failed, so a run that selected nothing is not mistaken for green.
+Exit code 1 when no test ran at all, any failed, or a pass left no report, so `make test` fails then.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ def main(paths: list[str]) -> int:
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for path in paths:
         if not Path(path).exists():
+            print(f"no test report at {path}: that pass did not finish", file=sys.stderr)
+            counts["errors"] += 1
             continue
         for suite in ET.parse(path).getroot().iter("testsuite"):
             for key in counts:

@@ -15,6 +15,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from ..kueue.job_retention import finished_job
 from . import kueue_api
+from .kueue_hook import KueueApiError
 from .retry import acall_with_retry
 
 _VERSIONS: dict[str, str] = {}
@@ -86,18 +87,63 @@ class AsyncKueueHook:
             "patch Job parallelism",
         )
 
-    async def delete_job(self, namespace: str, name: str) -> bool:
+    async def delete_job(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        """Delete the Job (background propagation); with ``uid``, only that object, never a namesake that
+        replaced it (the apiserver checks the precondition). False when it was already gone."""
         batch = aclient.BatchV1Api(self.api)
+        options = aclient.V1DeleteOptions(
+            propagation_policy="Background",
+            preconditions=aclient.V1Preconditions(uid=uid) if uid else None,
+        )
         try:
             await acall_with_retry(
-                lambda: batch.delete_namespaced_job(name, namespace, propagation_policy="Background"),
-                "delete Job",
+                lambda: batch.delete_namespaced_job(name, namespace, body=options), "delete Job"
             )
             return True
         except ApiException as exc:
-            if exc.status == 404:
+            if exc.status == 404 or (exc.status == 409 and uid):
                 return False
             raise
+
+    async def pods_and_events_of_job(
+        self, namespace: str, job_name: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The Job's pods and, when it has none, the Events on the Job (why no pod could be created)."""
+        core = aclient.CoreV1Api(self.api)
+        resp = await acall_with_retry(
+            lambda: core.list_namespaced_pod(
+                namespace, label_selector=f"{kueue_api.JOB_NAME_LABEL}={job_name}", _preload_content=False
+            ),
+            "list the Job's pods",
+        )
+        pods, _ = _items_and_version(json.loads(await cast(Any, resp).read()))
+        if pods:
+            return pods, []
+        selector = f"involvedObject.kind=Job,involvedObject.name={job_name}"
+        listed: Any = await acall_with_retry(
+            lambda: core.list_namespaced_event(namespace, field_selector=selector, _preload_content=False),
+            "list the Job's Events",
+        )
+        events, _ = _items_and_version(json.loads(await listed.read()))
+        return [], events
+
+    async def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
+        """The Job's current Workload (the newest slice of an elastic Job), read now, not from a cache."""
+        version = await self.kueue_version()
+        custom = aclient.CustomObjectsApi(self.api)
+        resp = await acall_with_retry(
+            lambda: custom.list_namespaced_custom_object(
+                kueue_api.KUEUE_GROUP,
+                version,
+                namespace,
+                "workloads",
+                label_selector=f"{kueue_api.JOB_UID_LABEL}={job_uid}",
+                _preload_content=False,
+            ),
+            "list the Job's Workloads",
+        )
+        items, _ = _items_and_version(json.loads(await cast(Any, resp).read()))
+        return max(items, key=lambda w: str(w["metadata"].get("creationTimestamp", "")), default=None)
 
     async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         batch = aclient.BatchV1Api(self.api)
@@ -111,18 +157,19 @@ class AsyncKueueHook:
             raise
         return dict(json.loads(await cast(Any, resp).read()))
 
-    async def delete_job_unless_finished(self, namespace: str, name: str) -> str:
+    async def delete_job_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
         """Delete the Job if it is still queued or running: "deleted", "finished" (kept) or "gone".
 
         A finished Job holds no resources, and it is the record that the UI and a later try read; its
         ``ttlSecondsAfterFinished`` removes it. The delete carries the read's resourceVersion as a
         precondition, so a Job that finishes in between is kept too (up to the last of a few attempts).
+        With ``uid``, a Job of that name that is another object (re-created since) counts as "gone".
         """
         batch = aclient.BatchV1Api(self.api)
         attempts = 5
         for attempt in range(1, attempts + 1):
             job = await self.get_job(namespace, name)
-            if job is None:
+            if job is None or (uid and job["metadata"].get("uid") != uid):
                 return "gone"
             if finished_job(job) is not None:
                 return "finished"
@@ -130,7 +177,7 @@ class AsyncKueueHook:
             version = job["metadata"]["resourceVersion"] if attempt < attempts else None
             options = aclient.V1DeleteOptions(
                 propagation_policy="Background",
-                preconditions=aclient.V1Preconditions(resource_version=version) if version else None,
+                preconditions=aclient.V1Preconditions(resource_version=version, uid=job["metadata"]["uid"]),
             )
             try:
                 delete = functools.partial(batch.delete_namespaced_job, name, namespace, body=options)
@@ -141,7 +188,7 @@ class AsyncKueueHook:
                     return "gone"
                 if exc.status != 409:  # 409: it changed since the read; look again
                     raise
-        raise RuntimeError(f"Job {namespace}/{name} could not be deleted: conflict without a precondition")
+        raise KueueApiError(f"Job {namespace}/{name} could not be deleted: it kept changing (409 Conflict)")
 
     # --- list + watch ---------------------------------------------------------------------------------
     async def list_jobs(self, namespace: str) -> tuple[list[dict[str, Any]], str]:

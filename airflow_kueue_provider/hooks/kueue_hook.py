@@ -10,8 +10,13 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from ..kueue.job_retention import finished_job
 from . import kueue_api
 from .retry import call_with_retry
+
+
+class KueueApiError(RuntimeError):
+    """A Kubernetes/Kueue call could not do what was asked; the message says what and why."""
 
 
 class KueueHook:
@@ -167,6 +172,33 @@ class KueueHook:
             if exc.status == 404:
                 return False
             raise
+
+    def delete_job_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
+        """The blocking twin of ``AsyncKueueHook.delete_job_unless_finished``: "deleted", "finished" or
+        "gone"; the delete is conditioned on the UID and resourceVersion read just before it."""
+        batch = client.BatchV1Api(self.api)
+        attempts = 5
+        for attempt in range(1, attempts + 1):
+            job = self.get_job(namespace, name)
+            if job is None or (uid and job["metadata"].get("uid") != uid):
+                return "gone"
+            if finished_job(job) is not None:
+                return "finished"
+            version = job["metadata"]["resourceVersion"] if attempt < attempts else None
+            options = client.V1DeleteOptions(
+                propagation_policy="Background",
+                preconditions=client.V1Preconditions(resource_version=version, uid=job["metadata"]["uid"]),
+            )
+            try:
+                delete = functools.partial(batch.delete_namespaced_job, name, namespace, body=options)
+                call_with_retry(delete, "delete Job")
+                return "deleted"
+            except ApiException as exc:
+                if exc.status == 404:
+                    return "gone"
+                if exc.status != 409:
+                    raise
+        raise KueueApiError(f"Job {namespace}/{name} could not be deleted: it kept changing (409 Conflict)")
 
     def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
         custom = client.CustomObjectsApi(self.api)

@@ -4,8 +4,10 @@
 reject, caught before anything is submitted) and turns it into a Job dict, merged over ``job_template`` when
 one is given (``job_template``).
 
-The Job is *not* created suspended: Kueue's mutating webhook sets ``spec.suspend=true`` on create, and a
-user-set ``suspend: true`` does not hold a Job anyway (Kueue admits and unsuspends it).
+The Job is created suspended (``spec.suspend: true``), as Kueue's own webhook would make it: where Kueue
+manages the namespace it admits the Job and unsuspends it; where it does not (a namespace outside Kueue's
+``managedJobsNamespaceSelector``, a missing webhook), the Job stays without pods instead of running outside
+every quota, and the trigger deletes it (``quota_guard``).
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ def build_indexed_job(spec: IndexedJobSpec) -> dict[str, Any]:
     pod_labels = {**(spec.labels or {}), **identity_labels, MANAGED_BY_LABEL: MANAGED_BY_VALUE}
 
     job_spec: dict[str, Any] = {
+        "suspend": True,
         "completionMode": "Indexed",
         "completions": spec.completions,
         "parallelism": spec.effective_parallelism,

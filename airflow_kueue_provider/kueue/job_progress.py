@@ -45,6 +45,13 @@ class JobView:
     finished_condition: Mapping[str, Any] | None  # Complete or Failed, when true
     workload: WorkloadState | None
     created_at: datetime | None
+    suspended: bool = True
+    """``spec.suspend``: the provider creates Jobs suspended; Kueue unsuspends them on admission."""
+    ready: int = 0
+    started: bool = False
+    """The Job was admitted at some point: it has a ``status.startTime`` (cleared when Kueue suspends it),
+    pods, finished indexes, or its Workload is admitted or counts evictions. Read from the objects, not kept
+    in memory, so a trigger recreated after a triggerer restart knows it too."""
 
     @property
     def admitted(self) -> bool:
@@ -69,16 +76,27 @@ def view_of(job: Mapping[str, Any], workload: Mapping[str, Any] | None) -> JobVi
     finished = finished_condition(job)
     state = workload_state_from_dict(workload) if workload else None
     active = int(status.get("active") or 0)
+    completed = IndexSet.parse(status.get("completedIndexes"))
+    failed = IndexSet.parse(status.get("failedIndexes"))
     return JobView(
         name=str(meta.get("name", "")),
         namespace=str(meta.get("namespace", "")),
         completions=int(spec.get("completions") or 0),
-        completed=IndexSet.parse(status.get("completedIndexes")),
-        failed=IndexSet.parse(status.get("failedIndexes")),
+        completed=completed,
+        failed=failed,
         active=active,
         finished_condition=finished,
         workload=state.with_running(active) if state else None,
         created_at=parse_api_time(meta.get("creationTimestamp")),
+        suspended=bool(spec.get("suspend")),
+        ready=int(status.get("ready") or 0),
+        started=bool(
+            status.get("startTime")
+            or completed
+            or failed
+            or active
+            or (state is not None and (state.eviction_count or state.admitted_at))
+        ),
     )
 
 

@@ -20,10 +20,14 @@ from ..kueue.cost import VmPrice, estimate_cost
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
 from ..kueue.parallelism_ramp import ELASTIC_JOB_ANNOTATION, ParallelismRamp
+from ..kueue.pod_policy import violations, with_restricted_defaults
+from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.result import JobResult
+from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..triggers.kueue_job import KueueJobTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .job_submission import create_or_adopt, existing_jobs, reattachable
+from .settings import configured_pod_policy
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -44,6 +48,15 @@ class KueueIndexedJobOperator(BaseOperator):
     :param job_template: a batch/v1 Job (dict, YAML text or a ``.yaml`` file path) to start from; the other
         parameters are applied on top of it.
     :param queue_timeout: fail (and delete the Job) if it is not admitted within this time.
+    :param workload_timeout: seconds Kueue has to create the Job's Workload (default 60). The Job is created
+        suspended, so it runs only once Kueue admits it; a Job Kueue does not pick up (a namespace Kueue does
+        not manage, its webhook or controller missing) is deleted after this and the task fails with the
+        likely cause.
+    :param start_timeout: once admitted, how long the pods may take to start (default 600 s). After that, pods
+        that cannot start (an image that never pulls, a container config error, pods the Job controller cannot
+        create, no node that fits) fail the task with that reason and the Job is deleted to free its quota.
+    :param keep_job_on_failure: keep a Job that still runs when the task fails (default: delete it, so it
+        stops holding quota).
     :param spot: tolerate AKS Spot nodes and do not count Spot evictions (DisruptionTarget) as failures.
     :param checkpointing: a Blob connection id, or ``Checkpointing(...)`` / its dict: keeps a per-shard ledger
         so that a retry runs only the shards that did not finish, and tells each pod where to checkpoint.
@@ -89,6 +102,9 @@ class KueueIndexedJobOperator(BaseOperator):
         max_failed_indexes: int | None = None,
         ttl_seconds_after_finished: int | None = 86400,
         queue_timeout: timedelta | float | None = None,
+        workload_timeout: timedelta | float = DEFAULT_WORKLOAD_TIMEOUT,
+        start_timeout: timedelta | float = DEFAULT_START_TIMEOUT,
+        keep_job_on_failure: bool = False,
         job_template: Mapping[str, Any] | str | None = None,
         labels: Mapping[str, str] | None = None,
         annotations: Mapping[str, str] | None = None,
@@ -118,9 +134,10 @@ class KueueIndexedJobOperator(BaseOperator):
         self.backoff_limit_per_index = backoff_limit_per_index
         self.max_failed_indexes = max_failed_indexes
         self.ttl_seconds_after_finished = ttl_seconds_after_finished
-        self.queue_timeout = (
-            queue_timeout.total_seconds() if isinstance(queue_timeout, timedelta) else queue_timeout
-        )
+        self.queue_timeout = None if queue_timeout is None else _seconds(queue_timeout)
+        self.workload_timeout = _seconds(workload_timeout)
+        self.start_timeout = _seconds(start_timeout)
+        self.keep_job_on_failure = keep_job_on_failure
         self.job_template = job_template
         self.labels = labels
         self.annotations = annotations
@@ -133,6 +150,7 @@ class KueueIndexedJobOperator(BaseOperator):
         self.kubernetes_conn_id = kubernetes_conn_id
         self.deferrable = deferrable
         self._job_name: str | None = None
+        self._job_uid: str | None = None
 
     # --- 1. build and validate (no cluster call before this passes) ---------------------------------------
     def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
@@ -182,7 +200,21 @@ class KueueIndexedJobOperator(BaseOperator):
             raise AirflowFailException(
                 f"{self.task_id}: queue_timeout must be positive, got {self.queue_timeout}"
             )
-        return build_indexed_job(spec)
+        for name in ("workload_timeout", "start_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise AirflowFailException(
+                    f"{self.task_id}: {name} must be a positive number of seconds or a timedelta, "
+                    f"got {value!r}"
+                )
+        # The merged Job (template included) against the platform's pod policy, with safe defaults.
+        job = with_restricted_defaults(build_indexed_job(spec))
+        if problems := violations(job, configured_pod_policy()):
+            raise AirflowFailException(
+                f"{self.task_id}: the Job breaks the cluster's pod policy ([kueue] config):\n- "
+                + "\n- ".join(problems)
+            )
+        return job
 
     # --- 2. submit or reattach, then wait -------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
@@ -210,7 +242,7 @@ class KueueIndexedJobOperator(BaseOperator):
                     submission.job["metadata"]["name"], session.job_shards(submission.job, shards)
                 )
         job = submission.job
-        self._job_name = job["metadata"]["name"]
+        self._job_name, self._job_uid = job["metadata"]["name"], job["metadata"].get("uid")
         verb = "reattached to" if submission.reattached else "submitted"
         self.log.info(
             "%s Job %s/%s (%s) in LocalQueue %s",
@@ -231,6 +263,9 @@ class KueueIndexedJobOperator(BaseOperator):
             submitted_at=_created_epoch(job),
             ledger=session.trigger_ledger() if session else None,
             ramp=self._ramp_for(job),
+            job_uid=job["metadata"].get("uid"),
+            workload_timeout=self.workload_timeout,
+            start_timeout=self.start_timeout,
         )
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
@@ -297,7 +332,22 @@ class KueueIndexedJobOperator(BaseOperator):
             return result
         if status == "failed" and event.get("failed_indexes"):
             message += self._log_tails(event)
+        message += self._stop_job_after_failure(event)
         raise AirflowException(f"{status}: {message}")
+
+    def _stop_job_after_failure(self, event: dict[str, Any]) -> str:
+        """A failed task's Job must not keep holding quota: delete it unless it finished (or the user keeps
+        it). Returns what to add to the failure message."""
+        name = event.get("job_name")
+        if self.keep_job_on_failure or not name or event.get("status") == "timeout":
+            return ""
+        try:
+            what = KueueHook(self.kubernetes_conn_id).delete_job_unless_finished(
+                event.get("namespace") or self.namespace, name, uid=event.get("job_uid")
+            )
+        except Exception as exc:  # the failure itself matters more
+            return f"\n(could not delete Job {name}: {exc}; delete it yourself to free its quota)"
+        return "; its Job was still running and has been deleted" if what == "deleted" else ""
 
     def _record_in_ledger(
         self, session: CheckpointSession, result: dict[str, Any], status: str
@@ -324,9 +374,13 @@ class KueueIndexedJobOperator(BaseOperator):
         return "".join(f"\n--- index {i}, last log lines ---\n{tail.rstrip()}" for i, tail in tails.items())
 
     def on_kill(self) -> None:
-        """Blocking mode: the task was killed, so the Job goes too (deferred mode: the trigger's on_kill)."""
+        """Blocking mode: the task was killed, so a Job still queued or running goes too; a finished one is
+        kept, as in deferred mode (the trigger's on_kill)."""
         if self._job_name:
-            KueueHook(self.kubernetes_conn_id).delete_job(self.namespace, self._job_name)
+            what = KueueHook(self.kubernetes_conn_id).delete_job_unless_finished(
+                self.namespace, self._job_name, uid=self._job_uid
+            )
+            self.log.info("task killed; Job %s/%s: %s", self.namespace, self._job_name, what)
 
 
 async def _first_event(trigger: KueueJobTrigger) -> dict[str, Any]:
@@ -359,6 +413,10 @@ def _template_image(template: Mapping[str, Any] | None) -> str | None:
         return str(containers[0]["image"])
     except (KeyError, IndexError, TypeError):
         return None
+
+
+def _seconds(value: timedelta | float) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else value
 
 
 def _created_epoch(job: dict[str, Any]) -> float | None:

@@ -12,7 +12,10 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..hooks.kueue_async_hook import AsyncKueueHook
+from ..kueue.job_ownership import is_same_object
 from ..kueue.job_progress import JobView, Outcome, outcome_of, progress_line, result_of, view_of
+from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT, Unmanaged, unmanaged_verdict
+from ..kueue.start_guard import DEFAULT_START_TIMEOUT, start_overdue, stuck_reason
 from ..kueue.workload_state import WorkloadPhase
 from .ledger_writer import LedgerWriter, Progress
 from .namespace_watch import Following, NamespaceWatch
@@ -26,6 +29,7 @@ POSITION_FIRST_REFRESH = 30.0  # then every 30 s, doubling up to POSITION_MAX_RE
 POSITION_MAX_REFRESH = 600.0
 LEDGER_FLUSH_SECONDS = 60.0  # at the end, how long to wait for the last ledger write (Blob may be away)
 LINE_EVERY = 10.0  # "running 5/9 done" -> "6/9 done" at most this often
+START_RECHECK_SECONDS = 30.0  # after start_timeout, how often to look at pods that are still not ready
 
 
 class KueueJobTrigger(BaseTrigger):
@@ -48,6 +52,9 @@ class KueueJobTrigger(BaseTrigger):
         submitted_at: float | None = None,
         ledger: dict[str, Any] | None = None,
         ramp: dict[str, Any] | None = None,
+        job_uid: str | None = None,
+        workload_timeout: float = DEFAULT_WORKLOAD_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.job_name = job_name
@@ -59,8 +66,11 @@ class KueueJobTrigger(BaseTrigger):
         self.submitted_at = submitted_at if submitted_at is not None else time.time()
         self.ledger = ledger
         self.ramp = ramp
+        self.job_uid = job_uid
+        self.workload_timeout = workload_timeout
+        self.start_timeout = start_timeout
         self._next_ramp_at: float | None = None
-        self._admitted_once = False
+        self._next_start_check_at = 0.0
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -75,6 +85,9 @@ class KueueJobTrigger(BaseTrigger):
                 "submitted_at": self.submitted_at,
                 "ledger": self.ledger,
                 "ramp": self.ramp,
+                "job_uid": self.job_uid,
+                "workload_timeout": self.workload_timeout,
+                "start_timeout": self.start_timeout,
             },
         )
 
@@ -85,12 +98,7 @@ class KueueJobTrigger(BaseTrigger):
             raise
         except Exception as exc:  # a broken connection or RBAC: end the task with the reason, not silence
             log.exception("following Job %s/%s failed", self.namespace, self.job_name)
-            event = {
-                "status": "error",
-                "message": f"{type(exc).__name__}: {exc}",
-                "job_name": self.job_name,
-                "namespace": self.namespace,
-            }
+            event = self._event(Outcome("error", f"{type(exc).__name__}: {exc}"), None, None)
         yield TriggerEvent(event)  # type: ignore[no-untyped-call]
 
     async def _follow(self) -> dict[str, Any]:
@@ -110,13 +118,27 @@ class KueueJobTrigger(BaseTrigger):
         next_position_at, position_interval = time.monotonic() + POSITION_FIRST_AFTER, POSITION_FIRST_REFRESH
         snapshot = await following.next()
         while True:
-            # 1. The Job is gone, or finished by the outcome rules: one final event.
-            if snapshot.job is None:
-                gone = Outcome(
-                    "error", f"Job {self.namespace}/{self.job_name} was deleted before it finished"
-                )
-                return self._event(gone, None, None)
-            view = view_of(snapshot.job, snapshot.workload)
+            # 1. The Job is gone (asked the apiserver, not only the cache), or a namesake replaced it.
+            if not is_same_object(snapshot.job, self.job_uid):
+                snapshot = await following.confirm()
+                if not is_same_object(snapshot.job, self.job_uid):
+                    gone = Outcome(
+                        "error", f"Job {self.namespace}/{self.job_name} was deleted before it finished"
+                    )
+                    return self._event(gone, None, None)
+            job = snapshot.job
+            assert job is not None
+            view = view_of(job, snapshot.workload)
+            # 2. Never outside Kueue's quota: a Job Kueue does not manage is deleted, the task fails.
+            if unmanaged_verdict(view, time.time() - self.submitted_at, self.workload_timeout):
+                snapshot = await following.confirm()
+                if snapshot.job is not None and is_same_object(snapshot.job, self.job_uid):
+                    view = view_of(snapshot.job, snapshot.workload)
+                    verdict = unmanaged_verdict(view, time.time() - self.submitted_at, self.workload_timeout)
+                    if verdict is not None:
+                        return await self._delete_unmanaged(verdict, view, snapshot.job)
+                continue
+            # 3. Finished by the outcome rules: one final event.
             outcome = outcome_of(view, self.max_failed_indexes)
             if writer is not None:
                 status = (
@@ -129,8 +151,8 @@ class KueueJobTrigger(BaseTrigger):
                 progress.offer(progress_line(view), force=True)
                 if writer is not None and not await writer.flush(LEDGER_FLUSH_SECONDS):
                     self.log.warning("the ledger could not be written now; the operator writes it again")
-                return self._event(outcome, view, snapshot.job)
-            # 2. Queued: refresh the pending position now and then (growing intervals), and tell the human.
+                return self._event(outcome, view, job)
+            # 4. Queued: refresh the pending position now and then (growing intervals), and tell the human.
             queued = not view.admitted
             now = time.monotonic()
             if queued and view.workload and now >= next_position_at:
@@ -141,15 +163,29 @@ class KueueJobTrigger(BaseTrigger):
                 position, position_interval = None, POSITION_FIRST_REFRESH
                 next_position_at = now + POSITION_FIRST_AFTER
             progress.offer(progress_line(view, position, time.time() - self.submitted_at if queued else None))
-            # 3. The queue timeout, if the user set one, is the only way a wait becomes a failure.
+            # 5. The queue timeout, if the user set one, is the only way a wait becomes a failure; it acts on
+            #    the objects as the apiserver has them now, never on a stale "queued".
             left = self._seconds_left_in_queue(view)
             if left is not None and left <= 0:
-                return await self._queue_timeout(view, snapshot.job, position)
-            # 4. Ramp parallelism up while the Job runs, one step per interval.
-            ramp_in = await self._ramp(following, snapshot.job, view)
-            # 5. Sleep until the watch has news, the position or a ramp step is due, or the queue timeout.
+                snapshot = await following.confirm()
+                if snapshot.job is not None and is_same_object(snapshot.job, self.job_uid):
+                    fresh = view_of(snapshot.job, snapshot.workload)
+                    left = self._seconds_left_in_queue(fresh)
+                    if left is not None and left <= 0 and outcome_of(fresh, self.max_failed_indexes) is None:
+                        return await self._queue_timeout(fresh, snapshot.job, position)
+                continue
+            # 6. Never stuck after admission: pods that cannot start (image, config, no node) end the task.
+            start_check_in = await self._check_start(following, view)
+            if isinstance(start_check_in, dict):
+                return start_check_in
+            # 7. Ramp parallelism up while the Job runs, one step per interval.
+            ramp_in = await self._ramp(following, job, view)
+            # 8. Sleep until the watch has news, the position or a ramp step is due, or a timeout.
             position_due = next_position_at - now if queued and view.workload else None
-            waits = [t for t in (left, position_due, ramp_in) if t is not None]
+            workload_due = (
+                self.submitted_at + self.workload_timeout - time.time() if view.workload is None else None
+            )
+            waits = [t for t in (left, position_due, ramp_in, workload_due, start_check_in) if t is not None]
             try:
                 snapshot = await asyncio.wait_for(
                     following.next(), timeout=max(min(waits), 0.05) if waits else None
@@ -182,11 +218,39 @@ class KueueJobTrigger(BaseTrigger):
         self._next_ramp_at = now + float(self.ramp["every_seconds"])
         return None if raised >= target else float(self.ramp["every_seconds"])
 
+    async def _check_start(self, following: Following, view: JobView) -> float | dict[str, Any] | None:
+        """The final event when the pods cannot start; else seconds until the next look (None: none due)."""
+        admitted_at = view.workload.admitted_at if view.workload else None
+        since = time.time() - admitted_at.timestamp() if admitted_at else None
+        if since is None or not view.admitted or view.ready or view.completed or view.failed:
+            return None
+        if not start_overdue(view, since, self.start_timeout):
+            return self.start_timeout - since
+        now = time.monotonic()
+        if now < self._next_start_check_at:
+            return self._next_start_check_at - now
+        self._next_start_check_at = now + START_RECHECK_SECONDS
+        pods, events = await following.pods_and_events()
+        reason = stuck_reason(pods, events)
+        if reason is None:
+            return START_RECHECK_SECONDS
+        snapshot = await following.confirm()
+        if snapshot.job is None or not is_same_object(snapshot.job, self.job_uid):
+            return None
+        async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
+            await hook.delete_job(self.namespace, self.job_name, uid=snapshot.job["metadata"]["uid"])
+        message = (
+            f"Job {self.namespace}/{self.job_name} was admitted {_human(since)} ago but its pods cannot "
+            f"start ({reason}); it was deleted to release its quota "
+            f"(start_timeout={_human(self.start_timeout)})"
+        )
+        self.log.error("%s", message)
+        return self._event(Outcome("failed", message), view, snapshot.job)
+
     def _seconds_left_in_queue(self, view: JobView) -> float | None:
         """Seconds until ``queue_timeout``; None once the Job was ever admitted (a requeue after eviction,
-        or a ramp's next slice waiting for quota, is not "never admitted")."""
-        self._admitted_once |= view.admitted or view.active > 0 or bool(view.completed)
-        if self.queue_timeout is None or self._admitted_once:
+        or a ramp's next slice waiting for quota, is not "never admitted"), as the objects show it."""
+        if self.queue_timeout is None or view.started:
             return None
         return self.submitted_at + self.queue_timeout - time.time()
 
@@ -198,13 +262,22 @@ class KueueJobTrigger(BaseTrigger):
         if view.workload and view.workload.phase is WorkloadPhase.Queued and view.workload.message:
             why = f" ({view.workload.reason}: {view.workload.message})"
         async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
-            await hook.delete_job(self.namespace, self.job_name)
+            await hook.delete_job(self.namespace, self.job_name, uid=job["metadata"]["uid"])
         message = (
             f"waited {_human(time.time() - self.submitted_at)} in queue {self.queue_name}{where}{why}, "
             f"more than queue_timeout={_human(self.queue_timeout or 0)}; deleted Job "
             f"{self.namespace}/{self.job_name}"
         )
         return self._event(Outcome("timeout", message), view, job)
+
+    async def _delete_unmanaged(
+        self, verdict: Unmanaged, view: JobView, job: dict[str, Any]
+    ) -> dict[str, Any]:
+        async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
+            await hook.delete_job(self.namespace, self.job_name, uid=job["metadata"]["uid"])
+        log_fn = self.log.error if verdict.running_outside_quota else self.log.warning
+        log_fn("%s", verdict.message)
+        return self._event(Outcome("failed", verdict.message), view, job)
 
     def _event(self, outcome: Outcome, view: JobView | None, job: dict[str, Any] | None) -> dict[str, Any]:
         event: dict[str, Any] = {
@@ -213,6 +286,8 @@ class KueueJobTrigger(BaseTrigger):
             "job_name": self.job_name,
             "namespace": self.namespace,
         }
+        if self.job_uid:
+            event["job_uid"] = self.job_uid
         if view is not None and job is not None:
             event.update(result_of(view, job, datetime.now(timezone.utc)).to_dict())
         return event
@@ -228,7 +303,7 @@ class KueueJobTrigger(BaseTrigger):
         ``airflow dags test`` left in the database.)
         """
         async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
-            what = await hook.delete_job_unless_finished(self.namespace, self.job_name)
+            what = await hook.delete_job_unless_finished(self.namespace, self.job_name, uid=self.job_uid)
         self.log.info(
             "task killed while deferred; Job %s/%s %s",
             self.namespace,

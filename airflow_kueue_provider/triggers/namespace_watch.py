@@ -221,11 +221,35 @@ class Following:
         async with AsyncKueueHook(self._hub.conn_id).session() as hook:
             await hook.set_parallelism(ns, name, parallelism)
 
+    async def confirm(self) -> JobSnapshot:
+        """The Job and its Workload read from the apiserver now (two GETs), not from the shared cache: asked
+        before a decision that deletes the Job or ends the task, since a cache can lag or miss an event."""
+        ns, name = self._hub.namespace, self._follower.job_name
+        if self._hub.hook is not None:
+            return await _read_snapshot(self._hub.hook, ns, name)
+        async with AsyncKueueHook(self._hub.conn_id).session() as hook:
+            return await _read_snapshot(hook, ns, name)
+
+    async def pods_and_events(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The Job's pods (or, with none, its Events), read now: asked only when pods seem stuck."""
+        ns, name = self._hub.namespace, self._follower.job_name
+        if self._hub.hook is not None:
+            return await self._hub.hook.pods_and_events_of_job(ns, name)
+        async with AsyncKueueHook(self._hub.conn_id).session() as hook:
+            return await hook.pods_and_events_of_job(ns, name)
+
     def current(self) -> JobSnapshot:
         """The newest state without waiting for a change."""
         if self._hub.error is not None:
             raise self._hub.error
         return self._hub.snapshot(self._follower.job_name)
+
+
+async def _read_snapshot(hook: AsyncKueueHook, namespace: str, job_name: str) -> JobSnapshot:
+    job = await hook.get_job(namespace, job_name)
+    if job is None:
+        return JobSnapshot(None, None)
+    return JobSnapshot(job, await hook.workload_for_job(namespace, job["metadata"]["uid"]))
 
 
 def _job_uid(workload: dict[str, Any]) -> str | None:

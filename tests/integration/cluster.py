@@ -183,6 +183,7 @@ class KueueEnv:
     cluster_queue: str
     local_queue: str
     priority_classes: list[str] = field(default_factory=list)
+    owns_namespace: bool = True
 
     def create_job(self, manifest: dict[str, Any]) -> dict[str, Any]:
         created = self.cluster.batch.create_namespaced_job(self.namespace, manifest)
@@ -235,12 +236,19 @@ def create_kueue_env(
     node_labels: dict[str, str] | None = None,
     spot: bool = True,
     preemption: dict[str, Any] | None = None,
+    namespace: str | None = None,
+    local_queue: str = "lq",
 ) -> KueueEnv:
+    """Queues for one test, in a namespace of its own (or in ``namespace``, which is then left in place)."""
     sid = short_id()
     slug = "".join(c if c.isalnum() else "-" for c in test_name.lower()).strip("-")[:40].strip("-")
-    namespace = f"t-{slug}-{sid}"
+    owns_namespace = namespace is None
+    namespace = namespace or f"t-{slug}-{sid}"
     flavor, cq = f"rf-{sid}", f"cq-{sid}"
-    cluster.core.create_namespace({"metadata": {"name": namespace, "labels": {"devcluster/test": "true"}}})
+    if owns_namespace:
+        cluster.core.create_namespace(
+            {"metadata": {"name": namespace, "labels": {"devcluster/test": "true"}}}
+        )
     flavor_spec: dict[str, Any] = {
         "nodeLabels": node_labels or ({"tier": "spot"} if spot else {"tier": "on-demand"})
     }
@@ -273,15 +281,15 @@ def create_kueue_env(
         "localqueues",
         {
             "kind": "LocalQueue",
-            "metadata": {"name": "lq", "namespace": namespace},
+            "metadata": {"name": local_queue, "namespace": namespace},
             "spec": {"clusterQueue": cq},
         },
         namespace=namespace,
     )
-    env = KueueEnv(cluster, namespace, flavor, cq, "lq")
+    env = KueueEnv(cluster, namespace, flavor, cq, local_queue, owns_namespace=owns_namespace)
     wait_for(
-        f"LocalQueue lq in {namespace} active",
-        lambda: is_true(cluster.kueue_get("localqueues", "lq", namespace), "Active"),
+        f"LocalQueue {local_queue} in {namespace} active",
+        lambda: is_true(cluster.kueue_get("localqueues", local_queue, namespace), "Active"),
         timeout=30,
     )
     return env
@@ -291,7 +299,10 @@ def delete_kueue_env(env: KueueEnv) -> None:
     """Delete in dependency order without waiting: namespace (Jobs, Workloads), then queues and flavor."""
     c = env.cluster
     try:
-        c.core.delete_namespace(env.namespace, propagation_policy="Background")
+        if env.owns_namespace:
+            c.core.delete_namespace(env.namespace, propagation_policy="Background")
+        else:
+            c.kueue_delete("localqueues", env.local_queue, env.namespace)
     except ApiException as exc:
         if exc.status != 404:
             raise

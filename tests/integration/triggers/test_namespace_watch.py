@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from airflow_kueue_provider.hooks.kueue_async_hook import AsyncKueueHook
 from airflow_kueue_provider.triggers import namespace_watch
 
-from ..cluster import KueueEnv
+from ..cluster import KueueEnv, wait_for
 from .test_kueue_job_trigger import _first_event, _submit, _trigger
 
 
@@ -29,25 +28,30 @@ def test_trigger_completes_across_many_server_side_watch_timeouts(
 
 
 def test_410_gone_from_the_apiserver_makes_the_hub_list_again(
-    kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real_list_jobs = AsyncKueueHook.list_jobs
-    stale: dict[str, bool] = {"served": False}
+    lists: list[str] = []
 
     async def list_with_a_stale_version(
         self: AsyncKueueHook, namespace: str
     ) -> tuple[list[dict[str, Any]], str]:
         items, version = await real_list_jobs(self, namespace)
-        if not stale["served"]:
-            stale["served"] = True
+        lists.append(version)
+        if len(lists) == 1:
             return items, "1"  # far older than the apiserver's watch cache: it answers 410 Gone
         return items, version
 
     monkeypatch.setattr(AsyncKueueHook, "list_jobs", list_with_a_stale_version)
-    job = _submit(kueue_env, run_duration="4s")
+    job = _submit(kueue_env, run_duration="1s", hold=True)
 
-    with caplog.at_level(logging.INFO, logger=namespace_watch.__name__):
-        event = asyncio.run(_first_event(_trigger(kueue_env, job)))
+    async def scenario() -> dict[str, Any]:
+        follow = asyncio.create_task(_first_event(_trigger(kueue_env, job)))
+        await asyncio.to_thread(wait_for, "a second LIST after the 410", lambda: len(lists) >= 2, 60)
+        await asyncio.to_thread(kueue_env.release_until_finished, job["metadata"]["name"])
+        return await follow
 
-    assert event["status"] == "success"
-    assert any("410 Gone" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    event = asyncio.run(scenario())
+
+    assert event["status"] == "success" and event["completed_indexes"] == "0-2"
+    assert len(lists) >= 2, "the hub listed again after the apiserver answered 410 Gone"

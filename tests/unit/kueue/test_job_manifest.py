@@ -46,6 +46,7 @@ def test_minimal_build() -> None:
             },
         },
         "spec": {
+            "suspend": True,
             "completionMode": "Indexed",
             "completions": 10,
             "parallelism": 10,
@@ -108,7 +109,7 @@ def test_full_build_field_by_field() -> None:
     assert job_spec["podFailurePolicy"] == {
         "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
     }
-    assert "suspend" not in job_spec
+    assert job_spec["suspend"] is True, "created suspended: it runs only once Kueue admits it"
 
     pod = job_spec["template"]
     assert pod["metadata"]["labels"]["team"] == "genomics"

@@ -84,7 +84,7 @@ def test_job_template_merge_parameters_win() -> None:
     assert job_spec["completionMode"] == "Indexed"
     assert job_spec["backoffLimit"] == 20
     assert job_spec["activeDeadlineSeconds"] == 7200
-    assert "suspend" not in job_spec
+    assert job_spec["suspend"] is True, "the provider's suspend, whatever the template said"
     assert "selector" not in job_spec
     rules = job_spec["podFailurePolicy"]["rules"]
     assert rules[0]["action"] == "Ignore"

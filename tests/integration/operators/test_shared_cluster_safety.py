@@ -1,0 +1,170 @@
+"""Safe on a shared cluster (real cluster): only our own Job, pod policy, never stuck, none left running."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+from ..airflow_runner import AirflowHome
+from ..cluster import HOLD, KueueEnv, wait_for
+from .test_indexed_job_queueing import write_operator_dag
+
+COLON_RUN = "manual__2026-05-01T10:00:00+00:00"
+
+
+def _ti(run_id: str, try_number: int = 1) -> SimpleNamespace:
+    return SimpleNamespace(
+        dag_id="collide", task_id="shards", run_id=run_id, try_number=try_number, map_index=-1
+    )
+
+
+def _operator(env: KueueEnv, **kwargs: Any) -> KueueIndexedJobOperator:
+    return KueueIndexedJobOperator(
+        task_id="shards",
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        image="example.invalid/shard:1",
+        completions=2,
+        deferrable=False,
+        **kwargs,
+    )
+
+
+def test_a_run_id_with_the_same_labels_gets_its_own_job(kueue_env: KueueEnv) -> None:
+    labels = AirflowIdentity("collide", "shards", COLON_RUN).labels()
+    colliding_run = labels["airflow-kueue.io/run-id"]  # a real run id that is the other one's hashed label
+    assert AirflowIdentity("collide", "shards", colliding_run).labels() == labels
+
+    first = _operator(kueue_env).execute({"ti": _ti(COLON_RUN)})  # type: ignore[arg-type]
+    second = _operator(kueue_env).execute({"ti": _ti(colliding_run)})  # type: ignore[arg-type]
+
+    assert first["job_name"] != second["job_name"], "it did not reattach to the other run's completed Job"
+    names = sorted(j.metadata.name for j in kueue_env.jobs())
+    assert names == sorted([first["job_name"], second["job_name"]])
+
+
+POLICY_BREACHES: list[tuple[dict[str, Any], str]] = [
+    ({"hostPID": True}, "hostPID is true"),
+    ({"hostNetwork": True}, "hostNetwork is true"),
+    ({"hostIPC": True}, "hostIPC is true"),
+    ({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}, "is a hostPath (/)"),
+    ({"containers": [{"name": "main", "securityContext": {"privileged": True}}]}, "privileged is true"),
+    (
+        {"containers": [{"name": "main", "securityContext": {"allowPrivilegeEscalation": True}}]},
+        "allowPrivilegeEscalation is true",
+    ),
+    (
+        {"containers": [{"name": "main", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}]},
+        "capabilities.add ['SYS_ADMIN']",
+    ),
+    ({"containers": [{"name": "main", "securityContext": {"procMount": "Unmasked"}}]}, "procMount"),
+    ({"securityContext": {"seccompProfile": {"type": "Unconfined"}}}, "seccompProfile is Unconfined"),
+    (
+        {"containers": [{"name": "main", "ports": [{"containerPort": 80, "hostPort": 80}]}]},
+        "sets hostPort",
+    ),
+    (
+        {"initContainers": [{"name": "init", "image": "busybox", "securityContext": {"privileged": True}}]},
+        "initContainers[init]: securityContext.privileged is true",
+    ),
+    ({"serviceAccountName": "cluster-admin"}, "serviceAccountName 'cluster-admin' is not in"),
+]
+
+
+@pytest.mark.parametrize(("pod_spec", "expected"), POLICY_BREACHES, ids=[e for _, e in POLICY_BREACHES])
+def test_pod_policy_breaches_fail_before_anything_is_created(
+    kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch, pod_spec: dict[str, Any], expected: str
+) -> None:
+    monkeypatch.setenv("AIRFLOW__KUEUE__ALLOWED_SERVICE_ACCOUNTS", "genomics-sa")
+    template = {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": pod_spec}}}
+    with pytest.raises(AirflowFailException) as err:
+        _operator(kueue_env, job_template=template).execute({"ti": _ti("policy")})  # type: ignore[arg-type]
+    assert "pod policy" in str(err.value) and expected in str(err.value), str(err.value)
+    assert kueue_env.jobs() == []
+
+
+def test_a_namespace_outside_the_allowed_ones_is_refused(
+    kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW__KUEUE__ALLOWED_NAMESPACES", "genomics,risk")
+    with pytest.raises(AirflowFailException, match=r"not in \[kueue\] allowed_namespaces \(genomics, risk\)"):
+        _operator(kueue_env).execute({"ti": _ti("ns")})  # type: ignore[arg-type]
+    assert kueue_env.jobs() == []
+
+
+def test_the_created_job_carries_the_restricted_defaults(kueue_env: KueueEnv) -> None:
+    result = _operator(kueue_env).execute({"ti": _ti("defaults")})  # type: ignore[arg-type]
+    job = kueue_env.job(result["job_name"])
+    assert job is not None
+    pod = job["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_an_image_that_never_pulls_fails_within_start_timeout_and_the_job_is_deleted(
+    kueue_env: KueueEnv, airflow_home: AirflowHome
+) -> None:
+    write_operator_dag(
+        airflow_home,
+        "never_pulls",
+        kueue_env,
+        completions=2,
+        cpu="250m",
+        annotations={"kwok.airflow-kueue.io/image-pull": "fail"},
+        extra="start_timeout=15,",
+    )
+
+    run = airflow_home.test_dag("never_pulls")
+
+    assert not run.succeeded
+    match = re.search(
+        r"was admitted (\d+)s ago but its pods cannot start \(pod \S+: ImagePullBackOff", run.output
+    )
+    assert match, run.output[-4000:]
+    assert 15 <= int(match.group(1)) <= 60
+    assert "deleted to release its quota" in run.output
+    wait_for("the Job gone", lambda: kueue_env.jobs() == [], timeout=60)
+
+
+def test_a_failed_task_deletes_its_job_that_still_runs(
+    kueue_env: KueueEnv, airflow_home: AirflowHome
+) -> None:
+    """Two indexes fail at once with max_failed_indexes=1 while the others still run: the task fails and its
+    Job does not keep the quota."""
+    write_operator_dag(
+        airflow_home,
+        "fails_early",
+        kueue_env,
+        completions=6,
+        cpu="250m",
+        annotations={**HOLD, "kwok.airflow-kueue.io/fail-indexes": "0,1"},
+        extra="backoff_limit_per_index=0, max_failed_indexes=1,",
+    )
+    # Indexes 0 and 1 fail as soon as they are released; the other four stay held (running).
+    background = airflow_home.start_dag("fails_early")
+    try:
+        wait_for("6 pods running", lambda: len(kueue_env.running_pods()) == 6, timeout=240)
+        for pod in kueue_env.running_pods():
+            index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+            if index in ("0", "1"):
+                kueue_env.cluster.core.patch_namespaced_pod(
+                    pod["metadata"]["name"],
+                    kueue_env.namespace,
+                    {"metadata": {"annotations": {"kwok.airflow-kueue.io/hold": "released"}}},
+                )
+        run = background.wait(timeout=300)
+    finally:
+        background.kill()
+
+    assert not run.succeeded
+    assert "more than max_failed_indexes=1" in run.output, run.output[-4000:]
+    assert "its Job was still running and has been deleted" in run.output
+    wait_for("the Job gone", lambda: kueue_env.jobs() == [], timeout=60)
