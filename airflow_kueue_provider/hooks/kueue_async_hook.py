@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
+import aiohttp
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
 from kubernetes_asyncio import client as aclient
 from kubernetes_asyncio import watch as awatch
@@ -218,7 +219,7 @@ class AsyncKueueHook:
         return _items_and_version(json.loads(await cast(Any, resp).read()))
 
     async def watch_jobs(
-        self, namespace: str, resource_version: str, timeout_seconds: int
+        self, namespace: str, resource_version: str, timeout_seconds: int, read_timeout: float | None = None
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         batch = aclient.BatchV1Api(self.api)
         async for event in self._watch(
@@ -226,12 +227,13 @@ class AsyncKueueHook:
             namespace,
             resource_version,
             timeout_seconds,
+            read_timeout,
             label_selector=MANAGED_BY_SELECTOR,
         ):
             yield event
 
     async def watch_workloads(
-        self, namespace: str, resource_version: str, timeout_seconds: int
+        self, namespace: str, resource_version: str, timeout_seconds: int, read_timeout: float | None = None
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         version = await self.kueue_version()
         custom = aclient.CustomObjectsApi(self.api)
@@ -243,13 +245,15 @@ class AsyncKueueHook:
             "workloads",
             resource_version,
             timeout_seconds,
+            read_timeout,
             label_selector=kueue_api.JOB_UID_LABEL,
         ):
             yield event
 
     async def _watch(self, func: Any, *args: Any, **kwargs: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """(event type, raw object) pairs until the server closes the watch; 410 Gone raises ApiException."""
-        *positional, resource_version, timeout_seconds = args
+        """(event type, raw object) pairs until the server closes the watch; 410 Gone raises ApiException;
+        ``read_timeout`` seconds without a byte raise asyncio.TimeoutError (a stalled connection)."""
+        *positional, resource_version, timeout_seconds, read_timeout = args
         stream = awatch.Watch(return_type="object")
         try:
             async for event in stream.stream(
@@ -258,7 +262,7 @@ class AsyncKueueHook:
                 resource_version=resource_version,
                 timeout_seconds=timeout_seconds,
                 allow_watch_bookmarks=True,
-                _request_timeout=timeout_seconds + 30,
+                _request_timeout=aiohttp.ClientTimeout(total=timeout_seconds + 30, sock_read=read_timeout),
                 **kwargs,
             ):
                 yield event["type"], event["raw_object"]

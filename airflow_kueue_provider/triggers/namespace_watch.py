@@ -4,6 +4,13 @@ Every trigger of a namespace follows its own Job through this hub, so a triggere
 in one namespace holds two watch connections, not 200 pollers.  The hub keeps the latest Job and Workload
 objects; a follower is woken when either changes and always reads the newest state, so bursts are coalesced
 and a terminal state is never missed.  After 410 Gone (or any broken watch) the hub lists again.
+
+The cache is trusted only while it is synced: a broken watch marks it unsynced until the next LIST, so a
+trigger that joins meanwhile waits instead of reading "no such Job". A watch that goes silent without closing
+(a stalled connection, a frozen proxy) is noticed by its read timeout: the apiserver sends a BOOKMARK about
+once a minute on an idle watch (60.7 s measured on the local cluster), so WATCH_READ_TIMEOUT (two such
+intervals) without a byte means it is dead, and the hub lists again. Only 401/403/404 that repeat with no
+successful LIST between them are fatal to the followers.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -20,11 +27,18 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from ..hooks.kueue_api import JOB_UID_LABEL
 from ..hooks.kueue_async_hook import AsyncKueueHook
+from ..hooks.retry import describe, retry_after
 
 log = logging.getLogger(__name__)
 
 WATCH_TIMEOUT_SECONDS = 1800  # the apiserver ends watches after 30-60 min anyway (--min-request-timeout)
+WATCH_READ_TIMEOUT = 120.0  # no byte for 2 bookmark intervals (the apiserver sends one every ~60 s): dead
 FATAL_STATUSES = frozenset({401, 403, 404})
+FATAL_AFTER = 3  # consecutive failures with a fatal status, without a successful LIST between them
+
+
+class WatchStalled(RuntimeError):
+    """A watch connection stayed open but delivered nothing, not even the apiserver's periodic bookmark."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +68,8 @@ class NamespaceWatch:
         self.hook: AsyncKueueHook | None = None  # the open session, lent to followers for one-off reads
         self._synced_kinds: set[str] = set()
         self._task: asyncio.Task[None] | None = None
+        self.failures = 0  # consecutive broken rounds; a successful LIST resets it
+        self.lists = 0  # LISTs made so far (both kinds): each one a fresh, trusted view
 
     # --- following ------------------------------------------------------------------------------------
     @classmethod
@@ -99,12 +115,11 @@ class NamespaceWatch:
                 await self._task
 
     async def _run(self) -> None:
-        failures = 0
         while True:
             try:
                 async with AsyncKueueHook(self.conn_id).session() as hook:
                     self.hook = hook
-                    await asyncio.gather(
+                    await _first_failure(
                         self._list_and_watch("jobs", hook.list_jobs, hook.watch_jobs, self._apply_job),
                         self._list_and_watch(
                             "workloads", hook.list_workloads, hook.watch_workloads, self._apply_workload
@@ -113,17 +128,29 @@ class NamespaceWatch:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                failures += 1
-                if isinstance(exc, ApiException) and exc.status in FATAL_STATUSES and failures >= 3:
+                self._mark_unsynced()
+                self.failures += 1
+                fatal = isinstance(exc, ApiException) and exc.status in FATAL_STATUSES
+                if fatal and self.failures >= FATAL_AFTER:
                     self.error = exc
                     self.synced.set()
                     self._wake()
                     return
-                delay = random.uniform(0, min(30.0, 0.5 * 2**failures))
+                delay = random.uniform(0, min(30.0, 0.5 * 2**self.failures))
+                if isinstance(exc, ApiException):
+                    delay = max(delay, retry_after(exc) or 0.0)
                 log.warning(
-                    "watch of namespace %s broke (%s); listing again in %.1fs", self.namespace, exc, delay
+                    "watch of namespace %s broke (%s); listing again in %.1fs",
+                    self.namespace,
+                    describe(exc) if str(exc) else type(exc).__name__,
+                    delay,
                 )
                 await asyncio.sleep(delay)
+
+    def _mark_unsynced(self) -> None:
+        """Until the next LIST the cache may lack changes: followers that ask now wait for it."""
+        self.synced.clear()
+        self._synced_kinds.clear()
 
     async def _list_and_watch(
         self,
@@ -135,13 +162,16 @@ class NamespaceWatch:
         while True:
             items, version = await list_fn(self.namespace)
             self._replace(kind, items)
+            self.lists += 1
+            self.failures = 0
             self._synced_kinds.add(kind)
             if self._synced_kinds == {"jobs", "workloads"}:
                 self.synced.set()
             self._wake()
             try:
                 while True:  # each round ends when the server closes the watch; resume from the last version
-                    async for event_type, obj in watch_fn(self.namespace, version, WATCH_TIMEOUT_SECONDS):
+                    events = watch_fn(self.namespace, version, WATCH_TIMEOUT_SECONDS, WATCH_READ_TIMEOUT)
+                    async for event_type, obj in events:
                         version = obj.get("metadata", {}).get("resourceVersion", version)
                         if event_type != "BOOKMARK":
                             apply(event_type, obj)
@@ -149,6 +179,10 @@ class NamespaceWatch:
                 if exc.status != 410:
                     raise
                 log.info("%s watch in %s expired (410 Gone); listing again", kind, self.namespace)
+            except asyncio.TimeoutError as exc:
+                raise WatchStalled(
+                    f"no byte on the {kind} watch for {WATCH_READ_TIMEOUT:.0f}s (not even a bookmark)"
+                ) from exc
 
     def _replace(self, kind: str, items: list[dict[str, Any]]) -> None:
         if kind == "jobs":
@@ -243,6 +277,21 @@ class Following:
         if self._hub.error is not None:
             raise self._hub.error
         return self._hub.snapshot(self._follower.job_name)
+
+
+async def _first_failure(*loops: Coroutine[Any, Any, None]) -> None:
+    """Run the list+watch loops together; when one fails, cancel the others and raise its error, so the
+    hub lists both kinds again on a fresh connection."""
+    tasks = [asyncio.ensure_future(loop) for loop in loops]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
 
 
 async def _read_snapshot(hook: AsyncKueueHook, namespace: str, job_name: str) -> JobSnapshot:

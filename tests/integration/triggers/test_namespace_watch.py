@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_kueue_provider.hooks.kueue_async_hook import AsyncKueueHook
 from airflow_kueue_provider.triggers import namespace_watch
+from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
+from airflow_kueue_provider.triggers.namespace_watch import NamespaceWatch
+from devcluster.layout import PORTS
 
 from ..cluster import KueueEnv, wait_for
+from ..tcp_proxy import FreezableProxy
 from .test_kueue_job_trigger import _first_event, _submit, _trigger
 
 
@@ -55,3 +62,48 @@ def test_410_gone_from_the_apiserver_makes_the_hub_list_again(
 
     assert event["status"] == "success" and event["completed_indexes"] == "0-2"
     assert len(lists) >= 2, "the hub listed again after the apiserver answered 410 Gone"
+
+
+def test_a_watch_that_stalls_without_closing_is_relisted_and_the_trigger_succeeds(
+    kueue_env: KueueEnv, devcluster_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The trigger's connections go through a proxy that freezes them (open, silent): the read timeout
+    notices within WATCH_READ_TIMEOUT, the hub lists again on a new connection and sees the Job finish."""
+    read_timeout = 5.0
+    monkeypatch.setattr(namespace_watch, "WATCH_READ_TIMEOUT", read_timeout)
+    job = _submit(kueue_env, run_duration="1s", hold=True)
+    name = job["metadata"]["name"]
+    with FreezableProxy("127.0.0.1", PORTS.apiserver).running() as proxy:
+        kubeconfig = tmp_path / "kubeconfig-via-proxy"
+        kubeconfig.write_text(
+            Path(devcluster_env["KUBECONFIG"])
+            .read_text()
+            .replace(f"https://127.0.0.1:{PORTS.apiserver}", f"https://127.0.0.1:{proxy.port}")
+        )
+        conn = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+        monkeypatch.setenv("AIRFLOW_CONN_KUBE_VIA_PROXY", json.dumps(conn))
+
+        async def scenario() -> tuple[dict[str, Any], float, int]:
+            trigger = KueueJobTrigger(
+                job_name=name,
+                namespace=kueue_env.namespace,
+                queue_name=kueue_env.local_queue,
+                kubernetes_conn_id="kube_via_proxy",
+                job_uid=job["metadata"]["uid"],
+            )
+            follow = asyncio.create_task(_first_event(trigger))
+            await asyncio.to_thread(wait_for, "pods running", lambda: len(kueue_env.running_pods(name)) == 3)
+            hub = NamespaceWatch._hubs[("kube_via_proxy", kueue_env.namespace)]
+            await asyncio.wait_for(hub.synced.wait(), 30)
+            lists_before = hub.lists
+            assert proxy.freeze_open_connections() >= 1
+            frozen_at = time.monotonic()
+            await asyncio.to_thread(kueue_env.release_until_finished, name)  # finishes behind the freeze
+            event = await asyncio.wait_for(follow, 120)
+            return event, time.monotonic() - frozen_at, hub.lists - lists_before
+
+        event, elapsed, relists = asyncio.run(scenario())
+
+    assert event["status"] == "success" and event["completed_indexes"] == "0-2"
+    assert relists >= 1, "the hub listed again after the stall"
+    assert elapsed < 2 * read_timeout + 10, f"the stall was noticed and recovered from in {elapsed:.1f}s"
