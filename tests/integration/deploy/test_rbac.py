@@ -1,0 +1,202 @@
+"""deploy/rbac/ on the real apiserver: each component works as its own ServiceAccount, with nothing more.
+
+Each test applies a manifest into its own namespace (cluster-scoped objects renamed per test), asks the
+TokenRequest API for the ServiceAccount's token, and runs the component through an Airflow connection whose
+kubeconfig carries only that token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+from airflow.sdk.exceptions import AirflowException
+from fastapi.testclient import TestClient
+from kubernetes import client, config, utils
+from kubernetes.client.rest import ApiException
+
+from airflow_kueue_provider.hooks.kueue_hook import KueueHook
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.operators.job_sweep import KueueFinishedJobSweepOperator
+from airflow_kueue_provider.plugins.dashboard_app import create_app
+
+from ..cluster import Cluster, KueueEnv, short_id
+
+RBAC = Path(__file__).resolve().parents[3] / "deploy" / "rbac"
+MANIFEST_NAMESPACES = ("batch-jobs", "airflow")
+
+
+class Identity:
+    """A ServiceAccount from one manifest, applied to ``namespace``, as an Airflow connection id."""
+
+    def __init__(
+        self, cluster: Cluster, manifest: str, namespace: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        self.cluster, self.namespace = cluster, namespace
+        suffix = short_id()
+        self.cluster_scoped: list[tuple[str, str]] = []
+        account = ""
+        for doc in yaml.safe_load_all((RBAC / manifest).read_text()):
+            kind, meta = doc["kind"], doc["metadata"]
+            if meta.get("namespace") in MANIFEST_NAMESPACES:
+                meta["namespace"] = namespace
+            for subject in doc.get("subjects", []):
+                subject["namespace"] = namespace
+            if kind.startswith("Cluster"):
+                meta["name"] = f"{meta['name']}-{suffix}"
+                if "roleRef" in doc:
+                    doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{suffix}"
+                self.cluster_scoped.append((kind, meta["name"]))
+            if kind == "ServiceAccount":
+                account = meta["name"]
+            _create(cluster, doc)
+        token = cluster.core.create_namespaced_service_account_token(
+            account, namespace, {"spec": {"expirationSeconds": 3600}}
+        ).status.token
+        kubeconfig = _token_kubeconfig(cluster, token)
+        path = tmp_path / f"kubeconfig-{account}"
+        path.write_text(yaml.safe_dump(kubeconfig))
+        self.conn_id = f"kueue_rbac_{account.replace('-', '_')}_{suffix}"
+        conn = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(path), "namespace": namespace}}
+        monkeypatch.setenv(f"AIRFLOW_CONN_{self.conn_id.upper()}", json.dumps(conn))
+        self.api = config.new_client_from_config(config_file=str(path))
+
+    def delete(self) -> None:
+        rbac = client.RbacAuthorizationV1Api(self.cluster.api)
+        for kind, name in self.cluster_scoped:
+            delete = rbac.delete_cluster_role if kind == "ClusterRole" else rbac.delete_cluster_role_binding
+            delete(name)
+
+
+def _create(cluster: Cluster, doc: dict[str, Any]) -> None:
+    utils.create_from_dict(cluster.api, doc)
+
+
+def _token_kubeconfig(cluster: Cluster, token: str) -> dict[str, Any]:
+    conf = cluster.api.configuration
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "local", "cluster": {"server": conf.host, "certificate-authority": conf.ssl_ca_cert}}
+        ],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
+        "current-context": "sa",
+    }
+
+
+@pytest.fixture
+def identity(cluster: Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    made: list[Identity] = []
+
+    def make(manifest: str, namespace: str) -> Identity:
+        made.append(Identity(cluster, manifest, namespace, monkeypatch, tmp_path))
+        return made[-1]
+
+    yield make
+    for item in made:
+        item.delete()
+
+
+def _ti(run_id: str) -> SimpleNamespace:
+    return SimpleNamespace(dag_id="rbac", task_id="shards", run_id=run_id, try_number=1, map_index=-1)
+
+
+def _operator(env: KueueEnv, conn_id: str, **kwargs: Any) -> KueueIndexedJobOperator:
+    return KueueIndexedJobOperator(
+        task_id="shards",
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        image="example.invalid/shard:1",
+        completions=4,
+        backoff_limit_per_index=0,
+        deferrable=False,
+        kubernetes_conn_id=conn_id,
+        **kwargs,
+    )
+
+
+def test_the_worker_identity_runs_a_task_end_to_end_and_reaches_nothing_else(
+    kueue_env_factory: Any, identity: Any
+) -> None:
+    env, other = kueue_env_factory(), kueue_env_factory()
+    worker = identity("worker-triggerer.yaml", env.namespace)
+
+    result = _operator(env, worker.conn_id).execute({"ti": _ti("ok")})
+    assert result["completed_indexes"] == "0-3" and result["cluster_queue"] == env.cluster_queue
+
+    # A failing index: the failure message reads the pod's log (pods/log) and the Job is cleaned up.
+    failing = _operator(
+        env, worker.conn_id, max_failed_indexes=0, annotations={"kwok.airflow-kueue.io/fail-indexes": "1"}
+    )
+    with pytest.raises(AirflowException) as err:
+        failing.execute({"ti": _ti("fails")})
+    assert "--- index 1, last log lines ---" in str(err.value), str(err.value)
+
+    batch = client.BatchV1Api(worker.api)
+    with pytest.raises(ApiException) as denied:
+        batch.list_namespaced_job(other.namespace)
+    assert denied.value.status == 403, "no access outside its namespace"
+    with pytest.raises(ApiException) as denied:
+        client.CustomObjectsApi(worker.api).list_cluster_custom_object(
+            "kueue.x-k8s.io", "v1beta2", "clusterqueues"
+        )
+    assert denied.value.status == 403
+
+
+def test_the_ui_identity_reads_the_pages_and_cannot_change_anything(
+    kueue_env: KueueEnv, identity: Any
+) -> None:
+    result = _operator(kueue_env, "kubernetes_default").execute({"ti": _ti("ui")})
+    ui = identity("ui.yaml", kueue_env.namespace)
+    app = TestClient(
+        create_app(lambda: KueueHook(ui.conn_id), lambda: [kueue_env.namespace], dependencies=[])
+    )
+
+    jobs = app.get("/api/task", params={"dag_id": "rbac", "task_id": "shards", "run_id": "ui"}).json()["jobs"]
+    assert [j["name"] for j in jobs] == [result["job_name"]]
+    assert jobs[0]["grid"]["counts"]["done"] == 4
+    queues = app.get("/api/queues").json()
+    assert any(q["cluster_queue"] == kueue_env.cluster_queue for q in queues["queues"]), queues
+
+    batch = client.BatchV1Api(ui.api)
+    for attempt in (
+        lambda: batch.create_namespaced_job(kueue_env.namespace, {"metadata": {"name": "x"}, "spec": {}}),
+        lambda: batch.delete_namespaced_job(result["job_name"], kueue_env.namespace),
+        lambda: batch.patch_namespaced_job(
+            result["job_name"], kueue_env.namespace, {"spec": {"parallelism": 1}}
+        ),
+    ):
+        with pytest.raises(ApiException) as denied:
+            attempt()
+        assert denied.value.status == 403
+    assert kueue_env.job(result["job_name"]) is not None
+
+
+def test_the_sweeper_identity_deletes_finished_jobs_of_its_namespace(
+    kueue_env: KueueEnv, identity: Any
+) -> None:
+    result = _operator(kueue_env, "kubernetes_default").execute({"ti": _ti("sweep")})
+    sweeper = identity("job-sweeper.yaml", kueue_env.namespace)
+
+    swept = KueueFinishedJobSweepOperator(
+        task_id="sweep",
+        kubernetes_conn_id=sweeper.conn_id,
+        namespace=kueue_env.namespace,
+        older_than=timedelta(0),
+    ).execute({})
+
+    assert result["job_name"] in json.dumps(swept)
+    assert kueue_env.job(result["job_name"]) is None or kueue_env.job(result["job_name"])["metadata"].get(
+        "deletionTimestamp"
+    )
+    with pytest.raises(ApiException) as denied:
+        client.BatchV1Api(sweeper.api).create_namespaced_job(kueue_env.namespace, {"metadata": {"name": "x"}})
+    assert denied.value.status == 403
