@@ -45,4 +45,44 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {"integration-name": "Kueue", "python-modules": ["airflow_kueue_provider.triggers.kueue_job"]}
         ],
+        "config": {"kueue": {"description": "The Kueue provider: UI and pod policy.", "options": _OPTIONS}},
     }
+
+
+def _option(description: str, default: str | None = "", example: str | None = None) -> dict[str, Any]:
+    return {
+        "description": description,
+        "version_added": "0.1.0",
+        "type": "string",
+        "example": example,
+        "default": default,
+    }
+
+
+_OPTIONS = {
+    "kubernetes_conn_id": _option(
+        "The connection the API server's Kueue pages read the cluster with (read-only: deploy/rbac/ui.yaml).",
+        "kubernetes_default",
+    ),
+    "ui_namespaces": _option(
+        "Comma-separated namespaces the Kueue pages look in; empty: every namespace.", example="genomics,risk"
+    ),
+    "allowed_namespaces": _option(
+        "Pod policy: namespaces tasks may run Jobs in (comma-separated); empty: any.", example="genomics,risk"
+    ),
+    "allowed_service_accounts": _option(
+        "Pod policy: service accounts a Job's pods may use (comma-separated); empty: any.",
+        example="genomics-sa",
+    ),
+    "allow_privileged_pods": _option(
+        "Pod policy: allow privileged containers and privilege escalation.", "False"
+    ),
+    "allow_host_namespaces": _option(
+        "Pod policy: allow hostNetwork, hostPID, hostIPC and hostPort.", "False"
+    ),
+    "allow_host_path_volumes": _option("Pod policy: allow hostPath volumes.", "False"),
+    "allowed_capabilities": _option(
+        "Pod policy: Linux capabilities containers may add (comma-separated); empty: none.",
+        example="NET_ADMIN",
+    ),
+}

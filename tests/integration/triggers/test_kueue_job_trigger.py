@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import time
 from typing import Any
 
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
@@ -13,7 +14,7 @@ from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
 from airflow_kueue_provider.triggers.namespace_watch import NamespaceWatch
 
-from ..cluster import HOLD, KueueEnv, is_true, wait_for
+from ..cluster import HOLD, KueueEnv, condition, indexed_job, is_true, wait_for
 
 
 def _submit(env: KueueEnv, run_duration: str, completions: int = 3, hold: bool = False) -> dict[str, Any]:
@@ -130,3 +131,59 @@ def test_on_kill_keeps_a_job_that_already_finished(kueue_env: KueueEnv) -> None:
     asyncio.run(_trigger(kueue_env, job).on_kill())
 
     assert kueue_env.job(name) is not None
+
+
+def test_a_recreated_trigger_does_not_time_out_a_job_that_was_admitted_then_preempted(
+    kueue_env_factory: Any,
+) -> None:
+    """After a triggerer restart the trigger is new: it must read 'admitted before' from the Workload (its
+    eviction), not from memory, or queue_timeout would delete a requeued Job that already ran."""
+    env = kueue_env_factory(cpu="4", memory="16Gi", preemption={"withinClusterQueue": "LowerPriority"})
+    low, high = env.priority_class("low", 100), env.priority_class("high", 1000)
+    op = KueueIndexedJobOperator(
+        task_id="shards",
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        image="example.invalid/shard:1",
+        completions=2,
+        priority_class=low,
+        resources={"requests": {"cpu": "2", "memory": "1Gi"}},
+        annotations={"kwok.airflow-kueue.io/run-duration": "1s", **HOLD},
+    )
+    job = KueueHook().create_job(op.build_manifest(AirflowIdentity("requeue", "shards", env.namespace)))
+    name = job["metadata"]["name"]
+    wait_for("our pods running", lambda: len(env.running_pods(name)) == 2, timeout=60)
+    env.create_job(
+        indexed_job(
+            "urgent",
+            env.local_queue,
+            completions=2,
+            cpu="2",
+            hold=True,
+            labels={"kueue.x-k8s.io/priority-class": high},
+        )
+    )
+    wait_for("ours evicted and requeued", lambda: (w := env.workload(job)) and condition(w, "Requeued"), 60)
+
+    async def scenario() -> dict[str, Any]:
+        recreated = _recreate(
+            KueueJobTrigger(
+                job_name=name,
+                namespace=env.namespace,
+                queue_name=env.local_queue,
+                queue_timeout=5,  # long past: the Job was created well over 5 s ago
+                job_uid=job["metadata"]["uid"],
+                submitted_at=time.time() - 60,
+            )
+        )
+        follow = asyncio.create_task(_first_event(recreated))
+        await asyncio.sleep(3)  # it has seen the requeued Job, past its queue_timeout
+        assert not follow.done(), "the trigger did not end the task"
+        await asyncio.to_thread(env.release_until_finished, "urgent")
+        await asyncio.to_thread(env.release_until_finished, name)
+        return await follow
+
+    event = asyncio.run(scenario())
+
+    assert event["status"] == "success" and event["evictions"] >= 1, event
+    assert env.job(name) is not None, "the Job was not deleted"
