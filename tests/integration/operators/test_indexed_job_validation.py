@@ -51,6 +51,19 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("queue_timeout 0", {"queue_timeout": 0}, "queue_timeout"),
     ("priority class not a label value", {"priority_class": "high priority"}, "priority_class"),
     ("reserved label", {"labels": {"kueue.x-k8s.io/queue-name": "other"}}, "labels"),
+    (
+        "template sets the provider's identity",
+        {
+            "job_template": {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"annotations": {"airflow-kueue.io/run-id": "another-run"}},
+            }
+        },
+        "metadata.annotations sets airflow-kueue.io/run-id",
+    ),
+    ("workload_timeout 0", {"workload_timeout": 0}, "workload_timeout"),
+    ("start_timeout negative", {"start_timeout": -5}, "start_timeout"),
     ("bad node selector key", {"node_selector": {"bad key!": "x"}}, "node_selector"),
     ("ramp starting at the target", {"parallelism_ramp": {"start": 4, "step": 1}}, "parallelism_ramp"),
 ]

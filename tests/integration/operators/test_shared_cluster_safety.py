@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
@@ -26,13 +26,13 @@ def _ti(run_id: str, try_number: int = 1) -> SimpleNamespace:
 
 
 def _operator(env: KueueEnv, **kwargs: Any) -> KueueIndexedJobOperator:
+    kwargs.setdefault("deferrable", False)
     return KueueIndexedJobOperator(
         task_id="shards",
         namespace=env.namespace,
         queue_name=env.local_queue,
         image="example.invalid/shard:1",
         completions=2,
-        deferrable=False,
         **kwargs,
     )
 
@@ -168,3 +168,18 @@ def test_a_failed_task_deletes_its_job_that_still_runs(
     assert "more than max_failed_indexes=1" in run.output, run.output[-4000:]
     assert "its Job was still running and has been deleted" in run.output
     wait_for("the Job gone", lambda: kueue_env.jobs() == [], timeout=60)
+
+
+def test_blocking_on_kill_keeps_a_finished_job_and_deletes_a_running_one(kueue_env: KueueEnv) -> None:
+    done = _operator(kueue_env)
+    result = done.execute({"ti": _ti("kill-after-finish")})  # type: ignore[arg-type]
+    done.on_kill()
+    assert kueue_env.job(result["job_name"]) is not None, "a finished Job is the run's record"
+
+    running = _operator(kueue_env, annotations=HOLD, deferrable=True)
+    with pytest.raises(TaskDeferred):  # the Job is created and the task would defer
+        running.execute({"ti": _ti("kill-while-running")})  # type: ignore[arg-type]
+    name = running._job_name
+    assert name and kueue_env.job(name) is not None
+    running.on_kill()
+    wait_for("the running Job deleted", lambda: kueue_env.job(name) is None, timeout=60)
