@@ -13,6 +13,7 @@ class FreezableProxy:
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
         self.port = 0
+        self.connections = 0  # accepted so far: what a client behind the proxy asked of the target
         self._loop = asyncio.new_event_loop()
         self._frozen: set[asyncio.Event] = set()
         self._live: set[asyncio.Event] = set()
@@ -28,6 +29,7 @@ class FreezableProxy:
         server.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         frozen = asyncio.Event()
         self._live.add(frozen)
         up_reader, up_writer = await asyncio.open_connection(*self.target)

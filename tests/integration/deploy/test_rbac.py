@@ -157,7 +157,13 @@ def test_the_ui_identity_reads_the_pages_and_cannot_change_anything(
     result = _operator(kueue_env, "kubernetes_default").execute({"ti": _ti("ui")})
     ui = identity("ui.yaml", kueue_env.namespace)
     app = TestClient(
-        create_app(lambda: KueueHook(ui.conn_id), lambda: [kueue_env.namespace], dependencies=[])
+        create_app(
+            lambda: KueueHook(ui.conn_id),
+            lambda: [kueue_env.namespace],
+            dependencies=[],
+            task_access=[],
+            queues_access=[],
+        )
     )
 
     jobs = app.get("/api/task", params={"dag_id": "rbac", "task_id": "shards", "run_id": "ui"}).json()["jobs"]

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -22,11 +23,15 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def api_server(airflow_home: AirflowHome, kueue_env: KueueEnv) -> Iterator[str]:
+@contextmanager
+def start_api_server(
+    airflow_home: AirflowHome, kueue_env: KueueEnv, extra_env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """A real ``airflow api-server`` on a free loopback port; yields its URL."""
     port = _free_port()
-    env = {**airflow_home.env, "AIRFLOW__KUEUE__UI_NAMESPACES": kueue_env.namespace}
-    log = open(airflow_home.home / "api-server.log", "w")  # noqa: SIM115 - closed below
+    env = {**airflow_home.env, "AIRFLOW__KUEUE__UI_NAMESPACES": kueue_env.namespace, **(extra_env or {})}
+    log_path = airflow_home.home / f"api-server-{port}.log"
+    log = open(log_path, "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [AIRFLOW, "api-server", "--host", "127.0.0.1", "--port", str(port)],
         env=env,
@@ -38,7 +43,7 @@ def api_server(airflow_home: AirflowHome, kueue_env: KueueEnv) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
-        assert proc.poll() is None, (airflow_home.home / "api-server.log").read_text()[-3000:]
+        assert proc.poll() is None, log_path.read_text()[-3000:]
         try:
             return httpx.get(f"{url}/api/v2/version", timeout=2).status_code == 200
         except httpx.HTTPError:
@@ -51,6 +56,12 @@ def api_server(airflow_home: AirflowHome, kueue_env: KueueEnv) -> Iterator[str]:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         log.close()
+
+
+@pytest.fixture
+def api_server(airflow_home: AirflowHome, kueue_env: KueueEnv) -> Iterator[str]:
+    with start_api_server(airflow_home, kueue_env) as url:
+        yield url
 
 
 def _login(airflow_home: AirflowHome, url: str) -> str:

@@ -21,7 +21,9 @@ TI = {"dag_id": "ui", "run_id": f"manual__2026-11-30-{short_id()}", "task_id": "
 
 def _client(namespaces: list[str]) -> TestClient:
     # No Airflow login here: the login dependency is Airflow's own; test_login_is_required checks it is on.
-    return TestClient(create_app(KueueHook, lambda: namespaces, dependencies=[]))
+    return TestClient(
+        create_app(KueueHook, lambda: namespaces, dependencies=[], task_access=[], queues_access=[])
+    )
 
 
 def _run_task(env: KueueEnv, try_number: int, fail: str) -> dict[str, Any]:

@@ -71,3 +71,18 @@ def test_small_grids_draw_cells_big_ones_draw_bands() -> None:
     big = IndexGrid(100_000, IndexSet.parse("0-49999"), IndexSet(), IndexSet())
     html = grid_html(big)
     assert 'class="cell ' not in html and html.count("width:50.0000%") == 2
+
+
+def test_the_unfilled_map_index_placeholder_means_an_unmapped_task() -> None:
+    import pytest
+    from fastapi import HTTPException
+
+    from airflow_kueue_provider.plugins.dashboard_app import parse_map_index
+
+    assert parse_map_index("{MAP_INDEX}") == -1, "Airflow 3.3 leaves it unfilled for unmapped tasks"
+    assert parse_map_index("") == parse_map_index("-1") == -1
+    assert parse_map_index("3") == 3
+    for bad in ("-2", "x", "{RUN_ID}"):
+        with pytest.raises(HTTPException) as err:
+            parse_map_index(bad)
+        assert err.value.status_code == 422
