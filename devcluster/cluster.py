@@ -21,9 +21,21 @@ import yaml
 
 from . import manifests, procs
 from .components import KUEUE_CONFIG, KWOK_CONFIG, components
-from .layout import DEVCLUSTER_SRC, PORTS, REPO, Layout, azurite_connection_string
+from .layout import DEVCLUSTER_SRC, PORTS, REPO, Layout, azurite_connection_string, write_atomically
 from .pki import ensure_pki, write_kubeconfig
 
+# Seconds a running but unhealthy component gets before `up` replaces it: long enough that a component only
+# slow to answer on a loaded machine is never killed, far shorter than the 120 s a stuck start used to wait.
+UNHEALTHY_GRACE = 30.0
+RESTARTABLE = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kueue",
+    "kwok",
+    "azurite",
+)
 DEFAULT_SPOT_NODES = 4
 DEFAULT_SYSTEM_NODES = 1
 
@@ -112,6 +124,17 @@ def _healthy(comp: procs.Component, layout: Layout) -> bool:
 
 
 def _start_and_wait(comp: procs.Component, layout: Layout, timeout: float = 120) -> None:
+    """Start ``comp`` (or reuse it when it runs and is healthy) and wait until it is healthy.
+
+    A recorded process that lives but stays unhealthy (e.g. an apiserver still shutting down after SIGTERM,
+    which takes longer than 5 s) is stopped, then a fresh one is started."""
+    pid = procs.running_pid(layout, comp.name, comp.executable)
+    if pid is not None and not _healthy(comp, layout):
+        try:
+            procs.wait_until(f"{comp.name} (pid {pid})", lambda: _healthy(comp, layout), UNHEALTHY_GRACE)
+        except TimeoutError:
+            say(f"{comp.name} (pid {pid}) runs but is not healthy: stopping it and starting a new one")
+            procs.stop(layout, comp.name)
     pid = procs.start(layout, comp)
     procs.wait_until(
         f"{comp.name} (pid {pid})", lambda: _healthy(comp, layout), timeout, layout.logs / f"{comp.name}.log"
@@ -182,10 +205,8 @@ def _kueue_suspends_jobs(kubectl: Kubectl) -> bool:
 
 def _write_if_changed(path: Path, text: str) -> bool:
     """Write ``text`` to ``path``; True when it had other content before (whoever read it then is stale)."""
-    before = path.read_text() if path.exists() else None
-    if before != text:
-        path.write_text(text)
-    return before is not None and before != text
+    existed = path.exists()
+    return write_atomically(path, text) and existed
 
 
 def write_env(layout: Layout) -> None:
@@ -198,7 +219,7 @@ def write_env(layout: Layout) -> None:
         "AIRFLOW_CONN_KUBERNETES_DEFAULT": airflow_conn,
         "DEVCLUSTER_STATE": str(layout.state),
     }
-    layout.env_file.write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in lines.items()))
+    write_atomically(layout.env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in lines.items()))
 
 
 def up(layout: Layout) -> None:
@@ -292,6 +313,20 @@ def down(layout: Layout) -> None:
     say("cluster down")
 
 
+def crash(layout: Layout, name: str) -> int | None:
+    """SIGKILL one component's process group, as a crash would (no graceful shutdown); returns its pid."""
+    if name not in RESTARTABLE:
+        raise ValueError(f"unknown component {name!r}; one of {', '.join(RESTARTABLE)}")
+    return procs.stop(layout, name, grace=0.0)
+
+
+def restart(layout: Layout, name: str) -> None:
+    """Crash ``name`` and bring the cluster back (``up`` starts only what is missing)."""
+    pid = crash(layout, name)
+    say(f"crashed {name} (pid {pid})")
+    up(layout)
+
+
 def status(layout: Layout) -> int:
     """Print what runs and where its logs are; exit code 0 only when every component is healthy."""
     healthy_all = True
@@ -321,5 +356,8 @@ def main(argv: list[str]) -> int:
         return 0
     if cmd == "status":
         return status(layout)
-    print("usage: python -m devcluster up|down|status", file=sys.stderr)
+    if cmd == "restart" and len(argv) == 2:
+        restart(layout, argv[1])
+        return 0
+    print(f"usage: python -m devcluster up|down|status|restart <{'|'.join(RESTARTABLE)}>", file=sys.stderr)
     return 2

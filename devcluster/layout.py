@@ -90,3 +90,16 @@ def azurite_connection_string() -> str:
         f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
         f"BlobEndpoint=http://{HOST}:{PORTS.azurite_blob}/{AZURITE_ACCOUNT};"
     )
+
+
+def write_atomically(path: Path, text: str, mode: int = 0o644) -> bool:
+    """Replace ``path`` with ``text`` in one rename, and only when it differs: a process that reads the file
+    meanwhile (another pytest worker's kubeconfig load) sees the old or the new content, never an empty file.
+    Returns True when the content changed."""
+    if path.exists() and path.read_text() == text:
+        return False
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.chmod(mode)
+    tmp.replace(path)
+    return True

@@ -11,7 +11,7 @@ import base64
 import subprocess
 from pathlib import Path
 
-from .layout import HOST, PORTS
+from .layout import HOST, PORTS, write_atomically
 
 APISERVER_SANS = (
     f"IP:{HOST},IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
@@ -99,7 +99,8 @@ def write_kubeconfig(pki: Path, path: Path) -> None:
     def b64(name: str) -> str:
         return base64.b64encode((pki / name).read_bytes()).decode()
 
-    path.write_text(
+    write_atomically(
+        path,
         f"""apiVersion: v1
 kind: Config
 clusters:
@@ -116,6 +117,6 @@ contexts:
 - name: devcluster
   context: {{cluster: devcluster, user: devcluster-admin}}
 current-context: devcluster
-"""
+""",
+        mode=0o600,
     )
-    path.chmod(0o600)

@@ -79,11 +79,13 @@ def start(layout: Layout, comp: Component) -> int:
 
 
 def stop(layout: Layout, name: str, grace: float = 15.0) -> int | None:
-    """SIGTERM the component's process group, SIGKILL it after ``grace`` seconds. Returns the pid stopped."""
+    """SIGTERM the component's process group, SIGKILL it after ``grace`` seconds (``grace`` 0: SIGKILL at
+    once, as a crash). Returns the pid stopped."""
     pid = running_pid(layout, name)
     if pid is None:
         return None
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+    steps = [(signal.SIGTERM, grace)] if grace > 0 else []
+    for sig, wait in [*steps, (signal.SIGKILL, 5.0)]:
         try:
             os.killpg(pid, sig)
         except ProcessLookupError:
