@@ -9,16 +9,18 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from typing import Any
 
+import aiohttp
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..hooks.kueue_async_hook import AsyncKueueHook
+from ..hooks.retry import describe, is_transient
 from ..kueue.job_ownership import is_same_object
 from ..kueue.job_progress import JobView, Outcome, outcome_of, progress_line, result_of, view_of
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT, Unmanaged, unmanaged_verdict
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT, start_overdue, stuck_reason
 from ..kueue.workload_state import WorkloadPhase
 from .ledger_writer import LedgerWriter, Progress
-from .namespace_watch import Following, NamespaceWatch
+from .namespace_watch import Following, JobSnapshot, NamespaceWatch
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,8 @@ POSITION_MAX_REFRESH = 600.0
 LEDGER_FLUSH_SECONDS = 60.0  # at the end, how long to wait for the last ledger write (Blob may be away)
 LINE_EVERY = 10.0  # "running 5/9 done" -> "6/9 done" at most this often
 START_RECHECK_SECONDS = 30.0  # after start_timeout, how often to look at pods that are still not ready
+CONFIRM_RETRY_SECONDS = 2.0  # after a re-read the apiserver could not answer
+UNMANAGED_GRACE_SECONDS = 10.0  # how long "no Workload" must hold, then on a fresh read, before a delete
 
 
 class KueueJobTrigger(BaseTrigger):
@@ -71,6 +75,7 @@ class KueueJobTrigger(BaseTrigger):
         self.start_timeout = start_timeout
         self._next_ramp_at: float | None = None
         self._next_start_check_at = 0.0
+        self._unmanaged_since: float | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -120,7 +125,10 @@ class KueueJobTrigger(BaseTrigger):
         while True:
             # 1. The Job is gone (asked the apiserver, not only the cache), or a namesake replaced it.
             if not is_same_object(snapshot.job, self.job_uid):
-                snapshot = await following.confirm()
+                reread = await self._fresh(following)
+                if reread is None:
+                    continue  # the apiserver cannot answer now: decide later, never on a guess
+                snapshot = reread
                 if not is_same_object(snapshot.job, self.job_uid):
                     gone = Outcome(
                         "error", f"Job {self.namespace}/{self.job_name} was deleted before it finished"
@@ -129,15 +137,25 @@ class KueueJobTrigger(BaseTrigger):
             job = snapshot.job
             assert job is not None
             view = view_of(job, snapshot.workload)
-            # 2. Never outside Kueue's quota: a Job Kueue does not manage is deleted, the task fails.
-            if unmanaged_verdict(view, time.time() - self.submitted_at, self.workload_timeout):
-                snapshot = await following.confirm()
-                if snapshot.job is not None and is_same_object(snapshot.job, self.job_uid):
-                    view = view_of(snapshot.job, snapshot.workload)
-                    verdict = unmanaged_verdict(view, time.time() - self.submitted_at, self.workload_timeout)
-                    if verdict is not None:
-                        return await self._delete_unmanaged(verdict, view, snapshot.job)
-                continue
+            # 2. Never outside Kueue's quota: a Job Kueue does not manage is deleted, the task fails -- once
+            #    the verdict has held for UNMANAGED_GRACE_SECONDS and on a fresh read (an apiserver that just
+            #    restarted can list no Workload for a moment).
+            unmanaged_in = None
+            if unmanaged_verdict(view, time.time() - self.submitted_at, self.workload_timeout) is None:
+                self._unmanaged_since = None
+            else:
+                now = time.monotonic()
+                self._unmanaged_since = self._unmanaged_since or now
+                unmanaged_in = self._unmanaged_since + UNMANAGED_GRACE_SECONDS - now
+                if unmanaged_in <= 0:
+                    snapshot = await self._fresh(following) or snapshot
+                    if snapshot.job is not None and is_same_object(snapshot.job, self.job_uid):
+                        fresh_view = view_of(snapshot.job, snapshot.workload)
+                        since = time.time() - self.submitted_at
+                        if verdict := unmanaged_verdict(fresh_view, since, self.workload_timeout):
+                            return await self._delete_unmanaged(verdict, fresh_view, snapshot.job)
+                    self._unmanaged_since = None
+                    continue
             # 3. Finished by the outcome rules: one final event.
             outcome = outcome_of(view, self.max_failed_indexes)
             if writer is not None:
@@ -167,7 +185,7 @@ class KueueJobTrigger(BaseTrigger):
             #    the objects as the apiserver has them now, never on a stale "queued".
             left = self._seconds_left_in_queue(view)
             if left is not None and left <= 0:
-                snapshot = await following.confirm()
+                snapshot = await self._fresh(following) or snapshot
                 if snapshot.job is not None and is_same_object(snapshot.job, self.job_uid):
                     fresh = view_of(snapshot.job, snapshot.workload)
                     left = self._seconds_left_in_queue(fresh)
@@ -185,7 +203,11 @@ class KueueJobTrigger(BaseTrigger):
             workload_due = (
                 self.submitted_at + self.workload_timeout - time.time() if view.workload is None else None
             )
-            waits = [t for t in (left, position_due, ramp_in, workload_due, start_check_in) if t is not None]
+            waits = [
+                t
+                for t in (left, position_due, ramp_in, workload_due, start_check_in, unmanaged_in)
+                if t is not None
+            ]
             try:
                 snapshot = await asyncio.wait_for(
                     following.next(), timeout=max(min(waits), 0.05) if waits else None
@@ -218,6 +240,24 @@ class KueueJobTrigger(BaseTrigger):
         self._next_ramp_at = now + float(self.ramp["every_seconds"])
         return None if raised >= target else float(self.ramp["every_seconds"])
 
+    async def _fresh(self, following: Following) -> JobSnapshot | None:
+        """The Job and Workload read from the apiserver now, or None when it cannot answer (restarting,
+        unreachable): a control-plane outage is never a reason to end a task or delete its Job."""
+        try:
+            return await following.confirm()
+        except Exception as exc:
+            if not (is_transient(exc) or isinstance(exc, aiohttp.ClientError)):
+                raise
+            self.log.warning(
+                "%s/%s: the apiserver did not answer (%s); deciding again in %.0f s",
+                self.namespace,
+                self.job_name,
+                describe(exc),
+                CONFIRM_RETRY_SECONDS,
+            )
+            await asyncio.sleep(CONFIRM_RETRY_SECONDS)
+            return None
+
     async def _check_start(self, following: Following, view: JobView) -> float | dict[str, Any] | None:
         """The final event when the pods cannot start; else seconds until the next look (None: none due)."""
         admitted_at = view.workload.admitted_at if view.workload else None
@@ -234,7 +274,9 @@ class KueueJobTrigger(BaseTrigger):
         reason = stuck_reason(pods, events)
         if reason is None:
             return START_RECHECK_SECONDS
-        snapshot = await following.confirm()
+        snapshot = await self._fresh(following)
+        if snapshot is None:
+            return START_RECHECK_SECONDS
         if snapshot.job is None or not is_same_object(snapshot.job, self.job_uid):
             return None
         async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:

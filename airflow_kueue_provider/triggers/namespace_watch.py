@@ -18,11 +18,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
+import aiohttp
 from kubernetes_asyncio.client.rest import ApiException
 
 from ..hooks.kueue_api import JOB_UID_LABEL
@@ -30,6 +31,7 @@ from ..hooks.kueue_async_hook import AsyncKueueHook
 from ..hooks.retry import describe, retry_after
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 WATCH_TIMEOUT_SECONDS = 1800  # the apiserver ends watches after 30-60 min anyway (--min-request-timeout)
 WATCH_READ_TIMEOUT = 120.0  # no byte for 2 bookmark intervals (the apiserver sends one every ~60 s): dead
@@ -119,12 +121,15 @@ class NamespaceWatch:
             try:
                 async with AsyncKueueHook(self.conn_id).session() as hook:
                     self.hook = hook
-                    await _first_failure(
-                        self._list_and_watch("jobs", hook.list_jobs, hook.watch_jobs, self._apply_job),
-                        self._list_and_watch(
-                            "workloads", hook.list_workloads, hook.watch_workloads, self._apply_workload
-                        ),
-                    )
+                    try:
+                        await _first_failure(
+                            self._list_and_watch("jobs", hook.list_jobs, hook.watch_jobs, self._apply_job),
+                            self._list_and_watch(
+                                "workloads", hook.list_workloads, hook.watch_workloads, self._apply_workload
+                            ),
+                        )
+                    finally:
+                        self.hook = None
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -227,7 +232,8 @@ class Following:
         self._first = True
 
     async def next(self) -> JobSnapshot:
-        """The current state at first, then the newest state after each change."""
+        """The current state at first, then the newest state after each change; never a half-resynced
+        cache (after a break, the hub lists Jobs and Workloads again before anyone reads)."""
         await self._hub.synced.wait()
         if self._first:
             self._first = False
@@ -235,42 +241,42 @@ class Following:
         else:
             await self._follower.changed.wait()
             self._follower.changed.clear()
+            await self._hub.synced.wait()
         if self._hub.error is not None:
             raise self._hub.error
         return self._hub.snapshot(self._follower.job_name)
 
+    async def _read(self, call: Callable[[AsyncKueueHook], Awaitable[T]]) -> T:
+        """A one-off read over the hub's open client while its watch is healthy, else over a client of its
+        own (the hub's may be closing after a break)."""
+        hook = self._hub.hook
+        if hook is not None and self._hub.synced.is_set():
+            try:
+                return await call(hook)
+            except aiohttp.ClientError:
+                pass  # the hub's session closed under us: its watch broke just now
+        async with AsyncKueueHook(self._hub.conn_id).session() as own:
+            return await call(own)
+
     async def pending_position(self, local_queue: str, workload: str) -> tuple[int, int] | None:
-        """The Workload's place in its LocalQueue, read over the hub's open client when it has one."""
+        """The Workload's place in its LocalQueue (Kueue's visibility API)."""
         ns = self._hub.namespace
-        if self._hub.hook is not None:
-            return await self._hub.hook.pending_position(ns, local_queue, workload)
-        async with AsyncKueueHook(self._hub.conn_id).session() as hook:
-            return await hook.pending_position(ns, local_queue, workload)
+        return await self._read(lambda hook: hook.pending_position(ns, local_queue, workload))
 
     async def set_parallelism(self, parallelism: int) -> None:
         ns, name = self._hub.namespace, self._follower.job_name
-        if self._hub.hook is not None:
-            await self._hub.hook.set_parallelism(ns, name, parallelism)
-            return
-        async with AsyncKueueHook(self._hub.conn_id).session() as hook:
-            await hook.set_parallelism(ns, name, parallelism)
+        await self._read(lambda hook: hook.set_parallelism(ns, name, parallelism))
 
     async def confirm(self) -> JobSnapshot:
         """The Job and its Workload read from the apiserver now (two GETs), not from the shared cache: asked
         before a decision that deletes the Job or ends the task, since a cache can lag or miss an event."""
         ns, name = self._hub.namespace, self._follower.job_name
-        if self._hub.hook is not None:
-            return await _read_snapshot(self._hub.hook, ns, name)
-        async with AsyncKueueHook(self._hub.conn_id).session() as hook:
-            return await _read_snapshot(hook, ns, name)
+        return await self._read(lambda hook: _read_snapshot(hook, ns, name))
 
     async def pods_and_events(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The Job's pods (or, with none, its Events), read now: asked only when pods seem stuck."""
         ns, name = self._hub.namespace, self._follower.job_name
-        if self._hub.hook is not None:
-            return await self._hub.hook.pods_and_events_of_job(ns, name)
-        async with AsyncKueueHook(self._hub.conn_id).session() as hook:
-            return await hook.pods_and_events_of_job(ns, name)
+        return await self._read(lambda hook: hook.pods_and_events_of_job(ns, name))
 
     def current(self) -> JobSnapshot:
         """The newest state without waiting for a change."""

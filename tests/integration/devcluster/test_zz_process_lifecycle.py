@@ -88,3 +88,24 @@ def _is_zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] == "Z"
     except (OSError, IndexError):
         return True
+
+
+def test_up_replaces_an_apiserver_still_shutting_down_after_sigterm() -> None:
+    """`up` right after an outside SIGTERM: the old apiserver still lives (its graceful shutdown takes longer
+    than 5 s) but is not healthy; `up` stops it and starts a fresh one instead of waiting and failing."""
+    import os
+    import signal
+    import time
+
+    from devcluster import procs
+
+    layout = Layout.default()
+    subprocess.run([sys.executable, "-m", "devcluster", "up"], cwd=REPO, check=True, capture_output=True)
+    old = procs.running_pid(layout, "kube-apiserver")
+    assert old is not None
+    os.kill(old, signal.SIGTERM)
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "devcluster", "up"], cwd=REPO, check=True, capture_output=True)
+    new = procs.running_pid(layout, "kube-apiserver")
+    assert new is not None and new != old
+    assert time.monotonic() - started < 90, "well before the 120 s health wait of a stuck start"
