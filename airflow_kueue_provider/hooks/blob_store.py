@@ -16,7 +16,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,6 +28,7 @@ from azure.core.exceptions import (
 )
 from azure.storage.blob import ContainerClient, ContentSettings
 
+from ..kueue.retention import BlobInfo
 from .blob_auth import (
     BlobAuth,
     account_name_from_url,
@@ -324,6 +325,46 @@ class BlobStoreHook(_BlobStoreBase):
                 return False
 
         return self._run(f"delete {name}", op)
+
+    def list_blobs(self, prefix: str) -> list[BlobInfo]:
+        """Name, last-modified time and ETag of every blob whose name starts with ``prefix``."""
+        client = self.get_conn()
+
+        def op(kw: dict[str, Any]) -> list[BlobInfo]:
+            try:
+                return [
+                    BlobInfo(b.name, b.last_modified, b.etag)
+                    for b in client.list_blobs(name_starts_with=prefix, **kw)
+                ]
+            except ResourceNotFoundError:
+                return []
+
+        return self._run(f"list {prefix}", op)
+
+    def delete_unchanged(self, blobs: Sequence[BlobInfo]) -> tuple[list[str], list[str]]:
+        """Delete each blob only if its ETag is still the one listed (256 per batch request).
+
+        Returns (deleted, kept): a blob written again since the listing is kept (412), one already gone
+        counts as neither."""
+        client = self.get_conn()
+        deleted: list[str] = []
+        kept: list[str] = []
+        for start in range(0, len(blobs), _BATCH):
+            chunk = blobs[start : start + _BATCH]
+            conditioned = [
+                {"name": b.name, "etag": b.etag, "match_condition": MatchConditions.IfNotModified}
+                for b in chunk
+            ]
+
+            def op(kw: dict[str, Any], conditioned: list[dict[str, Any]] = conditioned) -> list[int]:
+                responses = client.delete_blobs(*conditioned, raise_on_any_failure=False, **kw)
+                statuses = [r.status_code for r in responses]
+                _batch_deleted([s for s in statuses if s != 412], "delete unchanged blobs")
+                return statuses
+
+            for blob, status in zip(chunk, self._run("delete unchanged blobs", op), strict=True):
+                (deleted if status == 202 else kept if status == 412 else []).append(blob.name)
+        return deleted, kept
 
     def delete_prefix(self, prefix: str) -> int:
         """Delete every blob under a non-empty ``prefix`` (256 per batch request); returns how many went."""

@@ -8,9 +8,11 @@ retry) and its index ``i`` runs the ``i``-th shard of that subset.  ``completed`
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import quote
 
 from .index_set import IndexSet
 
@@ -156,7 +158,28 @@ class RunLedger:
         return cls(int(data["shard_count"]), tuple(Attempt.from_dict(a) for a in data.get("attempts") or ()))
 
 
+MAX_SEGMENT = 200  # characters of one encoded path segment; longer ids keep a head and a hash
+
+
+def path_segment(value: str) -> str:
+    """One id (dag, run or task id) as exactly one blob-path segment, injectively.
+
+    Percent-encoded with nothing left as is but ``[A-Za-z0-9_-]``: ``/`` cannot split it, ``.`` and ``..``
+    cannot move it (they become ``%2E``), and two ids never share a segment. An id whose encoding is longer
+    than MAX_SEGMENT keeps a readable head and ``~`` + 16 hex of its sha256 (``~`` appears nowhere else).
+    """
+    encoded = quote(value, safe="").replace(".", "%2E").replace("~", "%7E")
+    if len(encoded) <= MAX_SEGMENT:
+        return encoded
+    head = value
+    while len(quote(head, safe="").replace(".", "%2E").replace("~", "%7E")) > MAX_SEGMENT - 17:
+        head = head[: len(head) * 3 // 4]
+    digest = hashlib.sha256(value.encode()).hexdigest()[:16]
+    return quote(head, safe="").replace(".", "%2E").replace("~", "%7E") + "~" + digest
+
+
 def ledger_prefix(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
-    """Blob prefix of a task instance's ledger and checkpoints: ``<dag>/<run>/<task>[/<map index>]``."""
-    parts = [dag_id, run_id, task_id] + ([str(map_index)] if map_index >= 0 else [])
-    return "/".join(p.replace("/", "_") for p in parts)
+    """Blob prefix of a task instance's ledger and checkpoints: ``<dag>/<run>/<task>[/<map index>]``, each id
+    one ``path_segment``. The operator, the trigger and (through its env) the worker SDK all use this."""
+    parts = [path_segment(dag_id), path_segment(run_id), path_segment(task_id)]
+    return "/".join(parts + ([str(int(map_index))] if map_index >= 0 else []))

@@ -1,28 +1,65 @@
-"""Which checkpoint prefixes a sweep may delete (pure).
+"""Which checkpoint blobs a sweep may delete (pure).
 
-Blobs live under a task instance's prefix ``<dag>/<run>/<task>[/<map index>]``: its ``ledger.json`` and its
-``shards/...`` checkpoints. A prefix is stale when even its newest blob is older than the retention period,
-so a run still writing is never swept.
+Blobs live under a task instance's prefix ``<dag>/<run>/<task>[/<map index>]``, each id one encoded path
+segment (``ledger.path_segment``): its ``ledger.json`` and its ``shards/<n>/...`` checkpoints. Only names of
+exactly that layout are the provider's; anything else in the container (``results/genome/shards/x.bam``) is
+not. A prefix is stale when even its newest blob is older than the retention period, so a run still writing
+(a live retry's checkpoints, a ledger the trigger just wrote) is never swept.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+LEDGER = "ledger.json"
+SHARDS = "shards"
+_SEGMENT = re.compile(r"(?:[A-Za-z0-9_-]|%[0-9A-F]{2})+(?:~[0-9a-f]{16})?")
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    name: str
+    modified: datetime
+    etag: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What a sweep deletes (each blob with the ETag it was listed with) and which prefixes it keeps."""
+
+    delete: tuple[BlobInfo, ...]
+    stale_prefixes: tuple[str, ...]
+    kept_prefixes: tuple[str, ...]
 
 
 def task_prefix(name: str) -> str | None:
-    """The task-instance prefix of a blob this provider writes, or None for anything else."""
-    if name.endswith("/ledger.json"):
-        return name[: -len("/ledger.json")]
-    head, sep, _ = name.partition("/shards/")
-    return head if sep else None
+    """The task-instance prefix of a blob in the provider's exact layout, or None for anything else."""
+    parts = name.split("/")
+    if len(parts) < 4 or not all(_SEGMENT.fullmatch(p) for p in parts[:3]):
+        return None
+    rest_at = 4 if parts[3].isdigit() else 3
+    rest = parts[rest_at:]
+    ours = rest == [LEDGER] or (len(rest) >= 3 and rest[0] == SHARDS and rest[1].isdigit() and all(rest[2:]))
+    return "/".join(parts[:rest_at]) if ours else None
+
+
+def plan_sweep(blobs: Iterable[BlobInfo], now: datetime, older_than: timedelta) -> SweepPlan:
+    """Delete every blob of a prefix whose newest blob is older than ``older_than``; keep the others whole."""
+    by_prefix: dict[str, list[BlobInfo]] = {}
+    for blob in blobs:
+        prefix = task_prefix(blob.name)
+        if prefix is not None:
+            by_prefix.setdefault(prefix, []).append(blob)
+    stale = sorted(p for p, items in by_prefix.items() if now - max(b.modified for b in items) > older_than)
+    kept = sorted(set(by_prefix) - set(stale))
+    delete = tuple(b for p in stale for b in sorted(by_prefix[p], key=lambda b: b.name))
+    return SweepPlan(delete, tuple(stale), tuple(kept))
 
 
 def stale_prefixes(blobs: Iterable[tuple[str, datetime]], now: datetime, older_than: timedelta) -> list[str]:
-    newest: dict[str, datetime] = {}
-    for name, modified in blobs:
-        prefix = task_prefix(name)
-        if prefix is not None and (prefix not in newest or modified > newest[prefix]):
-            newest[prefix] = modified
-    return sorted(p for p, modified in newest.items() if now - modified > older_than)
+    """The prefixes ``plan_sweep`` would delete, from (name, modified) pairs."""
+    plan = plan_sweep((BlobInfo(n, m) for n, m in blobs), now, older_than)
+    return list(plan.stale_prefixes)

@@ -45,6 +45,31 @@ def test_concurrent_writers_lose_no_completed_shard(progress: list[set[int]]) ->
 def test_prefix_keeps_each_part_one_path_segment() -> None:
     assert (
         ledger_prefix("dag", "manual__2026-11-30T02:00:00+00:00", "t")
-        == "dag/manual__2026-11-30T02:00:00+00:00/t"
+        == "dag/manual__2026-11-30T02%3A00%3A00%2B00%3A00/t"
     )
-    assert ledger_prefix("d", "r/x", "t", 3) == "d/r_x/t/3"
+    assert ledger_prefix("d", "r/x", "t", 3) == "d/r%2Fx/t/3"
+    assert ledger_prefix("d", "..", "t") == "d/%2E%2E/t", "'..' can never move the prefix"
+    assert ledger_prefix("d", "r_x", "t") != ledger_prefix("d", "r/x", "t")
+    long = ledger_prefix("d", "r" * 500, "t").split("/")[1]
+    assert len(long) <= 200 and "~" in long
+
+
+ID = __import__("hypothesis").strategies.text(min_size=1, max_size=300)
+
+
+@__import__("hypothesis").given(ID, ID, ID, ID, ID, ID)
+def test_no_two_task_instances_share_or_escape_a_prefix(
+    d1: str, r1: str, t1: str, d2: str, r2: str, t2: str
+) -> None:
+    from airflow_kueue_provider.kueue.ledger import ledger_prefix
+    from airflow_kueue_provider.kueue.retention import task_prefix
+
+    a, b = ledger_prefix(d1, r1, t1), ledger_prefix(d2, r2, t2, 4)
+    for prefix, segments in ((a, 3), (b, 4)):
+        parts = prefix.split("/")
+        assert len(parts) == segments and all(p and p not in (".", "..") for p in parts)
+        assert task_prefix(f"{prefix}/ledger.json") == prefix
+        assert task_prefix(f"{prefix}/shards/0/checkpoint-00000001.json") == prefix
+    if (d1, r1, t1) != (d2, r2, t2):
+        assert ledger_prefix(d1, r1, t1) != ledger_prefix(d2, r2, t2)
+    assert not b.startswith(a + "/") or (d1, r1, t1) == (d2, r2, t2), "one prefix never holds another's"

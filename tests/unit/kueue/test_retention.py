@@ -25,3 +25,16 @@ def test_a_prefix_is_stale_only_when_its_newest_blob_is() -> None:
     ]
     assert stale_prefixes(blobs, NOW, timedelta(days=7)) == ["d/old/t"]
     assert stale_prefixes(blobs, NOW, timedelta(0)) == ["d/busy/t", "d/new/t", "d/old/t"]
+
+
+def test_only_the_exact_layout_is_the_providers() -> None:
+    from airflow_kueue_provider.kueue.ledger import ledger_prefix
+
+    shards_task = ledger_prefix("d", "r", "shards")
+    assert task_prefix(f"{shards_task}/ledger.json") == shards_task
+    assert task_prefix(f"{shards_task}/shards/0/checkpoint-00000001.json") == shards_task
+    assert task_prefix("results/genome/shards/x.bam") is None, "a user's file, not a checkpoint"
+    assert task_prefix("d/r/t/shards/x/checkpoint.json") is None
+    assert task_prefix("d/r/t/shards/0") is None
+    assert task_prefix("d/r/t/ledger.json.bak") is None
+    assert task_prefix("d/r.x/t/ledger.json") is None, "a raw '.' never appears in an encoded segment"
