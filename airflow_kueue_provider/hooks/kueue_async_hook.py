@@ -14,9 +14,9 @@ from kubernetes_asyncio import client as aclient
 from kubernetes_asyncio import watch as awatch
 from kubernetes_asyncio.client.rest import ApiException
 
-from ..kueue.job_retention import finished_job
+from ..kueue.job_ownership import delete_unless_finished_step
 from . import kueue_api
-from .kueue_hook import KueueApiError
+from .kueue_hook import DELETE_ATTEMPTS, KueueApiError
 from .retry import acall_with_retry
 
 _VERSIONS: dict[str, str] = {}
@@ -167,21 +167,14 @@ class AsyncKueueHook:
         With ``uid``, a Job of that name that is another object (re-created since) counts as "gone".
         """
         batch = aclient.BatchV1Api(self.api)
-        attempts = 5
-        for attempt in range(1, attempts + 1):
+        for attempt in range(1, DELETE_ATTEMPTS + 1):
             job = await self.get_job(namespace, name)
-            if job is None or (uid and job["metadata"].get("uid") != uid):
-                return "gone"
-            if finished_job(job) is not None:
-                return "finished"
-            # A big running Job changes with every pod: after a few conflicts, delete what was last seen live.
-            version = job["metadata"]["resourceVersion"] if attempt < attempts else None
-            options = aclient.V1DeleteOptions(
-                propagation_policy="Background",
-                preconditions=aclient.V1Preconditions(resource_version=version, uid=job["metadata"]["uid"]),
-            )
+            step = delete_unless_finished_step(job, uid, attempt == DELETE_ATTEMPTS)
+            if isinstance(step, str):
+                return step
             try:
-                delete = functools.partial(batch.delete_namespaced_job, name, namespace, body=options)
+                # A DeleteOptions dict is sent as it is (the stubs ask for the model class).
+                delete = functools.partial(batch.delete_namespaced_job, name, namespace, body=step)  # type: ignore[arg-type]
                 await acall_with_retry(delete, "delete Job")
                 return "deleted"
             except ApiException as exc:

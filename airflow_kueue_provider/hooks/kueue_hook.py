@@ -10,9 +10,11 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ..kueue.job_retention import finished_job
+from ..kueue.job_ownership import delete_unless_finished_step
 from . import kueue_api
 from .retry import call_with_retry
+
+DELETE_ATTEMPTS = 5  # reads + conditioned deletes before "delete unless finished" gives up
 
 
 class KueueApiError(RuntimeError):
@@ -175,28 +177,20 @@ class KueueHook:
 
     def delete_job_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
         """The blocking twin of ``AsyncKueueHook.delete_job_unless_finished``: "deleted", "finished" or
-        "gone"; the delete is conditioned on the UID and resourceVersion read just before it."""
+        "gone" (``delete_unless_finished_step`` decides each step)."""
         batch = client.BatchV1Api(self.api)
-        attempts = 5
-        for attempt in range(1, attempts + 1):
-            job = self.get_job(namespace, name)
-            if job is None or (uid and job["metadata"].get("uid") != uid):
-                return "gone"
-            if finished_job(job) is not None:
-                return "finished"
-            version = job["metadata"]["resourceVersion"] if attempt < attempts else None
-            options = client.V1DeleteOptions(
-                propagation_policy="Background",
-                preconditions=client.V1Preconditions(resource_version=version, uid=job["metadata"]["uid"]),
-            )
+        for attempt in range(1, DELETE_ATTEMPTS + 1):
+            step = delete_unless_finished_step(self.get_job(namespace, name), uid, attempt == DELETE_ATTEMPTS)
+            if isinstance(step, str):
+                return step
             try:
-                delete = functools.partial(batch.delete_namespaced_job, name, namespace, body=options)
+                delete = functools.partial(batch.delete_namespaced_job, name, namespace, body=step)
                 call_with_retry(delete, "delete Job")
                 return "deleted"
             except ApiException as exc:
                 if exc.status == 404:
                     return "gone"
-                if exc.status != 409:
+                if exc.status != 409:  # 409: it changed since the read; look again
                     raise
         raise KueueApiError(f"Job {namespace}/{name} could not be deleted: it kept changing (409 Conflict)")
 

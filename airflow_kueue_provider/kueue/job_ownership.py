@@ -19,6 +19,7 @@ from airflow_kueue_provider.kueue.airflow_identity import (
     TRY_NUMBER_LABEL,
     AirflowIdentity,
 )
+from airflow_kueue_provider.kueue.job_progress import finished_condition
 from airflow_kueue_provider.kueue.job_spec import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 
 _TASK_INSTANCE_KEYS = (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL, MAP_INDEX_LABEL)
@@ -55,3 +56,21 @@ def belongs_to_try(job: Mapping[str, Any], identity: AirflowIdentity) -> bool:
 def is_same_object(job: Mapping[str, Any] | None, uid: str | None) -> bool:
     """``job`` is the object recorded at create (same UID); a Job re-created under the name is another one."""
     return job is not None and (uid is None or _metadata(job).get("uid") == uid)
+
+
+def delete_unless_finished_step(
+    job: Mapping[str, Any] | None, uid: str | None, last_attempt: bool
+) -> str | dict[str, Any]:
+    """One step of "delete the Job unless it finished", after a fresh read of it: "gone" (no Job, or a
+    namesake that is another object), "finished" (kept: it holds nothing and is the run's record), or the
+    DeleteOptions body to send. The delete is conditioned on the UID read, and on its resourceVersion so a
+    Job that finishes in between is kept -- except on the last attempt: a big running Job changes with every
+    pod, so after a few conflicts it goes without that second condition."""
+    if job is None or (uid and _metadata(job).get("uid") != uid):
+        return "gone"
+    if finished_condition(job) is not None:
+        return "finished"
+    preconditions: dict[str, Any] = {"uid": _metadata(job).get("uid")}
+    if not last_attempt:
+        preconditions["resourceVersion"] = _metadata(job).get("resourceVersion")
+    return {"propagationPolicy": "Background", "preconditions": preconditions}

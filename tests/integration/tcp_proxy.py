@@ -7,6 +7,7 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 
 
 class FreezableProxy:
@@ -79,3 +80,11 @@ async def _cancel_others() -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def kubeconfig_through(proxy: FreezableProxy, kubeconfig: Path, target_port: int, out: Path) -> Path:
+    """A copy of ``kubeconfig`` whose server is the proxy (the apiserver's certificate names 127.0.0.1)."""
+    out.write_text(
+        kubeconfig.read_text().replace(f"https://127.0.0.1:{target_port}", f"https://127.0.0.1:{proxy.port}")
+    )
+    return out

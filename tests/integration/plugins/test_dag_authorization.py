@@ -17,7 +17,7 @@ from devcluster.layout import PORTS
 
 from ..airflow_runner import AirflowHome
 from ..cluster import KueueEnv, wait_for
-from ..tcp_proxy import FreezableProxy
+from ..tcp_proxy import FreezableProxy, kubeconfig_through
 from .test_api_server import start_api_server
 
 AUTH_MANAGER = '''
@@ -47,11 +47,8 @@ def scoped_api_server(
     (tmp_path / "dag_scoped_auth.py").write_text(AUTH_MANAGER)
     passwords = tmp_path / "passwords.json"
     with FreezableProxy("127.0.0.1", PORTS.apiserver).running() as proxy:
-        kubeconfig = tmp_path / "ui-kubeconfig"
-        kubeconfig.write_text(
-            Path(devcluster_env["KUBECONFIG"])
-            .read_text()
-            .replace(f"https://127.0.0.1:{PORTS.apiserver}", f"https://127.0.0.1:{proxy.port}")
+        kubeconfig = kubeconfig_through(
+            proxy, Path(devcluster_env["KUBECONFIG"]), PORTS.apiserver, tmp_path / "ui-kubeconfig"
         )
         env = {
             "PYTHONPATH": str(tmp_path),

@@ -17,7 +17,7 @@ from airflow_kueue_provider.triggers.namespace_watch import NamespaceWatch
 from devcluster.layout import PORTS
 
 from ..cluster import KueueEnv, wait_for
-from ..tcp_proxy import FreezableProxy
+from ..tcp_proxy import FreezableProxy, kubeconfig_through
 from .test_kueue_job_trigger import _first_event, _submit, _trigger
 
 
@@ -74,11 +74,8 @@ def test_a_watch_that_stalls_without_closing_is_relisted_and_the_trigger_succeed
     job = _submit(kueue_env, run_duration="1s", hold=True)
     name = job["metadata"]["name"]
     with FreezableProxy("127.0.0.1", PORTS.apiserver).running() as proxy:
-        kubeconfig = tmp_path / "kubeconfig-via-proxy"
-        kubeconfig.write_text(
-            Path(devcluster_env["KUBECONFIG"])
-            .read_text()
-            .replace(f"https://127.0.0.1:{PORTS.apiserver}", f"https://127.0.0.1:{proxy.port}")
+        kubeconfig = kubeconfig_through(
+            proxy, Path(devcluster_env["KUBECONFIG"]), PORTS.apiserver, tmp_path / "kubeconfig-via-proxy"
         )
         conn = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
         monkeypatch.setenv("AIRFLOW_CONN_KUBE_VIA_PROXY", json.dumps(conn))

@@ -51,3 +51,19 @@ def test_same_object_compares_the_uid_recorded_at_create() -> None:
     job = job_of(AirflowIdentity("d", "t", "r"), uid="abc")
     assert is_same_object(job, "abc") and is_same_object(job, None)
     assert not is_same_object(job, "other") and not is_same_object(None, "abc")
+
+
+def test_delete_unless_finished_decides_each_step_on_a_fresh_read() -> None:
+    from airflow_kueue_provider.kueue.job_ownership import delete_unless_finished_step
+
+    running = {"metadata": {"uid": "u1", "resourceVersion": "42"}, "status": {}}
+    done = {"metadata": {"uid": "u1"}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    assert delete_unless_finished_step(None, "u1", False) == "gone"
+    assert delete_unless_finished_step(running, "another-uid", False) == "gone", "a namesake is not ours"
+    assert delete_unless_finished_step(done, "u1", False) == "finished"
+    assert delete_unless_finished_step(running, "u1", False) == {
+        "propagationPolicy": "Background",
+        "preconditions": {"uid": "u1", "resourceVersion": "42"},
+    }
+    last = delete_unless_finished_step(running, None, True)
+    assert last == {"propagationPolicy": "Background", "preconditions": {"uid": "u1"}}
