@@ -63,7 +63,17 @@ def test_started_twice_and_restarted_mid_run_gives_the_same_final_event(kueue_en
             await first
         restarted = asyncio.create_task(_first_event(_recreate(original)))
         await asyncio.to_thread(kueue_env.release_until_finished, name)
-        return await restarted, await twin
+        # Both see the finished Job through the shared watch within seconds (bounded: a miss fails here).
+        hubs = {
+            key: (hub.synced.is_set(), hub.lists, hub.failures) for key, hub in NamespaceWatch._hubs.items()
+        }
+        try:
+            first_event, twin_event = await asyncio.wait_for(asyncio.gather(restarted, twin), 150)
+        except asyncio.TimeoutError as exc:
+            raise AssertionError(
+                f"the triggers missed the finished Job; hub (synced, lists, failures): {hubs}"
+            ) from exc
+        return first_event, twin_event
 
     restarted, twin = asyncio.run(scenario())
 
