@@ -140,7 +140,10 @@ def progress_line(view: JobView, position: tuple[int, int] | None = None, waited
         where = f"{'inadmissible' if wl.inadmissible else 'queued'} in {queue}"
         return where + detail + (f": {wl.message}" if wl.message else "")
     if wl.requeued and wl.phase in (WorkloadPhase.Evicted, WorkloadPhase.Preempted):
-        return f"requeued in {queue} after eviction ({wl.reason}, {wl.eviction_count} so far){detail}"
+        # The evicted moment itself may be coalesced away (the trigger reads the newest state), so this line
+        # names the preemption reason too.
+        why = f"{wl.reason}: {wl.preemption_reason}" if wl.preemption_reason else wl.reason
+        return f"requeued in {queue} after eviction ({why}, {wl.eviction_count} so far){detail}"
     if wl.phase is WorkloadPhase.Running or (wl.phase is WorkloadPhase.Admitted and view.completed):
         return (
             f"running {len(view.completed)}/{view.completions} done, {len(view.failed)} failed"

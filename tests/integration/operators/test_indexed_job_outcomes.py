@@ -41,8 +41,9 @@ def test_preempted_task_keeps_waiting_logs_eviction_and_requeue_and_succeeds(
         background.kill()
 
     assert run.succeeded, run.output[-6000:]
-    assert re.search(r"evicted \(Preempted", run.output), run.output[-6000:]
-    assert "requeued in lq after eviction (Preempted" in run.output.split("evicted (Preempted", 1)[1]
+    # The trigger reads the newest state, so the evicted moment may be folded into the requeue line; that
+    # line names the eviction and Kueue's preemption reason either way.
+    assert "requeued in lq after eviction (Preempted: InClusterQueue" in run.output, run.output[-6000:]
     result = returned_result(run)
     assert result["evictions"] >= 1 and result["completed_indexes"] == "0,1"
     assert is_true(env.job("urgent"), "Complete")

@@ -112,9 +112,7 @@ def test_requeued_after_preemption_line_from_a_recorded_workload() -> None:
     recorded = Path(__file__).parent / "fixtures" / "workloads" / "preempted-requeued.json"
     wl = json.loads(recorded.read_text())["workload"]
     line = progress_line(view_of(job({"active": 0}), wl), (0, 0), None)
-    assert (
-        line.startswith("requeued in ") and "after eviction (Preempted, " in line and "(position 1)" in line
-    )
+    assert line == "requeued in lq after eviction (Preempted: InClusterQueue, 1 so far) (position 1)", line
 
 
 def test_admission_in_the_same_second_is_zero_seconds_queued_not_unknown() -> None:
