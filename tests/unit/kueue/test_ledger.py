@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.ledger import Attempt, RunLedger, ledger_prefix
+from airflow_kueue_provider.kueue.retention import task_prefix
 
 
 def S(text: str) -> IndexSet:
@@ -54,16 +55,13 @@ def test_prefix_keeps_each_part_one_path_segment() -> None:
     assert len(long) <= 200 and "~" in long
 
 
-ID = __import__("hypothesis").strategies.text(min_size=1, max_size=300)
+ID = st.text(min_size=1, max_size=300)
 
 
-@__import__("hypothesis").given(ID, ID, ID, ID, ID, ID)
+@given(ID, ID, ID, ID, ID, ID)
 def test_no_two_task_instances_share_or_escape_a_prefix(
     d1: str, r1: str, t1: str, d2: str, r2: str, t2: str
 ) -> None:
-    from airflow_kueue_provider.kueue.ledger import ledger_prefix
-    from airflow_kueue_provider.kueue.retention import task_prefix
-
     a, b = ledger_prefix(d1, r1, t1), ledger_prefix(d2, r2, t2, 4)
     for prefix, segments in ((a, 3), (b, 4)):
         parts = prefix.split("/")
