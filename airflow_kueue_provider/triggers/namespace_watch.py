@@ -72,6 +72,7 @@ class NamespaceWatch:
         self._task: asyncio.Task[None] | None = None
         self.failures = 0  # consecutive broken rounds; a successful LIST resets it
         self.lists = 0  # LISTs made so far (both kinds): each one a fresh, trusted view
+        self.events: dict[str, int] = {"jobs": 0, "workloads": 0}  # watch events applied, bookmarks too
 
     # --- following ------------------------------------------------------------------------------------
     @classmethod
@@ -177,6 +178,7 @@ class NamespaceWatch:
                 while True:  # each round ends when the server closes the watch; resume from the last version
                     events = watch_fn(self.namespace, version, WATCH_TIMEOUT_SECONDS, WATCH_READ_TIMEOUT)
                     async for event_type, obj in events:
+                        self.events[kind] += 1
                         version = obj.get("metadata", {}).get("resourceVersion", version)
                         if event_type != "BOOKMARK":
                             apply(event_type, obj)
@@ -285,12 +287,17 @@ class Following:
         return self._hub.snapshot(self._follower.job_name)
 
 
+class WatchLoopEnded(RuntimeError):
+    """A list+watch loop, which never ends by itself, ended (cancelled from outside): list again."""
+
+
 async def _first_failure(*loops: Coroutine[Any, Any, None]) -> None:
-    """Run the list+watch loops together; when one fails, cancel the others and raise its error, so the
-    hub lists both kinds again on a fresh connection."""
+    """Run the list+watch loops together; when one ends -- they only end by failing -- cancel the others
+    and raise its error, so the hub lists both kinds again on a fresh connection. A loop cancelled from
+    outside counts as a failure too: a hub with a dead loop would look synced while missing changes."""
     tasks = [asyncio.ensure_future(loop) for loop in loops]
     try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in tasks:
             task.cancel()
@@ -298,6 +305,7 @@ async def _first_failure(*loops: Coroutine[Any, Any, None]) -> None:
     for task in done:
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
+    raise WatchLoopEnded("a list+watch loop ended without an error")
 
 
 async def _read_snapshot(hook: AsyncKueueHook, namespace: str, job_name: str) -> JobSnapshot:
