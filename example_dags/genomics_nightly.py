@@ -61,7 +61,6 @@ with DAG(
         checkpointing=Checkpointing(
             conn_id=os.environ.get("GENOMICS_BLOB_CONN", "kueue_blob_default"),
             container=os.environ.get("GENOMICS_BLOB_CONTAINER", "genomics-checkpoints"),
-            credentials_secret=os.environ.get("GENOMICS_BLOB_SECRET") or None,
             workload_identity_service_account=os.environ.get("GENOMICS_SERVICE_ACCOUNT") or None,
         ),
         annotations={"kwok.airflow-kueue.io/run-duration": FAKE_RUN} if FAKE_RUN else None,

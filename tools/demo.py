@@ -7,7 +7,6 @@ down (DEMO_SHARDS, default 40 instead of 1,000); 5. print what happened and how 
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -43,15 +42,6 @@ def cluster_env() -> dict[str, str]:
 def apply_queues(env: dict[str, str]) -> None:
     kubectl = Kubectl(build_binaries(), Layout.default())
     kubectl("apply", "--server-side", "-f", str(REPO / "example_dags" / "manifests" / "genomics-queues.yaml"))
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": "blob-credentials", "namespace": "genomics"},
-        "data": {
-            "connection-string": base64.b64encode(env["AZURE_STORAGE_CONNECTION_STRING"].encode()).decode()
-        },
-    }
-    kubectl("apply", "--server-side", "-f", "-", stdin=json.dumps(secret))
 
 
 def airflow_env(env: dict[str, str]) -> dict[str, str]:
@@ -68,7 +58,6 @@ def airflow_env(env: dict[str, str]) -> dict[str, str]:
         "GENOMICS_SHARDS": str(SHARDS),
         "GENOMICS_PARALLELISM": str(PARALLELISM),
         "GENOMICS_RUN_DURATION": os.environ.get("DEMO_SHARD_SECONDS", "3s"),
-        "GENOMICS_BLOB_SECRET": "blob-credentials",
         "GENOMICS_BLOB_CONTAINER": "genomics-checkpoints",
     }
 

@@ -156,6 +156,11 @@ class _BlobStoreBase:
         kind = "default_credential" if credential is None else "credential"
         return cls("", container, auth=BlobAuth(kind, account_url, credential=credential), **kwargs)
 
+    @classmethod
+    def from_sas(cls: type[H], account_url: str, container: str, sas_token: str, **kwargs: Any) -> H:
+        """A hook on one container with a SAS token (what a shard pod gets); no Airflow needed."""
+        return cls("", container, auth=BlobAuth("sas", account_url, secret=sas_token.lstrip("?")), **kwargs)
+
     @property
     def where(self) -> str:
         url = self._auth.account_url if self._auth else f"<connection {self.blob_conn_id}>"

@@ -161,19 +161,38 @@ class KueueHook:
         )
         return [self._json(j) for j in res.items]
 
-    def delete_job(self, namespace: str, name: str, propagation_policy: str = "Background") -> bool:
-        """Delete the Job (Kueue then removes its Workload; never delete the Workload itself)."""
+    def delete_job(
+        self, namespace: str, name: str, propagation_policy: str = "Background", uid: str | None = None
+    ) -> bool:
+        """Delete the Job (Kueue then removes its Workload; never delete the Workload itself). With ``uid``
+        only that object, never a namesake that replaced it. False when it was already gone."""
         batch = client.BatchV1Api(self.api)
+        options = client.V1DeleteOptions(
+            propagation_policy=propagation_policy,
+            preconditions=client.V1Preconditions(uid=uid) if uid else None,
+        )
         try:
-            call_with_retry(
-                lambda: batch.delete_namespaced_job(name, namespace, propagation_policy=propagation_policy),
-                "delete Job",
-            )
+            call_with_retry(lambda: batch.delete_namespaced_job(name, namespace, body=options), "delete Job")
             return True
         except ApiException as exc:
-            if exc.status == 404:
+            if exc.status == 404 or (exc.status == 409 and uid):
                 return False
             raise
+
+    def create_secret(self, body: dict[str, Any]) -> bool:
+        """Create a Secret; False when one of that name exists. An error never carries the request body
+        (it holds the secret): only the status and reason."""
+        core = client.CoreV1Api(self.api)
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        try:
+            call_with_retry(lambda: core.create_namespaced_secret(namespace, body), "create Secret")
+            return True
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise KueueApiError(
+                f"could not create Secret {namespace}/{name}: HTTP {exc.status} {exc.reason}"
+            ) from None
 
     def delete_job_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
         """The blocking twin of ``AsyncKueueHook.delete_job_unless_finished``: "deleted", "finished" or

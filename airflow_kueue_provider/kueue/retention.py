@@ -24,6 +24,7 @@ class BlobInfo:
     name: str
     modified: datetime
     etag: str | None = None
+    container: str | None = None  # None: the base container; else a task instance's shard container
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,38 @@ def plan_sweep(blobs: Iterable[BlobInfo], now: datetime, older_than: timedelta) 
             by_prefix.setdefault(prefix, []).append(blob)
     stale = sorted(p for p, items in by_prefix.items() if now - max(b.modified for b in items) > older_than)
     kept = sorted(set(by_prefix) - set(stale))
-    delete = tuple(b for p in stale for b in sorted(by_prefix[p], key=lambda b: b.name))
+    delete = tuple(b for p in stale for b in sorted(by_prefix[p], key=lambda b: (b.container or "", b.name)))
     return SweepPlan(delete, tuple(stale), tuple(kept))
+
+
+def shard_blobs_of(container: str, prefix: str, blobs: Iterable[BlobInfo]) -> list[BlobInfo]:
+    """The blobs of a shard container that a sweep may weigh: only its own task instance's checkpoints
+    (its pods may write any name there; one shaped like another prefix must not keep that prefix alive)."""
+    own = f"{prefix}/{SHARDS}/"
+    return [
+        BlobInfo(b.name, b.modified, b.etag, container)
+        for b in blobs
+        if b.name.startswith(own) and task_prefix(b.name) == prefix
+    ]
+
+
+def empty_containers_to_delete(
+    containers: dict[str, tuple[str, datetime]],
+    plan: SweepPlan,
+    blobs: Iterable[BlobInfo],
+    now: datetime,
+    older_than: timedelta,
+) -> list[str]:
+    """Shard containers to remove after the plan's deletes: those of a stale prefix, and old ones that hold
+    nothing of a prefix anyone still writes (``containers``: name -> (prefix, last modified))."""
+    live = set(plan.kept_prefixes)
+    stale = set(plan.stale_prefixes)
+    seen = {task_prefix(b.name) for b in blobs}
+    return sorted(
+        name
+        for name, (prefix, modified) in containers.items()
+        if prefix in stale or (prefix not in live and prefix not in seen and now - modified > older_than)
+    )
 
 
 def stale_prefixes(blobs: Iterable[tuple[str, datetime]], now: datetime, older_than: timedelta) -> list[str]:

@@ -3,17 +3,29 @@
 With checkpointing on, a task instance's shards are numbered 0..completions-1 and its ledger records which
 finished. The first try runs them all; a later try runs only the unfinished ones, in a Job whose index ``i``
 runs the ``i``-th of them (the pod learns its shard from ``AIRFLOW_KUEUE_SHARDS`` and the worker SDK).
+
+What pods may touch (``kueue.checkpoint_access``): the shards checkpoint in a container of their task
+instance's own, and each Job's pods get a SAS for that container only, through a Secret the operator creates
+and the Job owns (Kubernetes deletes it with the Job). The ledger stays in the base container, out of the
+pods' reach; the account key never leaves Airflow.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..hooks.blob_store import BlobStoreHook
+from ..hooks.blob_auth import container_url_of
+from ..hooks.blob_containers import BlobAccountHook
 from ..hooks.ledger_store import LedgerStore
 from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.checkpoint_access import (
+    DEFAULT_CREDENTIAL_TTL,
+    credential_window,
+    is_container_name,
+    shard_container_name,
+)
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import view_of
 from ..kueue.ledger import Attempt, RunLedger, ledger_prefix
@@ -23,7 +35,9 @@ SHARDS_ENV = "AIRFLOW_KUEUE_SHARDS"
 CHECKPOINT_URL_ENV = "AIRFLOW_KUEUE_CHECKPOINT_URL"
 CHECKPOINT_PREFIX_ENV = "AIRFLOW_KUEUE_CHECKPOINT_PREFIX"
 GRACE_ENV = "AIRFLOW_KUEUE_GRACE_SECONDS"
-CONNECTION_STRING_ENV = "AZURE_STORAGE_CONNECTION_STRING"
+CHECKPOINT_SAS_ENV = "AIRFLOW_KUEUE_CHECKPOINT_SAS"
+SAS_SECRET_KEY = "sas-token"
+SAS_SECRET_SUFFIX = "-checkpoint"
 WORKLOAD_IDENTITY_LABEL = "azure.workload.identity/use"
 
 
@@ -31,20 +45,38 @@ WORKLOAD_IDENTITY_LABEL = "azure.workload.identity/use"
 class Checkpointing:
     """Where shards checkpoint and how their pods reach it.
 
-    :param conn_id: the Blob connection (``wasb``-style fields: connection string, account URL + workload
-        identity / managed identity, SAS token).
-    :param credentials_secret: a Kubernetes Secret (in the Job's namespace) whose ``credentials_secret_key``
-        holds a connection string for the pods; it reaches them as a secretKeyRef, never as a literal value.
-        Leave it unset on AKS with workload identity and set ``workload_identity_service_account``.
+    :param conn_id: the Blob connection of Airflow (``wasb``-style fields). To give pods a SAS it must be able
+        to sign one: the account key (connection string with ``AccountKey``, or ``login`` + ``password``) or
+        an Azure identity allowed to get a user-delegation key.
+    :param container: the base container: ledgers live here, each task instance's shard checkpoints in a
+        container of its own named after it (``<container head>-<hash>``).
+    :param credential_ttl: how long a Job's pod SAS is valid (from submission): the longest a Job may queue
+        and run. A retry gets a new one. At most 7 days.
+    :param workload_identity_service_account: on AKS, run the pods as this ServiceAccount (workload
+        identity) instead of giving them a SAS; grant its identity access to the shard containers only.
     """
 
     conn_id: str
     container: str = "airflow-kueue"
     create_container: bool = True
-    credentials_secret: str | None = None
-    credentials_secret_key: str = "connection-string"
     workload_identity_service_account: str | None = None
     keep_after_success: bool = False
+    credential_ttl: timedelta = DEFAULT_CREDENTIAL_TTL
+    credentials_secret: str | None = None  # removed: refused with the reason (see __post_init__)
+
+    def __post_init__(self) -> None:
+        if self.credentials_secret is not None:
+            raise ValueError(
+                "Checkpointing(credentials_secret=...) was removed: it gave every pod the storage account's "
+                "key. Drop it: the operator now gives each Job's pods a SAS for their own task instance's "
+                "checkpoint container (or set workload_identity_service_account on AKS)"
+            )
+        if not is_container_name(self.container):
+            raise ValueError(
+                f"Checkpointing(container={self.container!r}) is not a valid Blob container name: use 3-63 "
+                "lowercase letters, digits and single hyphens, starting and ending with a letter or digit"
+            )
+        credential_window(datetime.now(timezone.utc), self.credential_ttl)  # validates the TTL
 
     @classmethod
     def from_param(cls, value: Checkpointing | dict[str, Any] | str | None) -> Checkpointing | None:
@@ -63,12 +95,18 @@ class CheckpointSession:
         self.identity = identity
         self.shard_count = shard_count
         self.prefix = ledger_prefix(identity.dag_id, identity.run_id, identity.task_id, identity.map_index)
-        self.hook = BlobStoreHook(config.conn_id, config.container, create_container=config.create_container)
+        self.shard_container = shard_container_name(config.container, self.prefix)
+        self.hook = BlobAccountHook(
+            config.conn_id, config.container, create_container=config.create_container
+        )
         self.ledger = LedgerStore(self.hook, self.prefix)
 
     def check(self) -> None:
-        """Fail fast (BlobConfigError) on an unknown connection, bad credentials or a missing container."""
+        """Fail fast (BlobConfigError) on an unknown connection, bad credentials, a missing container, or a
+        connection that cannot sign the pods' SAS."""
         self.hook.check()
+        if self.pods_use_sas:
+            self.hook.check_can_sign()
 
     def reconcile(self, jobs: list[dict[str, Any]]) -> RunLedger:
         """The ledger, caught up with what earlier attempts' Jobs report (a write may have been missed)."""
@@ -116,37 +154,73 @@ class CheckpointSession:
             "shard_count": self.shard_count,
         }
 
-    def pod_env(self, shards: IndexSet, termination_grace: int = 30) -> list[dict[str, Any]]:
+    @property
+    def pods_use_sas(self) -> bool:
+        return self.config.workload_identity_service_account is None
+
+    def prepare_pod_access(self) -> str | None:
+        """Create the task instance's shard container (kept across tries) and sign a SAS for it alone.
+
+        Returns the SAS token (None with workload identity). Called before the Job exists, so a connection
+        that cannot sign fails the task with nothing created."""
+        self.hook.ensure_container(self.shard_container, self.prefix)
+        if not self.pods_use_sas:
+            return None
+        start, expiry = credential_window(datetime.now(timezone.utc), self.config.credential_ttl)
+        return self.hook.container_sas(self.shard_container, start, expiry)
+
+    @staticmethod
+    def sas_secret_name(job_name: str) -> str:
+        return job_name + SAS_SECRET_SUFFIX
+
+    def sas_secret(self, job: dict[str, Any], token: str) -> dict[str, Any]:
+        """The Secret that hands the Job's pods their SAS, owned by the Job: it goes when the Job goes."""
+        meta = job["metadata"]
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": self.sas_secret_name(meta["name"]),
+                "namespace": meta["namespace"],
+                "labels": dict(meta.get("labels") or {}),
+                "annotations": dict(meta.get("annotations") or {}),
+                "ownerReferences": [
+                    {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"]}
+                ],
+            },
+            "stringData": {SAS_SECRET_KEY: token},
+        }
+
+    def pod_env(
+        self, shards: IndexSet, termination_grace: int = 30, job_name: str | None = None
+    ) -> list[dict[str, Any]]:
         env: list[dict[str, Any]] = [
             {"name": SHARDS_ENV, "value": str(shards)},
-            {"name": CHECKPOINT_URL_ENV, "value": self.hook.container_url()},
+            {
+                "name": CHECKPOINT_URL_ENV,
+                "value": container_url_of(self.hook.get_auth(), self.shard_container),
+            },
             {"name": CHECKPOINT_PREFIX_ENV, "value": self.prefix},
             # The SDK's SIGTERM flush must end before the kubelet's SIGKILL: 5 s short of the pod's grace.
             {"name": GRACE_ENV, "value": str(max(1, termination_grace - 5))},
         ]
-        if self.config.credentials_secret:
-            env.append(
-                {
-                    "name": CONNECTION_STRING_ENV,
-                    "valueFrom": {
-                        "secretKeyRef": {
-                            "name": self.config.credentials_secret,
-                            "key": self.config.credentials_secret_key,
-                        }
-                    },
-                }
-            )
+        if self.pods_use_sas and job_name:
+            secret = {"name": self.sas_secret_name(job_name), "key": SAS_SECRET_KEY}
+            env.append({"name": CHECKPOINT_SAS_ENV, "valueFrom": {"secretKeyRef": secret}})
         return env
 
     def shape_job(self, manifest: dict[str, Any], shards: IndexSet) -> dict[str, Any]:
-        """Run exactly ``shards`` (completions = their count) and tell each pod where to checkpoint."""
+        """Run exactly ``shards`` (completions = their count) and tell each pod where to checkpoint, with
+        which credential (the Job's SAS Secret, created right after the Job: the Job starts suspended)."""
         spec = manifest["spec"]
         spec["completions"] = len(shards)
         spec["parallelism"] = min(int(spec.get("parallelism") or len(shards)), len(shards))
         if spec.get("maxFailedIndexes") is not None:
             spec["maxFailedIndexes"] = min(int(spec["maxFailedIndexes"]), len(shards))
         pod = spec["template"]
-        env = self.pod_env(shards, int(pod["spec"].get("terminationGracePeriodSeconds") or 30))
+        grace = int(pod["spec"].get("terminationGracePeriodSeconds") or 30)
+        env = self.pod_env(shards, grace, manifest.get("metadata", {}).get("name"))
         names = {e["name"] for e in env}
         for container in pod["spec"]["containers"]:
             container["env"] = [e for e in container.get("env") or [] if e["name"] not in names] + env
@@ -199,7 +273,11 @@ class CheckpointSession:
         return self.ledger.update(done)
 
     def clean_up_after_success(self) -> int:
-        """Delete the shards' checkpoints (the ledger stays as the record) unless asked to keep them."""
+        """Delete the shards' checkpoints and their container (the ledger stays as the record) unless
+        asked to keep them."""
         if self.config.keep_after_success:
             return 0
-        return self.hook.delete_prefix(f"{self.prefix}/shards/")
+        with self.hook.container_hook(self.shard_container) as shards:
+            deleted = shards.delete_prefix(f"{self.prefix}/shards/")
+        self.hook.delete_container_if_empty(self.shard_container)
+        return deleted

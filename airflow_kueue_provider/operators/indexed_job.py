@@ -226,6 +226,7 @@ class KueueIndexedJobOperator(BaseOperator):
         # 1. Reattach to a Job of this task instance that still runs (or completed) ...
         previous = existing_jobs(hook, self.namespace, identity)
         submission = reattachable(previous, completed_counts=session is None)
+        pod_sas: str | None = None
         if submission is None:
             # 2. ... or run what is left: every shard, or on a retry those the ledger has not seen finish.
             shards = IndexSet.range(0, self.completions)
@@ -236,8 +237,11 @@ class KueueIndexedJobOperator(BaseOperator):
                     self.log.info("every shard already finished in an earlier try; nothing to run")
                     return session.result(ledger, None)
                 session.shape_job(manifest, shards)
+                pod_sas = session.prepare_pod_access()  # before the Job: a bad connection creates nothing
             submission = create_or_adopt(hook, manifest, identity)
             if session is not None:  # also for an adopted Job: its worker may have died before recording it
+                if pod_sas is not None:
+                    self._hand_pods_their_sas(hook, session, submission.job, pod_sas)
                 session.record_attempt(
                     submission.job["metadata"]["name"], session.job_shards(submission.job, shards)
                 )
@@ -270,6 +274,21 @@ class KueueIndexedJobOperator(BaseOperator):
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
         return self.execute_complete(context, asyncio.run(_first_event(trigger)))
+
+    def _hand_pods_their_sas(
+        self, hook: KueueHook, session: CheckpointSession, job: dict[str, Any], token: str
+    ) -> None:
+        """The Secret with the pods' SAS, owned by the Job. The Job was created suspended, and a pod that
+        starts before its Secret exists waits for it (the kubelet retries). If the Secret cannot be made,
+        the Job goes too: its pods could never checkpoint."""
+        try:
+            if not hook.create_secret(session.sas_secret(job, token)):
+                self.log.info(
+                    "the Secret of Job %s exists already (this try's earlier worker)", job["metadata"]["name"]
+                )
+        except Exception:
+            hook.delete_job(self.namespace, job["metadata"]["name"], uid=job["metadata"].get("uid"))
+            raise
 
     def _target_parallelism(self) -> int:
         return min(self.parallelism or self.completions, self.completions)

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from ..hooks.blob_store import BlobStoreHook
-from ..kueue.retention import plan_sweep
+from ..hooks.blob_containers import BlobAccountHook
+from ..kueue.retention import BlobInfo, empty_containers_to_delete, plan_sweep, shard_blobs_of
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 class KueueCheckpointSweepOperator(BaseOperator):
     """Remove every task instance's ledger and checkpoints whose newest blob is older than ``older_than``.
 
-    Only blobs of the provider's exact layout count (``<dag>/<run>/<task>[/<map>]/ledger.json`` and
-    ``.../shards/<n>/...``), and each is deleted only if its ETag is still the one listed: a blob written
-    since (a live retry's checkpoint) is kept. The result lists what went and what was kept.
+    Only blobs of the provider's exact layout count (``<dag>/<run>/<task>[/<map>]/ledger.json`` in the base
+    container, ``.../shards/<n>/...`` in the task instance's own shard container), and each is deleted only
+    if its ETag is still the one listed: a blob written since (a live retry's checkpoint) is kept. A shard
+    container goes once it is empty. The result lists what went and what was kept.
 
     Successful runs delete their shards' checkpoints themselves (unless kept); this sweep is the backstop for
     failed, abandoned or kept runs, e.g. in a daily maintenance DAG. ``dry_run`` only lists what would go.
@@ -44,14 +45,28 @@ class KueueCheckpointSweepOperator(BaseOperator):
         self.list_only = dry_run  # BaseOperator.dry_run is a method
 
     def execute(self, context: Context) -> dict[str, Any]:
-        with BlobStoreHook(self.checkpoint_conn_id, self.container, create_container=False) as hook:
+        now = datetime.now(timezone.utc)
+        with BlobAccountHook(self.checkpoint_conn_id, self.container, create_container=False) as hook:
             hook.check()
-            # 1. One listing decides: only names of the provider's exact layout, whole stale prefixes only.
-            plan = plan_sweep(hook.list_blobs(""), datetime.now(timezone.utc), self.older_than)
-            # 2. Delete exactly those names, each only if unchanged since the listing (its ETag).
-            deleted, changed = ([], []) if self.list_only else hook.delete_unchanged(plan.delete)
+            # 1. One listing decides: the base container's ledgers and each shard container's checkpoints,
+            #    only names of the provider's exact layout, whole stale task instances only.
+            containers = hook.shard_containers()
+            blobs = list(hook.list_blobs(""))
+            for name, (prefix, _) in containers.items():
+                with hook.container_hook(name) as shards:
+                    blobs += shard_blobs_of(name, prefix, shards.list_blobs(""))
+            plan = plan_sweep(blobs, now, self.older_than)
+            empty = empty_containers_to_delete(containers, plan, blobs, now, self.older_than)
+            # 2. Delete exactly those names, each only if unchanged since the listing (its ETag); then the
+            #    shard containers left empty.
+            deleted: list[str] = []
+            changed: list[str] = []
+            gone: list[str] = []
+            if not self.list_only:
+                deleted, changed = self._delete(hook, plan.delete)
+                gone = [name for name in empty if hook.delete_container_if_empty(name)]
         verb = "would delete" if self.list_only else "deleted"
-        names = [b.name for b in plan.delete] if self.list_only else deleted
+        names = [_label(b) for b in plan.delete] if self.list_only else deleted
         self.log.info(
             "%s %d blobs of %d task-instance prefixes older than %s in %s: %s",
             verb,
@@ -69,11 +84,34 @@ class KueueCheckpointSweepOperator(BaseOperator):
             len(changed),
             ", ".join(changed) or "none",
         )
+        self.log.info("%s %d empty shard containers: %s", verb, len(empty), ", ".join(empty) or "none")
         return {
             "prefixes": list(plan.stale_prefixes),
+            "deleted_containers": empty if self.list_only else gone,
             "deleted": names,
             "deleted_blobs": len(names),
             "kept_prefixes": list(plan.kept_prefixes),
             "kept_changed": changed,
             "dry_run": self.list_only,
         }
+
+    @staticmethod
+    def _delete(hook: BlobAccountHook, blobs: Sequence[BlobInfo]) -> tuple[list[str], list[str]]:
+        """Conditioned deletes, container by container; names come back as ``[<container>:]<blob>``."""
+        deleted: list[str] = []
+        changed: list[str] = []
+        for container in sorted({b.container for b in blobs}, key=lambda c: c or ""):
+            mine = [b for b in blobs if b.container == container]
+            if container is None:
+                went, kept = hook.delete_unchanged(mine)
+            else:
+                with hook.container_hook(container) as other:
+                    went, kept = other.delete_unchanged(mine)
+            label = "" if container is None else f"{container}:"
+            deleted += [label + n for n in went]
+            changed += [label + n for n in kept]
+        return deleted, changed
+
+
+def _label(blob: BlobInfo) -> str:
+    return blob.name if blob.container is None else f"{blob.container}:{blob.name}"

@@ -13,7 +13,8 @@ SHARDS = "AIRFLOW_KUEUE_SHARDS"
 CHECKPOINT_URL = "AIRFLOW_KUEUE_CHECKPOINT_URL"
 CHECKPOINT_PREFIX = "AIRFLOW_KUEUE_CHECKPOINT_PREFIX"
 GRACE_SECONDS = "AIRFLOW_KUEUE_GRACE_SECONDS"
-CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
+CHECKPOINT_SAS = "AIRFLOW_KUEUE_CHECKPOINT_SAS"  # the operator's SAS for this task instance's container
+CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"  # local runs only: the operator never sends one
 DEFAULT_GRACE_SECONDS = 25.0
 
 
@@ -42,6 +43,7 @@ class ShardEnv:
     prefix: str
     grace_seconds: float
     connection_string: str | None = field(default=None, repr=False)
+    sas_token: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> ShardEnv:
@@ -74,4 +76,5 @@ class ShardEnv:
             prefix=prefix,
             grace_seconds=grace,
             connection_string=environ.get(CONNECTION_STRING) or None,
+            sas_token=(environ.get(CHECKPOINT_SAS) or "").lstrip("?") or None,
         )

@@ -335,6 +335,9 @@ class Shard:
 
 
 def _store(env: ShardEnv, retry: RetryPolicy) -> BlobStoreHook:
+    """The SAS the operator gives the pod; else (local runs) a connection string; else the pod's identity."""
+    if env.sas_token:
+        return BlobStoreHook.from_sas(env.account_url, env.container, env.sas_token, retry=retry)
     if env.connection_string:
         return BlobStoreHook.from_connection_string(env.connection_string, env.container, retry=retry)
     return BlobStoreHook.from_account_url(env.account_url, env.container, retry=retry)

@@ -17,11 +17,13 @@ from typing import Any
 import pytest
 import yaml
 from airflow.sdk.exceptions import AirflowException
+from azure.storage.blob import BlobServiceClient
 from fastapi.testclient import TestClient
 from kubernetes import client, config, utils
 from kubernetes.client.rest import ApiException
 
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
+from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.job_sweep import KueueFinishedJobSweepOperator
 from airflow_kueue_provider.plugins.dashboard_app import create_app
@@ -124,13 +126,30 @@ def _operator(env: KueueEnv, conn_id: str, **kwargs: Any) -> KueueIndexedJobOper
 
 
 def test_the_worker_identity_runs_a_task_end_to_end_and_reaches_nothing_else(
-    kueue_env_factory: Any, identity: Any
+    kueue_env_factory: Any, identity: Any, devcluster_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env, other = kueue_env_factory(), kueue_env_factory()
     worker = identity("worker-triggerer.yaml", env.namespace)
+    blob = {
+        "conn_type": "wasb",
+        "extra": {"connection_string": devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_RBAC_BLOB", json.dumps(blob))
+    base = f"rbac-{env.namespace[-6:]}"
 
-    result = _operator(env, worker.conn_id).execute({"ti": _ti("ok")})
+    # With checkpointing: it creates the pods' SAS Secret (create only: it can read no Secret back).
+    checkpointing = Checkpointing("rbac_blob", base)
+    result = _operator(env, worker.conn_id, checkpointing=checkpointing).execute({"ti": _ti("ok")})
     assert result["completed_indexes"] == "0-3" and result["cluster_queue"] == env.cluster_queue
+    (job,) = env.jobs()
+    secret = env.cluster.core.read_namespaced_secret(f"{job.metadata.name}-checkpoint", env.namespace)
+    assert secret.metadata.owner_references[0].uid == job.metadata.uid
+    with pytest.raises(ApiException) as denied:
+        client.CoreV1Api(worker.api).read_namespaced_secret(secret.metadata.name, env.namespace)
+    assert denied.value.status == 403, "the worker writes the pods' Secret but cannot read Secrets"
+    service = BlobServiceClient.from_connection_string(devcluster_env["AZURE_STORAGE_CONNECTION_STRING"])
+    for container in service.list_containers(name_starts_with=base):
+        service.delete_container(container.name)
 
     # A failing index: the failure message reads the pod's log (pods/log) and the Job is cleaned up.
     failing = _operator(

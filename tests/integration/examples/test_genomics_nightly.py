@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 from pathlib import Path
@@ -29,13 +28,6 @@ def test_genomics_nightly_runs_scaled_down(
     kueue_env: KueueEnv, airflow_home: AirflowHome, devcluster_env: dict[str, str]
 ) -> None:
     conn_string = devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]
-    kueue_env.cluster.core.create_namespaced_secret(
-        kueue_env.namespace,
-        {
-            "metadata": {"name": "blob-credentials"},
-            "data": {"connection-string": base64.b64encode(conn_string.encode()).decode()},
-        },
-    )
     shutil.copy(EXAMPLES / "genomics_nightly.py", airflow_home.home / "dags" / "genomics_nightly.py")
     airflow_home.env.update(
         {
@@ -47,7 +39,6 @@ def test_genomics_nightly_runs_scaled_down(
             "GENOMICS_RUN_DURATION": "2s",
             "GENOMICS_NAMESPACE": kueue_env.namespace,
             "GENOMICS_QUEUE": kueue_env.local_queue,
-            "GENOMICS_BLOB_SECRET": "blob-credentials",
             "GENOMICS_BLOB_CONTAINER": f"genomics-{short_id()}",
         }
     )

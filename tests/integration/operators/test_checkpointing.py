@@ -47,9 +47,7 @@ with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=Fal
             "kwok.airflow-kueue.io/run-duration": {run_duration!r}, "kwok.airflow-kueue.io/hold": {hold!r},
             "kwok.airflow-kueue.io/fail-indexes": "{{{{ {fail!r} if ti.try_number == 1 else '' }}}}",
         }},
-        checkpointing={{
-            "conn_id": {conn_id!r}, "container": {container!r}, "credentials_secret": "blob-credentials",
-        }},
+        checkpointing={{"conn_id": {conn_id!r}, "container": {container!r}}},
     )
 """
 
@@ -65,8 +63,9 @@ def blob(devcluster_env: dict[str, str], airflow_home: AirflowHome) -> Iterator[
     container = f"ckpt-{short_id()}"
     service = BlobServiceClient.from_connection_string(conn_string)
     yield SimpleNamespace(conn_string=conn_string, container=container, service=service)
-    with contextlib.suppress(Exception):
-        service.delete_container(container)
+    for made in service.list_containers(name_starts_with=container):  # the base and its shard containers
+        with contextlib.suppress(Exception):
+            service.delete_container(made.name)
 
 
 def _read_ledger(blob: SimpleNamespace, prefix: str) -> RunLedger:
@@ -74,20 +73,9 @@ def _read_ledger(blob: SimpleNamespace, prefix: str) -> RunLedger:
     return RunLedger.from_dict(json.loads(data))
 
 
-def _credentials_secret(env: KueueEnv, conn_string: str) -> None:
-    env.cluster.core.create_namespaced_secret(
-        env.namespace,
-        {
-            "metadata": {"name": "blob-credentials"},
-            "data": {"connection-string": base64.b64encode(conn_string.encode()).decode()},
-        },
-    )
-
-
 def test_retry_runs_only_the_unfinished_shards_and_the_result_covers_all(
     kueue_env: KueueEnv, airflow_home: AirflowHome, blob: SimpleNamespace
 ) -> None:
-    _credentials_secret(kueue_env, blob.conn_string)
     airflow_home.write_dag(
         "resume",
         RETRY_DAG.format(
@@ -114,7 +102,9 @@ def test_retry_runs_only_the_unfinished_shards_and_the_result_covers_all(
     )
     env = {e.name: e for e in jobs[1].spec.template.spec.containers[0].env}
     assert env["AIRFLOW_KUEUE_SHARDS"].value == "2,5,8"
-    assert env["AZURE_STORAGE_CONNECTION_STRING"].value_from.secret_key_ref.name == "blob-credentials"
+    for job in jobs:  # each Job's pods read their own SAS Secret, which the Job owns
+        sas = {e.name: e for e in job.spec.template.spec.containers[0].env}["AIRFLOW_KUEUE_CHECKPOINT_SAS"]
+        assert sas.value_from.secret_key_ref.name == f"{job.metadata.name}-checkpoint"
     result = returned_result(run)
     assert result["completed_indexes"] == "0-9" and result["completions"] == 10 and result["failed"] == 0
     assert result["attempts"] == 2
@@ -133,6 +123,9 @@ def _assert_no_secret(
     """Acceptance: no account key, SAS or connection-string key in logs, XCom, the ledger or the Job spec."""
     secrets = [AZURITE_KEY, "AccountKey=", "sig="]
     jobs = env.cluster.api.sanitize_for_serialization(env.cluster.batch.list_namespaced_job(env.namespace))
+    for secret in env.cluster.core.list_namespaced_secret(env.namespace).items:  # a SAS, never the key
+        for value in (secret.data or {}).values():
+            assert AZURITE_KEY not in base64.b64decode(value).decode(errors="replace")
     ledger = blob.service.get_blob_client(blob.container, f"{prefix}/ledger.json").download_blob().readall()
     places = {
         "task log": log,

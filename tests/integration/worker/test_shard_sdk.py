@@ -6,6 +6,7 @@ each item must appear exactly once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ import pytest
 
 from airflow_kueue_provider.hooks.blob_store import BlobStoreHook
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.checkpoint_access import shard_container_name
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
@@ -29,21 +31,30 @@ GRACE = 10.0
 
 
 @pytest.fixture
-def store(devcluster_env: dict[str, str]) -> Iterator[BlobStoreHook]:
+def base(devcluster_env: dict[str, str]) -> Iterator[str]:
+    """A fresh base container (ledgers) and the Airflow connection the operator signs the pods' SAS with."""
     cs = devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]
-    with BlobStoreHook.from_connection_string(cs, f"t-{uuid.uuid4().hex[:16]}") as hook:
-        hook.check()
-        yield hook
-        hook.get_conn().delete_container()
-
-
-def pod_env(store: BlobStoreHook, index: int, shards: str | None) -> dict[str, str]:
-    """Exactly what the operator puts in a shard's container, with the secretKeyRef resolved as a kubelet
-    would, plus what Kubernetes adds (JOB_COMPLETION_INDEX) and the image's PATH."""
-    conn_string = os.environ["AZURE_STORAGE_CONNECTION_STRING"]
     os.environ["AIRFLOW_CONN_SDK_BLOB"] = json.dumps(
-        {"conn_type": "wasb", "extra": {"connection_string": conn_string}}
+        {"conn_type": "wasb", "extra": {"connection_string": cs}}
     )
+    name = f"t-{uuid.uuid4().hex[:16]}"
+    yield name
+    for container in (name, shard_container_name(name, PREFIX)):
+        with BlobStoreHook.from_connection_string(cs, container) as hook, contextlib.suppress(Exception):
+            hook.get_conn().delete_container()
+
+
+@pytest.fixture
+def store(base: str, devcluster_env: dict[str, str]) -> Iterator[BlobStoreHook]:
+    """The task instance's shard container, as the test reads it (with the account key)."""
+    cs = devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]
+    with BlobStoreHook.from_connection_string(cs, shard_container_name(base, PREFIX)) as hook:
+        yield hook
+
+
+def pod_env(base: str, index: int, shards: str | None) -> dict[str, str]:
+    """Exactly what the operator puts in a shard's container, with the secretKeyRef resolved as a kubelet
+    would (the SAS the operator signed), plus what Kubernetes adds (JOB_COMPLETION_INDEX) and the PATH."""
     run = IndexSet.parse(shards) if shards is not None else IndexSet.range(0, 4)
     identity = AirflowIdentity("dag", "task", "run")  # the ledger prefix is dag/run/task = PREFIX
     op = KueueIndexedJobOperator(
@@ -57,25 +68,24 @@ def pod_env(store: BlobStoreHook, index: int, shards: str | None) -> dict[str, s
             "spec": {"template": {"spec": {"terminationGracePeriodSeconds": int(GRACE) + 5}}},
         },
     )
-    session = CheckpointSession(
-        Checkpointing("sdk_blob", store.container, credentials_secret="blob-credentials"),
-        identity,
-        op.completions,
-    )
+    session = CheckpointSession(Checkpointing("sdk_blob", base), identity, op.completions)
     manifest = session.shape_job(op.build_manifest(identity), run)
+    token = session.prepare_pod_access()
+    assert token is not None
     env = {"PATH": os.environ["PATH"], "JOB_COMPLETION_INDEX": str(index)}
     for var in manifest["spec"]["template"]["spec"]["containers"][0]["env"]:
         if "value" in var:
             env[var["name"]] = var["value"]
         else:
             assert var["valueFrom"]["secretKeyRef"] == {
-                "name": "blob-credentials",
-                "key": "connection-string",
+                "name": session.sas_secret_name(manifest["metadata"]["name"]),
+                "key": "sas-token",
             }
-            env[var["name"]] = conn_string  # the kubelet reads the Secret
+            env[var["name"]] = token  # the kubelet reads the Secret
     assert env["AIRFLOW_KUEUE_CHECKPOINT_PREFIX"] == PREFIX and env["AIRFLOW_KUEUE_GRACE_SECONDS"] == str(
         int(GRACE)
     )
+    assert "AZURE_STORAGE_CONNECTION_STRING" not in env
     return env
 
 
@@ -100,11 +110,11 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_checkpoints_every_k_items_and_marks_done(store: BlobStoreHook, tmp_path: Path) -> None:
+def test_checkpoints_every_k_items_and_marks_done(base: str, store: BlobStoreHook, tmp_path: Path) -> None:
     counter = tmp_path / "counter"
     run = subprocess.run(
         sample(counter, items=12, every=4, seconds=0.01),
-        env=pod_env(store, index=0, shards=None), cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env=pod_env(base, index=0, shards=None), cwd=tmp_path, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert lines(counter) == [f"0:{i}" for i in range(12)]
@@ -120,10 +130,10 @@ def test_checkpoints_every_k_items_and_marks_done(store: BlobStoreHook, tmp_path
 
 
 def test_sigterm_mid_shard_flushes_and_a_restart_resumes_without_repeating(
-    store: BlobStoreHook, tmp_path: Path
+    base: str, store: BlobStoreHook, tmp_path: Path
 ) -> None:
     counter, items = tmp_path / "counter", 40
-    env = pod_env(store, index=1, shards="3,7")  # index 1 runs shard 7
+    env = pod_env(base, index=1, shards="3,7")  # index 1 runs shard 7
     first = subprocess.Popen(
         sample(counter, items, every=5, seconds=0.05),
         env=env,
@@ -142,6 +152,7 @@ def test_sigterm_mid_shard_flushes_and_a_restart_resumes_without_repeating(
     assert first.returncode == 143, stderr
     assert took < GRACE, f"exited {took:.1f}s after SIGTERM"
     assert os.environ["AZURE_STORAGE_CONNECTION_STRING"].split("AccountKey=")[1][:20] not in stderr
+    assert env["AIRFLOW_KUEUE_CHECKPOINT_SAS"].split("sig=")[1][:12] not in stderr, "the SAS is not logged"
 
     processed = lines(counter)
     saved = checkpoints(store, 7)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow_kueue_provider.kueue.retention import stale_prefixes, task_prefix
+from airflow_kueue_provider.kueue.retention import BlobInfo, plan_sweep, stale_prefixes, task_prefix
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 
@@ -38,3 +38,37 @@ def test_only_the_exact_layout_is_the_providers() -> None:
     assert task_prefix("d/r/t/shards/0") is None
     assert task_prefix("d/r/t/ledger.json.bak") is None
     assert task_prefix("d/r.x/t/ledger.json") is None, "a raw '.' never appears in an encoded segment"
+
+
+def test_a_shard_container_counts_only_its_own_task_instances_checkpoints() -> None:
+    from airflow_kueue_provider.kueue.retention import shard_blobs_of
+
+    t = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    listed = [
+        BlobInfo("d/r/t/shards/0/checkpoint-00000001.json", t, "e1"),
+        BlobInfo("d/r/other/shards/0/checkpoint-00000001.json", t, "e2"),  # shaped like another prefix
+        BlobInfo("d/r/t/ledger.json", t, "e3"),  # ledgers never live in a shard container
+        BlobInfo("d/r/t/shards/x", t, "e4"),
+    ]
+    assert shard_blobs_of("c-1", "d/r/t", listed) == [
+        BlobInfo("d/r/t/shards/0/checkpoint-00000001.json", t, "e1", "c-1")
+    ]
+
+
+def test_empty_shard_containers_go_with_their_stale_prefix_or_when_old_and_unclaimed() -> None:
+    from airflow_kueue_provider.kueue.retention import empty_containers_to_delete
+
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    old, new = now - timedelta(days=30), now - timedelta(hours=1)
+    blobs = [BlobInfo("d/r/stale/ledger.json", old), BlobInfo("d/r/live/ledger.json", new)]
+    plan = plan_sweep(blobs, now, timedelta(days=7))
+    containers = {
+        "c-stale": ("d/r/stale", new),
+        "c-live": ("d/r/live", old),
+        "c-abandoned": ("d/r/none", old),
+        "c-just-made": ("d/r/new", new),  # its pods may not have written yet
+    }
+    assert empty_containers_to_delete(containers, plan, blobs, now, timedelta(days=7)) == [
+        "c-abandoned",
+        "c-stale",
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -24,7 +25,62 @@ def test_job_shards_come_from_the_job_it_was_created_with() -> None:
 def test_checkpointing_parameter_forms() -> None:
     assert Checkpointing.from_param(None) is None
     assert Checkpointing.from_param("blob") == Checkpointing(conn_id="blob")
-    assert Checkpointing.from_param({"conn_id": "blob", "container": "c"}) == Checkpointing("blob", "c")
+    assert Checkpointing.from_param({"conn_id": "blob", "container": "ckpt"}) == Checkpointing("blob", "ckpt")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"credentials_secret": "blob-credentials"},
+            "was removed: it gave every pod the storage account's key",
+        ),
+        ({"container": "Checkpoints_2026"}, "not a valid Blob container name"),
+        ({"container": "a--b"}, "not a valid Blob container name"),
+        ({"credential_ttl": timedelta(days=8)}, "at most 7 days"),
+        ({"credential_ttl": timedelta(0)}, "more than 0"),
+    ],
+)
+def test_bad_checkpointing_settings_are_refused_with_what_to_change(
+    kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        Checkpointing("blob", **kwargs)  # type: ignore[arg-type]
+
+
+def test_pods_get_their_sas_from_the_jobs_own_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KEY_BLOB",
+        json.dumps(
+            {"conn_type": "wasb", "login": "acct", "password": "a2V5", "host": "acct.blob.core.windows.net"}
+        ),
+    )
+    session = CheckpointSession(Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r"), 4)
+    manifest = {
+        "metadata": {"name": "d-t-abc-1", "namespace": "batch"},
+        "spec": {"template": {"spec": {"containers": [{"name": "main"}]}}},
+    }
+    env = session.shape_job(manifest, IndexSet.range(0, 4))["spec"]["template"]["spec"]["containers"][0][
+        "env"
+    ]
+    by_name = {e["name"]: e for e in env}
+    assert by_name["AIRFLOW_KUEUE_CHECKPOINT_SAS"] == {
+        "name": "AIRFLOW_KUEUE_CHECKPOINT_SAS",
+        "valueFrom": {"secretKeyRef": {"name": "d-t-abc-1-checkpoint", "key": "sas-token"}},
+    }
+    url = by_name["AIRFLOW_KUEUE_CHECKPOINT_URL"]["value"]
+    assert url.startswith("https://acct.blob.core.windows.net/ckpt-") and url.endswith(
+        session.shard_container
+    )
+    assert not any("AZURE_STORAGE" in e["name"] for e in env)
+
+    job = {**manifest, "metadata": {**manifest["metadata"], "uid": "u-1", "labels": {"a": "b"}}}
+    secret = session.sas_secret(job, "sv=x&sig=y")
+    assert secret["metadata"]["ownerReferences"] == [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "d-t-abc-1", "uid": "u-1"}
+    ]
+    assert secret["metadata"]["name"] == "d-t-abc-1-checkpoint" and secret["metadata"]["labels"] == {"a": "b"}
+    assert secret["stringData"] == {"sas-token": "sv=x&sig=y"}
 
 
 def test_workload_identity_pods_get_the_service_account_label_and_no_secret(
@@ -63,7 +119,7 @@ def test_workload_identity_pods_get_the_service_account_label_and_no_secret(
     env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
     assert env == {
         "AIRFLOW_KUEUE_SHARDS": "3,7,900-999",
-        "AIRFLOW_KUEUE_CHECKPOINT_URL": "https://genomicsdata.blob.core.windows.net/checkpoints",
+        "AIRFLOW_KUEUE_CHECKPOINT_URL": f"https://genomicsdata.blob.core.windows.net/{session.shard_container}",
         "AIRFLOW_KUEUE_CHECKPOINT_PREFIX": "nightly/scheduled__2026-11-30/align",
         "AIRFLOW_KUEUE_GRACE_SECONDS": "25",
     }
