@@ -25,6 +25,8 @@ class FinishedJob:
     outcome: str
     """``Complete`` or ``Failed``."""
     finished_at: datetime
+    uid: str | None = None
+    """The object listed: a namesake created since is never the one deleted."""
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -42,7 +44,9 @@ def finished_job(job: Mapping[str, Any]) -> FinishedJob | None:
     at = parse_api_time(raw or cond.get("lastTransitionTime"))
     if at is None:
         return None
-    return FinishedJob(str(metadata.get("namespace")), str(metadata.get("name")), cond["type"], at)
+    return FinishedJob(
+        str(metadata.get("namespace")), str(metadata.get("name")), cond["type"], at, metadata.get("uid")
+    )
 
 
 def stale_finished_jobs(

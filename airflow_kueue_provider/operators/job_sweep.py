@@ -47,7 +47,11 @@ class KueueFinishedJobSweepOperator(BaseOperator):
         hook = KueueHook(self.kubernetes_conn_id)
         jobs = hook.find_jobs(self.namespace, {MANAGED_BY_LABEL: MANAGED_BY_VALUE})
         stale = stale_finished_jobs(jobs, datetime.now(timezone.utc), self.older_than)
-        deleted = [] if self.list_only else [job for job in stale if hook.delete_job(job.namespace, job.name)]
+        deleted = (
+            []
+            if self.list_only
+            else [job for job in stale if hook.delete_job(job.namespace, job.name, uid=job.uid)]
+        )
         self.log.info(
             "%s %d finished Jobs older than %s in %s: %s",
             "would delete" if self.list_only else "deleted",
