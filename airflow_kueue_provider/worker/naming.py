@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 _CHECKPOINT = re.compile(r"checkpoint-([0-9]{8,})\.json")
 
@@ -34,9 +35,19 @@ def checkpoint_seq(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def stale_seqs(seqs: Iterable[int], keep: int) -> list[int]:
-    """The sequence numbers to delete so only the newest ``keep`` checkpoints remain (ascending)."""
+def rank(progress: float | None, seq: int) -> tuple[bool, float, int]:
+    """How checkpoints compare: by progress, then sequence number; one without progress (written before
+    progress existed, or by a shard that never gives one) ranks below every one with it."""
+    return (False, 0, seq) if progress is None else (True, progress, seq)
+
+
+def stale_seqs(seqs: Iterable[int], keep: int, rank: Callable[[int], Any] | None = None) -> list[int]:
+    """The sequence numbers to delete so only the ``keep`` best checkpoints remain (ascending).
+
+    Best: the highest ``rank(seq)`` (ties: the higher seq); without ``rank``, the newest. With
+    ``rank=lambda s: naming.rank(progress[s], s)`` the most progressed checkpoint is always kept.
+    """
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
-    ordered = sorted(set(seqs))
-    return ordered[: max(0, len(ordered) - keep)]
+    best = sorted(set(seqs), key=lambda s: (s if rank is None else rank(s), s), reverse=True)
+    return sorted(best[keep:])

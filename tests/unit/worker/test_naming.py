@@ -40,6 +40,19 @@ def test_stale_keeps_the_newest() -> None:
         naming.stale_seqs([1], keep=0)
 
 
+def test_stale_by_rank_keeps_the_best_not_the_newest() -> None:
+    progress = {1: 90, 2: 10, 3: 20, 4: None, 5: 20}
+    by_progress = naming.stale_seqs(progress, keep=2, rank=lambda s: naming.rank(progress[s], s))
+    assert by_progress == [2, 3, 4]  # 90 (seq 1) and the newer of the two 20s stay
+    assert naming.stale_seqs(progress, keep=1, rank=lambda s: naming.rank(progress[s], s)) == [2, 3, 4, 5]
+
+
+def test_rank_orders_progress_then_seq_and_puts_missing_progress_last() -> None:
+    pairs = [(None, 9), (0, 1), (2.5, 2), (2.5, 3), (None, 10), (-1, 8)]
+    ranked = sorted(pairs, key=lambda p: naming.rank(*p))
+    assert ranked == [(None, 9), (None, 10), (-1, 8), (0, 1), (2.5, 2), (2.5, 3)]
+
+
 @pytest.mark.parametrize("prefix", ["a//b", "a/../b", "./a"])
 def test_bad_prefix(prefix: str) -> None:
     with pytest.raises(ValueError, match="path segment"):
