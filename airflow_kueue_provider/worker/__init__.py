@@ -9,12 +9,13 @@ from __future__ import annotations
 from .env import ShardEnv, split_checkpoint_url
 from .mapping import shard_id_for_index
 from .naming import checkpoint_name, checkpoint_seq, done_name
-from .shard import EXIT_SIGTERM, MAX_CHECKPOINT_BYTES, JsonStore, Shard
+from .shard import EXIT_SIGTERM, MAX_CHECKPOINT_BYTES, JsonStore, Progress, Shard
 
 __all__ = [
     "EXIT_SIGTERM",
     "MAX_CHECKPOINT_BYTES",
     "JsonStore",
+    "Progress",
     "Shard",
     "ShardEnv",
     "checkpoint_name",

@@ -2,8 +2,9 @@
 
 It processes items ``0..N-1`` of its shard (item id ``<shard_id>:<i>``), appends each processed item id to
 ``--counter-file`` (one line per item: a duplicate line proves an item ran twice), checkpoints every
-``--checkpoint-every`` items and marks the shard done. SIGTERM flushes the progress and exits 143; a restart
-resumes after the last recorded item.
+``--checkpoint-every`` items and marks the shard done. Each checkpoint's progress is the number of items done,
+so a second pod of the same index that is behind can never move the shard back. SIGTERM flushes the progress
+and exits 143; a restart resumes after the last recorded item.
 """
 
 from __future__ import annotations
@@ -59,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
             with shard.critical():  # recording the item and the progress it implies must not be split
                 _record(args.counter_file, f"{shard.shard_id}:{i}")
                 state = {"next": i + 1}
-                shard.latest = state
+                shard.set_latest(state, progress=i + 1)
             if (i + 1) % args.checkpoint_every == 0:
-                shard.save(state)
+                shard.save(state, progress=i + 1)
         shard.mark_done({"items": args.items})
         log.info("shard %d done", shard.shard_id)
     return 0

@@ -5,32 +5,69 @@ Typical use (see ``sample_shard.py``)::
     with Shard.from_env() as shard:          # installs the SIGTERM handler; leaving the block restores it
         if shard.is_done():
             return
-        state = shard.load() or {"next": 0}  # resume from the newest checkpoint
+        state = shard.load() or {"next": 0}  # resume from the most progressed checkpoint
         for i in range(state["next"], n):
             work(i)
             with shard.critical():            # a SIGTERM waits until the block ends...
                 record(i)
                 state = {"next": i + 1}
-                shard.latest = state          # ...and then flushes this (an attribute write: cheap)
+                shard.set_latest(state, progress=i + 1)  # ...and then flushes this (cheap: no I/O)
             if (i + 1) % k == 0:
-                shard.save(state)             # periodic checkpoint: one small upload
+                shard.save(state, progress=i + 1)  # periodic checkpoint: one small upload
         shard.mark_done({"items": n})
 
-On SIGTERM the handler writes ``shard.latest`` as one more checkpoint, in a helper thread bounded by
-``grace_seconds - FLUSH_MARGIN_SECONDS``, then raises ``SystemExit(143)`` in the main thread. It never starts
-a big upload: a state over ``MAX_CHECKPOINT_BYTES`` is refused by ``save`` and skipped by the flush.
+**Progress.** Every checkpoint carries the caller's ``progress`` (a number that grows with the work done, e.g.
+items finished). ``load()`` resumes from the checkpoint of highest progress (ties: the highest sequence
+number), not from the newest one: for a short while Kubernetes may run two pods of one index, and the one that
+is behind must not make its shard go backwards by writing last. Pruning keeps the ``keep`` checkpoints of
+highest (progress, seq), so the most progressed one is never deleted, and a writer that is behind only adds
+checkpoints no reader picks. Without ``progress`` a checkpoint inherits the shard's current progress (the
+loaded one, or the last one given); a shard that never gives one writes checkpoints without it. Those, and
+checkpoints written before progress existed, rank below every checkpoint with a progress and among
+themselves by sequence number: the old newest-wins rule.
+
+**SIGTERM.** The handler only notes the time and writes one byte to a pipe (``os.write``: async-signal-safe,
+no Python lock, no logging, no other I/O); the C-level ``signal.set_wakeup_fd`` writes to the same pipe,
+so the flush starts even while the main thread is stuck in a C call that has not yet let the Python
+handler run. A daemon thread started by ``handle_sigterm`` blocks in ``os.read`` on that pipe, then:
+
+1. waits until no ``critical()`` block is open (a SIGTERM inside one flushes when it ends), but no longer
+   than ``deadline - min(FLUSH_UPLOAD_SECONDS, budget / 2)``, where ``deadline = signal time + grace_seconds
+   - FLUSH_MARGIN_SECONDS`` and ``budget`` is that span: a block that outlasts it is split, and what
+   ``latest`` holds then is flushed (the work of that block is then done again after the restart);
+2. closes the gate: from then on the main thread cannot enter a new critical block or save (it stops there);
+3. uploads ``latest`` with its progress through ``flush_store`` in a helper thread bounded by the deadline.
+   Neither thread logs: records other code (the Blob hook's retry warnings, the Azure SDK) emits in them
+   are dropped by a filter that runs before a handler takes its lock, because the main thread may be
+   inside a logging call, holding that lock, for as long as its handler is slow;
+4. records the outcome in plain attributes and stops the main thread: ``SystemExit(143)`` raised in it by
+   the handler (``signal.pthread_kill`` interrupts a sleep or a socket wait), or, if the main thread already
+   waits at a safe point (``critical()``, ``save()``, ``close()``), raised there. The main thread then logs
+   the outcome and unwinds normally (``finally`` blocks and context managers run);
+5. if the process still runs ``EXIT_WAIT_SECONDS`` later (the main thread is stuck: a C call that does not
+   return, a logging handler that never does), it flushes stdio best-effort, writes the outcome to fd 2
+   unless the main thread logged it, and ends the process with ``os._exit(143)`` - never later than
+   ``FLUSH_MARGIN_SECONDS / 2`` before the grace period ends, so Kubernetes never has to SIGKILL it.
+
+Exiting from the main thread first is preferred because it runs the program's cleanup; ``os._exit`` is the
+backstop that makes the exit independent of what the main thread is doing. The flush never starts a big
+upload: a state over ``MAX_CHECKPOINT_BYTES`` is refused by ``save`` and skipped by the flush.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import math
 import os
+import select
 import signal
+import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from types import FrameType, TracebackType
 from typing import Any, NoReturn, Protocol
@@ -44,16 +81,23 @@ from ..hooks.blob_store import (
     account_url_from_connection_string,
     redact,
 )
+from ..kueue.retention import BlobInfo
 from . import naming
 from .env import CHECKPOINT_URL, CONNECTION_STRING, ShardEnv
 
 log = logging.getLogger("airflow_kueue_provider.worker")
 
 EXIT_SIGTERM = 143  # 128 + SIGTERM, what a shell reports for a process killed by SIGTERM
-FLUSH_MARGIN_SECONDS = 2.0  # of the grace period, kept for serialising, thread start-up and process exit
+FLUSH_MARGIN_SECONDS = 2.0  # of the grace period, kept for thread wake-up and process exit
+FLUSH_UPLOAD_SECONDS = 5.0  # kept for the upload when a critical block outlasts the budget (≤ half of it)
+EXIT_WAIT_SECONDS = 1.0  # after the flush, how long the main thread gets to exit before os._exit
 MAX_CHECKPOINT_BYTES = 1 << 20
 CHECKPOINT_FORMAT = 1
 _SEQ_CONFLICTS = 5
+_WAKE_SIGTERM = bytes([signal.SIGTERM])  # what set_wakeup_fd writes for SIGTERM; the handler writes it too
+_WAKE_QUIT = b"q"  # close(): stop the flush thread
+
+Progress = float  # ints are welcome: a JSON number that grows with the work done
 
 
 class JsonStore(Protocol):
@@ -74,6 +118,80 @@ class JsonStore(Protocol):
     def list_names(self, prefix: str) -> list[tuple[str, datetime]]: ...
 
     def delete(self, name: str) -> bool: ...
+
+
+class _QuietInFlushThreads(logging.Filter):
+    """Drops every record emitted in a thread that set ``quiet``: the SIGTERM flush threads.
+
+    Added to handlers (``Handler.handle`` runs its filters *before* taking the handler's lock), so a flush
+    thread never waits for a lock the interrupted main thread may hold."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(self.local, "quiet", False)
+
+
+_QUIET = _QuietInFlushThreads()
+
+
+def _quiet_every_handler() -> list[logging.Handler]:
+    """Put ``_QUIET`` on every handler there is now (lock-free: list copies and appends under the GIL)."""
+    loggers: list[logging.Logger] = [logging.root]
+    loggers += [x for x in list(logging.Logger.manager.loggerDict.values()) if isinstance(x, logging.Logger)]
+    handlers = {id(h): h for lg in loggers for h in list(lg.handlers)}
+    if logging.lastResort is not None:
+        handlers[id(logging.lastResort)] = logging.lastResort
+    for handler in handlers.values():
+        handler.addFilter(_QUIET)
+    return list(handlers.values())
+
+
+def _bounded(fn: Callable[[], object], timeout: float) -> None:
+    """Run ``fn`` in a daemon thread and wait at most ``timeout`` for it (it may block on a lock)."""
+
+    def run() -> None:
+        _QUIET.local.quiet = True
+        with suppress(BaseException):  # best effort: nothing to report it to
+            fn()
+
+    thread = threading.Thread(target=run, name="checkpoint-exit", daemon=True)
+    thread.start()
+    thread.join(timeout)
+
+
+def _write_stderr_if_ready(text: str) -> None:
+    """One line straight to fd 2, bypassing ``sys.stderr`` (whose lock the main thread may hold), and only
+    if a write cannot block now (a pipe nobody reads must not keep the process alive)."""
+    with suppress(OSError, ValueError):
+        if select.select([], [2], [], 0)[1]:
+            os.write(2, (text + "\n").encode()[:4096])  # ≤ PIPE_BUF: one atomic write
+
+
+def _flush_stdio() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+
+
+def _check_progress(progress: object) -> Progress | None:
+    if progress is None:
+        return None
+    if isinstance(progress, bool) or not isinstance(progress, (int, float)):
+        raise TypeError(f"progress must be a number, got {type(progress).__name__}")
+    if not math.isfinite(progress):
+        raise ValueError(f"progress must be finite, got {progress}")
+    return progress
+
+
+def _doc_progress(doc: Mapping[str, Any]) -> Progress | None:
+    """A stored checkpoint's progress, or None (written before progress existed, or not a number)."""
+    try:
+        return _check_progress(doc.get("progress"))
+    except (TypeError, ValueError):
+        return None
 
 
 class Shard:
@@ -97,13 +215,34 @@ class Shard:
         self.store, self.flush_store = store, flush_store or store
         self.grace_seconds, self.keep = grace_seconds, keep
         self.resumed_seq: int | None = None
-        self._latest: dict[str, Any] | None = None
+        # (state, progress) as one tuple: one attribute write, so the flush thread never sees half of it
+        self._current: tuple[dict[str, Any] | None, Progress | None] = (None, None)
+        self._lock = threading.Lock()  # the counters below; never taken by the signal handler
         self._seq = 0  # the highest checkpoint number known to be taken
-        self._existing: list[int] = []  # checkpoint numbers known to exist (pruning candidates)
+        # checkpoints known to exist → (progress, ETag): what pruning ranks, and deletes only if unchanged
+        self._known: dict[int, tuple[Progress | None, str | None]] = {}
         self._critical = 0
-        self._sigterm_at: float | None = None
+        # SIGTERM: plain attributes, each only ever set one way (no lost update between threads)
+        self._sigterm_at: float | None = None  # monotonic time of the signal
+        self._signalled = False  # the main thread stops at its next safe point
+        self._gate_closed = False  # the flush has taken its snapshot of latest
+        self._flush_done = False  # the flush has finished (written or not)
+        self._parked = False  # the main thread waits at a safe point
+        self._closing = False
+        self._outcome_logged = False
+        self.sigterm_seq: int | None = None  # the checkpoint the SIGTERM flush wrote
+        self.sigterm_error: str | None = None  # why it wrote none
+        self.sigterm_progress: Progress | None = None  # and its progress
+        self.sigterm_seconds: float | None = None  # signal → flush finished
+        self.sigterm_split_block = False  # a critical block outlasted the budget and was split
+        self._flushed = threading.Event()
         self._previous_handler: Any = None
+        self._own_wakeup_fd = False
+        self._wake_r = self._wake_w = -1
+        self._watcher: threading.Thread | None = None
+        self._quieted: list[logging.Handler] = []
         self._installed = False
+        self._hard_exit: Callable[[int], object] = os._exit  # tests replace it
 
     @classmethod
     def from_env(
@@ -142,36 +281,82 @@ class Shard:
 
     @property
     def latest(self) -> dict[str, Any] | None:
-        """The state a SIGTERM flushes: set it after every unit of work (``save`` sets it too)."""
-        return self._latest
+        """The state a SIGTERM flushes: set it after every unit of work (``save`` sets it too).
+
+        Assigning it keeps the current ``progress``; use :meth:`set_latest` to advance both."""
+        return self._current[0]
 
     @latest.setter
     def latest(self, state: dict[str, Any] | None) -> None:
-        self._latest = state
+        self._current = (state, self._current[1])
+
+    @property
+    def progress(self) -> Progress | None:
+        """The progress that goes with ``latest`` (None: not given yet, nor loaded)."""
+        return self._current[1]
+
+    def set_latest(self, state: Mapping[str, Any], progress: Progress | None = None) -> None:
+        """Set what a SIGTERM flushes, with its progress (None: keep the current progress).
+
+        Cheap (no I/O): call it after every unit of work, inside the ``critical()`` block that records it.
+        The mapping is copied shallowly: replace nested values rather than mutate them afterwards."""
+        checked = _check_progress(progress)
+        self._current = (dict(state), self._current[1] if checked is None else checked)
 
     def load(self) -> dict[str, Any] | None:
-        """The newest checkpoint's state, or None on a fresh start; later saves continue its numbering."""
+        """The state of the checkpoint of highest progress (ties: highest sequence number), or None on a fresh
+        start; ``latest`` and ``progress`` become it, and later saves continue the numbering."""
         folder = naming.shard_folder(self.prefix, self.shard_id)
         seqs = sorted(s for s in (naming.checkpoint_seq(n) for n, _ in self.store.list_names(folder)) if s)
-        self._seq, self._existing = max([self._seq, *seqs]), seqs
-        for seq in reversed(seqs):
-            doc, _ = self.store.read_json(naming.checkpoint_name(self.prefix, self.shard_id, seq))
-            if doc is not None and isinstance(doc.get("state"), dict):
-                self.resumed_seq, self._latest = seq, doc["state"]
-                log.info("shard %d resumes from checkpoint %d (%s)", self.shard_id, seq, doc.get("reason"))
-                self._prune()
-                return self._latest
-        return None
+        found: dict[int, Progress | None] = {}
+        loaded: dict[int, dict[str, Any]] = {}
+        etags: dict[int, str | None] = {}
+        for seq in seqs:
+            doc, etags[seq] = self.store.read_json(naming.checkpoint_name(self.prefix, self.shard_id, seq))
+            if doc is None:
+                continue  # deleted since the listing (another pod pruning)
+            found[seq] = _doc_progress(doc)
+            if isinstance(doc.get("state"), dict):
+                loaded[seq] = doc
+        with self._lock:
+            self._seq = max([self._seq, *seqs])
+            self._known.update({seq: (p, etags[seq]) for seq, p in found.items()})
+        if not loaded:
+            return None
+        best = max(loaded, key=lambda s: naming.rank(found[s], s))
+        doc = loaded[best]
+        state: dict[str, Any] = doc["state"]
+        self.resumed_seq = best
+        self._current = (state, found[best])
+        log.info(
+            "shard %d resumes from checkpoint %d (%s, progress %s)",
+            self.shard_id,
+            best,
+            doc.get("reason"),
+            found[best],
+        )
+        self._prune()
+        return state
 
-    def save(self, state: Mapping[str, Any]) -> int | None:
-        """Write ``state`` as the next checkpoint (one atomic upload) and delete all but the newest ``keep``.
+    def save(self, state: Mapping[str, Any], progress: Progress | None = None) -> int | None:
+        """Write ``state`` as the next checkpoint (one atomic upload), with ``progress`` (None: the current
+        one), and prune to the ``keep`` of highest (progress, seq).
 
         Returns its number, or None when Blob Storage stayed unavailable: the state remains ``latest`` and
-        goes out with the next save or the SIGTERM flush. Raises ValueError over MAX_CHECKPOINT_BYTES.
+        goes out with the next save or the SIGTERM flush. Raises ValueError over MAX_CHECKPOINT_BYTES. After
+        a SIGTERM (outside a critical block) it uploads nothing: it hands the state to the flush and raises
+        ``SystemExit(143)`` once the flush is done.
         """
-        self._latest = dict(state)
+        checked = _check_progress(progress)
+        current = (dict(state), self._current[1] if checked is None else checked)
+        with self._lock:
+            stop = self._signalled and not self._critical
+            if not (stop and self._gate_closed):
+                self._current = current
+        if stop:
+            self._stop_here()
         try:
-            seq = self._write(self._latest, "periodic", self.store, None)
+            seq = self._write(current[0], current[1], "periodic", self.store, None, quiet=False)
         except BlobUnavailable as exc:
             log.warning("shard %d: checkpoint deferred: %s", self.shard_id, exc)
             return None
@@ -192,12 +377,22 @@ class Shard:
     def is_done(self) -> bool:
         return self.store.read_json(naming.done_name(self.prefix, self.shard_id))[0] is not None
 
-    def _write(self, state: dict[str, Any], reason: str, store: JsonStore, deadline: float | None) -> int:
+    def _write(
+        self,
+        state: dict[str, Any],
+        progress: Progress | None,
+        reason: str,
+        store: JsonStore,
+        deadline: float | None,
+        *,
+        quiet: bool,
+    ) -> int:
         doc: dict[str, Any] = {
             "format": CHECKPOINT_FORMAT,
             "shard_id": self.shard_id,
             "index": self.index,
             "seq": 0,
+            "progress": progress,
             "reason": reason,
             "saved_at": _now(),
             "state": state,
@@ -209,53 +404,117 @@ class Shard:
                 "state small (write bulk results as their own blobs and checkpoint their names)"
             )
         for _ in range(_SEQ_CONFLICTS):
-            self._seq += 1
-            doc["seq"] = seq = self._seq
+            with self._lock:
+                self._seq += 1
+                doc["seq"] = seq = self._seq
             timeout = None if deadline is None else max(0.1, deadline - time.monotonic())
             name = naming.checkpoint_name(self.prefix, self.shard_id, seq)
             try:  # write-once names: a second pod of this index never overwrites a checkpoint
-                store.write_json(name, doc, if_none_match=True, timeout=timeout)
+                etag = store.write_json(name, doc, if_none_match=True, timeout=timeout)
             except BlobPreconditionFailed:
-                log.warning(
-                    "shard %d: checkpoint %d exists already (another pod?); taking the next",
-                    self.shard_id,
-                    seq,
-                )
+                if not quiet:
+                    log.warning(
+                        "shard %d: checkpoint %d exists already (another pod?); taking one past the highest",
+                        self.shard_id,
+                        seq,
+                    )
+                self._skip_taken_numbers(store)
                 continue
-            self._existing.append(seq)
+            with self._lock:
+                self._known[seq] = (progress, etag)
             return seq
         raise BlobStoreError(
             f"shard {self.shard_id}: {_SEQ_CONFLICTS} checkpoint numbers in a row were taken"
         )
 
+    def _skip_taken_numbers(self, store: JsonStore) -> None:
+        """After a taken number: continue past the highest one there is (another pod writes here too)."""
+        try:
+            listed = [naming.checkpoint_seq(n) for n, _ in store.list_names(self._folder())]
+        except BlobStoreError:
+            return
+        with self._lock:
+            self._seq = max([self._seq, *(s for s in listed if s)])
+
     def _prune(self) -> None:
-        for seq in naming.stale_seqs(self._existing, self.keep):
-            try:
-                self.store.delete(naming.checkpoint_name(self.prefix, self.shard_id, seq))
-            except BlobStoreError as exc:  # harmless: tried again after the next save
-                log.warning("shard %d: could not delete checkpoint %d: %s", self.shard_id, seq, exc)
-                return
-            self._existing.remove(seq)
+        """Delete all but the ``keep`` known checkpoints of highest (progress, seq).
+
+        Each only if it is still the blob this shard knows (its ETag): a number pruned by one pod can be taken
+        again by another pod that is behind in numbering, and that blob (maybe the most progressed one) is
+        not ours to delete. ``BlobStoreHook.delete_unchanged`` makes that check on the server; with a store
+        that lacks it, each blob is read and compared first (a narrower race, only for such stores)."""
+        with self._lock:
+            known = dict(self._known)
+        stale = naming.stale_seqs(known, self.keep, rank=lambda s: naming.rank(known[s][0], s))
+        if not stale:
+            return
+        names = {seq: naming.checkpoint_name(self.prefix, self.shard_id, seq) for seq in stale}
+        conditional = getattr(self.store, "delete_unchanged", None)
+        try:
+            if callable(conditional):
+                now = datetime.now(timezone.utc)
+                conditional([BlobInfo(names[s], now, known[s][1]) for s in stale if known[s][1] is not None])
+            else:
+                for seq in stale:
+                    doc, etag = self.store.read_json(names[seq])
+                    if doc is not None and etag is not None and etag == known[seq][1]:
+                        self.store.delete(names[seq])
+        except BlobStoreError as exc:  # harmless: tried again after the next save
+            log.warning("shard %d: could not prune checkpoints %s: %s", self.shard_id, stale, exc)
+            return
+        with self._lock:  # deleted, or someone else's now: either way no longer ours to prune
+            for seq in stale:
+                self._known.pop(seq, None)
+
+    def _folder(self) -> str:
+        return naming.shard_folder(self.prefix, self.shard_id)
 
     # -- SIGTERM ---------------------------------------------------------------------------------------------
 
     @contextmanager
     def critical(self) -> Iterator[None]:
         """A block a SIGTERM must not split (e.g. "record item i" + "latest = next is i+1"): the flush runs
-        when the block ends, within the same grace budget."""
-        self._critical += 1
+        when the block ends, within the same grace budget (see the module docstring for a block that
+        outlasts it). After a SIGTERM a new block does not start: ``SystemExit(143)`` once the flush is
+        done."""
+        with self._lock:
+            stop = self._signalled and not self._critical
+            if not stop:
+                self._critical += 1
+        if stop:
+            self._stop_here()
         try:
             yield
         finally:
-            self._critical -= 1
-            if not self._critical and self._sigterm_at is not None:
-                self._stop()
+            with self._lock:
+                self._critical -= 1
+                last = not self._critical
+            if last and self._signalled:
+                self._stop_here()
 
     def handle_sigterm(self) -> None:
-        """Install the SIGTERM handler (``from_env`` does); ``close()`` restores the previous one."""
-        if not self._installed:
+        """Install the SIGTERM handler and start the flush thread (``from_env`` does); ``close()`` restores
+        the previous handler and stops the thread. Call it from the main thread."""
+        if self._installed:
+            return
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)  # a flood of signals never blocks the handler
+        try:
             self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
-            self._installed = True
+        except BaseException:
+            self._close_pipe()
+            raise
+        previous_fd = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        self._own_wakeup_fd = previous_fd == -1
+        if not self._own_wakeup_fd:  # someone's (an asyncio loop's): leave it; the handler's byte wakes us
+            signal.set_wakeup_fd(previous_fd)
+        self._closing = False
+        self._watcher = threading.Thread(
+            target=self._watch, args=(self._wake_r,), name="checkpoint-sigterm-flush", daemon=True
+        )
+        self._watcher.start()
+        atexit.register(self._log_sigterm_outcome_at_exit)
+        self._installed = True
 
     def flush(self, timeout: float) -> int | None:
         """Write ``latest`` now as one checkpoint within ``timeout`` seconds (what SIGTERM does).
@@ -264,34 +523,41 @@ class Shard:
         process past the grace period. Returns the checkpoint number, or None (nothing to write, too big,
         or failed).
         """
-        state = self._latest
+        state, progress = self._current
         if state is None or timeout <= 0:
             return None
-        deadline = time.monotonic() + timeout
-        outcome: list[int | BaseException] = []
-
-        def work() -> None:
-            try:
-                outcome.append(self._write(state, "sigterm", self.flush_store, deadline))
-            except BaseException as exc:
-                outcome.append(exc)
-
-        thread = threading.Thread(target=work, name="checkpoint-flush", daemon=True)
-        thread.start()
-        thread.join(timeout + 0.2)
-        if not outcome:
-            log.error("shard %d: the flush did not finish within %.1fs", self.shard_id, timeout)
-            return None
-        if isinstance(outcome[0], BaseException):
-            log.error("shard %d: the flush failed: %s", self.shard_id, redact(outcome[0]))
-            return None
-        return outcome[0]
+        seq, error = self._upload(state, progress, time.monotonic() + timeout, quiet=False)
+        if error is not None:
+            log.error("shard %d: the flush %s", self.shard_id, error)
+        return seq
 
     def close(self) -> None:
-        """Restore the previous SIGTERM handler and close the store clients."""
+        """Restore the previous SIGTERM handler, stop the flush thread, close the store clients.
+
+        After a SIGTERM it first waits for the flush (bounded by the grace period) and logs its outcome; the
+        flush thread then still ends the process as described in the module docstring."""
         if self._installed:
+            with self._lock:
+                self._closing = True  # the flush thread no longer signals the main thread
             signal.signal(signal.SIGTERM, self._previous_handler)
+            if self._own_wakeup_fd:
+                current = signal.set_wakeup_fd(-1)
+                if current != self._wake_w:  # replaced after us: put theirs back
+                    signal.set_wakeup_fd(current)
             self._installed = False
+            atexit.unregister(self._log_sigterm_outcome_at_exit)
+            if self._signalled:
+                self._flushed.wait(self.grace_seconds)
+                self._log_sigterm_outcome()
+            else:
+                with suppress(OSError):
+                    os.write(self._wake_w, _WAKE_QUIT)
+                if self._watcher is not None:
+                    # a SIGTERM that came just before the handler was restored is flushed first
+                    self._watcher.join(self.grace_seconds)
+                self._close_pipe()
+            for handler in self._quieted:
+                handler.removeFilter(_QUIET)
         for store in {id(self.store): self.store, id(self.flush_store): self.flush_store}.values():
             close = getattr(store, "close", None)
             if callable(close):
@@ -303,35 +569,169 @@ class Shard:
     def __exit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
+        """Close; a block that ends normally after a SIGTERM still exits 143 (the pod was told to stop)."""
         self.close()
+        if et is None and self._signalled:
+            raise SystemExit(EXIT_SIGTERM)
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        if self._sigterm_at is not None:
-            return  # already stopping
-        self._sigterm_at = time.monotonic()
-        if self._critical:
-            log.warning("shard %d: SIGTERM; flushing when the critical block ends", self.shard_id)
-            return
-        self._stop()
+        """The Python-level handler, run by the main thread between two bytecodes - possibly inside a
+        logging call or any other lock holder: it takes no lock, logs nothing, does no I/O but one
+        ``os.write``."""
+        if self._flush_done:
+            raise SystemExit(EXIT_SIGTERM)  # the flush is over: stop here (unwinds through finally blocks)
+        if self._sigterm_at is None:
+            self._sigterm_at = time.monotonic()
+        self._signalled = True
+        try:  # noqa: SIM105 - plain try: the least work a signal handler can do
+            os.write(self._wake_w, _WAKE_SIGTERM)
+        except OSError:  # the pipe is full (a wake-up is pending) or closed
+            pass
 
-    def _stop(self) -> NoReturn:
-        assert self._sigterm_at is not None
-        budget = self.grace_seconds - FLUSH_MARGIN_SECONDS - (time.monotonic() - self._sigterm_at)
-        seq = self.flush(budget)
-        took = time.monotonic() - self._sigterm_at
-        if seq is None:
-            log.error(
-                "shard %d: SIGTERM, no checkpoint written (%.1fs); exit %d", self.shard_id, took, EXIT_SIGTERM
-            )
-        else:
-            log.warning(
-                "shard %d: SIGTERM, checkpoint %d written in %.2fs; exit %d",
-                self.shard_id,
-                seq,
-                took,
-                EXIT_SIGTERM,
-            )
+    def _stop_here(self) -> NoReturn:
+        """A safe point after a SIGTERM: wait for the flush, log its outcome, exit 143."""
+        self._parked = True
+        self._flushed.wait(self.grace_seconds)
+        self._log_sigterm_outcome()
         raise SystemExit(EXIT_SIGTERM)
+
+    def _watch(self, wake_r: int) -> None:
+        """The flush thread: sleeps in ``os.read`` until a SIGTERM (or close()) writes to the pipe."""
+        _QUIET.local.quiet = True
+        while True:
+            try:
+                byte = os.read(wake_r, 1)
+            except OSError:
+                return
+            if not byte or byte == _WAKE_QUIT:
+                return
+            if byte == _WAKE_SIGTERM:
+                break  # other bytes: other signals through set_wakeup_fd
+        woke = time.monotonic()
+        t0 = self._sigterm_at
+        if t0 is None or t0 > woke:  # the C-level wake-up came before the Python handler ran
+            t0 = self._sigterm_at = woke
+        self._signalled = True
+        deadline = t0 + self.grace_seconds - FLUSH_MARGIN_SECONDS
+        try:
+            self._flush_on_sigterm(deadline)
+        except BaseException as exc:  # never let the exit below be skipped
+            self.sigterm_error = f"failed: {type(exc).__name__}: {redact(exc)}"
+        finally:
+            self.sigterm_seconds = time.monotonic() - t0
+            self._flush_done = True
+            self._flushed.set()
+            self._stop_main_thread()
+            exit_at = min(time.monotonic() + EXIT_WAIT_SECONDS, deadline + FLUSH_MARGIN_SECONDS / 2)
+            time.sleep(max(0.0, exit_at - time.monotonic()))
+            # still running: the main thread is stuck (or slow to exit); end the process from here
+            _bounded(_flush_stdio, 0.3)
+            if not self._outcome_logged:
+                _write_stderr_if_ready(self._outcome_text())
+            self._hard_exit(EXIT_SIGTERM)
+
+    def _flush_on_sigterm(self, deadline: float) -> None:
+        now = time.monotonic()
+        snapshot_by = deadline - min(FLUSH_UPLOAD_SECONDS, max(0.0, deadline - now) / 2)
+        while True:  # poll, with lock timeouts: nothing here may block on the main thread
+            now = time.monotonic()
+            late = now >= snapshot_by
+            got = self._lock.acquire(timeout=0.05)
+            try:
+                if (got and not self._critical) or late:
+                    self.sigterm_split_block = self._critical > 0
+                    self._gate_closed = True
+                    state, progress = self._current
+                    self.sigterm_progress = progress
+                    break
+            finally:
+                if got:
+                    self._lock.release()
+            time.sleep(0.002)
+        self._quieted = _quiet_every_handler()
+        if state is None:
+            self.sigterm_error = "had nothing to write (no latest state yet)"
+            return
+        if time.monotonic() >= deadline:
+            self.sigterm_error = "had no time left"
+            return
+        self.sigterm_seq, self.sigterm_error = self._upload(state, progress, deadline, quiet=True)
+
+    def _upload(
+        self, state: dict[str, Any], progress: Progress | None, deadline: float, *, quiet: bool
+    ) -> tuple[int | None, str | None]:
+        """Write one "sigterm" checkpoint through ``flush_store`` in a daemon thread, waiting for it until
+        ``deadline``: ``(seq, None)`` or ``(None, why not)``. Logs nothing."""
+        outcome: list[int | BaseException] = []
+
+        def work() -> None:
+            if quiet:
+                _QUIET.local.quiet = True
+            try:
+                seq = self._write(state, progress, "sigterm", self.flush_store, deadline, quiet=quiet)
+                outcome.append(seq)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=work, name="checkpoint-flush", daemon=True)
+        thread.start()
+        thread.join(max(0.0, deadline - time.monotonic()) + 0.2)
+        if not outcome:
+            return None, "did not finish in time"
+        if isinstance(outcome[0], BaseException):
+            return None, f"failed: {redact(outcome[0])}"
+        return outcome[0], None
+
+    def _stop_main_thread(self) -> None:
+        """Raise SystemExit(143) in the main thread through its handler, unless it waits at a safe point or
+        is closing (then the handler may no longer be ours)."""
+        if not self._lock.acquire(timeout=0.5):
+            return
+        try:
+            if not (self._closing or self._parked):
+                ident = threading.main_thread().ident
+                if ident is not None:
+                    signal.pthread_kill(ident, signal.SIGTERM)
+        finally:
+            self._lock.release()
+
+    def _outcome_text(self) -> str:
+        took = self.sigterm_seconds or 0.0
+        split = " (a critical block outlasted the budget and was split)" if self.sigterm_split_block else ""
+        if not self._flush_done:
+            return f"shard {self.shard_id}: SIGTERM, the flush has not finished; exit {EXIT_SIGTERM}"
+        if self.sigterm_seq is None:
+            return (
+                f"shard {self.shard_id}: SIGTERM, no checkpoint written: the flush {self.sigterm_error} "
+                f"({took:.2f}s){split}; exit {EXIT_SIGTERM}"
+            )
+        return (
+            f"shard {self.shard_id}: SIGTERM, checkpoint {self.sigterm_seq} (progress "
+            f"{self.sigterm_progress}) written in {took:.2f}s{split}; exit {EXIT_SIGTERM}"
+        )
+
+    def _log_sigterm_outcome(self) -> None:
+        """Main thread only (never while the flush runs in the handler's stead)."""
+        if self._outcome_logged:
+            return
+        text = self._outcome_text()
+        if self.sigterm_seq is None:
+            log.error("%s", text)
+        else:
+            log.warning("%s", text)
+        self._outcome_logged = True
+
+    def _log_sigterm_outcome_at_exit(self) -> None:
+        """The main thread's SystemExit can come from the handler outside any ``with shard:`` block."""
+        if self._flush_done:
+            self._log_sigterm_outcome()
+
+    def _close_pipe(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                with suppress(OSError):
+                    os.close(fd)
+        self._wake_r = self._wake_w = -1
 
 
 def _store(env: ShardEnv, retry: RetryPolicy) -> BlobStoreHook:
