@@ -20,6 +20,9 @@ from .kueue_hook import DELETE_ATTEMPTS, KueueApiError
 from .retry import acall_with_retry
 
 _VERSIONS: dict[str, str] = {}
+# Every one-off request is bounded: a connection that stalls (a frozen proxy, a half-open socket) fails and is
+# retried instead of holding a trigger -- or the shared watch's LIST -- forever. Watches have their own.
+REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=10)
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=airflow-kueue-provider"
 
 
@@ -54,6 +57,7 @@ class AsyncKueueHook:
                 "GET",
                 auth_settings=["BearerToken"],
                 _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT,
                 header_params={"Accept": "application/json"},
             )
             raw = resp[0] if isinstance(resp, tuple) else resp
@@ -84,7 +88,9 @@ class AsyncKueueHook:
         """Patch ``spec.parallelism``. For an elastic Job Kueue admits the extra pods as a new slice."""
         batch = aclient.BatchV1Api(self.api)
         await acall_with_retry(
-            lambda: batch.patch_namespaced_job(name, namespace, {"spec": {"parallelism": parallelism}}),
+            lambda: batch.patch_namespaced_job(
+                name, namespace, {"spec": {"parallelism": parallelism}}, _request_timeout=REQUEST_TIMEOUT
+            ),
             "patch Job parallelism",
         )
 
@@ -98,7 +104,10 @@ class AsyncKueueHook:
         )
         try:
             await acall_with_retry(
-                lambda: batch.delete_namespaced_job(name, namespace, body=options), "delete Job"
+                lambda: batch.delete_namespaced_job(
+                    name, namespace, body=options, _request_timeout=REQUEST_TIMEOUT
+                ),
+                "delete Job",
             )
             return True
         except ApiException as exc:
@@ -113,7 +122,10 @@ class AsyncKueueHook:
         core = aclient.CoreV1Api(self.api)
         resp = await acall_with_retry(
             lambda: core.list_namespaced_pod(
-                namespace, label_selector=f"{kueue_api.JOB_NAME_LABEL}={job_name}", _preload_content=False
+                namespace,
+                label_selector=f"{kueue_api.JOB_NAME_LABEL}={job_name}",
+                _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT,
             ),
             "list the Job's pods",
         )
@@ -122,7 +134,9 @@ class AsyncKueueHook:
             return pods, []
         selector = f"involvedObject.kind=Job,involvedObject.name={job_name}"
         listed: Any = await acall_with_retry(
-            lambda: core.list_namespaced_event(namespace, field_selector=selector, _preload_content=False),
+            lambda: core.list_namespaced_event(
+                namespace, field_selector=selector, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            ),
             "list the Job's Events",
         )
         events, _ = _items_and_version(json.loads(await listed.read()))
@@ -140,6 +154,7 @@ class AsyncKueueHook:
                 "workloads",
                 label_selector=f"{kueue_api.JOB_UID_LABEL}={job_uid}",
                 _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT,
             ),
             "list the Job's Workloads",
         )
@@ -150,7 +165,10 @@ class AsyncKueueHook:
         batch = aclient.BatchV1Api(self.api)
         try:
             resp = await acall_with_retry(
-                lambda: batch.read_namespaced_job(name, namespace, _preload_content=False), "read Job"
+                lambda: batch.read_namespaced_job(
+                    name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                ),
+                "read Job",
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -174,7 +192,13 @@ class AsyncKueueHook:
                 return step
             try:
                 # A DeleteOptions dict is sent as it is (the stubs ask for the model class).
-                delete = functools.partial(batch.delete_namespaced_job, name, namespace, body=step)  # type: ignore[arg-type]
+                delete = functools.partial(
+                    batch.delete_namespaced_job,
+                    name,
+                    namespace,
+                    body=step,  # type: ignore[arg-type]
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
                 await acall_with_retry(delete, "delete Job")
                 return "deleted"
             except ApiException as exc:
@@ -189,7 +213,10 @@ class AsyncKueueHook:
         batch = aclient.BatchV1Api(self.api)
         resp = await acall_with_retry(
             lambda: batch.list_namespaced_job(
-                namespace, label_selector=MANAGED_BY_SELECTOR, _preload_content=False
+                namespace,
+                label_selector=MANAGED_BY_SELECTOR,
+                _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT,
             ),
             "list Jobs",
         )
@@ -206,6 +233,7 @@ class AsyncKueueHook:
                 "workloads",
                 label_selector=kueue_api.JOB_UID_LABEL,
                 _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT,
             ),
             "list Workloads",
         )
@@ -255,7 +283,9 @@ class AsyncKueueHook:
                 resource_version=resource_version,
                 timeout_seconds=timeout_seconds,
                 allow_watch_bookmarks=True,
-                _request_timeout=aiohttp.ClientTimeout(total=timeout_seconds + 30, sock_read=read_timeout),
+                _request_timeout=aiohttp.ClientTimeout(
+                    total=timeout_seconds + 30, sock_connect=10, sock_read=read_timeout
+                ),
                 **kwargs,
             ):
                 yield event["type"], event["raw_object"]
