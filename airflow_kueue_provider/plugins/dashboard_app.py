@@ -12,16 +12,19 @@ rights).
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from kubernetes.client.rest import ApiException
 
 from ..hooks.kueue_hook import KueueHook
 from . import dashboard_pages
-from .dashboard_data import queue_dashboard, task_panels
+from .dashboard_data import JobPanel, TaskInstanceFacts, queue_dashboard, task_panels
+
+log = logging.getLogger(__name__)
 
 UNMAPPED_PLACEHOLDERS = frozenset({"", "{MAP_INDEX}", "-1"})
 
@@ -53,6 +56,31 @@ def configured_namespaces() -> list[str]:
     return [ns.strip() for ns in raw.split(",") if ns.strip()]
 
 
+def airflow_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int) -> TaskInstanceFacts | None:
+    """The task instance's operator from Airflow's database (the API server's own session); None when the
+    database cannot be read, which only makes the tab's no-Job sentence less specific."""
+    try:
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+        from sqlalchemy import func, select
+
+        task = (TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id, TaskInstance.task_id == task_id)
+        with create_session() as session:
+            operator = session.scalar(
+                select(TaskInstance.operator).where(*task, TaskInstance.map_index == map_index)
+            )
+            if operator is not None:
+                return TaskInstanceFacts(str(operator))
+            mapped = 0
+            if map_index < 0:
+                count = select(func.count()).select_from(TaskInstance)
+                mapped = int(session.scalar(count.where(*task, TaskInstance.map_index >= 0)) or 0)
+            return TaskInstanceFacts(None, mapped)
+    except Exception:
+        log.warning("Kueue tab: cannot read task instance %s/%s/%s", dag_id, run_id, task_id, exc_info=True)
+        return None
+
+
 def _airflow_login() -> Any:
     from airflow.api_fastapi.core_api.security import get_user
 
@@ -80,9 +108,11 @@ def create_app(
     dependencies: Sequence[Any] | None = None,
     task_access: Sequence[Any] | None = None,
     queues_access: Sequence[Any] | None = None,
+    task_instances: Callable[[str, str, str, int], TaskInstanceFacts | None] = airflow_task_instance,
 ) -> FastAPI:
     """The app; tests pass their own hook factory and namespaces, and may swap the login and access checks
-    (``dependencies``: every route; ``task_access``: the task routes; ``queues_access``: the queue routes).
+    (``dependencies``: every route; ``task_access``: the task routes; ``queues_access``: the queue routes)
+    and the lookup of a task instance's operator in Airflow's database (``task_instances``).
 
     The hook is made on the first request and then reused: a new one would load the kubeconfig and ask
     for the Kueue API version again on every page.
@@ -96,7 +126,7 @@ def create_app(
     for_queues = list(queues_access) if queues_access is not None else [_queues_access()]
 
     @app.exception_handler(ApiException)
-    def cluster_error(_: Any, exc: ApiException) -> JSONResponse:
+    def cluster_error(request: Request, exc: ApiException) -> Response:
         hint = (
             " Give the connection's identity list/get on Jobs, Pods, Events and Kueue queues and Workloads, "
             "or name the namespaces it may read in [kueue] ui_namespaces."
@@ -104,7 +134,10 @@ def create_app(
             else ""
         )
         message = f"the cluster answered {exc.status} {exc.reason}.{hint}"
-        return JSONResponse({"error": message}, status_code=502)
+        if getattr(request.scope.get("route"), "path", "").startswith("/api/"):
+            return JSONResponse({"error": message}, status_code=502)
+        page = dashboard_pages.error_page(f"The Kueue view could not read the cluster: {message}")
+        return HTMLResponse(page, status_code=502)
 
     @app.get("/", include_in_schema=False)
     def index() -> RedirectResponse:
@@ -126,8 +159,17 @@ def create_app(
     @app.get("/task", response_class=HTMLResponse, dependencies=for_task)
     def task_html(dag_id: str, run_id: str, task_id: str, map_index: str = Query("-1")) -> str:
         index = parse_map_index(map_index)
-        panels = task_panels(hook(), namespaces(), dag_id, run_id, task_id, index)
         title = f"{dag_id} / {task_id}" + (f" [{index}]" if index >= 0 else "") + f" / {run_id}"
-        return dashboard_pages.task_page(title, panels)
+        panels: list[JobPanel] = []
+        try:
+            panels = task_panels(hook(), namespaces(), dag_id, run_id, task_id, index)
+        except ApiException:
+            # Another operator's task needs no cluster at all: its tab says so rather than show the error.
+            facts = task_instances(dag_id, run_id, task_id, index)
+            if facts is None or facts.operator is None or facts.makes_kueue_jobs:
+                raise
+            return dashboard_pages.task_page(title, [], facts)
+        facts = None if panels else task_instances(dag_id, run_id, task_id, index)
+        return dashboard_pages.task_page(title, panels, facts)
 
     return app

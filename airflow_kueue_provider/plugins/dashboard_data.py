@@ -18,6 +18,9 @@ from ..kueue.job_progress import JobView, progress_line, view_of
 from ..kueue.queue_overview import QueueRow, queue_rows
 from ..operators.job_submission import existing_jobs
 
+KUEUE_OPERATORS = frozenset({"KueueIndexedJobOperator"})
+"""Operators whose task instances make Kueue Jobs (by class name, as Airflow records a task's operator)."""
+
 _LIVE_POD_PHASES = ("Pending", "Running", "Succeeded")
 """A Succeeded pod's index shows as running until the Job controller counts it in completedIndexes."""
 
@@ -35,6 +38,20 @@ def queue_dashboard(hook: KueueHook, namespaces: Sequence[str]) -> list[QueueRow
             raise
         cluster_queues = []  # namespace-scoped RBAC: the rows show the LocalQueues only
     return queue_rows(local_queues, cluster_queues)
+
+
+@dataclass(frozen=True)
+class TaskInstanceFacts:
+    """What Airflow's database says about the task instance a Kueue tab shows, to say why it has no Job."""
+
+    operator: str | None
+    """The class name of the task's operator; None when Airflow has no such task instance."""
+    mapped_instances: int = 0
+    """For a map index of -1 that has no task instance: how many mapped instances the task has in that run."""
+
+    @property
+    def makes_kueue_jobs(self) -> bool:
+        return self.operator in KUEUE_OPERATORS
 
 
 @dataclass(frozen=True)

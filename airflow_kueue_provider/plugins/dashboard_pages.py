@@ -7,7 +7,7 @@ from html import escape
 
 from ..kueue.index_grid import IndexGrid
 from ..kueue.queue_overview import QueueRow
-from .dashboard_data import JobPanel
+from .dashboard_data import KUEUE_OPERATORS, JobPanel, TaskInstanceFacts
 
 GRID_CELL_LIMIT = 2_000
 """Up to this many indexes the grid draws one cell per index; above it, one band per run of a state."""
@@ -61,10 +61,38 @@ def queues_page(rows: Sequence[QueueRow]) -> str:
     return _page("Kueue queues", f"<table>{head}{''.join(lines)}</table>")
 
 
-def task_page(title: str, panels: Sequence[JobPanel]) -> str:
+def task_page(title: str, panels: Sequence[JobPanel], facts: TaskInstanceFacts | None = None) -> str:
+    """The task instance's Jobs, newest try first; without any, a plain sentence saying why (``facts``:
+    what Airflow knows about the task instance, None when that could not be read)."""
     if not panels:
-        return _page(title, "<p>This task instance has no Kueue Job (yet, or any longer).</p>")
-    return _page(title, "".join(_panel(panel) for panel in reversed(panels)))  # newest try first
+        return _page(title, f"<p>{escape(no_job_message(facts))}</p>")
+    return _page(title, "".join(_panel(panel) for panel in reversed(panels)))
+
+
+def no_job_message(facts: TaskInstanceFacts | None) -> str:
+    kueue = " or ".join(sorted(KUEUE_OPERATORS))
+    if facts is None:
+        return "This task instance has no Kueue Job (yet, or any longer)."
+    if facts.operator is None and facts.mapped_instances:
+        return (
+            f"This is a mapped task with {facts.mapped_instances} task instances, each with its own Kueue "
+            "Job: open one of them (Task Instances tab) to see its Job."
+        )
+    if facts.operator is None:
+        return "Airflow has no such task instance, so it has no Kueue Job."
+    if not facts.makes_kueue_jobs:
+        return (
+            f"This task has no Kueue Job: its operator is {facts.operator}, and only {kueue} tasks run "
+            "Kueue Jobs."
+        )
+    return (
+        "This task instance has no Kueue Job: it has not submitted one yet, or its Jobs were deleted "
+        "(a finished Job is deleted ttl_seconds_after_finished after it ends, one day by default)."
+    )
+
+
+def error_page(message: str) -> str:
+    return _page("Kueue", f'<p class="warn">{escape(message)}</p>')
 
 
 def _panel(panel: JobPanel) -> str:

@@ -5,10 +5,16 @@ from __future__ import annotations
 from airflow.plugins_manager import AirflowPlugin
 
 from .dashboard_app import create_app
+from .dashboard_data import KUEUE_OPERATORS
 
 URL_PREFIX = "/kueue"
+"""Where Airflow's API server mounts the app, under its ``[api] base_url`` path."""
+HREF_PREFIX = URL_PREFIX.lstrip("/")
+"""The views' hrefs are relative: the UI's ``<base href>`` is Airflow's base URL, so they resolve to
+``<base_url>/kueue/…`` also when Airflow is served under a path (``/kueue/…`` would miss it, and the
+login cookie, which is scoped to that path)."""
 TASK_INSTANCE_HREF = (
-    f"{URL_PREFIX}/task?dag_id={{DAG_ID}}&run_id={{RUN_ID}}&task_id={{TASK_ID}}&map_index={{MAP_INDEX}}"
+    f"{HREF_PREFIX}/task?dag_id={{DAG_ID}}&run_id={{RUN_ID}}&task_id={{TASK_ID}}&map_index={{MAP_INDEX}}"
 )
 
 
@@ -21,7 +27,7 @@ class KueueUiPlugin(AirflowPlugin):
     external_views = [  # noqa: RUF012
         {
             "name": "Kueue queues",
-            "href": f"{URL_PREFIX}/queues",
+            "href": f"{HREF_PREFIX}/queues",
             "destination": "nav",
             "category": "browse",
             "url_route": "kueue-queues",
@@ -31,7 +37,9 @@ class KueueUiPlugin(AirflowPlugin):
             "href": TASK_INSTANCE_HREF,
             "destination": "task_instance",
             "url_route": "kueue-task",
-            # Airflow 3.4+ shows the tab only on this operator's task instances; older versions ignore it.
-            "applies_to": {"operators": ["KueueIndexedJobOperator"]},
+            # A hint for a UI that can limit a tab to some operators. Airflow 3.3's UI cannot (it picks
+            # task_instance views by destination alone), so the tab shows on every task instance and the
+            # page of another operator's task says that it has no Kueue Job.
+            "applies_to": {"operators": sorted(KUEUE_OPERATORS)},
         },
     ]

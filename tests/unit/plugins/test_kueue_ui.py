@@ -46,7 +46,7 @@ def test_airflow_loads_the_plugin_through_its_entry_point(tmp_path: Path) -> Non
     found = json.loads(out.strip().splitlines()[-1])
     assert "kueue" in found["plugins"] and not found["errors"]
     assert ["Kueue dashboard", "/kueue"] in found["apps"]
-    assert found["views"]["kueue-queues"] == ["nav", "/kueue/queues"]
+    assert found["views"]["kueue-queues"] == ["nav", "kueue/queues"]
     destination, href = found["views"]["kueue-task"]
     assert destination == "task_instance" and "run_id={RUN_ID}" in href
 
