@@ -25,11 +25,19 @@ def _free_port() -> int:
 
 @contextmanager
 def start_api_server(
-    airflow_home: AirflowHome, kueue_env: KueueEnv, extra_env: dict[str, str] | None = None
+    airflow_home: AirflowHome,
+    kueue_env: KueueEnv,
+    extra_env: dict[str, str] | None = None,
+    base_path: str = "",
 ) -> Iterator[str]:
-    """A real ``airflow api-server`` on a free loopback port; yields its URL."""
+    """A real ``airflow api-server`` on a free loopback port; yields its URL.
+
+    With ``base_path`` (e.g. ``/airflow``) Airflow is served under that path (``[api] base_url``), as behind
+    a reverse proxy, and the URL ends with it."""
     port = _free_port()
     env = {**airflow_home.env, "AIRFLOW__KUEUE__UI_NAMESPACES": kueue_env.namespace, **(extra_env or {})}
+    if base_path:
+        env["AIRFLOW__API__BASE_URL"] = f"http://127.0.0.1:{port}{base_path}/"
     log_path = airflow_home.home / f"api-server-{port}.log"
     log = open(log_path, "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
@@ -40,7 +48,7 @@ def start_api_server(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{port}{base_path}"
 
     def up() -> bool:
         assert proc.poll() is None, log_path.read_text()[-3000:]

@@ -1,0 +1,216 @@
+"""The Kueue tab in the real Airflow UI, driven in headless Chromium (Debian's ``chromium``, via Playwright).
+
+One ``airflow api-server`` and one browser for the module. The server runs under a base path (``/airflow``,
+as behind a reverse proxy), so the tab's URL must be relative to Airflow's base URL to work at all. A DAG
+with an unmapped and a mapped KueueIndexedJobOperator task and an EmptyOperator runs once with
+``dag.test()`` on the local cluster, while the server and the browser start. The browser logs in through
+the UI's login form; each test opens a task instance's page, clicks its "Kueue" tab, reads the page inside
+the tab's iframe and saves a screenshot to ``.test-reports/screenshots/<test>.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, FrameLocator, Page, sync_playwright
+
+from airflow_kueue_provider.kueue.airflow_identity import MAP_INDEX_LABEL, TASK_ID_LABEL
+
+from ..airflow_runner import AirflowHome
+from ..cluster import Cluster, KueueEnv, create_kueue_env, delete_kueue_env
+from .test_api_server import _login, start_api_server
+
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOTS = Path(__file__).resolve().parents[3] / ".test-reports" / "screenshots"
+DAG_ID = "kueue_tab"
+BASE_PATH = "/airflow"
+
+DAG = """
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+common = dict(
+    namespace={namespace!r}, queue_name={queue!r}, image="example.invalid/shard:1",
+    resources={{"requests": {{"cpu": "250m", "memory": "256Mi"}}}},
+)
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+    shards = KueueIndexedJobOperator(  # index 4 fails, within max_failed_indexes: the task succeeds
+        task_id="shards", completions=6, backoff_limit_per_index=0, max_failed_indexes=1,
+        annotations={{"kwok.airflow-kueue.io/run-duration": "1s", "kwok.airflow-kueue.io/fail-indexes": "4"}},
+        **common,
+    )
+    per_sample = KueueIndexedJobOperator.partial(  # map index i runs a Job of completions[i] indexes
+        task_id="per_sample", annotations={{"kwok.airflow-kueue.io/run-duration": "1s"}}, **common
+    ).expand(completions=[1, 2, 3, 5])
+    report = EmptyOperator(task_id="report")
+    shards >> report
+"""
+
+pytestmark = pytest.mark.skipif(
+    not os.access(CHROMIUM, os.X_OK), reason=f"needs Debian's chromium at {CHROMIUM} (.ci/run installs it)"
+)
+
+
+@dataclass
+class Ui:
+    url: str
+    """Airflow's base URL (with BASE_PATH)."""
+    run_id: str
+    browser: Browser
+    env: KueueEnv
+
+    def job_name(self, task_id: str, map_index: int = -1) -> str:
+        """The one Job the task instance made, read from the cluster."""
+        names = [
+            job.metadata.name
+            for job in self.env.jobs()
+            if job.metadata.labels.get(TASK_ID_LABEL) == task_id
+            and job.metadata.labels.get(MAP_INDEX_LABEL, "-1") == str(map_index)
+        ]
+        assert len(names) == 1, names
+        return str(names[0])
+
+
+@pytest.fixture(scope="module")
+def tab_env(cluster: Cluster) -> Iterator[KueueEnv]:
+    env = create_kueue_env(cluster, "browser-tab", cpu="4", memory="16Gi")
+    yield env
+    delete_kueue_env(env)
+
+
+@pytest.fixture(scope="module")
+def ui(airflow_home: AirflowHome, tab_env: KueueEnv) -> Iterator[Ui]:
+    """The DAG run, started while the API server and the browser start; the browser then logged in."""
+    airflow_home.write_dag(
+        DAG_ID, DAG.format(dag_id=DAG_ID, namespace=tab_env.namespace, queue=tab_env.local_queue)
+    )
+    sandbox = ["--no-sandbox"] if os.geteuid() == 0 else []  # Chromium's sandbox refuses to run as root
+    with ThreadPoolExecutor(1) as pool:  # `airflow dags reserialize` alone takes 5-15 s: overlap it
+        starting = pool.submit(airflow_home.start_dag, DAG_ID, run_after="2026-11-30T02:00:00+00:00")
+        try:
+            with start_api_server(airflow_home, tab_env, base_path=BASE_PATH) as url, sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=sandbox)
+                run = starting.result(timeout=120).wait(timeout=240)
+                assert run.succeeded, run.output[-6000:]
+                bearer = {"Authorization": f"Bearer {_login(airflow_home, url)}"}
+                runs = httpx.get(f"{url}/api/v2/dags/{DAG_ID}/dagRuns", headers=bearer, timeout=30).json()
+                (dag_run,) = runs["dag_runs"]
+                _log_in_through_the_form(browser, airflow_home, url)
+                yield Ui(url, dag_run["dag_run_id"], browser, tab_env)
+                browser.close()
+        finally:
+            if starting.exception() is None:
+                starting.result().kill()  # only if the API server failed before the run ended
+
+
+def _log_in_through_the_form(browser: Browser, airflow_home: AirflowHome, url: str) -> None:
+    """The simple auth manager's login page; its cookie then authenticates the UI and the tab's iframe."""
+    passwords = json.loads((airflow_home.home / "simple_auth_manager_passwords.json.generated").read_text())
+    user, password = next(iter(passwords.items()))
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.goto(f"{url}/")
+    page.wait_for_url(re.compile(r"/auth/login"))
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda u: "/auth/login" not in u)
+    assert any(c["name"] == "_token" for c in page.context.cookies()), page.context.cookies()
+    page.close()
+
+
+def _open_kueue_tab(ui: Ui, task_path: str) -> tuple[Page, FrameLocator]:
+    """Open the task instance's page, click its Kueue tab; the page and the tab's iframe (loaded, 200)."""
+    page = ui.browser.contexts[0].new_page()
+    page.goto(f"{ui.url}/dags/{DAG_ID}/runs/{quote(ui.run_id, safe='')}/{task_path}")
+    tab = page.get_by_role("link", name="Kueue", exact=True)
+    with page.expect_response(lambda r: "/kueue/task?" in r.url) as answer:
+        tab.click()
+    response = answer.value
+    assert response.url.startswith(f"{ui.url}/kueue/task?"), response.url  # under Airflow's base path
+    assert response.status == 200, f"{response.status} {response.url}: {response.text()[:2000]}"
+    page.wait_for_url(re.compile(r"/plugin/kueue-task$"))
+    frame = page.frame_locator('iframe[title="Kueue"]')
+    frame.locator("h2").wait_for()
+    return page, frame
+
+
+def _screenshot(page: Page, request: pytest.FixtureRequest) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}.png"), full_page=True)
+
+
+def _grid(frame: FrameLocator) -> list[str]:
+    """The state of each index, in index order, from the cells' titles ("index 3: done")."""
+    titles = frame.locator(".grid .cell").evaluate_all("cells => cells.map(c => c.title)")
+    parsed = [re.fullmatch(r"index (\d+): (\w+)", t) for t in titles]
+    assert all(parsed), titles
+    assert [int(m[1]) for m in parsed if m] == list(range(len(titles)))
+    return [m[2] for m in parsed if m]
+
+
+def test_unmapped_task_tab_shows_its_job_and_index_grid(ui: Ui, request: pytest.FixtureRequest) -> None:
+    page, frame = _open_kueue_tab(ui, "tasks/shards")
+    try:
+        assert frame.locator("h2").inner_text() == f"{DAG_ID} / shards / {ui.run_id}"
+        assert frame.locator("h3").all_inner_texts() == [f"Job {ui.env.namespace}/{ui.job_name('shards')}"]
+        assert _grid(frame) == ["done"] * 4 + ["failed", "done"]
+        legend = frame.locator(".legend span").all_inner_texts()
+        assert [" ".join(t.split()) for t in legend] == ["done 5", "failed 1", "running 0", "waiting 0"]
+        assert "admitted" in frame.locator("table").inner_text()
+    finally:
+        _screenshot(page, request)
+        page.close()
+
+
+def test_mapped_task_instance_tab_shows_its_own_job(ui: Ui, request: pytest.FixtureRequest) -> None:
+    page, frame = _open_kueue_tab(ui, "tasks/per_sample/mapped/3")
+    try:
+        assert frame.locator("h2").inner_text() == f"{DAG_ID} / per_sample [3] / {ui.run_id}"
+        job = ui.job_name("per_sample", map_index=3)
+        assert frame.locator("h3").all_inner_texts() == [f"Job {ui.env.namespace}/{job}"]
+        assert _grid(frame) == ["done"] * 5  # completions[3] = 5
+        # The UI has no Kueue tab on the mapped task as a whole; its URL, with the browser's login, says why.
+        whole = {"dag_id": DAG_ID, "run_id": ui.run_id, "task_id": "per_sample", "map_index": "{MAP_INDEX}"}
+        answer = page.request.get(f"{ui.url}/kueue/task", params=whole)
+        assert answer.ok and "mapped task with 4 task instances" in answer.text(), answer.text()
+    finally:
+        _screenshot(page, request)
+        page.close()
+
+
+def test_another_operators_tab_says_it_has_no_kueue_job(ui: Ui, request: pytest.FixtureRequest) -> None:
+    page, frame = _open_kueue_tab(ui, "tasks/report")
+    try:
+        text = frame.locator("body").inner_text()
+        assert "This task has no Kueue Job: its operator is EmptyOperator" in text, text
+        assert frame.locator("h3, .grid, table").count() == 0
+    finally:
+        _screenshot(page, request)
+        page.close()
+
+
+def test_queue_dashboard_opens_from_the_browse_menu(ui: Ui, request: pytest.FixtureRequest) -> None:
+    page = ui.browser.contexts[0].new_page()
+    try:
+        page.goto(f"{ui.url}/")
+        page.get_by_role("button", name="Browse").click()
+        with page.expect_response(lambda r: "/kueue/queues" in r.url) as answer:
+            page.get_by_role("menuitem", name="Kueue queues").click()
+        assert answer.value.url == f"{ui.url}/kueue/queues" and answer.value.status == 200, answer.value.url
+        frame = page.frame_locator('iframe[title="Kueue queues"]')
+        row = frame.locator("tr", has_text=ui.env.namespace)
+        assert ui.env.cluster_queue in row.inner_text()
+    finally:
+        _screenshot(page, request)
+        page.close()
