@@ -42,6 +42,10 @@ class KueueHook:
             in_cluster=in_cluster,
         )
 
+    def connection_namespace(self) -> str | None:
+        """The connection's ``namespace`` extra (what KubernetesPodOperator falls back to)."""
+        return self._kube.get_namespace()
+
     @functools.cached_property
     def api(self) -> client.ApiClient:
         return self._kube.get_conn()

@@ -124,8 +124,19 @@ def build_indexed_job(spec: IndexedJobSpec) -> dict[str, Any]:
         pod_spec["serviceAccountName"] = spec.service_account_name
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
-    if spec.spot:
-        pod_spec["tolerations"] = [dict(SPOT_TOLERATION)]
+    tolerations = [copy.deepcopy(dict(t)) for t in spec.tolerations or ()]
+    if spec.spot and dict(SPOT_TOLERATION) not in tolerations:
+        tolerations.append(dict(SPOT_TOLERATION))
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
+    if spec.affinity:
+        pod_spec["affinity"] = copy.deepcopy(dict(spec.affinity))
+    if spec.volumes:
+        pod_spec["volumes"] = [copy.deepcopy(dict(v)) for v in spec.volumes]
+    if spec.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": name} for name in spec.image_pull_secrets]
+    if spec.security_context:
+        pod_spec["securityContext"] = copy.deepcopy(dict(spec.security_context))
     pod_metadata: dict[str, Any] = {"labels": pod_labels}
     if spec.annotations:
         pod_metadata["annotations"] = dict(spec.annotations)
@@ -151,6 +162,14 @@ def _container(spec: IndexedJobSpec) -> dict[str, Any]:
         container["env"] = _env_list(spec.env)
     if spec.resources:
         container["resources"] = copy.deepcopy(dict(spec.resources))
+    if spec.env_from:
+        container["envFrom"] = [copy.deepcopy(dict(e)) for e in spec.env_from]
+    if spec.volume_mounts:
+        container["volumeMounts"] = [copy.deepcopy(dict(m)) for m in spec.volume_mounts]
+    if spec.image_pull_policy:
+        container["imagePullPolicy"] = spec.image_pull_policy
+    if spec.container_security_context:
+        container["securityContext"] = copy.deepcopy(dict(spec.container_security_context))
     return container
 
 

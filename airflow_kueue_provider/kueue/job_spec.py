@@ -39,8 +39,6 @@ DEFAULT_TTL_SECONDS_AFTER_FINISHED = 86_400
 
 # -- the inputs ---------------------------------------------------------------------------------------
 
-# -- the inputs ---------------------------------------------------------------------------------------
-
 EnvInput: TypeAlias = Mapping[str, str] | Sequence[Mapping[str, Any]]
 
 
@@ -79,6 +77,21 @@ class IndexedJobSpec:
     """Extra annotations on the Job object itself."""
     service_account_name: str | None = None
     node_selector: Mapping[str, str] | None = None
+    # Pod-spec inputs with KubernetesPodOperator's names and meanings, as Kubernetes API dicts.
+    tolerations: Sequence[Mapping[str, Any]] | None = None
+    """Added to the template's (and to the Spot toleration with ``spot``)."""
+    affinity: Mapping[str, Any] | None = None
+    volumes: Sequence[Mapping[str, Any]] | None = None
+    volume_mounts: Sequence[Mapping[str, Any]] | None = None
+    """Of the shard container."""
+    env_from: Sequence[Mapping[str, Any]] | None = None
+    image_pull_secrets: Sequence[str] | None = None
+    """Secret names."""
+    image_pull_policy: str | None = None
+    security_context: Mapping[str, Any] | None = None
+    """The pod's ``securityContext``."""
+    container_security_context: Mapping[str, Any] | None = None
+    """The shard container's ``securityContext``."""
     job_template: Mapping[str, Any] | None = None
     """A base batch/v1 Job; the parameters above are merged over it and win."""
     identity: AirflowIdentity | None = None

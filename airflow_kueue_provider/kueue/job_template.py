@@ -79,12 +79,28 @@ def _clean_template(template: Mapping[str, Any]) -> dict[str, Any]:
     return base
 
 
+def main_container(containers: object) -> int | None:
+    """Which of a pod's ``containers`` runs the shards: the one named ``main``, else the first (the others
+    are sidecars). The one rule for the merge, the image and the resources a template gives."""
+    if not isinstance(containers, list) or not containers:
+        return None
+    named = [i for i, c in enumerate(containers) if as_mapping(c).get("name") == CONTAINER_NAME]
+    return named[0] if named else 0
+
+
+def template_main_container(template: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The shard container of a ``job_template`` (empty when it has none)."""
+    pod = as_mapping(as_mapping(as_mapping(as_mapping(template).get("spec")).get("template")).get("spec"))
+    position = main_container(pod.get("containers"))
+    return as_mapping(pod["containers"][position]) if position is not None else {}
+
+
 def _merge_containers(base: object, built: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     containers = [copy.deepcopy(dict(c)) for c in base] if isinstance(base, list) else []
     for container in built:
         position = next((i for i, c in enumerate(containers) if c.get("name") == container.get("name")), None)
-        if position is None and containers and not any(c.get("name") == CONTAINER_NAME for c in containers):
-            position = 0
+        if position is None:
+            position = main_container(containers)
         if position is None:
             containers.append(copy.deepcopy(dict(container)))
             continue

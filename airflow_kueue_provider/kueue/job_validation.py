@@ -28,6 +28,7 @@ from airflow_kueue_provider.kueue.k8s_names import (
     is_qualified_name,
     is_valid_label_value,
 )
+from airflow_kueue_provider.kueue.pod_spec_checks import check_pod_spec_inputs
 from airflow_kueue_provider.kueue.quantity import parse_quantity
 
 _RESOURCES_KEYS = ("requests", "limits", "claims")
@@ -55,6 +56,7 @@ def validate(spec: IndexedJobSpec) -> None:
     _check_metadata(spec, problems)
     _check_identity(spec.identity, problems)
     _check_job_template(spec.job_template, problems)
+    check_pod_spec_inputs(spec, problems.add)
     if problems.items:
         raise InvalidJobSpec(problems.items)
 

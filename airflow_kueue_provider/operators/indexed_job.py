@@ -19,6 +19,7 @@ from ..kueue.api_time import parse_api_time
 from ..kueue.cost import VmPrice, estimate_cost
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
+from ..kueue.job_template import template_main_container
 from ..kueue.parallelism_ramp import ELASTIC_JOB_ANNOTATION, ParallelismRamp
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
@@ -27,6 +28,7 @@ from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..triggers.kueue_job import KueueJobTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .job_submission import create_or_adopt, existing_jobs, reattachable
+from .k8s_models import from_secrets, plain, secret_names
 from .settings import configured_pod_policy
 
 if TYPE_CHECKING:
@@ -45,8 +47,18 @@ class KueueIndexedJobOperator(BaseOperator):
     A retry reattaches to a Job that still runs (or already completed) instead of creating another one.
 
     :param queue_name: the Kueue LocalQueue in ``namespace``.
-    :param job_template: a batch/v1 Job (dict, YAML text or a ``.yaml`` file path) to start from; the other
-        parameters are applied on top of it.
+    :param namespace: the Jobs' namespace; default: the kubernetes connection's ``namespace`` extra, else
+        ``default``.
+    :param job_template: a batch/v1 Job (dict, ``V1Job``, YAML text or a ``.yaml``/``.yml`` file path, found
+        and rendered like any template file) to start from; the other parameters are applied on top of it.
+        Only this parameter is read as a file: ``arguments=["--config", "config.yaml"]`` stays a string.
+
+    Pod-spec parameters take KubernetesPodOperator's names and meanings, as Kubernetes client models
+    (``V1EnvVar``, ``V1ResourceRequirements``, ``V1Toleration``, ...) or their dicts: ``env_vars`` (or
+    ``env``), ``container_resources`` (or ``resources``), ``tolerations``, ``affinity``, ``volumes``,
+    ``volume_mounts``, ``env_from``, ``secrets`` (the cncf provider's ``Secret``), ``image_pull_secrets``,
+    ``image_pull_policy``, ``security_context`` (the pod's) and ``container_security_context``. They apply to
+    the shard container (the template's container named ``main``, else its first).
     :param queue_timeout: fail (and delete the Job) if it is not admitted within this time.
     :param workload_timeout: seconds Kueue has to create the Job's Workload (default 60). The Job is created
         suspended, so it runs only once Kueue admits it; a Job Kueue does not pick up (a namespace Kueue does
@@ -79,8 +91,14 @@ class KueueIndexedJobOperator(BaseOperator):
         "job_template",
         "labels",
         "annotations",
+        "node_selector",
+        "volumes",
+        "volume_mounts",
+        "env_from",
     )
-    template_ext: Sequence[str] = (".yaml", ".yml")
+    # No template_ext: it would read *every* templated string ending in .yaml as a file (an argument
+    # "config.yaml" included). job_template alone is read as a file (see _TemplateFile).
+    template_ext: Sequence[str] = ()
     template_fields_renderers: ClassVar[dict[str, str]] = {"job_template": "yaml", "env": "json"}
     ui_color = "#d4e9f7"
 
@@ -88,14 +106,16 @@ class KueueIndexedJobOperator(BaseOperator):
         self,
         *,
         queue_name: str,
-        namespace: str = "default",
+        namespace: str | None = None,
         image: str | None = None,
         cmds: list[str] | None = None,
         arguments: list[str] | None = None,
-        env: Mapping[str, str] | list[dict[str, Any]] | None = None,
+        env: Mapping[str, str] | list[Any] | None = None,
+        env_vars: Mapping[str, str] | list[Any] | None = None,
         completions: int = 1,
         parallelism: int | None = None,
-        resources: Mapping[str, Any] | None = None,
+        resources: Mapping[str, Any] | Any | None = None,
+        container_resources: Mapping[str, Any] | Any | None = None,
         priority_class: str | None = None,
         spot: bool = False,
         backoff_limit_per_index: int | None = None,
@@ -105,11 +125,21 @@ class KueueIndexedJobOperator(BaseOperator):
         workload_timeout: timedelta | float = DEFAULT_WORKLOAD_TIMEOUT,
         start_timeout: timedelta | float = DEFAULT_START_TIMEOUT,
         keep_job_on_failure: bool = False,
-        job_template: Mapping[str, Any] | str | None = None,
+        job_template: Mapping[str, Any] | str | Any | None = None,
         labels: Mapping[str, str] | None = None,
         annotations: Mapping[str, str] | None = None,
         node_selector: Mapping[str, str] | None = None,
         service_account_name: str | None = None,
+        tolerations: list[Any] | None = None,
+        affinity: Mapping[str, Any] | Any | None = None,
+        volumes: list[Any] | None = None,
+        volume_mounts: list[Any] | None = None,
+        env_from: list[Any] | None = None,
+        secrets: list[Any] | None = None,
+        image_pull_secrets: str | list[Any] | None = None,
+        image_pull_policy: str | None = None,
+        security_context: Mapping[str, Any] | Any | None = None,
+        container_security_context: Mapping[str, Any] | Any | None = None,
         job_name_prefix: str | None = None,
         checkpointing: Checkpointing | dict[str, Any] | str | None = None,
         parallelism_ramp: ParallelismRamp | dict[str, Any] | None = None,
@@ -119,16 +149,37 @@ class KueueIndexedJobOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        for name, value, alias, other in (
+            ("env", env, "env_vars", env_vars),
+            ("resources", resources, "container_resources", container_resources),
+        ):
+            if value is not None and other is not None:
+                raise AirflowFailException(
+                    f"{self.task_id}: set {name} or {alias} (the same thing), not both"
+                )
+        secret_env, secret_env_from, secret_volumes, secret_mounts = from_secrets(secrets)
         self.queue_name = queue_name
         self.namespace = namespace
         self.image = image
         self.cmds = cmds
         self.arguments = arguments
+        env = plain(env if env is not None else env_vars)
+        if secret_env:
+            env = [*_env_items(env), *secret_env]
         self.env = env
         self.completions = completions
         self.parallelism = parallelism
         # BaseOperator.resources means executor resources; the pods' requests/limits live here.
-        self.job_resources = resources
+        self.job_resources = plain(resources if resources is not None else container_resources)
+        self.tolerations = plain(tolerations)
+        self.affinity = plain(affinity)
+        self.volumes = _joined(plain(volumes), secret_volumes)
+        self.volume_mounts = _joined(plain(volume_mounts), secret_mounts)
+        self.env_from = _joined(plain(env_from), secret_env_from)
+        self.image_pull_secrets = secret_names(image_pull_secrets)
+        self.image_pull_policy = image_pull_policy
+        self.security_context = plain(security_context)
+        self.container_security_context = plain(container_security_context)
         self.priority_class = priority_class
         self.spot = spot
         self.backoff_limit_per_index = backoff_limit_per_index
@@ -138,7 +189,7 @@ class KueueIndexedJobOperator(BaseOperator):
         self.workload_timeout = _seconds(workload_timeout)
         self.start_timeout = _seconds(start_timeout)
         self.keep_job_on_failure = keep_job_on_failure
-        self.job_template = job_template
+        self.job_template = _TemplateFile.wrap(plain(job_template))
         self.labels = labels
         self.annotations = annotations
         self.node_selector = node_selector
@@ -154,22 +205,13 @@ class KueueIndexedJobOperator(BaseOperator):
 
     # --- 1. build and validate (no cluster call before this passes) ---------------------------------------
     def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
-        template = self.job_template
-        if isinstance(template, str):
-            try:
-                template = yaml.safe_load(template)
-            except yaml.YAMLError as exc:
-                raise AirflowFailException(f"job_template is not valid YAML: {exc}") from exc
-            if not isinstance(template, Mapping):
-                raise AirflowFailException(
-                    f"job_template must be a batch/v1 Job (a mapping), got {type(template).__name__}"
-                )
-        template_image = _template_image(template)
+        template = self._template()
+        template_image = template_main_container(template).get("image")
         spec = IndexedJobSpec(
             name=deterministic_job_name(identity, self.job_name_prefix, per_try=True),
-            namespace=self.namespace,
+            namespace=self.resolved_namespace(),
             queue_name=self.queue_name,
-            image=self.image or template_image or "",
+            image=self.image or (str(template_image) if template_image else ""),
             completions=self.completions,
             cmds=self.cmds,
             arguments=self.arguments,
@@ -185,6 +227,15 @@ class KueueIndexedJobOperator(BaseOperator):
             annotations=self.annotations,
             node_selector=self.node_selector,
             service_account_name=self.service_account_name,
+            tolerations=self.tolerations,
+            affinity=self.affinity,
+            volumes=self.volumes,
+            volume_mounts=self.volume_mounts,
+            env_from=self.env_from,
+            image_pull_secrets=self.image_pull_secrets,
+            image_pull_policy=self.image_pull_policy,
+            security_context=self.security_context,
+            container_security_context=self.container_security_context,
             job_template=template,
             identity=identity,
             job_annotations={ELASTIC_JOB_ANNOTATION: "true"} if self.parallelism_ramp else None,
@@ -224,7 +275,7 @@ class KueueIndexedJobOperator(BaseOperator):
         hook = KueueHook(self.kubernetes_conn_id)
         self._check_local_queue(hook)
         # 1. Reattach to a Job of this task instance that still runs (or completed) ...
-        previous = existing_jobs(hook, self.namespace, identity)
+        previous = existing_jobs(hook, self.resolved_namespace(), identity)
         submission = reattachable(previous, completed_counts=session is None)
         pod_sas: str | None = None
         if submission is None:
@@ -251,7 +302,7 @@ class KueueIndexedJobOperator(BaseOperator):
         self.log.info(
             "%s Job %s/%s (%s) in LocalQueue %s",
             verb,
-            self.namespace,
+            self.resolved_namespace(),
             self._job_name,
             submission.reason,
             self.queue_name,
@@ -259,7 +310,7 @@ class KueueIndexedJobOperator(BaseOperator):
         # 3. Wait: deferred in the triggerer, or here with the same async logic.
         trigger = KueueJobTrigger(
             job_name=self._job_name,
-            namespace=self.namespace,
+            namespace=self.resolved_namespace(),
             queue_name=self.queue_name,
             kubernetes_conn_id=self.kubernetes_conn_id,
             max_failed_indexes=self.max_failed_indexes,
@@ -287,8 +338,33 @@ class KueueIndexedJobOperator(BaseOperator):
                     "the Secret of Job %s exists already (this try's earlier worker)", job["metadata"]["name"]
                 )
         except Exception:
-            hook.delete_job(self.namespace, job["metadata"]["name"], uid=job["metadata"].get("uid"))
+            hook.delete_job(
+                self.resolved_namespace(), job["metadata"]["name"], uid=job["metadata"].get("uid")
+            )
             raise
+
+    def _template(self) -> Mapping[str, Any] | None:
+        """``job_template`` as a Job mapping: read (an unrendered file), parsed (YAML text) and checked."""
+        template = self.job_template
+        if isinstance(template, _TemplateFile):  # not rendered: build_manifest called outside a task run
+            template = template.read(self.get_template_env())
+        if isinstance(template, str):
+            try:
+                template = yaml.safe_load(template)
+            except yaml.YAMLError as exc:
+                raise AirflowFailException(f"{self.task_id}: job_template is not valid YAML: {exc}") from exc
+            if not isinstance(template, Mapping):
+                raise AirflowFailException(
+                    f"{self.task_id}: job_template must be a batch/v1 Job (a mapping), got "
+                    f"{type(template).__name__}"
+                )
+        return template  # type: ignore[no-any-return]
+
+    def resolved_namespace(self) -> str:
+        """``namespace``, else the kubernetes connection's ``namespace`` extra, else ``default``."""
+        if not self.namespace:
+            self.namespace = KueueHook(self.kubernetes_conn_id).connection_namespace() or "default"
+        return self.namespace
 
     def _target_parallelism(self) -> int:
         return min(self.parallelism or self.completions, self.completions)
@@ -315,30 +391,32 @@ class KueueIndexedJobOperator(BaseOperator):
         return session
 
     def _check_local_queue(self, hook: KueueHook) -> None:
-        if hook.get_local_queue(self.namespace, self.queue_name) is not None:
+        if hook.get_local_queue(self.resolved_namespace(), self.queue_name) is not None:
             return
-        existing = sorted(q["metadata"]["name"] for q in hook.list_local_queues(self.namespace))
+        existing = sorted(q["metadata"]["name"] for q in hook.list_local_queues(self.resolved_namespace()))
         have = (
-            f"LocalQueues in {self.namespace}: {', '.join(existing)}"
+            f"LocalQueues in {self.resolved_namespace()}: {', '.join(existing)}"
             if existing
-            else f"there is no LocalQueue in namespace {self.namespace}"
+            else f"there is no LocalQueue in namespace {self.resolved_namespace()}"
         )
         raise AirflowFailException(
             f"{self.task_id}: LocalQueue {self.queue_name!r} does not exist in namespace "
-            f"{self.namespace!r} ({have}); set queue_name to one of them or create it"
+            f"{self.resolved_namespace()!r} ({have}); set queue_name to one of them or create it"
         )
 
     # --- 3. the final event -> result or failure --------------------------------------------------------
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         if not event:
             raise AirflowException("the trigger ended without an event")
+        self.resolved_namespace()
         status, message = event.get("status"), event.get("message", "")
         result = {k: v for k, v in event.items() if k not in ("status", "message")}
         session = self._checkpoint_session(_identity(context), check=False)
         if session is not None and "completed_indexes" in result:
             result = self._record_in_ledger(session, result, "succeeded" if status == "success" else "failed")
         if "running_seconds" in result:
-            requests = (self.job_resources or _template_resources(self.job_template) or {}).get("requests")
+            template_resources = template_main_container(self._template()).get("resources")
+            requests = (self.job_resources or template_resources or {}).get("requests")
             result.update(
                 estimate_cost(
                     requests, self._target_parallelism(), result["running_seconds"], self.spot, self.vm_price
@@ -362,7 +440,7 @@ class KueueIndexedJobOperator(BaseOperator):
             return ""
         try:
             what = KueueHook(self.kubernetes_conn_id).delete_job_unless_finished(
-                event.get("namespace") or self.namespace, name, uid=event.get("job_uid")
+                event.get("namespace") or self.resolved_namespace(), name, uid=event.get("job_uid")
             )
         except Exception as exc:  # the failure itself matters more
             return f"\n(could not delete Job {name}: {exc}; delete it yourself to free its quota)"
@@ -397,9 +475,9 @@ class KueueIndexedJobOperator(BaseOperator):
         kept, as in deferred mode (the trigger's on_kill)."""
         if self._job_name:
             what = KueueHook(self.kubernetes_conn_id).delete_job_unless_finished(
-                self.namespace, self._job_name, uid=self._job_uid
+                self.resolved_namespace(), self._job_name, uid=self._job_uid
             )
-            self.log.info("task killed; Job %s/%s: %s", self.namespace, self._job_name, what)
+            self.log.info("task killed; Job %s/%s: %s", self.resolved_namespace(), self._job_name, what)
 
 
 async def _first_event(trigger: KueueJobTrigger) -> dict[str, Any]:
@@ -419,19 +497,45 @@ def _identity(context: Context) -> AirflowIdentity:
     )
 
 
-def _template_resources(template: Any) -> dict[str, Any] | None:
-    try:
-        return dict(template["spec"]["template"]["spec"]["containers"][0]["resources"])
-    except (KeyError, IndexError, TypeError):
-        return None
+def _env_items(env: Any) -> list[Any]:
+    if env is None:
+        return []
+    if isinstance(env, Mapping):
+        return [{"name": name, "value": value} for name, value in env.items()]
+    return list(env)
 
 
-def _template_image(template: Mapping[str, Any] | None) -> str | None:
-    try:
-        containers = template["spec"]["template"]["spec"]["containers"]  # type: ignore[index]
-        return str(containers[0]["image"])
-    except (KeyError, IndexError, TypeError):
-        return None
+def _joined(given: list[Any] | None, extra: list[Any]) -> list[Any] | None:
+    return [*(given or []), *extra] if given is not None or extra else None
+
+
+class _TemplateFile:
+    """``job_template`` named as a ``.yaml``/``.yml`` file: Airflow renders a callable template field by
+    calling it, so the file is found (DAG folder, ``template_searchpath``) and rendered for this field
+    alone; the operator has no ``template_ext``, which would read every ``*.yaml`` string as a file."""
+
+    SUFFIXES = (".yaml", ".yml")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @classmethod
+    def wrap(cls, value: Any) -> Any:
+        if isinstance(value, str) and "\n" not in value and value.strip().endswith(cls.SUFFIXES):
+            return cls(value.strip())
+        return value
+
+    def __call__(self, context: Any, jinja_env: Any) -> str:
+        return str(jinja_env.get_template(self.path).render(**context))
+
+    def read(self, jinja_env: Any) -> str:
+        source, _, _ = jinja_env.loader.get_source(jinja_env, self.path)
+        return str(source)
+
+    def __str__(self) -> str:
+        return self.path
+
+    __repr__ = __str__
 
 
 def _seconds(value: timedelta | float) -> float:

@@ -1,0 +1,203 @@
+"""The operator's inputs as a KubernetesPodOperator user writes them: models, pod-spec fields, templating."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.providers.cncf.kubernetes.secret import Secret
+from airflow.sdk import DAG
+from airflow.sdk.exceptions import AirflowFailException
+from kubernetes.client import models as k8s
+
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+IDENTITY = AirflowIdentity("dag", "task", "run-1")
+
+
+def _pod(job: dict[str, Any]) -> dict[str, Any]:
+    return dict(job["spec"]["template"]["spec"])
+
+
+def _main(job: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in _pod(job)["containers"] if c["name"] == "main")
+
+
+def test_a_job_written_the_kubernetes_pod_operator_way_carries_every_setting() -> None:
+    op = KueueIndexedJobOperator(
+        task_id="task",
+        namespace="batch",
+        queue_name="lq",
+        image="worker:1",
+        completions=3,
+        env_vars=[k8s.V1EnvVar(name="MODE", value="fast")],
+        container_resources=k8s.V1ResourceRequirements(requests={"cpu": "1", "memory": "1Gi"}),
+        tolerations=[k8s.V1Toleration(key="gpu", operator="Exists", effect="NoSchedule")],
+        affinity=k8s.V1Affinity(
+            node_affinity=k8s.V1NodeAffinity(
+                required_during_scheduling_ignored_during_execution=k8s.V1NodeSelector(
+                    node_selector_terms=[
+                        k8s.V1NodeSelectorTerm(
+                            match_expressions=[
+                                k8s.V1NodeSelectorRequirement(key="pool", operator="In", values=["batch"])
+                            ]
+                        )
+                    ]
+                )
+            )
+        ),
+        volumes=[k8s.V1Volume(name="scratch", empty_dir=k8s.V1EmptyDirVolumeSource())],
+        volume_mounts=[k8s.V1VolumeMount(name="scratch", mount_path="/scratch")],
+        env_from=[k8s.V1EnvFromSource(config_map_ref=k8s.V1ConfigMapEnvSource(name="settings"))],
+        secrets=[
+            Secret("env", "DB_PASSWORD", "db", "password"),
+            Secret("env", None, "all-keys"),
+            Secret("volume", "/etc/creds", "creds"),
+        ],
+        image_pull_secrets="registry-a, registry-b",
+        image_pull_policy="IfNotPresent",
+        security_context=k8s.V1PodSecurityContext(run_as_user=1000, fs_group=2000),
+        container_security_context=k8s.V1SecurityContext(read_only_root_filesystem=True),
+        spot=True,
+    )
+
+    job = op.build_manifest(IDENTITY)
+
+    pod, main = _pod(job), _main(job)
+    assert {"name": "MODE", "value": "fast"} in main["env"]
+    assert {"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}} in main[
+        "env"
+    ]
+    assert main["resources"] == {"requests": {"cpu": "1", "memory": "1Gi"}}
+    assert main["envFrom"] == [{"configMapRef": {"name": "settings"}}, {"secretRef": {"name": "all-keys"}}]
+    assert {"name": "scratch", "mountPath": "/scratch"} in main["volumeMounts"]
+    assert any(m["mountPath"] == "/etc/creds" and m["readOnly"] for m in main["volumeMounts"])
+    assert main["imagePullPolicy"] == "IfNotPresent"
+    assert main["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert any(t.get("key") == "kubernetes.azure.com/scalesetpriority" for t in pod["tolerations"]), "spot"
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert terms == [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["batch"]}]}]
+    assert {"name": "scratch", "emptyDir": {}} in pod["volumes"]
+    assert [v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v] == ["creds"]
+    assert pod["imagePullSecrets"] == [{"name": "registry-a"}, {"name": "registry-b"}]
+    assert pod["securityContext"]["runAsUser"] == 1000 and pod["securityContext"]["fsGroup"] == 2000
+
+
+def test_a_v1_job_template_and_v1_env_are_accepted_where_dicts_are() -> None:
+    template = k8s.V1Job(
+        api_version="batch/v1",
+        kind="Job",
+        spec=k8s.V1JobSpec(
+            template=k8s.V1PodTemplateSpec(
+                spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="main", image="from-template:2")])
+            )
+        ),
+    )
+    op = KueueIndexedJobOperator(
+        task_id="task",
+        namespace="batch",
+        queue_name="lq",
+        job_template=template,
+        env=[k8s.V1EnvVar("A", "1")],
+    )
+    job = op.build_manifest(IDENTITY)
+    assert _main(job)["image"] == "from-template:2" and {"name": "A", "value": "1"} in _main(job)["env"]
+
+
+def test_a_sidecar_first_template_keeps_the_shard_containers_image_and_resources() -> None:
+    template = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "proxy", "image": "proxy:1", "resources": {"requests": {"cpu": "100m"}}},
+                        {"name": "main", "image": "worker:3", "resources": {"requests": {"cpu": "4"}}},
+                    ]
+                }
+            }
+        },
+    }
+    op = KueueIndexedJobOperator(task_id="t", namespace="batch", queue_name="lq", job_template=template)
+    job = op.build_manifest(IDENTITY)
+    containers = {c["name"]: c for c in _pod(job)["containers"]}
+    assert containers["main"]["image"] == "worker:3" and containers["proxy"]["image"] == "proxy:1"
+    event = {
+        "status": "success",
+        "message": "ok",
+        "job_name": "j",
+        "namespace": "batch",
+        "running_seconds": 3600,
+    }
+    context = {"ti": SimpleNamespace(dag_id="d", task_id="t", run_id="r", try_number=1, map_index=-1)}
+    result = op.execute_complete(context, event)  # type: ignore[arg-type]
+    on_demand = KueueIndexedJobOperator(
+        task_id="t", namespace="batch", queue_name="lq", image="w", resources={"requests": {"cpu": "4"}}
+    ).execute_complete(context, event)  # type: ignore[arg-type]
+    assert result["estimated_cost_usd"] == on_demand["estimated_cost_usd"], "the cost uses main's 4 CPUs"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"env": {"A": "1"}, "env_vars": {"B": "2"}}, "set env or env_vars"),
+        ({"resources": {}, "container_resources": {}}, "set resources or container_resources"),
+        (
+            {"tolerations": [{"key": "a", "operator": "Sometimes"}]},
+            "operator 'Sometimes' must be Equal or Exists",
+        ),
+        ({"volume_mounts": [{"name": "data", "mountPath": "/data"}]}, "mount of 'data' names no volume"),
+        ({"volumes": [{"name": "Data_1", "emptyDir": {}}]}, "is not a DNS-1123 label"),
+        ({"image_pull_policy": "Sometimes"}, "use one of Always, IfNotPresent, Never"),
+        ({"affinity": {"nodeAfinity": {}}}, "unknown keys ['nodeAfinity']"),
+        ({"env_from": [{"prefix": "X_"}]}, "needs a configMapRef or a secretRef"),
+    ],
+)
+def test_malformed_pod_spec_inputs_fail_early_saying_what_to_change(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(AirflowFailException, match=message.replace("[", r"\[").replace("]", r"\]")):
+        KueueIndexedJobOperator(
+            task_id="t", namespace="batch", queue_name="lq", image="w", **kwargs
+        ).build_manifest(IDENTITY)
+
+
+def test_only_job_template_is_read_as_a_file(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(
+        "apiVersion: batch/v1\nkind: Job\nspec:\n  template:\n    spec:\n      containers:\n"
+        "      - name: main\n        image: 'worker:{{ params.tag }}'\n"
+    )
+    searchpath = [str(tmp_path)]
+    with DAG("templating", schedule=None, start_date=datetime(2026, 1, 1), template_searchpath=searchpath):
+        op = KueueIndexedJobOperator(
+            task_id="t",
+            namespace="batch",
+            queue_name="lq",
+            arguments=["--config", "/etc/p/config.yaml", "{{ params.tag }}.yml"],
+            job_template="job.yaml",
+        )
+    op.render_template_fields({"params": {"tag": "7"}})  # type: ignore[arg-type]
+    assert op.arguments == ["--config", "/etc/p/config.yaml", "7.yml"], "strings, not files"
+    job = op.build_manifest(IDENTITY)
+    assert _main(job)["image"] == "worker:7", "the file was found and rendered"
+
+
+def test_the_namespace_comes_from_the_connection_when_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_K8S_WITH_NS",
+        json.dumps({"conn_type": "kubernetes", "extra": {"namespace": "genomics", "in_cluster": False}}),
+    )
+    op = KueueIndexedJobOperator(task_id="t", queue_name="lq", image="w", kubernetes_conn_id="k8s_with_ns")
+    assert op.build_manifest(IDENTITY)["metadata"]["namespace"] == "genomics"
+    plain = KueueIndexedJobOperator(task_id="t", queue_name="lq", image="w", kubernetes_conn_id="k8s_no_ns")
+    monkeypatch.setenv("AIRFLOW_CONN_K8S_NO_NS", json.dumps({"conn_type": "kubernetes"}))
+    assert plain.build_manifest(IDENTITY)["metadata"]["namespace"] == "default"
