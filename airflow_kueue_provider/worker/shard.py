@@ -94,6 +94,7 @@ EXIT_WAIT_SECONDS = 1.0  # after the flush, how long the main thread gets to exi
 MAX_CHECKPOINT_BYTES = 1 << 20
 CHECKPOINT_FORMAT = 1
 _SEQ_CONFLICTS = 5
+_LOAD_ATTEMPTS = 4  # listings by load() while checkpoints vanish under it (another pod pruning)
 _WAKE_SIGTERM = bytes([signal.SIGTERM])  # what set_wakeup_fd writes for SIGTERM; the handler writes it too
 _WAKE_QUIT = b"q"  # close(): stop the flush thread
 
@@ -305,35 +306,46 @@ class Shard:
 
     def load(self) -> dict[str, Any] | None:
         """The state of the checkpoint of highest progress (ties: highest sequence number), or None on a fresh
-        start; ``latest`` and ``progress`` become it, and later saves continue the numbering."""
-        folder = naming.shard_folder(self.prefix, self.shard_id)
-        seqs = sorted(s for s in (naming.checkpoint_seq(n) for n, _ in self.store.list_names(folder)) if s)
-        found: dict[int, Progress | None] = {}
+        start; ``latest`` and ``progress`` become it, and later saves continue the numbering.
+
+        Reads newest first. A checkpoint listed but gone when read was pruned by another pod of this index,
+        which therefore knew better ones: the folder is listed again (a few times at most), so a pod pruning
+        meanwhile cannot make this one resume from less than the best there was."""
+        folder = self._folder()
+        found: dict[int, tuple[Progress | None, str | None]] = {}
         loaded: dict[int, dict[str, Any]] = {}
-        etags: dict[int, str | None] = {}
-        for seq in seqs:
-            doc, etags[seq] = self.store.read_json(naming.checkpoint_name(self.prefix, self.shard_id, seq))
-            if doc is None:
-                continue  # deleted since the listing (another pod pruning)
-            found[seq] = _doc_progress(doc)
-            if isinstance(doc.get("state"), dict):
-                loaded[seq] = doc
+        listed: list[int] = []
+        for _ in range(_LOAD_ATTEMPTS):
+            names = self.store.list_names(folder)
+            seqs = sorted((s for s in (naming.checkpoint_seq(n) for n, _ in names) if s), reverse=True)
+            listed += seqs
+            vanished = False
+            for seq in seqs:
+                doc, etag = self.store.read_json(naming.checkpoint_name(self.prefix, self.shard_id, seq))
+                if doc is None:
+                    vanished = True
+                    continue
+                found[seq] = (_doc_progress(doc), etag)
+                if isinstance(doc.get("state"), dict):
+                    loaded[seq] = doc
+            if not vanished:
+                break
         with self._lock:
-            self._seq = max([self._seq, *seqs])
-            self._known.update({seq: (p, etags[seq]) for seq, p in found.items()})
+            self._seq = max([self._seq, *listed])
+            self._known.update(found)
         if not loaded:
             return None
-        best = max(loaded, key=lambda s: naming.rank(found[s], s))
+        best = max(loaded, key=lambda s: naming.rank(_doc_progress(loaded[s]), s))
         doc = loaded[best]
         state: dict[str, Any] = doc["state"]
         self.resumed_seq = best
-        self._current = (state, found[best])
+        self._current = (state, _doc_progress(doc))
         log.info(
             "shard %d resumes from checkpoint %d (%s, progress %s)",
             self.shard_id,
             best,
             doc.get("reason"),
-            found[best],
+            self._current[1],
         )
         self._prune()
         return state

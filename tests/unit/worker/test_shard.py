@@ -264,6 +264,29 @@ def test_a_writer_behind_never_moves_readers_back(store: MemoryStore) -> None:
                 assert reader.load() == {"next": 10 * p}
 
 
+def test_load_lists_again_when_a_checkpoint_vanishes_under_it(store: MemoryStore) -> None:
+    """Another pod prunes between load()'s listing and its reads (after writing better ones)."""
+    _put(store, 1, 10, {"next": 10})
+    _put(store, 2, 20, {"next": 20})
+    reads = []
+    read_json = store.read_json
+
+    def racing_read(name: str) -> tuple[dict[str, Any] | None, str | None]:
+        reads.append(name)
+        if len(reads) == 1:  # right after the listing: the other pod writes 3 and 4, prunes 1 and 2
+            _put(store, 3, 30, {"next": 30})
+            _put(store, 4, 40, {"next": 40})
+            store.blobs.pop(f"{PREFIX}/shards/7/checkpoint-00000001.json")
+            store.blobs.pop(f"{PREFIX}/shards/7/checkpoint-00000002.json")
+        return read_json(name)
+
+    store.read_json = racing_read  # type: ignore[method-assign]
+    with Shard(7, 1, store, prefix=PREFIX, keep=10) as shard:
+        assert shard.load() == {"next": 40}
+        assert shard.save({"next": 41}, progress=41) == 5
+    assert reads[0].endswith("checkpoint-00000002.json"), "newest first"
+
+
 @pytest.mark.parametrize("store_type", [MemoryStore, PlainStore])
 def test_a_reused_number_is_not_pruned_as_the_old_checkpoint(store_type: type[MemoryStore]) -> None:
     """A pruned number taken again by another pod is that pod's checkpoint now: not deleted as ours."""
