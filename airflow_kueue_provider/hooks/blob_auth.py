@@ -15,14 +15,18 @@ from .blob_errors import BlobConfigError, register_secret
 class BlobAuth:
     """How to reach one storage account. Secrets never appear in ``repr``."""
 
-    kind: str  # "connection_string" | "shared_key" | "sas" | "default_credential" | "credential"
+    kind: str  # "connection_string" | "shared_key" | "sas" | "service_principal" | "default_credential"
+    # | "credential"
     account_url: str
     connection_string: str | None = field(default=None, repr=False)
     account_name: str | None = None
-    secret: str | None = field(default=None, repr=False)  # account key or SAS token
+    secret: str | None = field(default=None, repr=False)  # account key, SAS token or client secret
     credential: Any = field(default=None, repr=False)  # a ready credential object (kind "credential")
     managed_identity_client_id: str | None = None
     workload_identity_tenant_id: str | None = None
+    tenant_id: str | None = None  # service principal (with client_id and secret)
+    client_id: str | None = None
+    client_secret_auth_config: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         register_secret(self.secret)
@@ -56,36 +60,76 @@ def account_name_from_url(account_url: str) -> str | None:
     return host.split(".")[0] or None
 
 
+def parse_blob_account_url(host: str | None, login: str | None) -> str:
+    """The account URL as the microsoft-azure provider's ``WasbHook`` derives it from host and login."""
+    account_url = host if host else f"https://{login}.blob.core.windows.net/"
+    parts = urlsplit(account_url)
+    if not parts.scheme:
+        account_url = "https://" + account_url
+        parts = urlsplit(account_url)
+    netloc = parts.netloc
+    if "." not in netloc and not re.fullmatch(r"(localhost|\[.*\])(:\d+)?", netloc):
+        netloc = f"{login}.blob.core.windows.net"  # host held only a tenant / directory id
+    head, dot, rest = netloc.partition(".")
+    netloc = head[:24] + dot + rest  # an account name has at most 24 characters
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
 def auth_from_connection(
     conn_id: str, host: str | None, login: str | None, password: str | None, extra: Mapping[str, Any]
 ) -> BlobAuth:
-    """Map connection fields to a :class:`BlobAuth`, like the microsoft-azure ``wasb`` connection.
+    """Map connection fields to a :class:`BlobAuth` with the meanings of the microsoft-azure ``wasb``
+    connection (``WasbHook.get_conn``), in its order:
 
-    Order: extra ``connection_string``; else an account URL from ``host`` (or ``login`` = account name) with
-    ``password`` (account key), extra ``sas_token``, or DefaultAzureCredential (extra
-    ``managed_identity_client_id`` / ``workload_identity_tenant_id``; workload identity on AKS).
+    1. extra ``connection_string``;
+    2. extra ``tenant_id``: a service principal, ``login`` = client id, ``password`` = client secret (extra
+       ``client_secret_auth_config`` passed to ClientSecretCredential);
+    3. extra ``shared_access_key``: the account key;
+    4. extra ``sas_token``: a token, or an ``https://`` URL that carries one;
+    5. ``password`` (or extra ``account_key``): the account key, the account name from ``login`` or the URL;
+    6. else DefaultAzureCredential (extra ``managed_identity_client_id`` / ``workload_identity_tenant_id``).
+
+    The account URL is ``host``, or ``https://<login>.blob.core.windows.net/``.
     """
     fields = {str(k).removeprefix("extra__wasb__"): v for k, v in extra.items() if v not in (None, "")}
     if fields.get("connection_string"):
         cs = str(fields["connection_string"])
         return BlobAuth("connection_string", account_url_from_connection_string(cs), connection_string=cs)
-    if host:
-        account_url = host if "://" in host else f"https://{host}"
-    elif login:
-        account_url = f"https://{login}.blob.core.windows.net/"
-    else:
+    if not host and not login and not str(fields.get("sas_token", "")).startswith("https"):
         raise BlobConfigError(
             f"Blob connection {conn_id!r} has no usable fields: set extra 'connection_string', or 'host' "
             "(account URL, e.g. https://<account>.blob.core.windows.net/) or 'login' (account name) together "
-            "with 'password' (account key), extra 'sas_token', or nothing more for DefaultAzureCredential"
+            "with 'password' (account key), extra 'shared_access_key', 'sas_token' or 'tenant_id' (service "
+            "principal), or nothing more for DefaultAzureCredential"
         )
-    if password:
-        name = login or account_name_from_url(account_url)
+    account_url = parse_blob_account_url(host, login) if host or login else ""
+    if fields.get("tenant_id"):
+        if not login or not password:
+            raise BlobConfigError(
+                f"Blob connection {conn_id!r} sets tenant_id (a service principal): put its client id in "
+                "'login' and its client secret in 'password'"
+            )
+        return BlobAuth(
+            "service_principal",
+            account_url,
+            secret=password,
+            tenant_id=str(fields["tenant_id"]),
+            client_id=login,
+            client_secret_auth_config=dict(fields.get("client_secret_auth_config") or {}),
+        )
+    key = fields.get("shared_access_key")
+    if not key and fields.get("sas_token"):
+        sas = str(fields["sas_token"])
+        if sas.startswith("https"):
+            url = urlsplit(sas)
+            return BlobAuth("sas", f"{url.scheme}://{url.netloc}{url.path}", secret=url.query)
+        return BlobAuth("sas", account_url, secret=sas.lstrip("?"))
+    key = key or password or fields.get("account_key")
+    if key:
+        name = account_name_from_url(account_url) if host else login
         if not name:
             raise BlobConfigError(f"Blob connection {conn_id!r}: set 'login' to the account name for the key")
-        return BlobAuth("shared_key", account_url, account_name=name, secret=password)
-    if fields.get("sas_token"):
-        return BlobAuth("sas", account_url, secret=str(fields["sas_token"]).lstrip("?"))
+        return BlobAuth("shared_key", account_url, account_name=name, secret=str(key))
     return BlobAuth(
         "default_credential",
         account_url,
@@ -101,6 +145,18 @@ def credential_for(auth: BlobAuth, *, aio: bool) -> Any:
         return auth.secret
     if auth.kind == "credential":
         return auth.credential
+    if auth.kind == "service_principal":
+        if aio:
+            from azure.identity.aio import ClientSecretCredential as AsyncClientSecretCredential
+
+            return AsyncClientSecretCredential(
+                str(auth.tenant_id), str(auth.client_id), str(auth.secret), **auth.client_secret_auth_config
+            )
+        from azure.identity import ClientSecretCredential
+
+        return ClientSecretCredential(
+            str(auth.tenant_id), str(auth.client_id), str(auth.secret), **auth.client_secret_auth_config
+        )
     ids = {
         k: v
         for k, v in (

@@ -27,6 +27,9 @@ from .blob_errors import BlobConfigError, register_secret
 from .blob_store import BlobStoreHook
 
 
+IDENTITY_KINDS = ("default_credential", "service_principal", "credential")  # may get a user-delegation key
+
+
 class BlobAccountHook(BlobStoreHook):
     """A :class:`BlobStoreHook` on the base container that also manages its shard containers."""
 
@@ -75,7 +78,7 @@ class BlobAccountHook(BlobStoreHook):
     def check_can_sign(self) -> None:
         """BlobConfigError when this connection cannot sign a container SAS (it holds only a SAS itself)."""
         auth = self.get_auth()
-        if _signing_key(auth) is None and auth.kind not in ("default_credential", "credential"):
+        if _signing_key(auth) is None and auth.kind not in IDENTITY_KINDS:
             raise BlobConfigError(
                 f"Blob connection {self.blob_conn_id!r} cannot sign a SAS for the shards' container: it "
                 "holds a SAS token itself. Give it the account key (connection string with AccountKey, or "
