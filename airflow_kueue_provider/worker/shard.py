@@ -61,6 +61,7 @@ import json
 import logging
 import math
 import os
+import random
 import select
 import signal
 import sys
@@ -93,7 +94,7 @@ FLUSH_UPLOAD_SECONDS = 5.0  # kept for the upload when a critical block outlasts
 EXIT_WAIT_SECONDS = 1.0  # after the flush, how long the main thread gets to exit before os._exit
 MAX_CHECKPOINT_BYTES = 1 << 20
 CHECKPOINT_FORMAT = 1
-_SEQ_CONFLICTS = 5
+_SEQ_CONFLICTS = 10  # taken numbers in a row before save() gives up (each one skips past the highest)
 _LOAD_ATTEMPTS = 4  # listings by load() while checkpoints vanish under it (another pod pruning)
 _WAKE_SIGTERM = bytes([signal.SIGTERM])  # what set_wakeup_fd writes for SIGTERM; the handler writes it too
 _WAKE_QUIT = b"q"  # close(): stop the flush thread
@@ -415,7 +416,9 @@ class Shard:
                 f"shard {self.shard_id}: checkpoint of {size} bytes exceeds {MAX_CHECKPOINT_BYTES}; keep the "
                 "state small (write bulk results as their own blobs and checkpoint their names)"
             )
-        for _ in range(_SEQ_CONFLICTS):
+        for attempt in range(1, _SEQ_CONFLICTS + 1):
+            if deadline is not None and time.monotonic() >= deadline:
+                raise BlobUnavailable(f"shard {self.shard_id}: out of time after {attempt - 1} taken numbers")
             with self._lock:
                 self._seq += 1
                 doc["seq"] = seq = self._seq
@@ -430,7 +433,7 @@ class Shard:
                         self.shard_id,
                         seq,
                     )
-                self._skip_taken_numbers(store)
+                self._skip_taken_numbers(store, attempt)
                 continue
             with self._lock:
                 self._known[seq] = (progress, etag)
@@ -439,14 +442,17 @@ class Shard:
             f"shard {self.shard_id}: {_SEQ_CONFLICTS} checkpoint numbers in a row were taken"
         )
 
-    def _skip_taken_numbers(self, store: JsonStore) -> None:
-        """After a taken number: continue past the highest one there is (another pod writes here too)."""
+    def _skip_taken_numbers(self, store: JsonStore, attempt: int) -> None:
+        """After a taken number: continue past the highest one there is (another pod writes here too), with
+        a random gap that widens with each conflict, so a pod that writes more slowly than the other one does
+        not keep losing the race for "highest + 1" (numbers need not be contiguous)."""
         try:
             listed = [naming.checkpoint_seq(n) for n, _ in store.list_names(self._folder())]
         except BlobStoreError:
-            return
+            listed = []
+        gap = random.randrange(4 * attempt)
         with self._lock:
-            self._seq = max([self._seq, *(s for s in listed if s)])
+            self._seq = max([self._seq, *(s for s in listed if s)]) + gap
 
     def _prune(self) -> None:
         """Delete all but the ``keep`` known checkpoints of highest (progress, seq).
