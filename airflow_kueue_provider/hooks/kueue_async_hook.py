@@ -1,29 +1,119 @@
-"""Asynchronous Kubernetes + Kueue calls for triggers (kubernetes_asyncio), including list+watch streams."""
+"""Asynchronous Kubernetes + Kueue calls for triggers (kubernetes_asyncio), including list+watch streams.
+
+Nothing here may hold a triggerer's event loop, which runs every trigger of the process (Airflow warns
+"Triggerer's async thread was blocked" past 0.2 s):
+
+- importing this module is cheap: kubernetes_asyncio, aiohttp and the cncf hook (about 1 s of CPU together)
+  are imported in a worker thread by the first :meth:`AsyncKueueHook.session` (:func:`load_clients`);
+- the connection's client configuration (kubeconfig parsing, certificate files, in-cluster token) is loaded
+  in a worker thread, once per connection and process, and reused by every later session; it is read again
+  when the connection or its kubeconfig file changes, and every time for exec-plugin credentials, which
+  expire;
+- LISTs come in pages of LIST_PAGE_SIZE objects, so parsing a namespace of 1,000 Jobs is many short steps,
+  not one long one.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
-from collections.abc import AsyncIterator
+import os
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, cast
-
-import aiohttp
-from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
-from kubernetes_asyncio import client as aclient
-from kubernetes_asyncio import watch as awatch
-from kubernetes_asyncio.client.rest import ApiException
+from typing import TYPE_CHECKING, Any, cast
 
 from ..kueue.job_ownership import delete_unless_finished_step
 from . import kueue_api
-from .kueue_hook import DELETE_ATTEMPTS, KueueApiError
 from .retry import acall_with_retry
 
-_VERSIONS: dict[str, str] = {}
+if TYPE_CHECKING:  # bound at run time by _import_clients(), in a worker thread
+    import aiohttp
+    from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
+    from kubernetes_asyncio import client as aclient
+    from kubernetes_asyncio.client.rest import ApiException
+
+    from .kueue_hook import DELETE_ATTEMPTS, KueueApiError
+
 # Every one-off request is bounded: a connection that stalls (a frozen proxy, a half-open socket) fails and is
 # retried instead of holding a trigger -- or the shared watch's LIST -- forever. Watches have their own.
-REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=10)
+# An aiohttp.ClientTimeout(total=60, sock_connect=10), made by _import_clients().
+REQUEST_TIMEOUT: Any = None
+_VERSIONS: dict[str, str] = {}
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=airflow-kueue-provider"
+LIST_PAGE_SIZE = 100  # objects per LIST page: parsing one page is a few ms of the event loop's time
+
+_load_lock = threading.Lock()
+_loaded = False
+# (connection id, its extras and kubeconfig file version) -> the hook holding its loaded configuration
+_configs: dict[tuple[str, str], AsyncKubernetesHook] = {}
+
+
+def _import_clients() -> None:
+    """Import the Kubernetes client libraries and bind them in this module (run in a worker thread)."""
+    global _loaded
+    with _load_lock:
+        if _loaded:
+            return
+        import aiohttp
+        from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
+        from kubernetes_asyncio import client as aclient
+        from kubernetes_asyncio.client.rest import ApiException
+
+        from . import kueue_hook
+
+        globals().update(
+            aiohttp=aiohttp,
+            AsyncKubernetesHook=AsyncKubernetesHook,
+            aclient=aclient,
+            ApiException=ApiException,
+            DELETE_ATTEMPTS=kueue_hook.DELETE_ATTEMPTS,
+            KueueApiError=kueue_hook.KueueApiError,
+            REQUEST_TIMEOUT=aiohttp.ClientTimeout(total=60, sock_connect=10),
+        )
+        _loaded = True
+
+
+async def load_clients() -> None:
+    """Import kubernetes_asyncio, aiohttp and the cncf hook off the event loop, once per process."""
+    if not _loaded:
+        await asyncio.to_thread(_import_clients)
+
+
+async def _kubernetes_hook(conn_id: str) -> AsyncKubernetesHook:
+    """The cncf hook for ``conn_id`` with its client configuration loaded, reused while nothing changed."""
+    await load_clients()
+    hook = AsyncKubernetesHook(conn_id=conn_id)
+    extras = await hook.get_conn_extras()  # in a triggerer: asked of its supervisor, asynchronously
+    key = (conn_id, _config_version(extras))
+    cached = _configs.get(key)
+    if cached is not None:
+        return cached
+    # kubeconfig parsing, certificate temp files, an in-cluster token: blocking work, done in a thread with
+    # a loop of its own (the extras are already read, so it asks nothing of this loop's supervisor channel).
+    await asyncio.to_thread(_run_blocking, hook._load_config)
+    if hook._config_loaded:  # static credentials; exec-plugin tokens expire, so those load every time
+        _configs[key] = hook
+    return hook
+
+
+def _config_version(extras: dict[str, Any]) -> str:
+    """The connection's extras and the kubeconfig file's mtime: a change means a new configuration."""
+    path = extras.get("kube_config_path") or extras.get("extra__kubernetes__kube_config_path")
+    try:
+        mtime = os.stat(os.path.expanduser(path)).st_mtime_ns if path else 0
+    except OSError:
+        mtime = -1
+    return json.dumps(extras, sort_keys=True, default=str) + f"@{mtime}"
+
+
+def _run_blocking(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(_await(coro_fn))
+
+
+async def _await(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
+    return await coro_fn()
 
 
 class AsyncKueueHook:
@@ -36,13 +126,16 @@ class AsyncKueueHook:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncKueueHook]:
-        """Keep one client (one connection pool) open for the whole block."""
-        async with AsyncKubernetesHook(conn_id=self.kubernetes_conn_id).get_conn() as api:
-            self._api = api
-            try:
-                yield self
-            finally:
-                self._api = None
+        """Keep one client (one connection pool) open for the whole block. Its configuration is the
+        process's loaded one for the connection; only the client (an SSL context, a pool) is new."""
+        configured = await _kubernetes_hook(self.kubernetes_conn_id)
+        api = aclient.ApiClient(configuration=configured.client_configuration)
+        self._api = api
+        try:
+            yield self
+        finally:
+            self._api = None
+            await api.close()
 
     @property
     def api(self) -> aclient.ApiClient:
@@ -211,33 +304,47 @@ class AsyncKueueHook:
     # --- list + watch ---------------------------------------------------------------------------------
     async def list_jobs(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
         batch = aclient.BatchV1Api(self.api)
-        resp = await acall_with_retry(
-            lambda: batch.list_namespaced_job(
-                namespace,
-                label_selector=MANAGED_BY_SELECTOR,
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
-            ),
+        return await self._list_pages(
+            functools.partial(batch.list_namespaced_job, namespace, label_selector=MANAGED_BY_SELECTOR),
             "list Jobs",
         )
-        return _items_and_version(json.loads(await cast(Any, resp).read()))
 
     async def list_workloads(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
         version = await self.kueue_version()
         custom = aclient.CustomObjectsApi(self.api)
-        resp = await acall_with_retry(
-            lambda: custom.list_namespaced_custom_object(
+        return await self._list_pages(
+            functools.partial(
+                custom.list_namespaced_custom_object,
                 kueue_api.KUEUE_GROUP,
                 version,
                 namespace,
                 "workloads",
                 label_selector=kueue_api.JOB_UID_LABEL,
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
             ),
             "list Workloads",
         )
-        return _items_and_version(json.loads(await cast(Any, resp).read()))
+
+    async def _list_pages(self, list_fn: Callable[..., Any], what: str) -> tuple[list[dict[str, Any]], str]:
+        """Every item of a LIST and its resourceVersion, read LIST_PAGE_SIZE at a time (one consistent
+        snapshot: the apiserver serves the later pages from the first page's resourceVersion)."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            page_args: dict[str, Any] = {"limit": LIST_PAGE_SIZE}
+            if token:
+                page_args["_continue"] = token
+            resp = await acall_with_retry(
+                functools.partial(
+                    list_fn, **page_args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                ),
+                what,
+            )
+            doc = json.loads(await cast(Any, resp).read())
+            page, version = _items_and_version(doc)
+            items += page
+            token = doc.get("metadata", {}).get("continue")
+            if not token:
+                return items, version
 
     async def watch_jobs(
         self, namespace: str, resource_version: str, timeout_seconds: int, read_timeout: float | None = None
@@ -273,24 +380,36 @@ class AsyncKueueHook:
 
     async def _watch(self, func: Any, *args: Any, **kwargs: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """(event type, raw object) pairs until the server closes the watch; 410 Gone raises ApiException;
-        ``read_timeout`` seconds without a byte raise asyncio.TimeoutError (a stalled connection)."""
+        ``read_timeout`` seconds without a byte raise asyncio.TimeoutError (a stalled connection).
+
+        The stream is read here, one JSON line per event, rather than through kubernetes_asyncio's Watch:
+        that one builds a default ApiClient per watch (its SSL context loads the system CA bundle, ~0.1 s of
+        the event loop, at every reconnect) and encodes and decodes every event once more for a model we do
+        not use."""
         *positional, resource_version, timeout_seconds, read_timeout = args
-        stream = awatch.Watch(return_type="object")
+        resp = await func(
+            *positional,
+            watch=True,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+            allow_watch_bookmarks=True,
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(
+                total=timeout_seconds + 30, sock_connect=10, sock_read=read_timeout
+            ),
+            **kwargs,
+        )
         try:
-            async for event in stream.stream(
-                func,
-                *positional,
-                resource_version=resource_version,
-                timeout_seconds=timeout_seconds,
-                allow_watch_bookmarks=True,
-                _request_timeout=aiohttp.ClientTimeout(
-                    total=timeout_seconds + 30, sock_connect=10, sock_read=read_timeout
-                ),
-                **kwargs,
-            ):
-                yield event["type"], event["raw_object"]
+            while line := await resp.content.readline():
+                event = json.loads(line)
+                if event.get("type") == "ERROR":  # e.g. 410 Gone: the resourceVersion is too old
+                    status = event.get("object") or {}
+                    raise ApiException(
+                        status=status.get("code"), reason=f"{status.get('reason')}: {status.get('message')}"
+                    )
+                yield str(event["type"]), dict(event["object"])
         finally:
-            await stream.close()
+            resp.release()
 
 
 def _items_and_version(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
