@@ -19,6 +19,7 @@ import asyncio
 import functools
 import json
 import os
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -73,6 +74,21 @@ def _import_clients() -> None:
             REQUEST_TIMEOUT=aiohttp.ClientTimeout(total=60, sock_connect=10),
         )
         _loaded = True
+
+
+def api_status(exc: BaseException) -> int | None:
+    """The HTTP status of a kubernetes_asyncio ``ApiException`` (None for any other error), without importing
+    kubernetes_asyncio: callers need not import it at module level (and so at a triggerer's first trigger)."""
+    module = sys.modules.get("kubernetes_asyncio.client.exceptions")
+    if module is not None and isinstance(exc, module.ApiException):
+        return int(exc.status) if exc.status is not None else None
+    return None
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """An aiohttp client error (a session closed under us, a reset connection), without importing aiohttp."""
+    module = sys.modules.get("aiohttp")
+    return module is not None and isinstance(exc, module.ClientError)
 
 
 async def load_clients() -> None:
