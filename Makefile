@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv demo cluster-up cluster-down cluster-status cluster-clean test test-unit test-integration lint typecheck
+.PHONY: venv demo cluster-up cluster-down cluster-status cluster-clean test test-min-airflow test-unit test-integration lint typecheck
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -42,7 +42,26 @@ test: venv
 	-$(PY) -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS) -m "not serial" --durations=15 \
 		--junitxml=$(TEST_REPORTS)/parallel.xml tests
 	-$(PY) -m pytest $(PYTEST_ARGS) -m serial --durations=5 --junitxml=$(TEST_REPORTS)/serial.xml tests
-	@$(PY) tools/test_summary.py $(TEST_REPORTS)/parallel.xml $(TEST_REPORTS)/serial.xml
+	-$(MAKE) --no-print-directory test-min-airflow PYTEST_ARGS="$(PYTEST_ARGS) --junitxml=$(TEST_REPORTS)/min-airflow.xml"
+	@$(PY) tools/test_summary.py $(TEST_REPORTS)/parallel.xml $(TEST_REPORTS)/serial.xml \
+		$(TEST_REPORTS)/min-airflow.xml
+
+## The lowest supported Airflow (pyproject: apache-airflow>=3.1): build the wheel, install it with Airflow
+## $(MIN_AIRFLOW) in a venv of its own (kept outside the repo), import it from there, run the unit tests.
+MIN_AIRFLOW ?= 3.1.*
+MIN_VENV ?= $(HOME)/.cache/airflow-kueue-provider/venv-airflow-min
+test-min-airflow: venv
+	@rm -rf dist build; $(PY) -m pip wheel -q --no-deps -w dist . && rm -rf build
+	@test -x $(MIN_VENV)/bin/python || python3 -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/pip install -q "apache-airflow==$(MIN_AIRFLOW)" "$$(ls dist/*.whl)" \
+		pytest pytest-timeout pytest-xdist hypothesis
+	$(MIN_VENV)/bin/pip install -q --force-reinstall --no-deps "$$(ls dist/*.whl)"
+	cd /tmp && $(MIN_VENV)/bin/python -c "import airflow, airflow_kueue_provider as p; \
+		from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator; \
+		from airflow_kueue_provider.plugins.kueue_ui import KueueUiPlugin; \
+		assert '/site-packages/' in p.__file__, p.__file__; \
+		print('installed wheel', p.__version__, 'on Airflow', airflow.__version__)"
+	$(MIN_VENV)/bin/python -m pytest $(PYTEST_ARGS) -n 2 -q tests/unit
 
 test-unit: venv
 	$(PY) -m pytest $(PYTEST_ARGS) tests/unit

@@ -26,7 +26,6 @@ from .blob_auth import BlobAuth, credential_for
 from .blob_errors import BlobConfigError, register_secret
 from .blob_store import BlobStoreHook
 
-
 IDENTITY_KINDS = ("default_credential", "service_principal", "credential")  # may get a user-delegation key
 
 

@@ -10,7 +10,8 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ..kueue.job_ownership import delete_unless_finished_step
+from ..kueue.airflow_identity import DAG_ID_LABEL, RUN_ID_LABEL, TASK_ID_LABEL, AirflowIdentity
+from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
 from . import kueue_api
 from .retry import call_with_retry
 
@@ -164,6 +165,20 @@ class KueueHook:
             "list Jobs",
         )
         return [self._json(j) for j in res.items]
+
+    def task_instance_jobs(self, namespace: str | None, identity: AirflowIdentity) -> list[dict[str, Any]]:
+        """This provider's Jobs of one (dag, task, run, map index), oldest first; namespace None: all.
+
+        The labels pre-select on the server; the full identity in the annotations decides (labels are hashed
+        and can collide between run ids). Jobs being deleted are left out."""
+        labels = identity.labels()
+        selector = {k: labels[k] for k in (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL)}
+        jobs = [
+            j
+            for j in self.find_jobs(namespace, selector)
+            if belongs_to_task_instance(j, identity) and j["metadata"].get("deletionTimestamp") is None
+        ]
+        return sorted(jobs, key=lambda j: j["metadata"].get("creationTimestamp") or "")
 
     def delete_job(
         self, namespace: str, name: str, propagation_policy: str = "Background", uid: str | None = None

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.blob_store import BlobConfigError, BlobStoreError
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
@@ -27,7 +27,7 @@ from ..kueue.result import JobResult
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..triggers.kueue_job import KueueJobTrigger
 from .checkpointing import Checkpointing, CheckpointSession
-from .job_submission import create_or_adopt, existing_jobs, reattachable
+from .job_submission import create_or_adopt, reattachable
 from .k8s_models import from_secrets, plain, secret_names
 from .settings import configured_pod_policy
 
@@ -275,7 +275,7 @@ class KueueIndexedJobOperator(BaseOperator):
         hook = KueueHook(self.kubernetes_conn_id)
         self._check_local_queue(hook)
         # 1. Reattach to a Job of this task instance that still runs (or completed) ...
-        previous = existing_jobs(hook, self.resolved_namespace(), identity)
+        previous = hook.task_instance_jobs(self.resolved_namespace(), identity)
         submission = reattachable(previous, completed_counts=session is None)
         pod_sas: str | None = None
         if submission is None:

@@ -10,8 +10,8 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from ..hooks.kueue_hook import KueueHook
-from ..kueue.airflow_identity import DAG_ID_LABEL, RUN_ID_LABEL, TASK_ID_LABEL, AirflowIdentity
-from ..kueue.job_ownership import belongs_to_task_instance, belongs_to_try
+from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.job_ownership import belongs_to_try
 from ..kueue.job_progress import finished_condition
 
 log = logging.getLogger(__name__)
@@ -45,21 +45,6 @@ class Submission:
 def _finished(job: dict[str, Any]) -> str | None:
     cond = finished_condition(job)
     return None if cond is None else str(cond["type"])
-
-
-def existing_jobs(hook: KueueHook, namespace: str | None, identity: AirflowIdentity) -> list[dict[str, Any]]:
-    """This provider's Jobs of one (dag, task, run, map index), oldest first; namespace None: all.
-
-    The labels pre-select on the server; the full identity in the annotations decides (labels are hashed and
-    can collide between run ids)."""
-    labels = identity.labels()
-    selector = {k: labels[k] for k in (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL)}
-    jobs = [
-        j
-        for j in hook.find_jobs(namespace, selector)
-        if belongs_to_task_instance(j, identity) and j["metadata"].get("deletionTimestamp") is None
-    ]
-    return sorted(jobs, key=lambda j: j["metadata"].get("creationTimestamp") or "")
 
 
 def reattachable(previous: list[dict[str, Any]], *, completed_counts: bool = True) -> Submission | None:

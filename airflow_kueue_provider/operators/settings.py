@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..airflow_compat import task_conf
 from ..kueue.pod_policy import PodPolicy
 
 SECTION = "kueue"
@@ -17,6 +18,5 @@ POD_POLICY_OPTIONS = (
 
 def configured_pod_policy() -> PodPolicy:
     """The platform team's pod policy from ``[kueue]`` (env ``AIRFLOW__KUEUE__<OPTION>`` works too)."""
-    from airflow.sdk.configuration import conf
-
+    conf = task_conf()
     return PodPolicy.from_options({key: conf.get(SECTION, key, fallback=None) for key in POD_POLICY_OPTIONS})

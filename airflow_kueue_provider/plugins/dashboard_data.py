@@ -16,7 +16,6 @@ from ..kueue.index_grid import IndexGrid, index_grid
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import JobView, progress_line, view_of
 from ..kueue.queue_overview import QueueRow, queue_rows
-from ..operators.job_submission import existing_jobs
 
 KUEUE_OPERATORS = frozenset({"KueueIndexedJobOperator"})
 """Operators whose task instances make Kueue Jobs (by class name, as Airflow records a task's operator)."""
@@ -86,7 +85,7 @@ def task_panels(
     """The Jobs of one task instance, oldest first, each with its index grid and admission timeline."""
     identity = AirflowIdentity(dag_id, task_id, run_id, map_index=map_index)
     scopes: Sequence[str | None] = namespaces or [None]
-    jobs = [j for ns in scopes for j in existing_jobs(hook, ns, identity)]
+    jobs = [j for ns in scopes for j in hook.task_instance_jobs(ns, identity)]
     jobs.sort(key=lambda j: j["metadata"].get("creationTimestamp") or "")
     return [_panel(hook, job) for job in jobs]
 

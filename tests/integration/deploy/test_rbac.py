@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 import yaml
-from airflow.sdk.exceptions import AirflowException
 from azure.storage.blob import BlobServiceClient
 from fastapi.testclient import TestClient
 from kubernetes import client, config, utils
 from kubernetes.client.rest import ApiException
 
+from airflow_kueue_provider.airflow_compat import AirflowException
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator

@@ -16,9 +16,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 from azure.storage.blob import BlobServiceClient
 
+from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.ledger import RunLedger, ledger_prefix
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
@@ -209,11 +209,17 @@ def test_blob_outage_mid_run_does_not_fail_the_task_and_the_ledger_catches_up(
         procs.stop(layout, "azurite")
         kueue_env.release(job.metadata.name)  # the first 5 shards finish while Blob Storage is away ...
         # ... and the ledger writer has given up a write (past the Blob hook's own retries) before it is back
-        wait_for(
-            "a failed ledger write in the task log",
-            lambda: re.search(r"ledger write for \S+ failed", background.output()),
-            timeout=120,
-        )
+        try:
+            wait_for(
+                "a failed ledger write in the task log",
+                lambda: re.search(r"ledger write for \S+ failed", background.output()),
+                timeout=120,
+            )
+        except AssertionError as exc:
+            job_now = kueue_env.job(job.metadata.name) or {}
+            raise AssertionError(
+                f"{exc}; Job status: {job_now.get('status')}; task log tail:\n{background.output()[-4000:]}"
+            ) from None
         _restart_azurite()
         kueue_env.release_until_finished(job.metadata.name)  # the second 5 finish after it is back
         run = background.wait(timeout=300)

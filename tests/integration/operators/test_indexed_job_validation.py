@@ -6,8 +6,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 from ..cluster import KueueEnv

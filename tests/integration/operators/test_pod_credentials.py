@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from airflow.exceptions import TaskDeferred
-from airflow.sdk.exceptions import AirflowFailException
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import (
     AccountSasPermissions,
@@ -25,6 +24,7 @@ from azure.storage.blob import (
     generate_account_sas,
 )
 
+from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.kueue.airflow_identity import TASK_ID_LABEL
 from airflow_kueue_provider.kueue.ledger import ledger_prefix
 from airflow_kueue_provider.operators.checkpointing import CHECKPOINT_SAS_ENV, Checkpointing

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from airflow.providers.cncf.kubernetes.secret import Secret
 from airflow.sdk import DAG
-from airflow.sdk.exceptions import AirflowFailException
 from kubernetes.client import models as k8s
 
+from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 

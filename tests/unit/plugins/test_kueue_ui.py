@@ -19,9 +19,17 @@ from airflow_kueue_provider.plugins.dashboard_pages import grid_html, queues_pag
 _PLUGIN_CHECK = """
 import json
 from airflow import plugins_manager
-plugins, errors = plugins_manager._get_plugins()
-apps, _ = plugins_manager.get_fastapi_plugins()
-views, _ = plugins_manager._get_ui_plugins()
+if hasattr(plugins_manager, "_get_plugins"):  # Airflow 3.2+
+    plugins, errors = plugins_manager._get_plugins()
+    apps, _ = plugins_manager.get_fastapi_plugins()
+    views, _ = plugins_manager._get_ui_plugins()
+else:  # Airflow 3.1
+    plugins_manager.ensure_plugins_loaded()
+    plugins_manager.initialize_fastapi_plugins()
+    plugins_manager.initialize_ui_plugins()
+    plugins, errors = plugins_manager.plugins, dict(plugins_manager.import_errors)
+    apps = plugins_manager.fastapi_apps
+    views = plugins_manager.external_views
 print(json.dumps({
     "plugins": [p.name for p in plugins],
     "errors": errors,

@@ -27,7 +27,7 @@ class FakeHook:
     def __init__(self, error: ApiException | None = None) -> None:
         self.error = error
 
-    def find_jobs(self, namespace: str | None, labels: dict[str, str]) -> list[dict[str, Any]]:
+    def task_instance_jobs(self, namespace: str | None, identity: Any) -> list[dict[str, Any]]:
         if self.error is not None:
             raise self.error
         return []
