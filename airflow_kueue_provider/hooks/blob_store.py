@@ -429,10 +429,6 @@ class AsyncBlobStoreHook(_BlobStoreBase):
             self._auth = self._auth_from_conn(conn, await get_async_extra_dejson(conn))
         return self._auth
 
-    async def container_url(self) -> str:
-        """See :meth:`BlobStoreHook.container_url`."""
-        return container_url_of(await self.get_auth(), self.container)
-
     async def get_conn(self) -> AsyncContainerClient:
         if self._client is None:
             from azure.storage.blob.aio import ContainerClient as AioContainerClient
@@ -520,46 +516,3 @@ class AsyncBlobStoreHook(_BlobStoreBase):
             return str((await blob.upload_blob(body, content_settings=_JSON, **conditions, **kw))["etag"])
 
         return await self._run(f"write {name}", op, timeout)
-
-    async def list_names(self, prefix: str) -> list[tuple[str, datetime]]:
-        """See :meth:`BlobStoreHook.list_names`."""
-        client = await self.get_conn()
-
-        async def op(kw: dict[str, Any]) -> list[tuple[str, datetime]]:
-            try:
-                return [
-                    (b.name, b.last_modified) async for b in client.list_blobs(name_starts_with=prefix, **kw)
-                ]
-            except ResourceNotFoundError:
-                return []
-
-        return await self._run(f"list {prefix}", op)
-
-    async def delete(self, name: str) -> bool:
-        """See :meth:`BlobStoreHook.delete`."""
-        blob = (await self.get_conn()).get_blob_client(name)
-
-        async def op(kw: dict[str, Any]) -> bool:
-            try:
-                await blob.delete_blob(**kw)
-                return True
-            except ResourceNotFoundError:
-                return False
-
-        return await self._run(f"delete {name}", op)
-
-    async def delete_prefix(self, prefix: str) -> int:
-        """See :meth:`BlobStoreHook.delete_prefix`."""
-        if not prefix:
-            raise ValueError("delete_prefix needs a non-empty prefix (refusing to empty the whole container)")
-        client, names, deleted = await self.get_conn(), [n for n, _ in await self.list_names(prefix)], 0
-        for start in range(0, len(names), _BATCH):
-            chunk = names[start : start + _BATCH]
-
-            async def op(kw: dict[str, Any], chunk: list[str] = chunk) -> int:
-                responses = await client.delete_blobs(*chunk, raise_on_any_failure=False, **kw)
-                statuses = [r.status_code async for r in responses]
-                return _batch_deleted(statuses, f"delete {prefix}")
-
-            deleted += await self._run(f"delete {prefix}", op)
-        return deleted

@@ -12,13 +12,17 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
 
+class UnsupportedKueueVersion(RuntimeError):
+    """The cluster's Kueue serves none of the API versions this provider speaks."""
+
+
 def pick_version(group_doc: dict[str, Any]) -> str:
     """From ``GET /apis/kueue.x-k8s.io``, the newest version this provider speaks."""
     served = {v.get("version") for v in group_doc.get("versions", [])}
     for version in SUPPORTED_VERSIONS:
         if version in served:
             return version
-    raise RuntimeError(
+    raise UnsupportedKueueVersion(
         f"Kueue serves {sorted(v for v in served if v)} but this provider speaks {list(SUPPORTED_VERSIONS)}; "
         "install Kueue v0.9 or newer"
     )

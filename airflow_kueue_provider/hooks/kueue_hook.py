@@ -100,9 +100,6 @@ class KueueHook:
     def get_local_queue(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._get_custom("localqueues", name, namespace)
 
-    def get_cluster_queue(self, name: str) -> dict[str, Any] | None:
-        return self._get_custom("clusterqueues", name)
-
     def _get_custom(self, plural: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         custom = client.CustomObjectsApi(self.api)
         group, version = kueue_api.KUEUE_GROUP, self.kueue_version

@@ -18,6 +18,10 @@ MAX_CONFLICTS = 20
 LedgerChange = Callable[[RunLedger | None], RunLedger]
 
 
+class LedgerConflict(RuntimeError):
+    """Every conditional write of the ledger lost to a concurrent one, MAX_CONFLICTS times in a row."""
+
+
 def ledger_blob(prefix: str) -> str:
     return f"{prefix}/{LEDGER_NAME}"
 
@@ -46,7 +50,7 @@ class LedgerStore:
                 return updated
             except BlobPreconditionFailed:
                 continue  # somebody wrote in between: read their version and apply the change again
-        raise RuntimeError(f"ledger {self.name} kept changing under {MAX_CONFLICTS} concurrent writes")
+        raise LedgerConflict(f"ledger {self.name} kept changing under {MAX_CONFLICTS} concurrent writes")
 
 
 class AsyncLedgerStore:
@@ -66,4 +70,4 @@ class AsyncLedgerStore:
                 return updated
             except BlobPreconditionFailed:
                 continue
-        raise RuntimeError(f"ledger {self.name} kept changing under {MAX_CONFLICTS} concurrent writes")
+        raise LedgerConflict(f"ledger {self.name} kept changing under {MAX_CONFLICTS} concurrent writes")

@@ -126,7 +126,7 @@ class RunLedger:
         """Record a Job's progress, given in Job indexes, as shard ids of its attempt."""
         known = self.attempt(job_name)
         if known is None:
-            raise KeyError(f"Job {job_name} is not an attempt of this ledger")
+            raise UnknownAttempt(f"Job {job_name} is not an attempt of this ledger")
         progress = replace(
             known,
             completed=known.shards.select(completed_indexes),
@@ -156,6 +156,10 @@ class RunLedger:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunLedger:
         return cls(int(data["shard_count"]), tuple(Attempt.from_dict(a) for a in data.get("attempts") or ()))
+
+
+class UnknownAttempt(LookupError):
+    """Progress for a Job the ledger has no attempt of (it predates checkpointing, or another ledger's)."""
 
 
 MAX_SEGMENT = 200  # characters of one encoded path segment; longer ids keep a head and a hash

@@ -37,6 +37,19 @@ if TYPE_CHECKING:
 LOG_TAIL_INDEXES = 5
 
 
+class KueueJobFailed(AirflowException):
+    """The task's Job failed, timed out in the queue, or could not run: ``status``, ``job_name``,
+    ``namespace`` and ``failed_indexes`` (an interval string) say which and where. Airflow retries it like
+    any task failure (bad input fails earlier, with AirflowFailException, without retries)."""
+
+    def __init__(self, message: str, event: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.status: str | None = event.get("status")
+        self.job_name: str | None = event.get("job_name")
+        self.namespace: str | None = event.get("namespace")
+        self.failed_indexes: str = str(event.get("failed_indexes") or "")
+
+
 class KueueIndexedJobOperator(BaseOperator):
     """Run ``completions`` shards as a batch/v1 Indexed Job in a Kueue LocalQueue and wait for every index.
 
@@ -407,7 +420,7 @@ class KueueIndexedJobOperator(BaseOperator):
     # --- 3. the final event -> result or failure --------------------------------------------------------
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         if not event:
-            raise AirflowException("the trigger ended without an event")
+            raise KueueJobFailed("the trigger ended without an event", {})
         self.resolved_namespace()
         status, message = event.get("status"), event.get("message", "")
         result = {k: v for k, v in event.items() if k not in ("status", "message")}
@@ -430,7 +443,7 @@ class KueueIndexedJobOperator(BaseOperator):
         if status == "failed" and event.get("failed_indexes"):
             message += self._log_tails(event)
         message += self._stop_job_after_failure(event)
-        raise AirflowException(f"{status}: {message}")
+        raise KueueJobFailed(f"{status}: {message}", event)
 
     def _stop_job_after_failure(self, event: dict[str, Any]) -> str:
         """A failed task's Job must not keep holding quota: delete it unless it finished (or the user keeps
@@ -483,7 +496,7 @@ class KueueIndexedJobOperator(BaseOperator):
 async def _first_event(trigger: KueueJobTrigger) -> dict[str, Any]:
     async for event in trigger.run():
         return dict(event.payload)
-    raise AirflowException("the trigger ended without an event")
+    raise KueueJobFailed("the trigger ended without an event", {})
 
 
 def _identity(context: Context) -> AirflowIdentity:

@@ -138,12 +138,13 @@ def test_two_concurrent_async_writers_lose_no_update(conn: str, container: str) 
         async with AsyncBlobStoreHook(conn, container) as a, AsyncBlobStoreHook(conn, container) as b:
             await a.check()
             await asyncio.gather(increment(a, "a"), increment(b, "b"))
-            assert [n for n, _ in await a.list_names("")] == ["counter.json"]
             doc, _ = await a.read_json("counter.json")
-            assert await a.delete_prefix("counter") == 1
             return doc
 
     assert asyncio.run(main()) == {"count": 2 * rounds, "by": {"a": rounds, "b": rounds}}
+    with BlobStoreHook(conn, container) as hook:
+        assert [n for n, _ in hook.list_names("")] == ["counter.json"]
+        assert hook.delete_prefix("counter") == 1
 
 
 # -- check() -----------------------------------------------------------------------------------------------
