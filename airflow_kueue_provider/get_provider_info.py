@@ -27,8 +27,8 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "Kueue",
                 "python-modules": [
                     "airflow_kueue_provider.operators.indexed_job",
-                    "airflow_kueue_provider.operators.sweep",
-                    "airflow_kueue_provider.operators.job_sweep",
+                    "airflow_kueue_provider.operators.checkpoint_sweep",
+                    "airflow_kueue_provider.operators.finished_job_sweep",
                 ],
             }
         ],

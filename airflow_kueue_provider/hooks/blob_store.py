@@ -28,7 +28,7 @@ from azure.core.exceptions import (
 )
 from azure.storage.blob import ContainerClient, ContentSettings
 
-from ..kueue.retention import BlobInfo
+from ..kueue.checkpoint_retention import BlobInfo
 from .blob_auth import (
     BlobAuth,
     account_name_from_url,

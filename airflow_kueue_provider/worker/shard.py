@@ -82,7 +82,7 @@ from ..hooks.blob_store import (
     account_url_from_connection_string,
     redact,
 )
-from ..kueue.retention import BlobInfo
+from ..kueue.checkpoint_retention import BlobInfo
 from . import naming
 from .env import CHECKPOINT_URL, CONNECTION_STRING, ShardEnv
 

@@ -24,8 +24,8 @@ from kubernetes.client.rest import ApiException
 from airflow_kueue_provider.airflow_compat import AirflowException
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
+from airflow_kueue_provider.operators.finished_job_sweep import KueueFinishedJobSweepOperator
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
-from airflow_kueue_provider.operators.job_sweep import KueueFinishedJobSweepOperator
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 
 from ..cluster import Cluster, KueueEnv, short_id

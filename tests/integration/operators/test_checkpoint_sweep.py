@@ -12,9 +12,9 @@ import pytest
 from airflow_kueue_provider.hooks.blob_containers import BlobAccountHook
 from airflow_kueue_provider.hooks.blob_store import BlobStoreHook
 from airflow_kueue_provider.kueue.checkpoint_access import shard_container_name
+from airflow_kueue_provider.kueue.checkpoint_retention import BlobInfo
 from airflow_kueue_provider.kueue.ledger import ledger_prefix
-from airflow_kueue_provider.kueue.retention import BlobInfo
-from airflow_kueue_provider.operators.sweep import KueueCheckpointSweepOperator
+from airflow_kueue_provider.operators.checkpoint_sweep import KueueCheckpointSweepOperator
 
 from .test_checkpointing import CONN_ID
 from .test_checkpointing import blob as blob  # the fixture

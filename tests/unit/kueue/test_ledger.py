@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from airflow_kueue_provider.kueue.checkpoint_retention import task_prefix
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.ledger import Attempt, RunLedger, ledger_prefix
-from airflow_kueue_provider.kueue.retention import task_prefix
 
 
 def S(text: str) -> IndexSet:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow_kueue_provider.kueue.job_retention import FinishedJob, finished_job, stale_finished_jobs
+from airflow_kueue_provider.kueue.finished_job_retention import FinishedJob, finished_job, stale_finished_jobs
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 

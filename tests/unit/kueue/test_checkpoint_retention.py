@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow_kueue_provider.kueue.retention import BlobInfo, plan_sweep, stale_prefixes, task_prefix
+from airflow_kueue_provider.kueue.checkpoint_retention import (
+    BlobInfo,
+    plan_sweep,
+    stale_prefixes,
+    task_prefix,
+)
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 
@@ -41,7 +46,7 @@ def test_only_the_exact_layout_is_the_providers() -> None:
 
 
 def test_a_shard_container_counts_only_its_own_task_instances_checkpoints() -> None:
-    from airflow_kueue_provider.kueue.retention import shard_blobs_of
+    from airflow_kueue_provider.kueue.checkpoint_retention import shard_blobs_of
 
     t = datetime(2026, 11, 1, tzinfo=timezone.utc)
     listed = [
@@ -56,7 +61,7 @@ def test_a_shard_container_counts_only_its_own_task_instances_checkpoints() -> N
 
 
 def test_empty_shard_containers_go_with_their_stale_prefix_or_when_old_and_unclaimed() -> None:
-    from airflow_kueue_provider.kueue.retention import empty_containers_to_delete
+    from airflow_kueue_provider.kueue.checkpoint_retention import empty_containers_to_delete
 
     now = datetime(2026, 12, 1, tzinfo=timezone.utc)
     old, new = now - timedelta(days=30), now - timedelta(hours=1)
