@@ -22,8 +22,8 @@ from ..kueue.checkpoint_access import (
     SHARD_SAS_PERMISSIONS,
     is_shard_container_of,
 )
-from .blob_auth import BlobAuth, credential_for
-from .blob_errors import BlobConfigError, register_secret
+from ..storage.blob_auth import BlobAuth, credential_for
+from ..storage.blob_errors import BlobConfigError, register_secret
 from .blob_store import BlobStoreHook
 
 IDENTITY_KINDS = ("default_credential", "service_principal", "credential")  # may get a user-delegation key

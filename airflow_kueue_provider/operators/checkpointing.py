@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..hooks.blob_auth import container_url_of
 from ..hooks.blob_containers import BlobAccountHook
 from ..hooks.ledger_store import LedgerStore
 from ..kueue.airflow_identity import AirflowIdentity
@@ -30,6 +29,7 @@ from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import view_of
 from ..kueue.ledger import Attempt, RunLedger, ledger_prefix
 from ..kueue.result import JobResult
+from ..storage.blob_auth import container_url_of
 
 SHARDS_ENV = "AIRFLOW_KUEUE_SHARDS"
 CHECKPOINT_URL_ENV = "AIRFLOW_KUEUE_CHECKPOINT_URL"

@@ -73,16 +73,16 @@ from datetime import datetime, timezone
 from types import FrameType, TracebackType
 from typing import Any, NoReturn, Protocol
 
-from ..hooks.blob_store import (
+from ..kueue.checkpoint_retention import BlobInfo
+from ..storage.blob_store import (
     BlobPreconditionFailed,
+    BlobStore,
     BlobStoreError,
-    BlobStoreHook,
     BlobUnavailable,
     RetryPolicy,
     account_url_from_connection_string,
     redact,
 )
-from ..kueue.checkpoint_retention import BlobInfo
 from . import naming
 from .env import CHECKPOINT_URL, CONNECTION_STRING, ShardEnv
 
@@ -103,7 +103,7 @@ Progress = float  # ints are welcome: a JSON number that grows with the work don
 
 
 class JsonStore(Protocol):
-    """What a shard needs from storage (``BlobStoreHook`` satisfies it; tests use an in-memory one)."""
+    """What a shard needs from storage (``BlobStore`` satisfies it; tests use an in-memory one)."""
 
     def read_json(self, name: str) -> tuple[dict[str, Any] | None, str | None]: ...
 
@@ -459,7 +459,7 @@ class Shard:
 
         Each only if it is still the blob this shard knows (its ETag): a number pruned by one pod can be taken
         again by another pod that is behind in numbering, and that blob (maybe the most progressed one) is
-        not ours to delete. ``BlobStoreHook.delete_unchanged`` makes that check on the server; with a store
+        not ours to delete. ``BlobStore.delete_unchanged`` makes that check on the server; with a store
         that lacks it, each blob is read and compared first (a narrower race, only for such stores)."""
         with self._lock:
             known = dict(self._known)
@@ -752,13 +752,13 @@ class Shard:
         self._wake_r = self._wake_w = -1
 
 
-def _store(env: ShardEnv, retry: RetryPolicy) -> BlobStoreHook:
+def _store(env: ShardEnv, retry: RetryPolicy) -> BlobStore:
     """The SAS the operator gives the pod; else (local runs) a connection string; else the pod's identity."""
     if env.sas_token:
-        return BlobStoreHook.from_sas(env.account_url, env.container, env.sas_token, retry=retry)
+        return BlobStore.from_sas(env.account_url, env.container, env.sas_token, retry=retry)
     if env.connection_string:
-        return BlobStoreHook.from_connection_string(env.connection_string, env.container, retry=retry)
-    return BlobStoreHook.from_account_url(env.account_url, env.container, retry=retry)
+        return BlobStore.from_connection_string(env.connection_string, env.container, retry=retry)
+    return BlobStore.from_account_url(env.account_url, env.container, retry=retry)
 
 
 def _now() -> str:

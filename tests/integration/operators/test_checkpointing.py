@@ -8,7 +8,10 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -218,7 +221,8 @@ def test_blob_outage_mid_run_does_not_fail_the_task_and_the_ledger_catches_up(
         except AssertionError as exc:
             job_now = kueue_env.job(job.metadata.name) or {}
             raise AssertionError(
-                f"{exc}; Job status: {job_now.get('status')}; task log tail:\n{background.output()[-4000:]}"
+                f"{exc}; Job status: {job_now.get('status')}; task log tail:\n{background.output()[-3000:]}"
+                f"\nstacks of the airflow process:\n{stacks_of(background.proc.pid)}"
             ) from None
         _restart_azurite()
         kueue_env.release_until_finished(job.metadata.name)  # the second 5 finish after it is back
@@ -232,6 +236,15 @@ def test_blob_outage_mid_run_does_not_fail_the_task_and_the_ledger_catches_up(
     ledger = _read_ledger(blob, ledger_prefix("outage", "manual__2026-11-30T03:00:00+00:00", "shards"))
     assert str(ledger.completed) == "0-9" and ledger.attempts[0].status == "succeeded"
     assert len(ledger.attempts) == 1, "the task did not fail: one attempt"
+
+
+def stacks_of(pid: int) -> str:
+    """Every thread's Python stack (py-spy, when installed): what a process that stopped reacting is doing."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        return "(py-spy not installed)"
+    dump = subprocess.run([spy, "dump", "--subprocesses", "--pid", str(pid)], capture_output=True, text=True)
+    return (dump.stdout + dump.stderr)[-12000:]
 
 
 def _restart_azurite() -> None:

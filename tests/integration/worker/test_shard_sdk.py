@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kueue_provider.hooks.blob_store import BlobStoreHook
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.checkpoint_access import shard_container_name
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.storage.blob_store import BlobStore
 
 PREFIX = "dag/run/task"
 GRACE = 10.0
@@ -40,15 +40,15 @@ def base(devcluster_env: dict[str, str]) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:16]}"
     yield name
     for container in (name, shard_container_name(name, PREFIX)):
-        with BlobStoreHook.from_connection_string(cs, container) as hook, contextlib.suppress(Exception):
+        with BlobStore.from_connection_string(cs, container) as hook, contextlib.suppress(Exception):
             hook.get_conn().delete_container()
 
 
 @pytest.fixture
-def store(base: str, devcluster_env: dict[str, str]) -> Iterator[BlobStoreHook]:
+def store(base: str, devcluster_env: dict[str, str]) -> Iterator[BlobStore]:
     """The task instance's shard container, as the test reads it (with the account key)."""
     cs = devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]
-    with BlobStoreHook.from_connection_string(cs, shard_container_name(base, PREFIX)) as hook:
+    with BlobStore.from_connection_string(cs, shard_container_name(base, PREFIX)) as hook:
         yield hook
 
 
@@ -97,7 +97,7 @@ def sample(counter: Path, items: int, every: int, seconds: float) -> list[str]:
     ]  # fmt: skip
 
 
-def checkpoints(store: BlobStoreHook, shard_id: int) -> dict[int, dict[str, object]]:
+def checkpoints(store: BlobStore, shard_id: int) -> dict[int, dict[str, object]]:
     found = {}
     for name, _ in store.list_names(f"{PREFIX}/shards/{shard_id}/checkpoint-"):
         doc, _ = store.read_json(name)
@@ -110,7 +110,7 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_checkpoints_every_k_items_and_marks_done(base: str, store: BlobStoreHook, tmp_path: Path) -> None:
+def test_checkpoints_every_k_items_and_marks_done(base: str, store: BlobStore, tmp_path: Path) -> None:
     counter = tmp_path / "counter"
     run = subprocess.run(
         sample(counter, items=12, every=4, seconds=0.01),
@@ -130,7 +130,7 @@ def test_checkpoints_every_k_items_and_marks_done(base: str, store: BlobStoreHoo
 
 
 def test_sigterm_mid_shard_flushes_and_a_restart_resumes_without_repeating(
-    base: str, store: BlobStoreHook, tmp_path: Path
+    base: str, store: BlobStore, tmp_path: Path
 ) -> None:
     counter, items = tmp_path / "counter", 40
     env = pod_env(base, index=1, shards="3,7")  # index 1 runs shard 7

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.hooks.blob_auth import (
+from airflow_kueue_provider.storage.blob_auth import (
     auth_from_connection,
     credential_for,
     parse_blob_account_url,
 )
-from airflow_kueue_provider.hooks.blob_errors import BlobConfigError
+from airflow_kueue_provider.storage.blob_errors import BlobConfigError
 
 ACCT = "https://acct.blob.core.windows.net/"
 CS = "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net"

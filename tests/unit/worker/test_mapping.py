@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_kueue_provider.hooks.blob_store import BlobStoreHook
 from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.storage.blob_store import BlobStore
 from airflow_kueue_provider.worker import ShardEnv, shard_id_for_index, split_checkpoint_url
 
 
@@ -96,7 +96,7 @@ def test_env_errors_name_the_variable(change: dict[str, str | None], message: st
     ],
 )
 def test_container_url_round_trips_through_the_worker(cs: str, url: str) -> None:
-    hook = BlobStoreHook.from_connection_string(cs, "ckpt")
+    hook = BlobStore.from_connection_string(cs, "ckpt")
     assert hook.container_url() == url
     account_url, container = split_checkpoint_url(url)
     assert container == "ckpt" and account_url.rstrip("/") == url.rsplit("/", 1)[0]

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ServiceRequestError
 
-from airflow_kueue_provider.hooks import blob_retry, blob_store
-from airflow_kueue_provider.hooks.blob_store import (
+from airflow_kueue_provider.storage import blob_retry, blob_store
+from airflow_kueue_provider.storage.blob_auth import auth_from_connection
+from airflow_kueue_provider.storage.blob_store import (
     BlobConfigError,
     BlobPreconditionFailed,
     BlobUnavailable,
     RetryPolicy,
-    auth_from_connection,
     redact,
 )
 

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from airflow_kueue_provider.hooks.blob_store import BlobPreconditionFailed, BlobUnavailable
 from airflow_kueue_provider.kueue.checkpoint_retention import BlobInfo
+from airflow_kueue_provider.storage.blob_store import BlobPreconditionFailed, BlobUnavailable
 from airflow_kueue_provider.worker import EXIT_SIGTERM, MAX_CHECKPOINT_BYTES, Shard
 from airflow_kueue_provider.worker.shard import EXIT_WAIT_SECONDS, FLUSH_MARGIN_SECONDS
 
@@ -74,7 +74,7 @@ class MemoryStore:
         return self.blobs.pop(name, None) is not None
 
     def delete_unchanged(self, blobs: list[BlobInfo]) -> tuple[list[str], list[str]]:
-        """As ``BlobStoreHook.delete_unchanged``: each only if its ETag is still the given one."""
+        """As ``BlobStore.delete_unchanged``: each only if its ETag is still the given one."""
         self.conditional_deletes += 1
         deleted: list[str] = []
         kept: list[str] = []
@@ -646,7 +646,7 @@ def test_worker_imports_without_airflow() -> None:
         "            raise ImportError('no airflow here')\n"
         "sys.meta_path.insert(0, Block())\n"
         "import airflow_kueue_provider.worker, airflow_kueue_provider.worker.sample_shard\n"
-        "from airflow_kueue_provider.hooks.blob_store import BlobStoreHook\n"
+        "from airflow_kueue_provider.storage.blob_store import BlobStore\n"
         "assert not [m for m in sys.modules if m.split('.')[0] == 'airflow']\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -177,10 +177,3 @@ def credential_for(auth: BlobAuth, *, aio: bool) -> Any:
 def container_url_of(auth: BlobAuth, container: str) -> str:
     parts = urlsplit(auth.account_url)
     return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}/{container}"  # drops any ?query (SAS)
-
-
-def no_airflow(conn_id: str) -> BlobConfigError:
-    return BlobConfigError(
-        f"cannot read Airflow connection {conn_id!r}: Airflow is not installed here; use "
-        "from_connection_string() or from_account_url()"
-    )

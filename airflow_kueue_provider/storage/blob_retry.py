@@ -18,7 +18,7 @@ from azure.core.exceptions import (
 
 from .blob_errors import BlobConfigError, BlobPreconditionFailed, BlobStoreError, BlobUnavailable, redact
 
-log = logging.getLogger("airflow_kueue_provider.hooks.blob_store")
+log = logging.getLogger("airflow_kueue_provider.storage.blob_store")
 _TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
