@@ -1,0 +1,54 @@
+"""The layers of DESIGN.md hold: no import runs back up a layer, and the pure model and the worker side need
+no Airflow."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "airflow_kueue_provider"
+
+# layer -> the provider's layers it must not import, and the external packages it must not import
+RULES: dict[str, tuple[set[str], set[str]]] = {
+    "kueue": ({"storage", "hooks", "triggers", "operators", "plugins", "worker"}, {"airflow", "kubernetes",
+              "kubernetes_asyncio", "azure", "aiohttp"}),
+    "storage": ({"hooks", "triggers", "operators", "plugins", "worker"}, {"airflow", "kubernetes"}),
+    "worker": ({"hooks", "triggers", "operators", "plugins"}, {"airflow", "kubernetes"}),
+    "hooks": ({"triggers", "operators", "plugins", "worker"}, set()),
+    "triggers": ({"operators", "plugins", "worker"}, set()),
+    "operators": ({"plugins", "worker"}, set()),
+}  # fmt: skip
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level names a module imports: provider layers as their package name, others as the distribution."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: ..hooks.x from a layer's module, .x inside it
+                parts = (node.module or "").split(".")
+                names.add(f"airflow_kueue_provider.{parts[0]}" if node.level == 2 else "")
+            else:
+                names.add(node.module or "")
+    result = set()
+    for name in names:
+        if name.startswith("airflow_kueue_provider."):
+            result.add(name.split(".")[1])
+        elif name:
+            result.add(name.split(".")[0])
+    return result
+
+
+@pytest.mark.parametrize("layer", sorted(RULES))
+def test_no_import_runs_back_up_a_layer(layer: str) -> None:
+    forbidden_layers, forbidden_packages = RULES[layer]
+    problems = []
+    for path in sorted((PACKAGE / layer).glob("*.py")):
+        bad = _imports(path) & (forbidden_layers | forbidden_packages)
+        if bad:
+            problems.append(f"{path.relative_to(PACKAGE)} imports {sorted(bad)}")
+    assert not problems, "\n".join(problems)
