@@ -1,0 +1,72 @@
+"""A real Airflow deployment per test module: PostgreSQL, API server, scheduler (LocalExecutor), DAG
+processor and ``TRIGGERERS`` triggerers (a module-level constant, default 1), with ``AIRFLOW_CONFIG``
+(``section.option`` keys) on top of the bed's settings. Every process is stopped at the end of the
+module; the logs stay in the AIRFLOW_HOME (pytest's temp dir), and a failing test's report ends with the
+tail of each component's log."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ..cluster import short_id
+from ..deployment import TEMPLATE_DB, AirflowDeployment, Postgres, migrated_template, postgres_bin
+
+
+@pytest.fixture(scope="session")
+def postgres_server(devcluster_env: dict[str, str]) -> Iterator[Postgres]:
+    """One PostgreSQL server per test process, its data a copy of the migrated template."""
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        message = "PostgreSQL server binaries not found: apt-get install postgresql (or set POSTGRES_BIN)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    template = migrated_template(bin_dir, {**os.environ, **devcluster_env})
+    server = Postgres.new_base(bin_dir)
+    server.copy_data_from(template)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def deployment(
+    request: pytest.FixtureRequest,
+    postgres_server: Postgres,
+    devcluster_env: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[AirflowDeployment]:
+    module = request.module
+    name = re.sub(r"[^a-z0-9]+", "_", module.__name__.rsplit(".", 1)[-1].lower())
+    database = f"{name}_{short_id()}"
+    postgres_server.create_database(database, template=TEMPLATE_DB)
+    bed = AirflowDeployment.create(
+        tmp_path_factory.mktemp(f"airflow-{name}"),
+        postgres_server,
+        database,
+        devcluster_env,
+        config=getattr(module, "AIRFLOW_CONFIG", None),
+    )
+    try:
+        bed.start(triggerers=getattr(module, "TRIGGERERS", 1))
+        yield bed
+    except BaseException:
+        print(bed.log_tails())
+        raise
+    finally:
+        bed.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    """A failing test's report ends with the tail of every component's log (the files stay in place)."""
+    outcome = yield
+    report = outcome.get_result()
+    bed = getattr(item, "funcargs", {}).get("deployment")
+    if report.failed and isinstance(bed, AirflowDeployment):
+        report.sections.append(("Airflow deployment logs (tails)", bed.log_tails(80)))
