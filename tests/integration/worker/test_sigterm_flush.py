@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kueue_provider.hooks.blob_store import BlobStoreHook
+from airflow_kueue_provider.storage.blob_store import BlobStore
 from airflow_kueue_provider.worker import EXIT_SIGTERM, Shard
 from airflow_kueue_provider.worker.shard import FLUSH_MARGIN_SECONDS
 
@@ -57,10 +57,10 @@ MODES = ("loop", "loop", "loop", "startup", "slow-blob", "frozen-blob")  # weigh
 
 
 @pytest.fixture
-def container(devcluster_env: dict[str, str]) -> Iterator[tuple[str, BlobStoreHook]]:
+def container(devcluster_env: dict[str, str]) -> Iterator[tuple[str, BlobStore]]:
     cs = devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]
     name = f"t-sigterm-{uuid.uuid4().hex[:12]}"
-    with BlobStoreHook.from_connection_string(cs, name) as hook:
+    with BlobStore.from_connection_string(cs, name) as hook:
         hook.check()
         yield cs, hook
         with suppress(Exception):
@@ -103,7 +103,7 @@ def pod_env(connection_string: str, container: str, index: int, port: int) -> di
     }
 
 
-def best_checkpoint(hook: BlobStoreHook, shard_id: int) -> dict[str, object] | None:
+def best_checkpoint(hook: BlobStore, shard_id: int) -> dict[str, object] | None:
     """What a restart resumes from (a reader that prunes nothing)."""
     return Shard(shard_id, shard_id, hook, prefix=PREFIX, keep=1_000_000).load()
 
@@ -125,7 +125,7 @@ class Tally:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def signalled_run(cs: str, container: str, hook: BlobStoreHook, shard_id: int, counter: Path, mode: str,
+def signalled_run(cs: str, container: str, hook: BlobStore, shard_id: int, counter: Path, mode: str,
                   rng: random.Random, slow: SlowProxy, tally: Tally) -> None:  # fmt: skip
     frozen = FreezableProxy(*AZURITE) if mode == "frozen-blob" else None
     with frozen.running() if frozen else contextlib.nullcontext():
@@ -202,7 +202,7 @@ def signalled_run(cs: str, container: str, hook: BlobStoreHook, shard_id: int, c
             tally.flush_seconds.append(float(written[2]))
 
 
-def chain(cs: str, container: str, hook: BlobStoreHook, shard_id: int, runs: int, tmp: Path, slow: SlowProxy,
+def chain(cs: str, container: str, hook: BlobStore, shard_id: int, runs: int, tmp: Path, slow: SlowProxy,
           tally: Tally) -> None:  # fmt: skip
     rng = random.Random(shard_id * 7919 + int(time.time()))
     counter = tmp / f"counter-{shard_id}"
@@ -220,9 +220,7 @@ def chain(cs: str, container: str, hook: BlobStoreHook, shard_id: int, runs: int
     assert hook.read_json(f"{PREFIX}/shards/{shard_id}/done.json")[0] is not None
 
 
-def run_chains(
-    container: tuple[str, BlobStoreHook], tmp_path: Path, chains: int, runs_per_chain: int
-) -> None:
+def run_chains(container: tuple[str, BlobStore], tmp_path: Path, chains: int, runs_per_chain: int) -> None:
     cs, hook = container
     tally = Tally()
     started = time.monotonic()
@@ -255,13 +253,13 @@ def run_chains(
     assert tally.landed["blob"] >= 1, f"no signal inside a Blob call: {summary}"
 
 
-def test_sigterm_at_random_points_of_the_loop(container: tuple[str, BlobStoreHook], tmp_path: Path) -> None:
+def test_sigterm_at_random_points_of_the_loop(container: tuple[str, BlobStore], tmp_path: Path) -> None:
     run_chains(container, tmp_path, chains=8, runs_per_chain=5)
 
 
 @pytest.mark.long
 def test_sigterm_200_times(
-    container: tuple[str, BlobStoreHook], tmp_path: Path, request: pytest.FixtureRequest
+    container: tuple[str, BlobStore], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """Three to four minutes on 2 busy cores: only with ``-m long`` (e.g. ``-m 'integration and long'``)."""
     if "long" not in str(request.config.getoption("markexpr")).replace("not long", ""):
@@ -270,7 +268,7 @@ def test_sigterm_200_times(
 
 
 def test_two_pods_of_one_index_never_move_progress_back(
-    container: tuple[str, BlobStoreHook], tmp_path: Path
+    container: tuple[str, BlobStore], tmp_path: Path
 ) -> None:
     """Pod A runs ahead, checkpointing every 10 items; pod B of the same index starts later, from A's last
     checkpoint, works 4 times slower but checkpoints every item: its numbers overtake A's while its progress
