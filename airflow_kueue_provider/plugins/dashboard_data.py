@@ -109,16 +109,25 @@ def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
         try_number=(meta.get("labels") or {}).get(TRY_NUMBER_LABEL, "?"),
         workload_name=workload["metadata"]["name"] if workload else None,
         cluster_queue=view.workload.cluster_queue if view.workload else None,
-        summary=_summary(view),
+        summary=_summary(view, (job.get("spec") or {}).get("maxFailedIndexes")),
         grid=index_grid(job, running),
         timeline=admission_timeline(job, workload, events),
     )
 
 
-def _summary(view: JobView) -> str:
+def _summary(view: JobView, max_failed_indexes: int | None) -> str:
+    """The Job's state in a line; a Job that Kubernetes marks Failed for failed indexes the task allows
+    (``maxFailedIndexes``) is "Finished", as the task's own success says."""
     if view.finished_condition is not None:
         cond = view.finished_condition
-        return f"{cond['type']}: {len(view.completed)}/{view.completions} done, {len(view.failed)} failed" + (
-            f" ({cond.get('reason')})" if cond["type"] == "Failed" else ""
-        )
+        counts = f"{len(view.completed)}/{view.completions} done, {len(view.failed)} failed"
+        if cond["type"] == "Complete":
+            return f"Complete: {counts}"
+        if (
+            cond.get("reason") == "FailedIndexes"
+            and max_failed_indexes is not None
+            and len(view.failed) <= max_failed_indexes
+        ):
+            return f"Finished: {counts}, within maxFailedIndexes={max_failed_indexes}"
+        return f"Failed: {counts} ({cond.get('reason')})"
     return progress_line(view)

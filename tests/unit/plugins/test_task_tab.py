@@ -93,3 +93,22 @@ def test_the_sentence_says_why_there_is_no_job() -> None:
     assert "has no Kueue Job" in no_job_message(None)  # Airflow's database could not be read
     page = _client(FakeHook(), TaskInstanceFacts("<b>Op</b>")).get("/task", params=TASK).text
     assert "&lt;b&gt;Op&lt;/b&gt;" in page and "<b>Op" not in page
+
+
+def test_a_job_failed_only_for_allowed_indexes_reads_as_finished_like_the_task() -> None:
+    from airflow_kueue_provider.kueue.job_progress import view_of
+    from airflow_kueue_provider.plugins.dashboard_data import _summary
+
+    def job(max_failed: int | None) -> dict[str, Any]:
+        return {
+            "metadata": {"name": "j", "namespace": "ns", "uid": "u"},
+            "spec": {"completions": 6, "completionMode": "Indexed", "maxFailedIndexes": max_failed},
+            "status": {
+                "completedIndexes": "0-3,5",
+                "failedIndexes": "4",
+                "conditions": [{"type": "Failed", "status": "True", "reason": "FailedIndexes"}],
+            },
+        }
+
+    assert _summary(view_of(job(1), None), 1) == "Finished: 5/6 done, 1 failed, within maxFailedIndexes=1"
+    assert _summary(view_of(job(0), None), 0) == "Failed: 5/6 done, 1 failed (FailedIndexes)"
