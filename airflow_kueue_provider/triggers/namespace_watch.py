@@ -9,15 +9,20 @@ The cache is trusted only while it is synced: a broken watch marks it unsynced u
 trigger that joins meanwhile waits instead of reading "no such Job". A watch that goes silent without closing
 (a stalled connection, a frozen proxy) is noticed by its read timeout: the apiserver sends a BOOKMARK about
 once a minute on an idle watch (60.7 s measured on the local cluster), so WATCH_READ_TIMEOUT (two such
-intervals) without a byte means it is dead, and the hub lists again. Only 401/403/404 that repeat with no
-successful LIST between them are fatal to the followers.
+intervals) without a byte means it is dead, and the hub lists again. Every watch round also ends after
+about RESYNC_SECONDS, and the hub lists again: a watch can stay open, bookmarks flowing, while the
+apiserver's watch cache lags behind etcd, and only a LIST (a consistent read) shows what it missed. Only
+401/403/404 that repeat with no successful LIST between them are fatal to the followers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
+import os
 import random
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -33,10 +38,15 @@ from ..hooks.retry import describe, retry_after
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-WATCH_TIMEOUT_SECONDS = 1800  # the apiserver ends watches after 30-60 min anyway (--min-request-timeout)
+# Each watch round asks the apiserver to end it after about RESYNC_SECONDS; the hub then LISTs again. A LIST
+# is the safety net against a watch that stays open, gets its bookmarks, yet misses changes: seen here under
+# CPU starvation, an apiserver whose watch cache stopped following etcd for minutes (the Job had finished,
+# a GET showed it, the watch delivered nothing). Cost: two LISTs per namespace per period, not per Job.
+RESYNC_SECONDS = 120.0
 WATCH_READ_TIMEOUT = 120.0  # no byte for 2 bookmark intervals (the apiserver sends one every ~60 s): dead
 FATAL_STATUSES = frozenset({401, 403, 404})
 FATAL_AFTER = 3  # consecutive failures with a fatal status, without a successful LIST between them
+DEBUG_SIGNAL_ENV = "AIRFLOW_KUEUE_DEBUG_SIGNAL"  # set: SIGUSR2 logs every hub's state and asyncio task
 
 
 class WatchStalled(RuntimeError):
@@ -83,6 +93,8 @@ class NamespaceWatch:
         if hub is None:
             hub = cls._hubs[key] = NamespaceWatch(conn_id, namespace)
             hub._task = asyncio.get_running_loop().create_task(hub._run(), name=f"kueue-watch-{namespace}")
+            if os.environ.get(DEBUG_SIGNAL_ENV):
+                _install_debug_signal(asyncio.get_running_loop())
         follower = _Follower(job_name)
         hub.followers.setdefault(job_name, set()).add(follower)
         try:
@@ -167,21 +179,29 @@ class NamespaceWatch:
     ) -> None:
         while True:
             items, version = await list_fn(self.namespace)
-            self._replace(kind, items)
+            missed = self._replace(kind, items)
+            if missed and kind in self._synced_kinds:
+                log.warning(
+                    "%s in %s: a periodic LIST found %d change(s) the watch had not delivered (the "
+                    "apiserver's watch cache may lag); followers see them now",
+                    kind,
+                    self.namespace,
+                    missed,
+                )
             self.lists += 1
             self.failures = 0
             self._synced_kinds.add(kind)
             if self._synced_kinds == {"jobs", "workloads"}:
                 self.synced.set()
             self._wake()
-            try:
-                while True:  # each round ends when the server closes the watch; resume from the last version
-                    events = watch_fn(self.namespace, version, WATCH_TIMEOUT_SECONDS, WATCH_READ_TIMEOUT)
-                    async for event_type, obj in events:
-                        self.events[kind] += 1
-                        version = obj.get("metadata", {}).get("resourceVersion", version)
-                        if event_type != "BOOKMARK":
-                            apply(event_type, obj)
+            try:  # one round: the server ends it after about RESYNC_SECONDS, then the loop LISTs again
+                round_seconds = int(RESYNC_SECONDS * random.uniform(0.9, 1.1))
+                events = watch_fn(self.namespace, version, round_seconds, WATCH_READ_TIMEOUT)
+                async for event_type, obj in events:
+                    self.events[kind] += 1
+                    version = obj.get("metadata", {}).get("resourceVersion", version)
+                    if event_type != "BOOKMARK":
+                        apply(event_type, obj)
             except ApiException as exc:
                 if exc.status != 410:
                     raise
@@ -191,16 +211,24 @@ class NamespaceWatch:
                     f"no byte on the {kind} watch for {WATCH_READ_TIMEOUT:.0f}s (not even a bookmark)"
                 ) from exc
 
-    def _replace(self, kind: str, items: list[dict[str, Any]]) -> None:
+    def _replace(self, kind: str, items: list[dict[str, Any]]) -> int:
+        """Take a LIST as the cache; returns how many objects differ from what the cache held (changes the
+        watch had not delivered, when the cache was in sync)."""
+        before = self.jobs if kind == "jobs" else self.workloads
+        known = {o["metadata"].get("uid"): o["metadata"].get("resourceVersion") for o in before.values()}
         if kind == "jobs":
             self.jobs = {j["metadata"]["name"]: j for j in items}
             self._names_by_uid = {j["metadata"]["uid"]: name for name, j in self.jobs.items()}
+            after = self.jobs
         else:
             self.workloads = {}
             for workload in items:
                 uid = _job_uid(workload)
                 if uid and _is_current_slice(workload, self.workloads.get(uid)):
                     self.workloads[uid] = workload
+            after = self.workloads
+        now = {o["metadata"].get("uid"): o["metadata"].get("resourceVersion") for o in after.values()}
+        return sum(1 for uid, rv in now.items() if known.get(uid) != rv) + len(set(known) - set(now))
 
     def _apply_job(self, event_type: str, job: dict[str, Any]) -> None:
         name = job["metadata"]["name"]
@@ -285,6 +313,28 @@ class Following:
         if self._hub.error is not None:
             raise self._hub.error
         return self._hub.snapshot(self._follower.job_name)
+
+
+def _install_debug_signal(loop: asyncio.AbstractEventLoop) -> None:
+    """Diagnostics for a trigger that stopped reacting: on SIGUSR2, log each hub's counters and the stack of
+    every asyncio task of this loop (only with AIRFLOW_KUEUE_DEBUG_SIGNAL set; never in normal runs)."""
+
+    def dump() -> None:
+        out = io.StringIO()
+        for (_, ns), hub in NamespaceWatch._hubs.items():
+            print(
+                f"hub {ns}: synced={hub.synced.is_set()} lists={hub.lists} failures={hub.failures} "
+                f"events={hub.events} jobs={sorted(hub.jobs)} followers={sorted(hub.followers)} "
+                f"task={hub._task}",
+                file=out,
+            )
+        for task in asyncio.all_tasks(loop):
+            print(f"--- {task!r}", file=out)
+            task.print_stack(file=out)
+        log.warning("asyncio state on SIGUSR2:\n%s", out.getvalue())
+
+    with suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGUSR2, dump)
 
 
 class WatchLoopEnded(RuntimeError):

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -204,6 +205,7 @@ def test_blob_outage_mid_run_does_not_fail_the_task_and_the_ledger_catches_up(
             container=blob.container,
         ),
     )
+    airflow_home.env["AIRFLOW_KUEUE_DEBUG_SIGNAL"] = "1"
     background = airflow_home.start_dag("outage", run_after="2026-11-30T03:00:00+00:00")
     layout = Layout.default()
     try:
@@ -216,12 +218,14 @@ def test_blob_outage_mid_run_does_not_fail_the_task_and_the_ledger_catches_up(
             wait_for(
                 "a failed ledger write in the task log",
                 lambda: re.search(r"ledger write for \S+ failed", background.output()),
-                timeout=120,
+                timeout=240,  # the hub's periodic LIST (RESYNC_SECONDS) catches a lagging watch cache
             )
         except AssertionError as exc:
             job_now = kueue_env.job(job.metadata.name) or {}
+            os.kill(background.proc.pid, signal.SIGUSR2)  # the hub logs its state and every asyncio task
+            time.sleep(3)
             raise AssertionError(
-                f"{exc}; Job status: {job_now.get('status')}; task log tail:\n{background.output()[-3000:]}"
+                f"{exc}; Job status: {job_now.get('status')}; task log tail:\n{background.output()[-12000:]}"
                 f"\nstacks of the airflow process:\n{stacks_of(background.proc.pid)}"
             ) from None
         _restart_azurite()

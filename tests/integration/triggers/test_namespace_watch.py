@@ -26,9 +26,7 @@ from .test_kueue_job_trigger import _first_event, _submit, _trigger
 def test_trigger_completes_across_many_server_side_watch_timeouts(
     kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        namespace_watch, "WATCH_TIMEOUT_SECONDS", 1
-    )  # the apiserver ends each watch after 1 s
+    monkeypatch.setattr(namespace_watch, "RESYNC_SECONDS", 1.5)  # the apiserver ends each watch after ~1 s
     job = _submit(kueue_env, run_duration="5s")
 
     event = asyncio.run(_first_event(_trigger(kueue_env, job)))
@@ -69,6 +67,34 @@ def test_a_410_gone_on_the_watch_makes_the_hub_list_again(
 
     assert event["status"] == "success" and event["completed_indexes"] == "0-2"
     assert len(lists) >= 2, "the hub listed again after the watch answered 410 Gone"
+
+
+def test_a_watch_that_stays_open_but_misses_changes_is_caught_by_the_periodic_list(
+    kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What an apiserver whose watch cache stopped following etcd looks like: the Jobs watch stays open (its
+    bookmarks keep it alive) and delivers nothing. The hub's periodic LIST sees the finished Job anyway."""
+    monkeypatch.setattr(namespace_watch, "RESYNC_SECONDS", 4.0)
+    real_watch_jobs = AsyncKueueHook.watch_jobs
+
+    async def silent(self: AsyncKueueHook, namespace: str, version: str, timeout: int, *rest: Any) -> Any:
+        async for event_type, obj in real_watch_jobs(self, namespace, version, timeout, *rest):
+            if event_type == "BOOKMARK":
+                yield event_type, obj  # bookmarks only: every change is lost
+
+    monkeypatch.setattr(AsyncKueueHook, "watch_jobs", silent)
+    job = _submit(kueue_env, run_duration="1s", hold=True)
+
+    async def scenario() -> dict[str, Any]:
+        follow = asyncio.create_task(_first_event(_trigger(kueue_env, job)))
+        await asyncio.to_thread(kueue_env.release_until_finished, job["metadata"]["name"])
+        return await asyncio.wait_for(follow, 120)
+
+    with caplog.at_level("WARNING", logger=namespace_watch.__name__):
+        event = asyncio.run(scenario())
+
+    assert event["status"] == "success" and event["completed_indexes"] == "0-2"
+    assert "change(s) the watch had not delivered" in caplog.text
 
 
 def test_a_watch_that_stalls_without_closing_is_relisted_and_the_trigger_succeeds(
