@@ -58,10 +58,22 @@ def running_pid(layout: Layout, name: str, executable: str | None = None) -> int
     return None
 
 
+def _orphan(comp: Component) -> int | None:
+    """A live process with exactly ``comp``'s command line whose pid file was lost (e.g. two starts raced
+    while a test had the component stopped): adopted rather than started twice on the same port."""
+    argv = [str(a) for a in comp.argv]
+    for entry in Path("/proc").iterdir():
+        # a script's interpreter (node for Azurite) comes first in /proc/<pid>/cmdline
+        if entry.name.isdigit() and _cmdline(int(entry.name))[-len(argv) :] == argv:
+            return int(entry.name)
+    return None
+
+
 def start(layout: Layout, comp: Component) -> int:
-    """Start ``comp`` unless it already runs; return its pid."""
-    pid = running_pid(layout, comp.name, comp.executable)
+    """Start ``comp`` unless it already runs (by pid file, or an orphan of ours: adopted); return its pid."""
+    pid = running_pid(layout, comp.name, comp.executable) or _orphan(comp)
     if pid is not None:
+        (layout.pids / f"{comp.name}.pid").write_text(f"{pid}\n{comp.executable}\n")
         return pid
     log = open(layout.logs / f"{comp.name}.log", "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
