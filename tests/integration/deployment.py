@@ -11,8 +11,8 @@ database is a fresh copy of a migrated template, so a deployment starts in secon
 
 PostgreSQL is Debian's server package (``/usr/lib/postgresql/<major>/bin``, or ``POSTGRES_BIN``), run as
 the ``postgres`` user when we are root (``initdb`` refuses root). Every log stays in the AIRFLOW_HOME
-(``logs/<component>.log``), and the Postgres log beside its data directory. The triggerers keep the normal
-CPU priority and everything else runs at nice 10, as if each triggerer had a node of its own.
+(``logs/<component>.log``), and the Postgres log beside its data directory. The triggerers run at nice -10
+and everything else at nice 10, as if each triggerer had a node of its own.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,10 @@ AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "airflow-kueue-deployment"
 BLOCKED_THREAD = "async thread was blocked"  # airflow/jobs/triggerer_job_runner.py, block_watchdog()
+START_MARKER = "\n===== "  # opens each start's part of a component log
 TEMPLATE_DB = "airflow"
-OTHERS_NICENESS = 10  # every component but the triggerers (see AirflowDeployment._argv)
+TRIGGERER_NICENESS = -10  # as root; see AirflowDeployment._argv
+OTHERS_NICENESS = 10  # every component but the triggerers
 
 
 def free_port() -> int:
@@ -292,9 +295,8 @@ class Component:
         with open(self.log_path, "ab") as log:
             self.starts += 1
             self.killed = False
-            log.write(
-                f"\n===== {time.strftime('%H:%M:%S')} start #{self.starts}: {' '.join(self.argv)}\n".encode()
-            )
+            started = f"{time.strftime('%H:%M:%S')} start #{self.starts}: {' '.join(self.argv)}\n"
+            log.write(f"{START_MARKER}{started}".encode())
             log.flush()
             self.proc = subprocess.Popen(
                 self.argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -363,6 +365,7 @@ class AirflowDeployment:
     api_port: int
     components: dict[str, Component] = field(default_factory=dict)
     triggerer_jobs: dict[str, int] = field(default_factory=dict)  # component -> TriggererJob id, latest start
+    triggerer_job_history: dict[str, list[int]] = field(default_factory=dict)  # ... of each start, in order
     component_env: dict[str, dict[str, str]] = field(default_factory=dict)  # "triggerer" -> its extra env
     _rest: RestClient | None = None
 
@@ -414,12 +417,13 @@ class AirflowDeployment:
 
     # --- processes ---
     def _argv(self, name: str) -> list[str]:
-        """The triggerers run at normal priority, the rest at nice 10 (the scheduler's task processes too),
-        as if each triggerer had a node of its own: on 2 cores, eight task processes parsing DAGs would
-        otherwise starve its event loop and trip Airflow's blocked-thread watchdog, whatever the triggers
-        do."""
+        """The triggerers run at nice -10 (when we may raise priority: as root) and the rest at nice 10 (the
+        scheduler's task processes too), as if each triggerer had a node of its own: on 2 busy cores, task
+        processes parsing DAGs and other test runs would otherwise starve its event loop and trip Airflow's
+        blocked-thread watchdog, whatever the triggers do."""
         if name.startswith("triggerer"):
-            return [AIRFLOW, "triggerer", "--skip-serve-logs"]
+            argv = [AIRFLOW, "triggerer", "--skip-serve-logs"]
+            return ["nice", "-n", str(TRIGGERER_NICENESS), *argv] if os.geteuid() == 0 else argv
         if name == "api-server":
             argv = [AIRFLOW, "api-server", "--host", "127.0.0.1", "--port", str(self.api_port)]
         elif name == "scheduler":
@@ -462,6 +466,7 @@ class AirflowDeployment:
 
         job_id = int(wait_until(f"{name}'s TriggererJob row", new_job, timeout=timeout))
         self.triggerer_jobs[name] = job_id
+        self.triggerer_job_history.setdefault(name, []).append(job_id)
         return job_id
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
@@ -519,6 +524,35 @@ class AirflowDeployment:
     def blocked_thread_lines(self) -> list[str]:
         """The triggerers' "async thread was blocked for N seconds" warnings, as logged."""
         return [line for line in self.logs("triggerer").splitlines() if BLOCKED_THREAD in line]
+
+    def blocked_thread_stalls(self) -> dict[int, list[tuple[datetime, str]]]:
+        """TriggererJob id -> (when, line) of each "async thread was blocked" warning its process logged."""
+        stalls: dict[int, list[tuple[datetime, str]]] = {}
+        for name, job_ids in self.triggerer_job_history.items():
+            sections = self.components[name].log().split(START_MARKER)[1:]  # one per start, in order
+            for job_id, section in zip(job_ids, sections, strict=False):  # a start may lack its job
+                stalls[job_id] = [
+                    (datetime.fromisoformat(line.split()[0].replace("Z", "+00:00")), line)
+                    for line in section.splitlines()
+                    if BLOCKED_THREAD in line
+                ]
+        return stalls
+
+    def first_trigger_starts(self, dag_id: str) -> dict[int, datetime]:
+        """TriggererJob id -> when it started its first trigger of ``dag_id`` (the trigger logs, one file per
+        task try and triggerer: ``attempt=N.log.trigger.<job id>.log``)."""
+        first: dict[int, datetime] = {}
+        for path in (self.home / "logs" / f"dag_id={dag_id}").rglob("*.log.trigger.*.log"):
+            job_id = int(path.name.rsplit(".", 2)[-2])
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if str(entry.get("event", "")).endswith(" starting"):
+                    when = datetime.fromisoformat(str(entry["timestamp"]).replace("Z", "+00:00"))
+                    first[job_id] = min(first.get(job_id, when), when)
+        return first
 
     def log_tails(self, lines: int = 60) -> str:
         parts = [

@@ -2,7 +2,8 @@
 processor and ``TRIGGERERS`` triggerers (a module-level constant, default 1), with ``AIRFLOW_CONFIG``
 (``section.option`` keys) on top of the bed's settings. Every process is stopped at the end of the
 module; the logs stay in the AIRFLOW_HOME (pytest's temp dir), and a failing test's report ends with the
-tail of each component's log."""
+tail of each component's log. DEPLOYMENT_ASYNCIO_DEBUG=1 runs the triggerers in asyncio's debug mode, so
+their logs name each event-loop step that took over 0.1 s."""
 
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ def deployment(
         devcluster_env,
         config=getattr(module, "AIRFLOW_CONFIG", None),
     )
+    if os.environ.get("DEPLOYMENT_ASYNCIO_DEBUG"):  # the triggerers' logs then name every step over 0.1 s
+        bed.component_env["triggerer"] = {"PYTHONASYNCIODEBUG": "1"}
     try:
         bed.start(triggerers=getattr(module, "TRIGGERERS", 1))
         yield bed

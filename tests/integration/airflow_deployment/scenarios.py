@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -31,6 +32,8 @@ with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=Fal
     ).expand(arguments=[["--part", str(i)] for i in range({count})])
 """
 TASK_ID = "shards"
+# A stall this close to a triggerer's first trigger start is that trigger module's import.
+FIRST_PICKUP_WINDOW = timedelta(seconds=2)
 # A triggerer heartbeats every 2 s and is taken for dead after 12 s without one (defaults 5 s and 30 s), so
 # another (or a restarted) triggerer claims its triggers within seconds.
 FAST_TRIGGERER_FAILOVER = {
@@ -223,29 +226,30 @@ def heavy_trigger_imports() -> tuple[str, ...]:
     return tuple(name for name in (lines[-1] if lines else "").split(",") if name)
 
 
-def assert_never_blocked(deployment: AirflowDeployment) -> None:
-    """No triggerer logged Airflow's "async thread was blocked" while starting, running or taking over our
-    triggers.
+def assert_never_blocked(deployment: AirflowDeployment, dag_id: str) -> None:
+    """No triggerer logged Airflow's "async thread was blocked" while running or taking over our triggers.
 
-    While the trigger's module still imports the client libraries at its top (see heavy_trigger_imports),
-    each triggerer process stalls once, when it imports it for its first trigger: that one stall per
-    triggerer start is tolerated and the test ends as xfail naming it; any other stall fails. Once the
-    module imports lightly, every stall fails.
+    One stall per triggerer process is allowed, as it starts its first trigger of ours: Airflow imports a
+    trigger's module on its event loop then (about 40 ms of CPU when the module imports only light code,
+    which a busy 2-core machine can stretch past the 0.2 s threshold). While the module imports the client
+    libraries at its top (heavy_trigger_imports: about 1 s of CPU), the test ends as xfail naming them.
     """
-    blocked = deployment.blocked_thread_lines()
+    first = deployment.first_trigger_starts(dag_id)
+    unexplained, at_first_pickup = [], []
+    for job_id, stalls in deployment.blocked_thread_stalls().items():
+        pickup = first.get(job_id)
+        tolerated = [s for s in stalls if pickup and abs(s[0] - pickup) <= FIRST_PICKUP_WINDOW][:1]
+        at_first_pickup += [line for _, line in tolerated]
+        unexplained += [line for stall, line in stalls if (stall, line) not in tolerated]
+    assert not unexplained, "the triggerer's event loop was blocked:\n" + "\n".join(unexplained)
     heavy = heavy_trigger_imports()
-    if not heavy:
-        assert not blocked, "the triggerer's event loop was blocked:\n" + "\n".join(blocked)
-        return
-    starts = sum(c.starts for name, c in deployment.components.items() if name.startswith("triggerer"))
-    assert len(blocked) <= starts, (
-        f"{len(blocked)} stalls for {starts} triggerer starts (one import each):\n" + "\n".join(blocked)
-    )
-    if blocked:
+    if heavy:
         pytest.xfail(
-            f"the triggerer stalled {len(blocked)}x ({starts} starts), importing the trigger module: it "
-            f"imports {', '.join(heavy)} at module level (airflow_kueue_provider/triggers/)"
+            f"importing the trigger module pulls in {', '.join(heavy)} on the triggerer's event loop at its "
+            f"first trigger ({len(at_first_pickup)} stalls then); see airflow_kueue_provider/triggers/"
         )
+    if at_first_pickup:
+        print("stalls at a triggerer's first trigger (its import):", *at_first_pickup, sep="\n")
 
 
 class Stopwatch:

@@ -30,16 +30,17 @@ def test_mapped_tasks_share_a_queue_that_fits_five_jobs(
     # Each Job asks for 1 CPU; the ClusterQueue has 5.
     env = kueue_env_factory(cpu=str(JOBS_AT_ONCE), memory="64Gi")
     watch = Stopwatch()
-    run_id = start_mapped_run(deployment, "mapped_quota", env, TASKS, cpu="1", run_duration="3s")
+    dag_id = "mapped_quota"
+    run_id = start_mapped_run(deployment, dag_id, env, TASKS, cpu="1", run_duration="3s")
     watch.lap("DAG parsed and run triggered")
 
-    wait_for_success(deployment, "mapped_quota", run_id, timeout=900)
+    wait_for_success(deployment, dag_id, run_id, timeout=900)
     watch.lap(f"{TASKS} mapped tasks succeeded")
 
-    jobs = assert_one_job_per_task(env, "mapped_quota", run_id, TASKS)
-    results = assert_results(deployment, "mapped_quota", run_id, jobs)
+    jobs = assert_one_job_per_task(env, dag_id, run_id, TASKS)
+    results = assert_results(deployment, dag_id, run_id, jobs)
     # The quota made Jobs wait their turn, and never let more than it holds run at once.
     assert any(r["queued_seconds"] > 0 for r in results), [r["queued_seconds"] for r in results]
     assert most_at_once(jobs) <= JOBS_AT_ONCE
     assert {r["cluster_queue"] for r in results} == {env.cluster_queue}
-    assert_never_blocked(deployment)
+    assert_never_blocked(deployment, dag_id)

@@ -59,4 +59,4 @@ def test_triggerer_killed_while_tasks_are_deferred_then_restarted(
 
     jobs_after = assert_one_job_per_task(env, dag_id, run_id, TASKS)
     assert_results(deployment, dag_id, run_id, jobs_after)
-    assert_never_blocked(deployment)
+    assert_never_blocked(deployment, dag_id)

@@ -59,4 +59,4 @@ def test_surviving_triggerer_takes_over_the_killed_ones_triggers(
     watch.lap("every task succeeded")
     jobs_after = assert_one_job_per_task(env, dag_id, run_id, TASKS)
     assert_results(deployment, dag_id, run_id, jobs_after)
-    assert_never_blocked(deployment)
+    assert_never_blocked(deployment, dag_id)
