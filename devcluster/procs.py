@@ -58,7 +58,7 @@ def running_pid(layout: Layout, name: str, executable: str | None = None) -> int
     return None
 
 
-def _orphan(comp: Component) -> int | None:
+def find_running(comp: Component) -> int | None:
     """A live process with exactly ``comp``'s command line whose pid file was lost (e.g. two starts raced
     while a test had the component stopped): adopted rather than started twice on the same port."""
     argv = [str(a) for a in comp.argv]
@@ -71,7 +71,7 @@ def _orphan(comp: Component) -> int | None:
 
 def start(layout: Layout, comp: Component) -> int:
     """Start ``comp`` unless it already runs (by pid file, or an orphan of ours: adopted); return its pid."""
-    pid = running_pid(layout, comp.name, comp.executable) or _orphan(comp)
+    pid = running_pid(layout, comp.name, comp.executable) or find_running(comp)
     if pid is not None:
         (layout.pids / f"{comp.name}.pid").write_text(f"{pid}\n{comp.executable}\n")
         return pid

@@ -30,6 +30,7 @@ from ..kueue.job_progress import view_of
 from ..kueue.ledger import Attempt, RunLedger, ledger_prefix
 from ..kueue.result import JobResult
 from ..storage.blob_auth import container_url_of
+from ..storage.blob_errors import BlobStoreError
 
 SHARDS_ENV = "AIRFLOW_KUEUE_SHARDS"
 CHECKPOINT_URL_ENV = "AIRFLOW_KUEUE_CHECKPOINT_URL"
@@ -257,20 +258,43 @@ class CheckpointSession:
         }
 
     def finish(self, job_name: str, job_result: JobResult, status: str) -> RunLedger:
-        def done(current: RunLedger | None) -> RunLedger:
-            ledger = current or RunLedger(self.shard_count)
-            if ledger.attempt(job_name) is None:
-                return ledger
-            return ledger.with_job_progress(
-                job_name,
-                IndexSet.parse(job_result.completed_indexes),
-                IndexSet.parse(job_result.failed_indexes),
-                evictions=job_result.evictions,
-                status=status,
-                finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            )
+        return self.ledger.update(lambda current: self.finished(current, job_name, job_result, status))
 
-        return self.ledger.update(done)
+    def finished(
+        self, current: RunLedger | None, job_name: str, job_result: JobResult, status: str
+    ) -> RunLedger:
+        """``current`` with the attempt's end recorded (pure: what ``finish`` writes)."""
+        ledger = current or RunLedger(self.shard_count)
+        if ledger.attempt(job_name) is None:
+            return ledger
+        return ledger.with_job_progress(
+            job_name,
+            IndexSet.parse(job_result.completed_indexes),
+            IndexSet.parse(job_result.failed_indexes),
+            evictions=job_result.evictions,
+            status=status,
+            finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+
+    def result_without_ledger_write(
+        self, job: dict[str, Any] | None, job_result: JobResult, status: str
+    ) -> dict[str, Any]:
+        """The result when the ledger could not be written: over every attempt if the ledger can still be
+        read, else over this attempt alone -- always in shard ids (a retry's Job index 0 is not shard 0),
+        with ``ledger_written: False``. The next try, or a rerun, catches the ledger up from the Jobs."""
+        try:
+            current = self.ledger.read()
+        except BlobStoreError:
+            current = None
+        if current is None or current.attempt(job_result.job_name) is None:
+            every = IndexSet.range(0, self.shard_count)  # a Job that is gone: as a first try would run
+            shards = self.job_shards(job, every) if job else every
+            attempt = Attempt(self.identity.try_number, job_result.job_name, shards)
+            current = RunLedger(self.shard_count).with_attempt(attempt)
+        return {
+            **self.result(self.finished(current, job_result.job_name, job_result, status), job_result),
+            "ledger_written": False,
+        }
 
     def clean_up_after_success(self) -> int:
         """Delete the shards' checkpoints and their container (the ledger stays as the record) unless

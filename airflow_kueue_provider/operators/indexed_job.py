@@ -470,7 +470,8 @@ class KueueIndexedJobOperator(BaseOperator):
             self.log.warning(
                 "could not update the ledger (%s); a rerun of this task catches it up from the Job", exc
             )
-            return result
+            job = KueueHook(self.kubernetes_conn_id).get_job(self.resolved_namespace(), job_result.job_name)
+            return session.result_without_ledger_write(job, job_result, status)
         return session.result(ledger, job_result)
 
     def _log_tails(self, event: dict[str, Any]) -> str:

@@ -123,3 +123,30 @@ def test_workload_identity_pods_get_the_service_account_label_and_no_secret(
         "AIRFLOW_KUEUE_CHECKPOINT_PREFIX": "nightly/scheduled__2026-11-30/align",
         "AIRFLOW_KUEUE_GRACE_SECONDS": "25",
     }
+
+
+def test_a_result_without_the_ledger_is_still_in_shard_ids_of_this_attempt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Blob Storage away at the end of a retry: the retry's Job index 0-2 ran shards 2,5,8, not 0-2."""
+    from airflow_kueue_provider.kueue.result import JobResult
+    from airflow_kueue_provider.storage.blob_errors import BlobUnavailable
+
+    session = CheckpointSession(
+        Checkpointing("blob", "ckpt"), AirflowIdentity("d", "t", "r", try_number=2), 10
+    )
+
+    def unavailable() -> None:
+        raise BlobUnavailable("Blob Storage did not answer")
+
+    monkeypatch.setattr(session.ledger, "read", unavailable)
+    job = _job([{"name": "AIRFLOW_KUEUE_SHARDS", "value": "2,5,8"}])
+    result = JobResult(
+        job_name="d-t-2", namespace="ns", workload_name=None, cluster_queue=None, completions=3,
+        completed_indexes="0-2", failed_indexes="", succeeded=3, failed=0, queued_seconds=None,
+        running_seconds=10.0, evictions=0,
+    )  # fmt: skip
+
+    out = session.result_without_ledger_write(job, result, "succeeded")
+
+    assert out["completed_indexes"] == "2,5,8" and out["completions"] == 10 and out["ledger_written"] is False
