@@ -211,7 +211,7 @@ def test_blob_outage_mid_run_does_not_fail_the_task_and_the_ledger_catches_up(
     try:
         wait_for("5 pods running", lambda: len(kueue_env.running_pods()) == 5, timeout=240)
         (job,) = kueue_env.jobs()
-        procs.stop(layout, "azurite")
+        _stop_azurite(layout)
         kueue_env.release(job.metadata.name)  # the first 5 shards finish while Blob Storage is away ...
         # ... and the ledger writer has given up a write (past the Blob hook's own retries) before it is back
         try:
@@ -249,6 +249,16 @@ def stacks_of(pid: int) -> str:
         return "(py-spy not installed)"
     dump = subprocess.run([spy, "dump", "--subprocesses", "--pid", str(pid)], capture_output=True, text=True)
     return (dump.stdout + dump.stderr)[-12000:]
+
+
+def _stop_azurite(layout: Layout) -> None:
+    """Stop Azurite for sure: by its pid file, and any Azurite of ours running without one."""
+    procs.stop(layout, "azurite")
+    azurite = next(c for c in components(Path(), layout) if c.name == "azurite")
+    while (pid := procs.find_running(azurite)) is not None:
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+    wait_for("Azurite stopped", lambda: not _port_open(10000), timeout=30)
 
 
 def _restart_azurite() -> None:
