@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv demo cluster-up cluster-down cluster-status cluster-clean test test-min-airflow test-unit test-integration lint typecheck
+.PHONY: venv demo cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-unit test-integration lint typecheck
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -30,6 +30,19 @@ cluster-status: venv
 
 cluster-clean: cluster-down
 	rm -rf .devcluster
+
+## A real Airflow deployment on the local cluster: PostgreSQL, API server, scheduler (LocalExecutor), DAG
+## processor and AIRFLOW_TRIGGERERS triggerers as processes; state and logs in .devcluster/airflow.
+AIRFLOW_TRIGGERERS ?= 1
+AIRFLOW_DAGS ?= example_dags
+airflow-up: cluster-up
+	$(PY) -m tests.integration.deployment up --triggerers $(AIRFLOW_TRIGGERERS) --dags $(AIRFLOW_DAGS)
+
+airflow-down: venv
+	$(PY) -m tests.integration.deployment down
+
+airflow-status: venv
+	$(PY) -m tests.integration.deployment status
 
 ## Tests: every test; the integration fixture starts the cluster when it is not running.  Two passes: the
 ## tests that share the cluster peacefully run on TEST_WORKERS pytest-xdist workers, then the `serial` ones
