@@ -69,7 +69,7 @@ test-min-airflow: venv
 	$(MIN_VENV)/bin/pip install -q "apache-airflow==$(MIN_AIRFLOW)" "$$(ls dist/*.whl)" \
 		pytest pytest-timeout pytest-xdist hypothesis
 	$(MIN_VENV)/bin/pip install -q --force-reinstall --no-deps "$$(ls dist/*.whl)"
-	cd /tmp && $(MIN_VENV)/bin/python -c "import airflow, airflow_kueue_provider as p; \
+	cd "$$(mktemp -d)" && $(MIN_VENV)/bin/python -c "import airflow, airflow_kueue_provider as p; \
 		from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator; \
 		from airflow_kueue_provider.plugins.kueue_ui import KueueUiPlugin; \
 		assert '/site-packages/' in p.__file__, p.__file__; \
