@@ -9,10 +9,9 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from typing import Any
 
-import aiohttp
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from ..hooks.kueue_async_hook import AsyncKueueHook
+from ..hooks.kueue_async_hook import AsyncKueueHook, is_connection_error
 from ..hooks.retry import describe, is_transient
 from ..kueue.job_ownership import is_same_object
 from ..kueue.job_progress import JobView, Outcome, outcome_of, progress_line, result_of, view_of
@@ -246,7 +245,7 @@ class KueueJobTrigger(BaseTrigger):
         try:
             return await following.confirm()
         except Exception as exc:
-            if not (is_transient(exc) or isinstance(exc, aiohttp.ClientError)):
+            if not (is_transient(exc) or is_connection_error(exc)):
                 raise
             self.log.warning(
                 "%s/%s: the apiserver did not answer (%s); deciding again in %.0f s",

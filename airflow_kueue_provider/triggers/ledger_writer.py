@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import logging
 import random
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..hooks.blob_store import AsyncBlobStoreHook
-from ..hooks.ledger_store import AsyncLedgerStore
 from ..kueue.index_set import IndexSet
 from ..kueue.ledger import RunLedger
+
+if TYPE_CHECKING:  # imported in a worker thread by LedgerWriter._open(): azure is ~0.2 s to import
+    from ..hooks.blob_store import AsyncBlobStoreHook
+    from ..hooks.ledger_store import AsyncLedgerStore
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0
@@ -35,8 +38,9 @@ class Progress:
 class LedgerWriter:
     def __init__(self, config: dict[str, Any], job_name: str) -> None:
         self.job_name = job_name
-        self._hook = AsyncBlobStoreHook(config["conn_id"], config["container"], create_container=False)
-        self._store = AsyncLedgerStore(self._hook, config["prefix"])
+        self._config = config
+        self._hook: AsyncBlobStoreHook | None = None
+        self._store: AsyncLedgerStore | None = None
         self._pending: Progress | None = None
         self._written: Progress | None = None
         self._wake = asyncio.Event()
@@ -61,7 +65,21 @@ class LedgerWriter:
         self._task.cancel()
         with suppress(asyncio.CancelledError):
             await self._task
-        await self._hook.close()
+        if self._hook is not None:
+            await self._hook.close()
+
+    async def _open(self) -> AsyncLedgerStore:
+        """The ledger store, its Blob client libraries imported in a worker thread (never on the triggerer's
+        event loop, which runs every trigger of the process)."""
+        if self._store is None:
+            name = "airflow_kueue_provider.hooks.ledger_store"
+            ledger_store = await asyncio.to_thread(importlib.import_module, name)
+            config = self._config
+            self._hook = ledger_store.AsyncBlobStoreHook(
+                config["conn_id"], config["container"], create_container=False
+            )
+            self._store = ledger_store.AsyncLedgerStore(self._hook, config["prefix"])
+        return self._store
 
     async def _run(self) -> None:
         failures = 0
@@ -72,7 +90,8 @@ class LedgerWriter:
             if progress is None:
                 continue
             try:
-                await self._store.update(functools.partial(self._apply, progress=progress))
+                store = await self._open()
+                await store.update(functools.partial(self._apply, progress=progress))
             except asyncio.CancelledError:
                 raise
             except LookupError as exc:  # nothing to record into (the Job predates checkpointing): stop trying

@@ -28,11 +28,8 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-import aiohttp
-from kubernetes_asyncio.client.rest import ApiException
-
 from ..hooks.kueue_api import JOB_UID_LABEL
-from ..hooks.kueue_async_hook import AsyncKueueHook
+from ..hooks.kueue_async_hook import AsyncKueueHook, api_status, is_connection_error
 from ..hooks.retry import describe, retry_after
 
 log = logging.getLogger(__name__)
@@ -148,14 +145,14 @@ class NamespaceWatch:
             except Exception as exc:
                 self._mark_unsynced()
                 self.failures += 1
-                fatal = isinstance(exc, ApiException) and exc.status in FATAL_STATUSES
+                fatal = api_status(exc) in FATAL_STATUSES
                 if fatal and self.failures >= FATAL_AFTER:
                     self.error = exc
                     self.synced.set()
                     self._wake()
                     return
                 delay = random.uniform(0, min(30.0, 0.5 * 2**self.failures))
-                if isinstance(exc, ApiException):
+                if api_status(exc) is not None:
                     delay = max(delay, retry_after(exc) or 0.0)
                 log.warning(
                     "watch of namespace %s broke (%s); listing again in %.1fs",
@@ -202,14 +199,14 @@ class NamespaceWatch:
                     version = obj.get("metadata", {}).get("resourceVersion", version)
                     if event_type != "BOOKMARK":
                         apply(event_type, obj)
-            except ApiException as exc:
-                if exc.status != 410:
-                    raise
-                log.info("%s watch in %s expired (410 Gone); listing again", kind, self.namespace)
             except asyncio.TimeoutError as exc:
                 raise WatchStalled(
                     f"no byte on the {kind} watch for {WATCH_READ_TIMEOUT:.0f}s (not even a bookmark)"
                 ) from exc
+            except Exception as exc:
+                if api_status(exc) != 410:
+                    raise
+                log.info("%s watch in %s expired (410 Gone); listing again", kind, self.namespace)
 
     def _replace(self, kind: str, items: list[dict[str, Any]]) -> int:
         """Take a LIST as the cache; returns how many objects differ from what the cache held (changes the
@@ -283,8 +280,10 @@ class Following:
         if hook is not None and self._hub.synced.is_set():
             try:
                 return await call(hook)
-            except aiohttp.ClientError:
-                pass  # the hub's session closed under us: its watch broke just now
+            except Exception as exc:
+                if not is_connection_error(exc):
+                    raise
+                # the hub's session closed under us: its watch broke just now
         async with AsyncKueueHook(self._hub.conn_id).session() as own:
             return await call(own)
 
