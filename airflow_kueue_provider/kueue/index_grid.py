@@ -2,17 +2,23 @@
 
 Every index is in exactly one state: done (``completedIndexes``), failed (``failedIndexes``), running (a live
 pod holds it) or waiting. ``runs`` gives contiguous stretches in index order and costs O(intervals), so a
-100,000-completion Job renders as a few bands instead of 100,000 cells.
+100,000-completion Job renders as a few bands instead of 100,000 cells. A Job whose runs outnumber
+``MAX_BANDS`` (a status fragmented by a wide parallelism) is drawn in ``MAX_BANDS`` equal bands, each
+showing its most telling state and its counts: a bar a thousand pixels wide shows no more.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .index_set import IndexSet
+
+MAX_BANDS = 1_000
 
 
 class IndexState(str, enum.Enum):
@@ -34,14 +40,27 @@ class IndexRun:
 
 
 @dataclass(frozen=True)
+class IndexBand:
+    """A stretch of indexes drawn as one band: one run, or in a coarse grid a bucket of mixed states."""
+
+    first: int
+    last: int
+    state: IndexState
+    """The run's state; for a bucket: failed if any failed, else running if any runs, else the larger of
+    done and waiting (a failure or a live pod is never hidden by its neighbours)."""
+    counts: Mapping[IndexState, int]
+
+
+@dataclass(frozen=True)
 class IndexGrid:
     completions: int
     done: IndexSet
     failed: IndexSet
     running: IndexSet
 
-    @property
+    @functools.cached_property
     def waiting(self) -> IndexSet:
+        """Computed once: ``runs`` and ``counts`` both need it (a frozen dataclass keeps no other state)."""
         return IndexSet.range(0, self.completions) - self.done - self.failed - self.running
 
     def runs(self) -> list[IndexRun]:
@@ -63,12 +82,56 @@ class IndexGrid:
             IndexState.WAITING.value: len(self.waiting),
         }
 
+    def bands(self, limit: int = MAX_BANDS) -> list[IndexBand]:
+        """The runs, or ``limit`` equal buckets when there are more runs than that; O(runs + limit)."""
+        return _bands(self.runs(), self.completions, limit)
+
     def to_dict(self) -> dict[str, Any]:
+        runs = self.runs()
+        coarse = len(runs) > MAX_BANDS
         return {
             "completions": self.completions,
             "counts": self.counts(),
-            "runs": [{"first": r.first, "last": r.last, "state": r.state.value} for r in self.runs()],
+            "coarse": coarse,
+            "runs": [
+                {"first": b.first, "last": b.last, "state": b.state.value}
+                | ({"counts": {state.value: n for state, n in b.counts.items()}} if coarse else {})
+                for b in _bands(runs, self.completions, MAX_BANDS)
+            ],
         }
+
+
+def _bands(runs: list[IndexRun], completions: int, limit: int) -> list[IndexBand]:
+    if len(runs) <= limit:
+        return [IndexBand(r.first, r.last, r.state, {r.state: r.size}) for r in runs]
+    width = math.ceil(completions / limit)
+    bands: list[IndexBand] = []
+    counts: dict[IndexState, int] = {}
+    bucket = 0
+    for run in runs:
+        first = run.first
+        while first <= run.last:
+            while first >= (bucket + 1) * width:  # close the buckets this run has passed
+                bands.append(_bucket(bucket, width, completions, counts))
+                bucket, counts = bucket + 1, {}
+            last = min(run.last, (bucket + 1) * width - 1)
+            counts[run.state] = counts.get(run.state, 0) + last - first + 1
+            first = last + 1
+    if counts:
+        bands.append(_bucket(bucket, width, completions, counts))
+    return bands
+
+
+def _bucket(bucket: int, width: int, completions: int, counts: dict[IndexState, int]) -> IndexBand:
+    if counts.get(IndexState.FAILED):
+        state = IndexState.FAILED
+    elif counts.get(IndexState.RUNNING):
+        state = IndexState.RUNNING
+    else:
+        done, waiting = counts.get(IndexState.DONE, 0), counts.get(IndexState.WAITING, 0)
+        state = IndexState.DONE if done >= waiting else IndexState.WAITING
+    first = bucket * width
+    return IndexBand(first, min(first + width, completions) - 1, state, counts)
 
 
 def index_grid(job: Mapping[str, Any], running: IndexSet) -> IndexGrid:

@@ -128,9 +128,11 @@ def grid_html(grid: IndexGrid) -> str:
         body = f'<div class="grid">{cells}</div>'
     else:
         bands = "".join(
-            f'<div class="{run.state.value}" style="width:{100 * run.size / grid.completions:.4f}%" '
-            f'title="indexes {run.first}-{run.last}: {run.state.value}"></div>'
-            for run in grid.runs()
+            f'<div class="{band.state.value}" '
+            f'style="width:{100 * (band.last - band.first + 1) / grid.completions:.4f}%" '
+            f'title="indexes {band.first}-{band.last}: '
+            f'{", ".join(f"{n} {state.value}" for state, n in band.counts.items())}"></div>'
+            for band in grid.bands()
         )
         body = f'<div class="bands">{bands}</div>'
     return f'<p class="legend">{legend}</p>{body}'

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_kueue_provider.kueue.index_grid import IndexRun, IndexState, index_grid
+from airflow_kueue_provider.kueue.index_grid import MAX_BANDS, IndexRun, IndexState, index_grid
 from airflow_kueue_provider.kueue.index_set import IndexSet
 
 
@@ -47,6 +47,7 @@ def test_a_job_without_status_is_all_waiting() -> None:
     assert grid.to_dict() == {
         "completions": 3,
         "counts": {"done": 0, "failed": 0, "running": 0, "waiting": 3},
+        "coarse": False,
         "runs": [{"first": 0, "last": 2, "state": "waiting"}],
     }
 
@@ -65,3 +66,27 @@ def test_runs_partition_the_indexes(n: int, done: set[int], failed: set[int], ru
     covered = [i for run in grid.runs() for i in range(run.first, run.last + 1)]
     assert covered == list(range(n))
     assert sum(grid.counts().values()) == n
+
+
+def test_a_fragmented_huge_job_is_drawn_in_at_most_max_bands_that_hide_no_failure() -> None:
+    every_other = str(IndexSet.from_indexes(range(0, 100_000, 2)))
+    grid = index_grid(job(100_000, completed=every_other, failed="99999"), running=IndexSet.parse("1,3"))
+    bands = grid.bands()
+    assert len(bands) == MAX_BANDS
+    assert [(b.first, b.last) for b in bands[:2]] == [(0, 99), (100, 199)]
+    assert bands[0].state is IndexState.RUNNING and bands[0].counts[IndexState.DONE] == 50
+    assert bands[1].state is IndexState.DONE and sum(bands[1].counts.values()) == 100
+    assert bands[-1].state is IndexState.FAILED
+    assert sum(n for b in bands for n in b.counts.values()) == 100_000
+    as_dict = grid.to_dict()
+    assert as_dict["coarse"] is True and len(as_dict["runs"]) == MAX_BANDS
+    assert as_dict["runs"][-1]["counts"] == {"done": 50, "waiting": 49, "failed": 1}
+
+
+def test_a_grid_with_few_runs_is_not_coarse() -> None:
+    as_dict = index_grid(job(10, completed="0-4"), running=IndexSet()).to_dict()
+    assert as_dict["coarse"] is False
+    assert as_dict["runs"] == [
+        {"first": 0, "last": 4, "state": "done"},
+        {"first": 5, "last": 9, "state": "waiting"},
+    ]
