@@ -1,11 +1,29 @@
-"""Tests under tests/integration/ are marked ``integration`` (they need the local cluster)."""
+"""Tests under tests/integration/ are marked ``integration`` (they need the local cluster). Tests marked
+``long`` or ``scale`` run only when the marker expression names them (``-m long``, ``-m "serial and scale"``):
+``make test`` leaves them out, skipped with the reason."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+OPT_IN_MARKERS = {
+    "long": "the long variant of a stress test",
+    "scale": "a full-size run (minutes to an hour; figures in the README)",
+}
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+
+def _selected(markexpr: str, marker: str) -> bool:
+    """``marker`` appears in the ``-m`` expression other than as ``not marker``."""
+    return re.search(rf"(?<!not )\b{marker}\b", markexpr) is not None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    markexpr = str(config.getoption("markexpr") or "")
     for item in items:
         if "/tests/integration/" in str(item.path):
             item.add_marker(pytest.mark.integration)
+        for marker, what in OPT_IN_MARKERS.items():
+            if item.get_closest_marker(marker) and not _selected(markexpr, marker):
+                item.add_marker(pytest.mark.skip(reason=f"{what}: select it with -m {marker}"))

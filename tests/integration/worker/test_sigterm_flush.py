@@ -258,12 +258,8 @@ def test_sigterm_at_random_points_of_the_loop(container: tuple[str, BlobStore], 
 
 
 @pytest.mark.long
-def test_sigterm_200_times(
-    container: tuple[str, BlobStore], tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
+def test_sigterm_200_times(container: tuple[str, BlobStore], tmp_path: Path) -> None:
     """Three to four minutes on 2 busy cores: only with ``-m long`` (e.g. ``-m 'integration and long'``)."""
-    if "long" not in str(request.config.getoption("markexpr")).replace("not long", ""):
-        pytest.skip("200 SIGTERMs take minutes: select with -m long")
     run_chains(container, tmp_path, chains=8, runs_per_chain=25)
 
 

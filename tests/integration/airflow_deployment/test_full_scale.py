@@ -1,0 +1,212 @@
+"""Full size on a real deployment, only with ``-m scale`` (minutes each; the figures are in the README):
+
+- the seed's scenario A: ``example_dags/genomics_nightly.py`` unchanged (1,000 shards at parallelism 50, 3 s
+  each) with checkpointing on Azurite: it succeeds, the ledger holds 0-999; wall time against the ideal
+  (shards x run time / parallelism) and the apiserver's requests are printed;
+- one Job of 100,000 indexes whose fake pods finish at once, followed to the end by the trigger: the task
+  succeeds; the trigger's time per status change and the final event's size are printed.
+
+    .venv/bin/python -m pytest -s -m "serial and scale" tests/integration/airflow_deployment
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.storage.blob import BlobServiceClient
+
+from airflow_kueue_provider.kueue.ledger import RunLedger, ledger_prefix
+from devcluster.manifests import SPOT_POOL, fake_node
+
+from ..cluster import Cluster, KueueEnv, short_id
+from ..deployment import AirflowDeployment
+from .scenarios import Stopwatch, assert_never_blocked, wait_for_success
+
+pytestmark = [pytest.mark.serial, pytest.mark.scale]
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "example_dags"
+SHARDS, PARALLELISM, SHARD_SECONDS = 1000, 50, 3
+HUGE = 100_000
+HUGE_PARALLELISM = 500
+HUGE_DAG = """
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+    KueueIndexedJobOperator(
+        task_id="huge", namespace={namespace!r}, queue_name={queue!r}, image="example.invalid/shard:1",
+        completions={completions}, parallelism={parallelism},
+        resources={{"requests": {{"cpu": "10m", "memory": "16Mi"}}}},
+        annotations={{"kwok.airflow-kueue.io/run-duration": "0s"}},
+    )
+"""
+READ_RESOURCES = ("jobs", "workloads", "pods", "events", "pendingworkloads")
+
+
+@pytest.fixture
+def spot_nodes(cluster: Cluster) -> Iterator[Callable[[int], list[str]]]:
+    """Add fake Spot nodes for one test (the pool has 4 of 110 pods each); removed afterwards."""
+    made: list[str] = []
+
+    def add(count: int) -> list[str]:
+        marker = short_id()
+        for i in range(count):
+            name = f"aks-spot-scale-{marker}-{i}"
+            cluster.core.create_node(fake_node(name, SPOT_POOL, zone=1 + i % 3))
+            made.append(name)
+        return made
+
+    yield add
+    for name in made:
+        cluster.core.delete_node(name)
+
+
+def restart_with(deployment: AirflowDeployment, extra: dict[str, str]) -> None:
+    """Every component but the API server again, with ``extra`` in its environment (a DAG file that reads
+    its settings from the environment, like the examples, is parsed by the DAG processor and the tasks)."""
+    deployment.env.update(extra)
+    for name in ("scheduler", "dag-processor"):
+        deployment.components[name].stop()
+        deployment.start_component(name)
+    for name in [n for n in deployment.components if n.startswith("triggerer")]:
+        deployment.components[name].stop()
+        deployment.start_triggerer(name)
+    deployment.wait_healthy()
+
+
+def request_counts(cluster: Cluster) -> Counter[str]:
+    """kube-apiserver's ``apiserver_request_total`` by ``resource verb`` (every client, cumulative)."""
+    text = cluster.core.api_client.call_api(
+        "/metrics", "GET", response_type="str", _return_http_data_only=True, _preload_content=True
+    )
+    counts: Counter[str] = Counter()
+    for line in str(text).splitlines():
+        if line.startswith("apiserver_request_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            counts[f"{labels.get('resource', '')} {labels.get('verb', '')}"] += int(
+                float(line.rsplit(" ", 1)[1])
+            )
+    return counts
+
+
+def requests_line(before: Counter[str], after: Counter[str]) -> str:
+    delta = after - before
+    ours = {key: n for key, n in delta.items() if key.split(" ")[0] in READ_RESOURCES}
+    return f"{sum(delta.values())} apiserver requests in all (every client); " + ", ".join(
+        f"{key} {n}" for key, n in sorted(ours.items(), key=lambda kv: -kv[1])
+    )
+
+
+def test_genomics_nightly_at_full_size(
+    deployment: AirflowDeployment,
+    kueue_env_factory: Callable[..., KueueEnv],
+    devcluster_env: dict[str, str],
+    cluster: Cluster,
+    spot_nodes: Callable[[int], list[str]],
+) -> None:
+    spot_nodes(2)  # 16 shards of 1 CPU and 4Gi fit a node: 6 nodes hold 96, whatever else runs
+    env = kueue_env_factory(cpu=str(PARALLELISM), memory=f"{4 * PARALLELISM}Gi")  # 1 CPU, 4Gi a shard
+    container = f"genomics-{short_id()}"
+    conn_string = devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]
+    watch = Stopwatch()
+    restart_with(
+        deployment,
+        {
+            "AIRFLOW_CONN_KUEUE_BLOB_DEFAULT": json.dumps(
+                {"conn_type": "wasb", "extra": {"connection_string": conn_string}}
+            ),
+            "GENOMICS_NAMESPACE": env.namespace,
+            "GENOMICS_QUEUE": env.local_queue,
+            "GENOMICS_BLOB_CONTAINER": container,
+            "GENOMICS_RUN_DURATION": f"{SHARD_SECONDS}s",
+        },
+    )
+    shutil.copy(EXAMPLES / "genomics_nightly.py", deployment.home / "dags" / "genomics_nightly.py")
+    deployment.rest.wait_for_dag("genomics_nightly")
+    watch.lap("deployment restarted with the example's settings, DAG parsed")
+    before = request_counts(cluster)
+
+    run_id = deployment.rest.trigger("genomics_nightly")
+    run = wait_for_success(deployment, "genomics_nightly", run_id, timeout=3600)
+    watch.lap("run succeeded")
+    after = request_counts(cluster)
+
+    result = deployment.rest.xcom("genomics_nightly", run_id, "align_chromosome_shards")
+    assert result["completed_indexes"] == f"0-{SHARDS - 1}" and result["failed"] == 0, result
+    service = BlobServiceClient.from_connection_string(conn_string)
+    try:
+        prefix = ledger_prefix("genomics_nightly", run_id, "align_chromosome_shards")
+        blob = service.get_blob_client(container, f"{prefix}/ledger.json").download_blob().readall()
+        ledger = RunLedger.from_dict(json.loads(blob))
+        assert str(ledger.completed) == f"0-{SHARDS - 1}", ledger
+    finally:
+        for made in service.list_containers(name_starts_with=container):
+            service.delete_container(made.name)
+    job = cluster.batch.read_namespaced_job(result["job_name"], env.namespace)
+    job_seconds = (job.status.completion_time - job.status.start_time).total_seconds()
+    ideal = SHARDS * SHARD_SECONDS / PARALLELISM
+    print(
+        f"scenario A: {SHARDS} shards x {SHARD_SECONDS} s at parallelism {PARALLELISM}: "
+        f"Job {job_seconds:.0f} s ({job_seconds / ideal:.2f}x the ideal {ideal:.0f} s), "
+        f"queued {result['queued_seconds']} s, DAG run {_seconds(run):.0f} s; {requests_line(before, after)}"
+    )
+    assert_never_blocked(deployment, "genomics_nightly")
+
+
+def test_one_job_of_100000_indexes_is_followed_to_the_end(
+    deployment: AirflowDeployment,
+    kueue_env_factory: Callable[..., KueueEnv],
+    cluster: Cluster,
+    spot_nodes: Callable[[int], list[str]],
+) -> None:
+    spot_nodes(4)  # 8 x 110 pod slots for 500 pods in flight
+    env = kueue_env_factory(cpu="64", memory="256Gi")
+    dag_id = "huge_job"
+    deployment.write_dag(
+        dag_id,
+        HUGE_DAG.format(
+            dag_id=dag_id,
+            namespace=env.namespace,
+            queue=env.local_queue,
+            completions=HUGE,
+            parallelism=HUGE_PARALLELISM,
+        ),
+    )
+    deployment.rest.wait_for_dag(dag_id)
+    before = request_counts(cluster)
+    run_id = deployment.rest.trigger(dag_id)
+    run = wait_for_success(deployment, dag_id, run_id, timeout=4 * 3600)
+    after = request_counts(cluster)
+
+    result = deployment.rest.xcom(dag_id, run_id, "huge")
+    assert result["completed_indexes"] == f"0-{HUGE - 1}" and result["succeeded"] == HUGE, result
+    handled = _handling_line(deployment, dag_id)
+    print(
+        f"{HUGE} indexes at parallelism {HUGE_PARALLELISM}: DAG run {_seconds(run):.0f} s, Job "
+        f"{result['running_seconds']} s; trigger: {handled}; final event {len(json.dumps(result))} bytes; "
+        f"{requests_line(before, after)}"
+    )
+    assert_never_blocked(deployment, dag_id)
+
+
+def _handling_line(deployment: AirflowDeployment, dag_id: str) -> str:
+    """The trigger's last-line summary ("handled N status changes, …") from the task's trigger log."""
+    for path in sorted((deployment.home / "logs").glob(f"dag_id={dag_id}/**/*.trigger.*.log")):
+        found = re.findall(r"handled \d+ status changes[^\"\n]*", path.read_text(errors="replace"))
+        if found:
+            return str(found[-1])
+    return "no handling summary found in the trigger log"
+
+
+def _seconds(run: dict[str, Any]) -> float:
+    start, end = (datetime.fromisoformat(run[k].replace("Z", "+00:00")) for k in ("start_date", "end_date"))
+    return (end - start).total_seconds()
