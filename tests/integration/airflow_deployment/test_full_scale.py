@@ -11,9 +11,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -23,6 +27,7 @@ from typing import Any
 import pytest
 from azure.storage.blob import BlobServiceClient
 
+from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.ledger import RunLedger, ledger_prefix
 from devcluster.manifests import SPOT_POOL, fake_node
 
@@ -68,6 +73,38 @@ def spot_nodes(cluster: Cluster) -> Iterator[Callable[[int], list[str]]]:
     yield add
     for name in made:
         cluster.core.delete_node(name)
+
+
+class JobTrace:
+    """The Job's finished and active index counts every second, from a thread of its own: a recorded run
+    for the ETA's unit tests (``RECORD_RUN_DIR``: where to write ``<name>.json``)."""
+
+    def __init__(self, cluster: Cluster, namespace: str, label_selector: str) -> None:
+        self.samples: list[tuple[float, int, int, int]] = []  # (epoch s, completed, failed, active)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._poll, args=(cluster, namespace, label_selector), daemon=True
+        )
+        self._thread.start()
+
+    def _poll(self, cluster: Cluster, namespace: str, label_selector: str) -> None:
+        while not self._stop.wait(1.0):
+            with contextlib.suppress(Exception):
+                jobs = cluster.batch.list_namespaced_job(namespace, label_selector=label_selector).items
+                if jobs and jobs[0].status:
+                    st = jobs[0].status
+                    done = len(IndexSet.parse(st.completed_indexes))
+                    failed = len(IndexSet.parse(st.failed_indexes))
+                    self.samples.append((time.time(), done, failed, st.active or 0))
+
+    def save(self, name: str, completions: int) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        where = os.environ.get("RECORD_RUN_DIR")
+        if where:
+            path = Path(where) / f"{name}.json"
+            path.write_text(json.dumps({"completions": completions, "samples": self.samples}) + "\n")
+            print(f"recorded run: {path}")
 
 
 def restart_with(deployment: AirflowDeployment, extra: dict[str, str]) -> None:
@@ -136,7 +173,9 @@ def test_genomics_nightly_at_full_size(
     before = request_counts(cluster)
 
     run_id = deployment.rest.trigger("genomics_nightly")
+    trace = JobTrace(cluster, env.namespace, "app.kubernetes.io/managed-by=airflow-kueue-provider")
     run = wait_for_success(deployment, "genomics_nightly", run_id, timeout=3600)
+    trace.save("genomics_full_size", SHARDS)
     watch.lap("run succeeded")
     after = request_counts(cluster)
 
@@ -184,7 +223,9 @@ def test_one_job_of_100000_indexes_is_followed_to_the_end(
     deployment.rest.wait_for_dag(dag_id)
     before = request_counts(cluster)
     run_id = deployment.rest.trigger(dag_id)
+    trace = JobTrace(cluster, env.namespace, "app.kubernetes.io/managed-by=airflow-kueue-provider")
     run = wait_for_success(deployment, dag_id, run_id, timeout=4 * 3600)
+    trace.save("job_of_100000_indexes", HUGE)
     after = request_counts(cluster)
 
     result = deployment.rest.xcom(dag_id, run_id, "huge")
