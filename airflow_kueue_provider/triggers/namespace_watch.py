@@ -176,21 +176,24 @@ class NamespaceWatch:
     ) -> None:
         while True:
             items, version = await list_fn(self.namespace)
-            missed = self._replace(kind, items)
-            if missed and kind in self._synced_kinds:
+            changed = self._replace(kind, items)
+            if changed and kind in self._synced_kinds:
                 log.warning(
                     "%s in %s: a periodic LIST found %d change(s) the watch had not delivered (the "
                     "apiserver's watch cache may lag); followers see them now",
                     kind,
                     self.namespace,
-                    missed,
+                    len(changed),
                 )
             self.lists += 1
             self.failures = 0
             self._synced_kinds.add(kind)
             if self._synced_kinds == {"jobs", "workloads"}:
-                self.synced.set()
-            self._wake()
+                self.synced.set()  # wakes the followers waiting for a first (or a fresh) view
+            # Only the followers whose Job or Workload changed: a LIST every RESYNC_SECONDS that woke all
+            # 1,000 followers of a triggerer would run them all in one pass of its event loop.
+            for name in changed:
+                self._wake(name)
             try:  # one round: the server ends it after about RESYNC_SECONDS, then the loop LISTs again
                 round_seconds = int(RESYNC_SECONDS * random.uniform(0.9, 1.1))
                 events = watch_fn(self.namespace, version, round_seconds, WATCH_READ_TIMEOUT)
@@ -208,11 +211,11 @@ class NamespaceWatch:
                     raise
                 log.info("%s watch in %s expired (410 Gone); listing again", kind, self.namespace)
 
-    def _replace(self, kind: str, items: list[dict[str, Any]]) -> int:
-        """Take a LIST as the cache; returns how many objects differ from what the cache held (changes the
-        watch had not delivered, when the cache was in sync)."""
+    def _replace(self, kind: str, items: list[dict[str, Any]]) -> set[str]:
+        """Take a LIST as the cache; returns the names of the Jobs whose object of this kind differs from
+        what the cache held (changes the watch had not delivered, when the cache was in sync)."""
         before = self.jobs if kind == "jobs" else self.workloads
-        known = {o["metadata"].get("uid"): o["metadata"].get("resourceVersion") for o in before.values()}
+        known = {key: o["metadata"].get("resourceVersion") for key, o in before.items()}
         if kind == "jobs":
             self.jobs = {j["metadata"]["name"]: j for j in items}
             self._names_by_uid = {j["metadata"]["uid"]: name for name, j in self.jobs.items()}
@@ -224,8 +227,11 @@ class NamespaceWatch:
                 if uid and _is_current_slice(workload, self.workloads.get(uid)):
                     self.workloads[uid] = workload
             after = self.workloads
-        now = {o["metadata"].get("uid"): o["metadata"].get("resourceVersion") for o in after.values()}
-        return sum(1 for uid, rv in now.items() if known.get(uid) != rv) + len(set(known) - set(now))
+        now = {key: o["metadata"].get("resourceVersion") for key, o in after.items()}
+        keys = {key for key, rv in now.items() if known.get(key) != rv} | (set(known) - set(now))
+        if kind == "jobs":
+            return keys  # by name; a namesake that replaced a Job has a new resourceVersion too
+        return {self._names_by_uid[uid] for uid in keys if uid in self._names_by_uid}
 
     def _apply_job(self, event_type: str, job: dict[str, Any]) -> None:
         name = job["metadata"]["name"]
