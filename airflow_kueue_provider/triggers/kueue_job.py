@@ -13,6 +13,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..hooks.kueue_async_hook import AsyncKueueHook, is_connection_error
 from ..hooks.retry import describe, is_transient
+from ..kueue.eta import AdmissionClock, FinishClock, eta_line
 from ..kueue.job_ownership import is_same_object
 from ..kueue.job_progress import JobView, Outcome, outcome_of, progress_line, result_of, view_of
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT, Unmanaged, unmanaged_verdict
@@ -119,6 +120,7 @@ class KueueJobTrigger(BaseTrigger):
     async def _until_outcome(self, following: Following, writer: LedgerWriter | None) -> dict[str, Any]:
         progress = _ProgressLog(self.log, f"{self.namespace}/{self.job_name}")
         handling = _HandlingTimes()
+        admission_clock, finish_clock = AdmissionClock(), FinishClock(0)
         position: tuple[int, int] | None = None
         next_position_at, position_interval = time.monotonic() + POSITION_FIRST_AFTER, POSITION_FIRST_REFRESH
         snapshot = await following.next()
@@ -178,12 +180,22 @@ class KueueJobTrigger(BaseTrigger):
             now = time.monotonic()
             if queued and view.workload and now >= next_position_at:
                 position = await following.pending_position(self.queue_name, view.workload.workload_name)
+                if position is not None:
+                    admission_clock.record(time.time(), position[1])  # its place in the ClusterQueue
                 next_position_at = now + position_interval
                 position_interval = min(position_interval * 2, POSITION_MAX_REFRESH)
             elif not queued:
                 position, position_interval = None, POSITION_FIRST_REFRESH
                 next_position_at = now + POSITION_FIRST_AFTER
-            progress.offer(progress_line(view, position, time.time() - self.submitted_at if queued else None))
+            line = progress_line(view, position, time.time() - self.submitted_at if queued else None)
+            if queued:
+                eta = eta_line(admission_clock.estimate(), None)
+            else:
+                if finish_clock.completions != view.completions:
+                    finish_clock = FinishClock(view.completions)
+                finish_clock.record(time.time(), len(view.completed) + len(view.failed))
+                eta = eta_line(None, finish_clock.estimate(time.time(), view.active))
+            progress.offer(f"{line}; {eta}" if eta else line)
             # 5. The queue timeout, if the user set one, is the only way a wait becomes a failure; it acts on
             #    the objects as the apiserver has them now, never on a stale "queued".
             left = self._seconds_left_in_queue(view)
