@@ -39,11 +39,11 @@ class Estimate:
     margin: timedelta
 
     def describe(self) -> str:
-        """``01:42 UTC, ±10 min``: minutes, or seconds under two minutes."""
-        at = self.at.astimezone(timezone.utc).strftime("%H:%M UTC")
+        """``01:42 UTC, ±10 min``; with a margin under two minutes, to the second: ``01:42:07 UTC, ±4 s``."""
         seconds = self.margin.total_seconds()
-        margin = f"±{seconds:.0f} s" if seconds < 120 else f"±{seconds / 60:.0f} min"
-        return f"{at}, {margin}"
+        if seconds < 120:
+            return f"{self.at.astimezone(timezone.utc):%H:%M:%S} UTC, ±{max(1, round(seconds))} s"
+        return f"{self.at.astimezone(timezone.utc):%H:%M} UTC, ±{seconds / 60:.0f} min"
 
     def to_dict(self) -> dict[str, str | float]:
         return {"at": self.at.isoformat(), "margin_seconds": round(self.margin.total_seconds(), 1)}

@@ -125,5 +125,6 @@ def test_uneven_shards_stay_within_20_percent_over_the_last_75_percent() -> None
 def test_eta_line() -> None:
     at = datetime(2026, 12, 1, 1, 42, tzinfo=timezone.utc)
     assert eta_line(None, Estimate(at, timedelta(minutes=10))) == "ETA 01:42 UTC, ±10 min"
-    assert eta_line(Estimate(at, timedelta(seconds=30)), None) == "admission 01:42 UTC, ±30 s"
+    assert eta_line(Estimate(at, timedelta(seconds=30)), None) == "admission 01:42:00 UTC, ±30 s"
+    assert Estimate(at, timedelta(seconds=0.2)).describe() == "01:42:00 UTC, ±1 s"
     assert eta_line(None, None) == ""
