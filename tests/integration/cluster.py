@@ -88,6 +88,12 @@ class Cluster:
         raw = resp[0] if isinstance(resp, tuple) else resp
         return dict(json.loads(raw.data))
 
+    def get_text(self, path: str) -> str:
+        """A non-JSON endpoint, e.g. ``/metrics``."""
+        resp = self.api.call_api(path, "GET", auth_settings=["BearerToken"], _preload_content=False)
+        raw = resp[0] if isinstance(resp, tuple) else resp
+        return str(raw.data.decode())
+
     def kueue_create(self, plural: str, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         body = {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", **body}
         if namespace:
