@@ -42,7 +42,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "example_dags"
 SHARDS, PARALLELISM, SHARD_SECONDS = 1000, 50, 3  # the example's own defaults; 3 s a fake shard
 HUGE = 100_000
 HUGE_PARALLELISM = 500
-FULL_SIZE = pytest.mark.scale
+FULL_SIZE = (pytest.mark.scale, pytest.mark.timeout(4 * 3600))
 HUGE_DAG = """
 from datetime import datetime
 from airflow.sdk import DAG
