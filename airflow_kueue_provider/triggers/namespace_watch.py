@@ -216,6 +216,7 @@ class NamespaceWatch:
         what the cache held (changes the watch had not delivered, when the cache was in sync)."""
         before = self.jobs if kind == "jobs" else self.workloads
         known = {key: o["metadata"].get("resourceVersion") for key, o in before.items()}
+        items = [_slim(item) for item in items]
         if kind == "jobs":
             self.jobs = {j["metadata"]["name"]: j for j in items}
             self._names_by_uid = {j["metadata"]["uid"]: name for name, j in self.jobs.items()}
@@ -234,6 +235,7 @@ class NamespaceWatch:
         return {self._names_by_uid[uid] for uid in keys if uid in self._names_by_uid}
 
     def _apply_job(self, event_type: str, job: dict[str, Any]) -> None:
+        job = _slim(job)
         name = job["metadata"]["name"]
         if event_type == "DELETED":
             self.jobs.pop(name, None)
@@ -244,6 +246,7 @@ class NamespaceWatch:
         self._wake(name)
 
     def _apply_workload(self, event_type: str, workload: dict[str, Any]) -> None:
+        workload = _slim(workload)
         uid = _job_uid(workload)
         if not uid:
             return
@@ -373,6 +376,19 @@ async def _read_snapshot(hook: AsyncKueueHook, namespace: str, job_name: str) ->
 def _job_uid(workload: dict[str, Any]) -> str | None:
     uid = workload.get("metadata", {}).get("labels", {}).get(JOB_UID_LABEL)
     return str(uid) if uid else None
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object without what no follower reads: ``managedFields`` and the pod template(s) (a Job's
+    ``spec.template``, a Workload's ``spec.podSets[].template``). A triggerer following 1,000 Jobs would
+    otherwise keep them all, and its garbage collector would walk them, stalling the event loop."""
+    (obj.get("metadata") or {}).pop("managedFields", None)
+    spec = obj.get("spec") or {}
+    spec.pop("template", None)
+    for pod_set in spec.get("podSets") or []:
+        if isinstance(pod_set, dict):
+            pod_set.pop("template", None)
+    return obj
 
 
 def _is_current_slice(workload: dict[str, Any], known: dict[str, Any] | None) -> bool:

@@ -79,3 +79,18 @@ def test_a_resync_wakes_the_follower_whose_workload_changed() -> None:
     woken = woken_by_lists("workloads", [first, [workload("a", "1"), workload("b", "5")]], names)
     assert woken[0] == {"a", "b"}
     assert woken[1] == {"b"}
+
+
+def test_the_cache_keeps_no_managed_fields_and_no_pod_templates() -> None:
+    hub = NamespaceWatch("kubernetes_default", "ns")
+    big = job("a", "1") | {"spec": {"completions": 3, "template": {"spec": {"containers": [{}]}}}}
+    big["metadata"]["managedFields"] = [{"manager": "kube-controller-manager"}]
+    hub._replace("jobs", [big])
+    wl = workload("a", "1") | {"spec": {"podSets": [{"name": "main", "count": 3, "template": {"spec": {}}}]}}
+    wl["metadata"]["managedFields"] = [{"manager": "kueue"}]
+    hub._apply_workload("ADDED", wl)
+    assert hub.jobs["a"]["spec"] == {"completions": 3} and "managedFields" not in hub.jobs["a"]["metadata"]
+    kept = hub.workloads["uid-a"]
+    assert (
+        kept["spec"]["podSets"] == [{"name": "main", "count": 3}] and "managedFields" not in kept["metadata"]
+    )
