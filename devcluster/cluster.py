@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -123,6 +124,9 @@ def _healthy(comp: procs.Component, layout: Layout) -> bool:
     return procs.http_ok(url, ctx)
 
 
+PORT_FREE_WAIT = 60.0
+
+
 def _start_and_wait(comp: procs.Component, layout: Layout, timeout: float = 120) -> None:
     """Start ``comp`` (or reuse it when it runs and is healthy) and wait until it is healthy.
 
@@ -135,6 +139,11 @@ def _start_and_wait(comp: procs.Component, layout: Layout, timeout: float = 120)
         except TimeoutError:
             say(f"{comp.name} (pid {pid}) runs but is not healthy: stopping it and starting a new one")
             procs.stop(layout, comp.name)
+    port = urlsplit(comp.health_url).port
+    ours = procs.running_pid(layout, comp.name, comp.executable) or procs.find_running(comp)
+    if port is not None and ours is None:  # a killed apiserver's big heap takes seconds to free: its port too
+        free = port
+        procs.wait_until(f"port {port} free for {comp.name}", lambda: procs.port_free(free), PORT_FREE_WAIT)
     pid = procs.start(layout, comp)
     procs.wait_until(
         f"{comp.name} (pid {pid})", lambda: _healthy(comp, layout), timeout, layout.logs / f"{comp.name}.log"

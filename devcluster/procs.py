@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import time
@@ -97,7 +98,7 @@ def stop(layout: Layout, name: str, grace: float = 15.0) -> int | None:
     if pid is None:
         return None
     steps = [(signal.SIGTERM, grace)] if grace > 0 else []
-    for sig, wait in [*steps, (signal.SIGKILL, 5.0)]:
+    for sig, wait in [*steps, (signal.SIGKILL, 30.0)]:  # a big heap takes seconds to free
         try:
             os.killpg(pid, sig)
         except ProcessLookupError:
@@ -109,6 +110,17 @@ def stop(layout: Layout, name: str, grace: float = 15.0) -> int | None:
             break
     (layout.pids / f"{name}.pid").unlink(missing_ok=True)
     return pid
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Nothing listens on ``port``: a bind succeeds (with SO_REUSEADDR, as the components bind)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _alive(pid: int) -> bool:

@@ -171,7 +171,7 @@ def test_a_recreated_trigger_does_not_time_out_a_job_that_was_admitted_then_pree
     )
     job = KueueHook().create_job(op.build_manifest(AirflowIdentity("requeue", "shards", env.namespace)))
     name = job["metadata"]["name"]
-    wait_for("our pods running", lambda: len(env.running_pods(name)) == 2, timeout=60)
+    wait_for("our pods running", lambda: len(env.running_pods(name)) == 2, timeout=180)
     env.create_job(
         indexed_job(
             "urgent",
