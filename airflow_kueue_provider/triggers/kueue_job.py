@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from typing import Any
@@ -390,8 +391,12 @@ class _HandlingTimes:
     """How long each status change took to handle (from the snapshot to the next wait, awaits included:
     rarely any), summed up in the trigger's last line: a 100,000-index Job's statuses are large."""
 
+    KEPT = 4096  # the median is of the last ones: a run of many hours keeps no unbounded list
+
     def __init__(self) -> None:
-        self._samples: list[float] = []
+        self._recent: deque[float] = deque(maxlen=self.KEPT)
+        self._count = 0
+        self._most = 0.0
         self._started: float | None = None
 
     def start(self) -> None:
@@ -399,16 +404,19 @@ class _HandlingTimes:
 
     def stop(self) -> None:
         if self._started is not None:
-            self._samples.append(time.perf_counter() - self._started)
+            took = time.perf_counter() - self._started
+            self._recent.append(took)
+            self._count += 1
+            self._most = max(self._most, took)
             self._started = None
 
     def summary(self) -> str:
-        ms = sorted(1000 * s for s in self._samples)
-        if not ms:
+        if not self._count:
             return "no status change handled"
+        recent = sorted(self._recent)
         return (
-            f"handled {len(ms)} status changes, {ms[len(ms) // 2]:.2f} ms each at the median, "
-            f"{ms[-1]:.2f} ms at most"
+            f"handled {self._count} status changes, {1000 * recent[len(recent) // 2]:.2f} ms each at the "
+            f"median, {1000 * self._most:.2f} ms at most"
         )
 
 
