@@ -29,6 +29,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -167,10 +168,12 @@ def create_nodes(cluster: Any, run_id: str, pods: int, pods_per_node: int = 100)
     return names
 
 
-def delete_nodes(cluster: Any, run_id: str) -> None:
+def delete_nodes(cluster: Any, run_id: str | None) -> None:
+    """This run's nodes, or (``run_id`` None) those of every run."""
     from kubernetes.client.rest import ApiException
 
-    for node in cluster.core.list_node(label_selector=f"{RUN_LABEL}={run_id}").items:
+    selector = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
+    for node in cluster.core.list_node(label_selector=selector).items:
         try:
             cluster.core.delete_node(node.metadata.name)
         except ApiException as exc:
@@ -643,7 +646,7 @@ class Phase:
             env["PYTHONPATH"] = str(write_gc_logger(self.ctx.tmp))
         if self.args.gc_log_objects:  # counting them lengthens each logged pause: diagnosis only
             env["BENCH_GC_OBJECTS"] = "1"
-        env.update(kv.split("=", 1) for kv in self.args.triggerer_env)  # type: ignore[misc]
+        env.update(dict(kv.split("=", 1) for kv in self.args.triggerer_env))
         self.deployment.component_env["triggerer"] = env
         if self.identity is not None:
             self.before = self.ctx.metrics.scrape(self.identity.flow_schemas)
@@ -660,7 +663,8 @@ class Phase:
             )
 
     def wait_pickup(self) -> None:
-        n, home = self.args.tasks, self.deployment.home
+        n: int = self.args.tasks
+        home: Path = self.deployment.home
 
         def all_started() -> bool:
             self.deployment.check_alive()
@@ -907,15 +911,27 @@ def phase_of(at: float, marks: dict[str, float]) -> str:
 
 def stalls(blocked: list[str], pauses: list[dict[str, Any]], marks: dict[str, float]) -> list[dict[str, Any]]:
     """Each "async thread was blocked" warning: when it was logged, how long, in which part of the phase, and
-    the trigger runner's garbage collection (>= 50 ms) that ended inside the blocked interval, if any."""
+    the trigger runner's garbage collection that explains it (``gc_explained``), if one does."""
     out = []
     for line in blocked:
-        if not (m := _BLOCKED_LINE.match(line)):
-            continue
-        end, seconds = parse_ts(m.group(1)), float(m.group(2))
-        gcs = [p for p in pauses if p["process"] == "runner" and end - seconds - 0.1 <= p["at"] <= end + 0.05]
-        out.append({"at": end, "seconds": seconds, "phase": phase_of(end, marks),
-                    "runner_gc_ms": sum(p["ms"] for p in gcs) if gcs else None})  # fmt: skip
+        if m := _BLOCKED_LINE.match(line):
+            end = parse_ts(m.group(1))
+            out.append({"at": end, "seconds": float(m.group(2)), "phase": phase_of(end, marks)})
+    for st, gc_ms in zip(out, gc_explained(out, pauses), strict=True):
+        st["runner_gc_ms"] = gc_ms
+    return out
+
+
+def gc_explained(stalls: list[dict[str, Any]], pauses: list[dict[str, Any]]) -> list[int | None]:
+    """For each stall, the trigger runner's collection (>= 50 ms) that ended inside it and lasted at least
+    60 % of it, else None; a collection explains one stall at most (the first that ends after it)."""
+    out: list[int | None] = [None] * len(stalls)
+    for gc in (p for p in pauses if p["process"] == "runner"):
+        for i, st in enumerate(stalls):
+            inside = st["at"] - st["seconds"] - 0.1 <= gc["at"] <= st["at"] + 0.05
+            if inside and out[i] is None and gc["ms"] >= 600 * st["seconds"]:
+                out[i] = gc["ms"]
+                break
     return out
 
 
@@ -1004,7 +1020,11 @@ def run_context(args: argparse.Namespace) -> Iterator[RunContext]:
         progress(f"run {run_id}: {len(nodes)} benchmark nodes Ready; PostgreSQL on port {pg.port}")
         yield RunContext(args, run_id, tmp, cluster, metrics, pg)
     finally:
-        for what, step in (("nodes", lambda: delete_nodes(cluster, run_id)), ("postgres", pg.stop)):
+        steps: list[tuple[str, Callable[[], None]]] = [
+            ("nodes", lambda: delete_nodes(cluster, run_id)),
+            ("postgres", lambda: pg.stop()),
+        ]
+        for what, step in steps:
             try:
                 step()
             except Exception as exc:
@@ -1222,7 +1242,8 @@ def detail_lines(raw: dict[str, Any]) -> list[str]:
         others = [n for n in phase["notes"] if n not in foreign]
         for note in others + [f"reference watch: {e}" for e in phase["reference_errors"][:3]]:
             lines.append(f"- {k}: {note}")
-        lines.append(f"- {k}: processes sampled: {'; '.join(phase['processes'].values())}")
+        names = sorted({n for n in phase["processes"].values() if n})
+        lines.append(f"- {k}: processes sampled: {'; '.join(names)}")
     lines += [f"- {x}" for x in raw.get("machine_notes", [])]
     return lines
 
@@ -1235,13 +1256,18 @@ def stall_lines(k: str, phase: dict[str, Any]) -> list[str]:
         by_phase: dict[str, int] = {}
         for st in phase["stalls"]:
             by_phase[st["phase"]] = by_phase.get(st["phase"], 0) + 1
-        with_gc = [st for st in phase["stalls"] if st["runner_gc_ms"]]
+        explained = gc_explained(phase["stalls"], phase["gc_pauses"])
+        with_gc = [ms for ms in explained if ms]
         lines.append(
             f"- {k}: {len(phase['stalls'])} blocked-thread warnings ({_kv(by_phase)}), longest "
-            f"{max(st['seconds'] for st in phase['stalls']):.2f} s; {len(with_gc)} of them coincide with a "
-            f"garbage collection of >= 50 ms in the trigger runner"
-            + (f" ({', '.join(str(st['runner_gc_ms']) for st in with_gc[:8])} ms)" if with_gc else "")
-        )
+            f"{max(st['seconds'] for st in phase['stalls']):.2f} s; {len(with_gc)} of them are mostly a "
+            f"garbage collection in the trigger runner"
+            + (f" ({', '.join(str(ms) for ms in with_gc[:8])} ms)" if with_gc else "")
+            + "; the rest: "
+            + (", ".join(f"{st['phase']} {st['seconds']:.2f} s" for st, ms in zip(phase["stalls"], explained,
+                                                                              strict=True) if not ms)[:300]
+               or "none")
+        )  # fmt: skip
     runner = [p for p in phase["gc_pauses"] if p["process"] == "runner"]
     if runner:
         by_phase_ms: dict[str, int] = {}
@@ -1384,6 +1410,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=("python", "native"),
         help="py-spy record the triggerer tree over its first minute (native: with C frames)",
     )
+    p.add_argument("--cleanup", action="store_true", help="only remove what interrupted runs left behind")
     p.add_argument("--render", type=Path, help="only rewrite the .md of this saved .json (no run)")
     args = p.parse_args(argv)
     args.impls = [x.strip() for x in args.impls.split(",") if x.strip()]
@@ -1440,13 +1467,67 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def cleanup_leftovers() -> None:
+    """What an interrupted run (SIGKILL, a cluster stopped under it) may have left: its namespaces (with
+    their Jobs, pods, ServiceAccount), ClusterQueues and ResourceFlavors, FlowSchemas and fake nodes."""
+    from kubernetes import client, config
+    from kubernetes.client.rest import ApiException
+
+    from tests.integration.cluster import Cluster
+
+    cluster = Cluster(config.new_client_from_config(config_file=os.environ["KUBECONFIG"]))
+    namespaces = [
+        ns.metadata.name
+        for ns in cluster.core.list_namespace(label_selector="devcluster/test=true").items
+        if ns.metadata.name.startswith("t-bench-tl-")
+    ]
+    for name in namespaces:
+        sid = name.rsplit("-", 1)[-1]
+        with suppress_404(ApiException):
+            cluster.core.delete_namespace(name, propagation_policy="Background")
+        cluster.kueue_delete("clusterqueues", f"cq-{sid}")
+        cluster.kueue_delete("resourceflavors", f"rf-{sid}")
+    flow = client.FlowcontrolApiserverV1Api(cluster.api)
+    schemas = [
+        f.metadata.name
+        for f in flow.list_flow_schema().items
+        if f.metadata.name.startswith("bench-t-bench-tl-")
+    ]
+    for name in schemas:
+        with suppress_404(ApiException):
+            flow.delete_flow_schema(name)
+    for name in namespaces:
+        if not tr.wait_namespace_gone(cluster, name, timeout=900):
+            progress(f"namespace {name} still terminating after 900 s")
+    delete_nodes(cluster, None)
+    progress(f"removed {len(namespaces)} namespace(s) with their queues, {len(schemas)} FlowSchema(s), nodes")
+
+
+@contextmanager
+def suppress_404(exc_type: type[Exception]) -> Iterator[None]:
+    try:
+        yield
+    except exc_type as exc:
+        if getattr(exc, "status", None) != 404:
+            raise
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM ends the run like Ctrl-C: every ``finally`` runs, so the cleanup does too."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.render:
         args.render.with_suffix(".md").write_text(render(json.loads(args.render.read_text())))
         return 0
+    signal.signal(signal.SIGTERM, _terminate)
     tr.load_devcluster_env()
     tr.ensure_cluster()
+    if args.cleanup:
+        cleanup_leftovers()
+        return 0
     set_autogroup_nice(os.getpid(), args.autogroup_nice)  # the reference watch must not lag either
     args.results.mkdir(parents=True, exist_ok=True)
     raw = run(args)
