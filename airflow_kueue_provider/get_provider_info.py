@@ -45,6 +45,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {"integration-name": "Kueue", "python-modules": ["airflow_kueue_provider.triggers.kueue_job"]}
         ],
+        "extra-links": ["airflow_kueue_provider.operators.kueue_link.KueueJobLink"],
         "config": {"kueue": {"description": "The Kueue provider: UI and pod policy.", "options": _OPTIONS}},
     }
 

@@ -29,6 +29,7 @@ from ..triggers.kueue_job import KueueJobTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .job_submission import create_or_adopt, reattachable
 from .k8s_models import from_secrets, plain, secret_names
+from .kueue_link import KueueJobLink
 from .settings import configured_pod_policy
 
 if TYPE_CHECKING:
@@ -114,6 +115,7 @@ class KueueIndexedJobOperator(BaseOperator):
     template_ext: Sequence[str] = ()
     template_fields_renderers: ClassVar[dict[str, str]] = {"job_template": "yaml", "env": "json"}
     ui_color = "#d4e9f7"
+    operator_extra_links = (KueueJobLink(),)
 
     def __init__(
         self,
