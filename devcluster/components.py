@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .layout import HOST, PORTS, REPO, Layout
@@ -9,6 +10,11 @@ from .procs import Component
 
 KUEUE_CONFIG = "kueue-config.yaml"
 KWOK_CONFIG = "kwok-stages.yaml"
+TERMINATED_POD_GC_THRESHOLD = int(os.environ.get("DEVCLUSTER_TERMINATED_POD_GC_THRESHOLD", "12500"))
+"""Finished pods kept before the controller-manager's PodGC deletes the oldest (12,500: Kubernetes' default).
+A 100,000-index Job with fake pods runs at a few pods a second once KWOK tracks tens of thousands of finished
+pods; its full-size test restarts the controller-manager with a lower value (the Job controller has counted a
+finished pod before PodGC can remove it, so nothing is lost)."""
 
 
 def components(bin_dir: Path, layout: Layout) -> list[Component]:
@@ -86,6 +92,7 @@ def components(bin_dir: Path, layout: Layout) -> list[Component]:
                 "--kube-api-qps=200",
                 "--kube-api-burst=400",
                 "--concurrent-job-syncs=10",
+                f"--terminated-pod-gc-threshold={TERMINATED_POD_GC_THRESHOLD}",
                 "--v=1",
             ],
             f"https://{HOST}:{PORTS.controller_manager}/healthz",
