@@ -116,11 +116,29 @@ class FinishClock:
         if measured is None:
             return None
         rate, observed = measured
-        seconds = remaining / rate
-        if remaining <= active:  # the tail: the last indexes are all running
-            seconds = max(seconds, 0.5 * active / rate)
-        margin = max(MIN_MARGIN, 1 / math.sqrt(observed)) * seconds
-        return Estimate(_at(now + seconds), timedelta(seconds=margin))
+        return _finish(now, remaining, active, rate, observed)
+
+
+def average_finish(
+    completions: int, finished: int, active: int, running_since: float, now: float
+) -> Estimate | None:
+    """The finish from one reading of the Job's status: its mean throughput since it started running
+    (``running_since``, epoch seconds; the Job's ``status.startTime``). What a page that has just opened
+    knows, before it has seen the rate itself; the first index's start-up time makes it a little late."""
+    remaining = completions - finished
+    if remaining <= 0:
+        return Estimate(_at(now), timedelta(0))
+    if finished < MIN_FINISHED or now <= running_since:
+        return None
+    return _finish(now, remaining, active, finished / (now - running_since), finished)
+
+
+def _finish(now: float, remaining: int, active: int, rate: float, observed: int) -> Estimate:
+    seconds = remaining / rate
+    if remaining <= active:  # the tail: the last indexes are all running
+        seconds = max(seconds, 0.5 * active / rate)
+    margin = max(MIN_MARGIN, 1 / math.sqrt(observed)) * seconds
+    return Estimate(_at(now + seconds), timedelta(seconds=margin))
 
 
 def eta_line(admission: Estimate | None, finish: Estimate | None) -> str:

@@ -11,18 +11,26 @@ rights).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from kubernetes.client.rest import ApiException
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..hooks.kueue_hook import KueueHook
-from . import dashboard_pages
-from .dashboard_data import JobPanel, TaskInstanceFacts, queue_dashboard, task_panels
+from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.eta import FinishClock
+from ..kueue.run_history import RunRecord, queue_histories
+from . import dashboard_pages, live_feed
+from .dashboard_data import JobPanel, TaskInstanceFacts, live_state, queue_dashboard, task_panels
+from .run_history_source import airflow_run_records
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +89,17 @@ def airflow_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int
         return None
 
 
+def login_url(next_url: str) -> str | None:
+    """The auth manager's login page (under Airflow's base path), returning to ``next_url``."""
+    try:
+        from airflow.api_fastapi.app import get_auth_manager
+
+        return str(get_auth_manager().get_url_login(next_url=next_url))
+    except Exception:
+        log.warning("Kueue pages: no login URL from Airflow's auth manager", exc_info=True)
+        return None
+
+
 def _airflow_login() -> Any:
     from airflow.api_fastapi.core_api.security import get_user
 
@@ -93,6 +112,23 @@ def _task_instance_access() -> Any:
     from airflow.api_fastapi.core_api.security import requires_access_dag
 
     return Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))
+
+
+def _every_dag() -> None:
+    return None
+
+
+def _readable_dags() -> Callable[..., Collection[str]]:
+    """A dependency: the DAG ids the logged-in user may read (the run history shows only those)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.core_api.security import get_user
+
+    # Annotated with module-level names only: FastAPI resolves the (postponed) annotations in this module's
+    # globals, where the lazily imported BaseUser is not.
+    def readable(user: Any = Depends(get_user)) -> Collection[str]:  # noqa: B008
+        return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+
+    return readable
 
 
 def _queues_access() -> Any:
@@ -109,10 +145,15 @@ def create_app(
     task_access: Sequence[Any] | None = None,
     queues_access: Sequence[Any] | None = None,
     task_instances: Callable[[str, str, str, int], TaskInstanceFacts | None] = airflow_task_instance,
+    run_records: Callable[[Collection[str] | None], list[RunRecord]] = airflow_run_records,
+    readable_dags: Callable[..., Collection[str] | None] | None = None,
 ) -> FastAPI:
     """The app; tests pass their own hook factory and namespaces, and may swap the login and access checks
     (``dependencies``: every route; ``task_access``: the task routes; ``queues_access``: the queue routes)
-    and the lookup of a task instance's operator in Airflow's database (``task_instances``).
+    and the lookup of a task instance's operator in Airflow's database (``task_instances``), the read of
+    the operator's results for the run history (``run_records``) and the DAGs whose results the user may
+    see (``readable_dags``, a dependency; by default Airflow's auth manager decides for the logged-in user,
+    and without Airflow's login, in tests, every DAG).
 
     The hook is made on the first request and then reused: a new one would load the kubeconfig and ask
     for the Kueue API version again on every page.
@@ -124,6 +165,18 @@ def create_app(
     )
     for_task = list(task_access) if task_access is not None else [_task_instance_access()]
     for_queues = list(queues_access) if queues_access is not None else [_queues_access()]
+    if readable_dags is None:
+        readable_dags = _every_dag if dependencies is not None else _readable_dags()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def not_logged_in(request: Request, exc: StarletteHTTPException) -> Response:
+        """A page (not ``/api/``) asked without a valid login goes to Airflow's login, which comes back."""
+        path = getattr(request.scope.get("route"), "path", "") or request.url.path
+        if exc.status_code == 401 and not path.startswith("/api/"):
+            login = login_url(str(request.url))
+            if login:
+                return RedirectResponse(login, status_code=303)
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(ApiException)
     def cluster_error(request: Request, exc: ApiException) -> Response:
@@ -144,12 +197,35 @@ def create_app(
         return RedirectResponse("queues")
 
     @app.get("/api/queues", dependencies=for_queues)
-    def queues_json() -> dict[str, Any]:
-        return {"queues": [row.to_dict() for row in queue_dashboard(hook(), namespaces())]}
+    def queues_json(dag_ids: Collection[str] | None = Depends(readable_dags)) -> dict[str, Any]:
+        histories = queue_histories(run_records(dag_ids))
+        return {
+            "queues": [row.to_dict() for row in queue_dashboard(hook(), namespaces())],
+            "history": [
+                {"cluster_queue": h.cluster_queue, "runs": [dataclasses.asdict(r) for r in h.runs]}
+                for h in histories
+            ],
+        }
 
     @app.get("/queues", response_class=HTMLResponse, dependencies=for_queues)
-    def queues_html() -> str:
-        return dashboard_pages.queues_page(queue_dashboard(hook(), namespaces()))
+    def queues_html(dag_ids: Collection[str] | None = Depends(readable_dags)) -> str:
+        rows = queue_dashboard(hook(), namespaces())
+        histories = queue_histories(run_records(dag_ids))
+        return dashboard_pages.queues_page(rows, histories, stream="api/queues/stream")
+
+    @app.get("/api/queues/stream", dependencies=for_queues)
+    async def queues_stream(request: Request) -> StreamingResponse:
+        """The queue table after each change of a Job or Workload in the namespaces shown (those of
+        ``[kueue] ui_namespaces``, else those of the LocalQueues on the page)."""
+        rows = await run_in_threadpool(queue_dashboard, hook(), namespaces())
+        watched = list(namespaces()) or sorted({row.namespace for row in rows})
+
+        async def read_html() -> str:
+            fresh = await run_in_threadpool(queue_dashboard, hook(), namespaces())
+            return dashboard_pages.queues_table(fresh)
+
+        conn_id = hook().kubernetes_conn_id
+        return _stream(live_feed.queue_events(conn_id, watched, read_html, request.is_disconnected))
 
     @app.get("/api/task", dependencies=for_task)
     def task_json(dag_id: str, run_id: str, task_id: str, map_index: str = Query("-1")) -> dict[str, Any]:
@@ -157,7 +233,9 @@ def create_app(
         return {"jobs": [panel.to_dict() for panel in panels]}
 
     @app.get("/task", response_class=HTMLResponse, dependencies=for_task)
-    def task_html(dag_id: str, run_id: str, task_id: str, map_index: str = Query("-1")) -> str:
+    def task_html(
+        request: Request, dag_id: str, run_id: str, task_id: str, map_index: str = Query("-1")
+    ) -> str:
         index = parse_map_index(map_index)
         title = f"{dag_id} / {task_id}" + (f" [{index}]" if index >= 0 else "") + f" / {run_id}"
         panels: list[JobPanel] = []
@@ -170,6 +248,44 @@ def create_app(
                 raise
             return dashboard_pages.task_page(title, [], facts)
         facts = None if panels else task_instances(dag_id, run_id, task_id, index)
-        return dashboard_pages.task_page(title, panels, facts)
+        stream = None
+        if panels and not panels[-1].live.finished:
+            stream = f"api/task/stream?{request.url.query}&job={panels[-1].name}"
+        elif not panels and facts is not None and facts.makes_kueue_jobs:
+            stream = f"api/task/stream?{request.url.query}&job="  # reloads once the task makes its Job
+        return dashboard_pages.task_page(title, panels, facts, stream)
+
+    @app.get("/api/task/stream", dependencies=for_task)
+    async def task_stream(
+        request: Request, dag_id: str, run_id: str, task_id: str, map_index: str = Query("-1"), job: str = ""
+    ) -> StreamingResponse:
+        """The newest Job of the task instance, live. ``job``: the newest Job the page shows; a stream for a
+        page that lacks the newest Job tells it to reload."""
+        identity = AirflowIdentity(dag_id, task_id, run_id, map_index=parse_map_index(map_index))
+        scopes: Sequence[str | None] = namespaces() or [None]
+        found = [j for ns in scopes for j in await run_in_threadpool(hook().task_instance_jobs, ns, identity)]
+        found.sort(key=lambda j: j["metadata"].get("creationTimestamp") or "")
+        if not found:
+            return _stream(iter([live_feed.retry_later()]))
+        newest = found[-1]["metadata"]
+        if newest["name"] != job:
+            return _stream(iter([live_feed.event("reload", {"job": newest["name"]})]))
+
+        def render(
+            job: dict[str, Any], workload: dict[str, Any] | None, now: float, clock: FinishClock
+        ) -> tuple[dict[str, str], bool]:
+            state = live_state(job, workload, now, clock)
+            name = state.job_name
+            return {
+                dashboard_pages.part_id("summary", name): dashboard_pages.summary_html(state),
+                dashboard_pages.part_id("grid", name): dashboard_pages.grid_html(state.grid),
+            }, state.finished
+
+        conn_id, namespace, name = hook().kubernetes_conn_id, newest["namespace"], newest["name"]
+        return _stream(live_feed.job_events(conn_id, namespace, name, render, request.is_disconnected))
 
     return app
+
+
+def _stream(body: Any) -> StreamingResponse:
+    return StreamingResponse(body, media_type="text/event-stream", headers=live_feed.HEADERS)

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from ..hooks import kueue_api
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.admission_timeline import TimelineStep, admission_timeline
 from ..kueue.airflow_identity import TRY_NUMBER_LABEL, AirflowIdentity
-from ..kueue.index_grid import IndexGrid, index_grid
-from ..kueue.index_set import IndexSet
+from ..kueue.api_time import parse_api_time
+from ..kueue.eta import Estimate, FinishClock, average_finish
+from ..kueue.index_grid import IndexGrid, index_grid, likely_running
 from ..kueue.job_progress import JobView, progress_line, view_of
 from ..kueue.queue_overview import QueueRow, queue_rows
+from ..kueue.workload_state import WorkloadPhase
 
 KUEUE_OPERATORS = frozenset({"KueueIndexedJobOperator"})
 """Operators whose task instances make Kueue Jobs (by class name, as Airflow records a task's operator)."""
-
-_LIVE_POD_PHASES = ("Pending", "Running", "Succeeded")
-"""A Succeeded pod's index shows as running until the Job controller counts it in completedIndexes."""
 
 
 def queue_dashboard(hook: KueueHook, namespaces: Sequence[str]) -> list[QueueRow]:
@@ -62,9 +61,16 @@ class JobPanel:
     try_number: str
     workload_name: str | None
     cluster_queue: str | None
-    summary: str
-    grid: IndexGrid
+    live: LiveState
     timeline: list[TimelineStep]
+
+    @property
+    def summary(self) -> str:
+        return self.live.summary
+
+    @property
+    def grid(self) -> IndexGrid:
+        return self.live.grid
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,9 +80,53 @@ class JobPanel:
             "workload_name": self.workload_name,
             "cluster_queue": self.cluster_queue,
             "summary": self.summary,
+            "eta": self.live.eta.to_dict() if self.live.eta else None,
             "grid": self.grid.to_dict(),
             "timeline": [step.to_dict() for step in self.timeline],
         }
+
+
+@dataclass(frozen=True)
+class LiveState:
+    """What the task view redraws as the Job changes: from the Job and its Workload alone (no pods)."""
+
+    job_name: str
+    summary: str
+    eta: Estimate | None
+    grid: IndexGrid
+    finished: bool
+
+    @property
+    def eta_text(self) -> str:
+        return f"ETA {self.eta.describe()}" if self.eta else ""
+
+
+def live_state(
+    job: dict[str, Any],
+    workload: dict[str, Any] | None,
+    now: float,
+    clock: FinishClock | None = None,
+    position: tuple[int, int] | None = None,
+) -> LiveState:
+    """The Job's line, finish estimate and index grid. ``clock``: the finished-index readings a live view
+    has made so far (its rate is the recent one); without enough of them, the Job's mean rate since its
+    ``startTime``. Running indexes are estimated from ``status.active`` (``likely_running``)."""
+    view = view_of(job, workload)
+    max_failed = (job.get("spec") or {}).get("maxFailedIndexes")
+    eta = None
+    if view.finished_condition is None and view.started:
+        finished = len(view.completed) + len(view.failed)
+        eta = clock.estimate(now, view.active) if clock is not None else None
+        started = parse_api_time((job.get("status") or {}).get("startTime"))
+        if eta is None and started is not None:
+            eta = average_finish(view.completions, finished, view.active, started.timestamp(), now)
+    return LiveState(
+        job_name=view.name,
+        summary=_summary(view, max_failed, position),
+        eta=eta,
+        grid=index_grid(job, likely_running(job)),
+        finished=view.finished_condition is not None,
+    )
 
 
 def task_panels(
@@ -91,31 +141,30 @@ def task_panels(
 
 
 def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
+    """At most four reads, however many pods the Job has: its Workload, its queue position while it waits
+    (Kueue's visibility API), and the Events of the Job and of the Workload."""
     meta = job["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     workload = hook.workload_for_job(namespace, meta["uid"])
-    running = IndexSet.from_indexes(
-        index
-        for index, pods in kueue_api.pods_by_index(hook.pods_of_job(namespace, name)).items()
-        if any(p.get("status", {}).get("phase") in _LIVE_POD_PHASES for p in pods)
-    )
     events = hook.events_of(namespace, "Job", name)
     if workload is not None:
         events += hook.events_of(namespace, "Workload", workload["metadata"]["name"])
     view = view_of(job, workload)
+    position = None
+    if view.workload is not None and view.workload.phase is WorkloadPhase.Queued and view.workload.queue_name:
+        position = hook.pending_position(namespace, view.workload.queue_name, view.workload.workload_name)
     return JobPanel(
         namespace=namespace,
         name=name,
         try_number=(meta.get("labels") or {}).get(TRY_NUMBER_LABEL, "?"),
         workload_name=workload["metadata"]["name"] if workload else None,
         cluster_queue=view.workload.cluster_queue if view.workload else None,
-        summary=_summary(view, (job.get("spec") or {}).get("maxFailedIndexes")),
-        grid=index_grid(job, running),
+        live=live_state(job, workload, time.time(), position=position),
         timeline=admission_timeline(job, workload, events),
     )
 
 
-def _summary(view: JobView, max_failed_indexes: int | None) -> str:
+def _summary(view: JobView, max_failed_indexes: int | None, position: tuple[int, int] | None = None) -> str:
     """The Job's state in a line; a Job that Kubernetes marks Failed for failed indexes the task allows
     (``maxFailedIndexes``) is "Finished", as the task's own success says."""
     if view.finished_condition is not None:
@@ -130,4 +179,4 @@ def _summary(view: JobView, max_failed_indexes: int | None) -> str:
         ):
             return f"Finished: {counts}, within maxFailedIndexes={max_failed_indexes}"
         return f"Failed: {counts} ({cond.get('reason')})"
-    return progress_line(view)
+    return progress_line(view, position)

@@ -1,4 +1,6 @@
-"""HTML for the UI pages: self-contained (inline CSS, no scripts), every value escaped."""
+"""HTML for the UI pages: self-contained (inline CSS and script, nothing fetched from elsewhere), every value
+escaped. A page updates itself from a server-sent event stream of the plugin (``api/…/stream``): the server
+sends the parts that changed, already rendered here, and the script swaps them in; no reload."""
 
 from __future__ import annotations
 
@@ -7,11 +9,11 @@ from html import escape
 
 from ..kueue.index_grid import IndexGrid
 from ..kueue.queue_overview import QueueRow
-from .dashboard_data import KUEUE_OPERATORS, JobPanel, TaskInstanceFacts
+from ..kueue.run_history import QueueHistory, RunRecord
+from .dashboard_data import KUEUE_OPERATORS, JobPanel, LiveState, TaskInstanceFacts
 
 GRID_CELL_LIMIT = 2_000
 """Up to this many indexes the grid draws one cell per index; above it, one band per run of a state."""
-REFRESH_SECONDS = 15
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1rem;color:#1f2933}
@@ -22,21 +24,110 @@ th{background:#f0f4f8}.num{text-align:right}.warn{color:#b42318}.muted{color:#62
 .bands{display:flex;height:18px;max-width:60rem}
 .done{background:#2f9e44}.failed{background:#e03131}.running{background:#1c7ed6}.waiting{background:#ced4da}
 .legend span{display:inline-block;margin-right:1rem}.legend i{display:inline-block;width:10px;height:10px;
-margin-right:.3rem}
+margin-right:.3rem}.live{font-size:.8rem}
+@media (prefers-color-scheme:dark){body{background:#1a202c;color:#e2e8f0}th{background:#2d3748}
+th,td{border-color:#4a5568}.muted{color:#a0aec0}.warn{color:#fc8181}.waiting{background:#4a5568}}
+"""
+
+# One script for both pages: each ``event: part`` names an element (``data-part``) and brings its new HTML
+# (rendered and escaped by the server); ``reload`` asks for a fresh page (a new Job appeared), ``end`` stops.
+_LIVE_SCRIPT = """
+(function(){var live=document.querySelector('[data-stream]');if(!live||!window.EventSource)return;
+var src=new EventSource(live.getAttribute('data-stream')),n=0;
+src.addEventListener('part',function(e){var d=JSON.parse(e.data);
+document.querySelectorAll('[data-part="'+d.part+'"]').forEach(function(el){el.innerHTML=d.html;});
+n+=1;live.setAttribute('data-updates',String(n));live.textContent='live: updated '+d.at;});
+src.addEventListener('reload',function(){src.close();location.reload();});
+src.addEventListener('end',function(){src.close();live.textContent='finished';});
+src.onerror=function(){live.textContent='live: reconnecting…';};})();
 """
 
 
-def _page(title: str, body: str) -> str:
+def _page(title: str, body: str, stream: str | None = None) -> str:
+    """``stream``: the page's event stream, relative to the page (it follows the page's query string)."""
+    live = script = ""
+    if stream is not None:
+        live = f'<p class="live muted" data-stream="{escape(stream)}" data-updates="0">live</p>'
+        script = f"<script>{_LIVE_SCRIPT}</script>"
     return (
         f'<!doctype html><html><head><meta charset="utf-8"><title>{escape(title)}</title>'
-        f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}"><style>{_CSS}</style></head>'
-        f"<body><h2>{escape(title)}</h2>{body}</body></html>"
+        f'<meta name="color-scheme" content="light dark"><style>{_CSS}</style></head>'
+        f"<body><h2>{escape(title)}</h2>{live}{body}{script}</body></html>"
     )
 
 
-def queues_page(rows: Sequence[QueueRow]) -> str:
+def part_id(kind: str, name: str) -> str:
+    """The ``data-part`` of a live element: ``summary:<job>``, ``grid:<job>``, ``queues``."""
+    return f"{kind}:{name}" if name else kind
+
+
+def queues_page(
+    rows: Sequence[QueueRow], histories: Sequence[QueueHistory] = (), stream: str | None = None
+) -> str:
+    body = f'<div data-part="queues">{queues_table(rows)}</div>' + history_html(histories)
+    return _page("Kueue queues", body, stream)
+
+
+_HISTORY_HEAD = "".join(
+    f"<th{' class=num' if i >= 5 else ''}>{name}</th>"
+    for i, name in enumerate(
+        (
+            "Result (UTC)",
+            "DAG",
+            "Task",
+            "Run",
+            "Namespace",
+            "Queued",
+            "Ran",
+            "Done",
+            "Failed",
+            "Evictions",
+            "Cost",
+        )
+    )
+)
+
+
+def history_html(histories: Sequence[QueueHistory]) -> str:
+    """The last runs of each ClusterQueue: wait, run time, evictions and cost, from the tasks' results."""
+    if not histories:
+        return "<h3>Recent runs</h3><p class=muted>No finished Kueue task results you may read yet.</p>"
+    out = ["<h3>Recent runs</h3>"]
+    for history in histories:
+        cost = f", about ${history.cost_usd:,.2f}" if history.cost_usd is not None else ""
+        out.append(
+            f"<h4>ClusterQueue {escape(history.cluster_queue)}</h4>"
+            f"<p class=muted>last {len(history.runs)} runs: median queue wait "
+            f"{_seconds(history.median_queued_seconds)}, {history.evictions} evictions{cost}</p>"
+            f"<table><tr>{_HISTORY_HEAD}</tr>{''.join(_history_row(r) for r in history.runs)}</table>"
+        )
+    return "".join(out)
+
+
+def _history_row(run: RunRecord) -> str:
+    task = run.task_id + (f" [{run.map_index}]" if run.map_index >= 0 else "")
+    text = [run.finished_at.strftime("%Y-%m-%d %H:%M"), run.dag_id, task, run.run_id, run.namespace]
+    numbers = [
+        _seconds(run.queued_seconds),
+        _seconds(run.running_seconds),
+        f"{run.succeeded}/{run.completions}",
+        str(run.failed),
+        str(run.evictions),
+        "" if run.cost_usd is None else f"${run.cost_usd:,.2f}",
+    ]
+    cells = [f"<td>{escape(v)}</td>" for v in text] + [f'<td class="num">{escape(v)}</td>' for v in numbers]
+    return f"<tr>{''.join(cells)}</tr>"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f} s" if value < 120 else f"{value / 60:.1f} min"
+
+
+def queues_table(rows: Sequence[QueueRow]) -> str:
     if not rows:
-        return _page("Kueue queues", "<p>No LocalQueues found.</p>")
+        return "<p>No LocalQueues found.</p>"
     head = (
         "<tr><th>Namespace</th><th>LocalQueue</th><th>ClusterQueue</th><th>Cohort</th><th>Active</th>"
         '<th class="num">Pending</th><th class="num">Reserving</th><th class="num">Admitted</th>'
@@ -58,15 +149,23 @@ def queues_page(rows: Sequence[QueueRow]) -> str:
             f'<td class="num">{"" if row.cluster_queue_pending is None else row.cluster_queue_pending}</td>'
             f"<td>{usage}</td></tr>"
         )
-    return _page("Kueue queues", f"<table>{head}{''.join(lines)}</table>")
+    return f"<table>{head}{''.join(lines)}</table>"
 
 
-def task_page(title: str, panels: Sequence[JobPanel], facts: TaskInstanceFacts | None = None) -> str:
+def task_page(
+    title: str, panels: Sequence[JobPanel], facts: TaskInstanceFacts | None = None, stream: str | None = None
+) -> str:
     """The task instance's Jobs, newest try first; without any, a plain sentence saying why (``facts``:
-    what Airflow knows about the task instance, None when that could not be read)."""
+    what Airflow knows about the task instance, None when that could not be read). ``stream`` only while
+    the newest Job runs."""
     if not panels:
         return _page(title, f"<p>{escape(no_job_message(facts))}</p>")
-    return _page(title, "".join(_panel(panel) for panel in reversed(panels)))
+    return _page(title, "".join(_panel(panel) for panel in reversed(panels)), stream)
+
+
+def summary_html(live: LiveState) -> str:
+    eta = f' <span class="eta">{escape(live.eta_text)}</span>' if live.eta else ""
+    return f"{escape(live.summary)}{eta}"
 
 
 def no_job_message(facts: TaskInstanceFacts | None) -> str:
@@ -108,11 +207,15 @@ def _panel(panel: JobPanel) -> str:
         f'<td class="muted">{escape(step.source)}</td></tr>'
         for step in panel.timeline
     )
+    summary, grid = (escape(part_id(kind, panel.name)) for kind in ("summary", "grid"))
     return (
-        f"<h3>Job {escape(where)}</h3><p class=muted>{escape(meta)}</p><p>{escape(panel.summary)}</p>"
-        f"<h4>Indexes</h4>{grid_html(panel.grid)}"
+        f'<section data-job="{escape(panel.name)}"><h3>Job {escape(where)}</h3>'
+        f"<p class=muted>{escape(meta)}</p>"
+        f'<p class="summary" data-part="{summary}">{summary_html(panel.live)}</p>'
+        f'<h4>Indexes</h4><div data-part="{grid}">{grid_html(panel.grid)}</div>'
+        "<p class=muted>Running: the lowest unfinished indexes, as many as the Job has active pods.</p>"
         "<h4>Admission timeline</h4>"
-        f"<table><tr><th>Time (UTC)</th><th>Step</th><th>Detail</th><th>On</th></tr>{steps}</table>"
+        f"<table><tr><th>Time (UTC)</th><th>Step</th><th>Detail</th><th>On</th></tr>{steps}</table></section>"
     )
 
 

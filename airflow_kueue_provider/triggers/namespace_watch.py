@@ -43,6 +43,9 @@ RESYNC_SECONDS = 120.0
 WATCH_READ_TIMEOUT = 120.0  # no byte for 2 bookmark intervals (the apiserver sends one every ~60 s): dead
 FATAL_STATUSES = frozenset({401, 403, 404})
 FATAL_AFTER = 3  # consecutive failures with a fatal status, without a successful LIST between them
+ANY_JOB = ""
+"""The follower key of one that wakes on a change of any Job or Workload of the namespace (no Job is named
+""): the UI's queue page, which redraws when a Job of the namespace is admitted, evicted or finishes."""
 DEBUG_SIGNAL_ENV = "AIRFLOW_KUEUE_DEBUG_SIGNAL"  # set: SIGUSR2 logs every hub's state and asyncio task
 
 
@@ -114,7 +117,10 @@ class NamespaceWatch:
         return JobSnapshot(job, self.workloads.get(uid) if uid else None)
 
     def _wake(self, job_name: str | None = None) -> None:
-        groups = self.followers.values() if job_name is None else [self.followers.get(job_name, set())]
+        if job_name is None:
+            groups = list(self.followers.values())
+        else:
+            groups = [self.followers.get(job_name, set()), self.followers.get(ANY_JOB, set())]
         for group in groups:
             for follower in group:
                 follower.changed.set()

@@ -203,6 +203,9 @@ def test_the_ui_identity_reads_the_pages_and_cannot_change_anything(
             attempt()
         assert denied.value.status == 403
     assert kueue_env.job(result["job_name"]) is not None
+    with pytest.raises(ApiException) as denied:  # the pages need no pod: the identity reads none
+        client.CoreV1Api(ui.api).list_namespaced_pod(kueue_env.namespace)
+    assert denied.value.status == 403
 
 
 def test_the_sweeper_identity_deletes_finished_jobs_of_its_namespace(

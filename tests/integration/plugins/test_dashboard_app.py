@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -10,10 +11,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.job_manifest import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 
-from ..cluster import KueueEnv, indexed_job, short_id, wait_for
+from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
+from ..request_count import counted_client
 
 TI = {"dag_id": "ui", "run_id": f"manual__2026-11-30-{short_id()}", "task_id": "shards"}
 """Unique per session, so the every-namespace lookup finds this session's Jobs only."""
@@ -99,6 +103,55 @@ def test_queue_dashboard_shows_waiting_and_admitted_work(kueue_env_factory: Call
 
     page = _client([env.namespace]).get("/queues")
     assert page.status_code == 200 and env.cluster_queue in page.text and "4 / 4" in page.text
+
+
+def test_a_task_page_costs_a_few_requests_whatever_its_jobs_pod_count(
+    kueue_env_factory: Callable[..., KueueEnv], cluster: Cluster, tmp_path: Path
+) -> None:
+    """Counted by the API server, for the client the page uses: the same for 4 pods and for 600."""
+    env = kueue_env_factory(cpu="64", memory="256Gi")
+    run_id = f"manual__counted-{short_id()}"
+    sizes = {"small": 4, "big": 600}
+    for task, completions in sizes.items():
+        identity = AirflowIdentity("ui", task, run_id)
+        manifest = indexed_job(
+            f"{task}-{short_id()}",
+            env.local_queue,
+            completions=completions,
+            parallelism=min(completions, 200),
+            cpu="10m",
+            memory="16Mi",
+            run_duration="0s",
+            labels={**identity.labels(), MANAGED_BY_LABEL: MANAGED_BY_VALUE},
+        )
+        manifest["metadata"]["annotations"] = identity.annotations()
+        env.create_job(manifest)
+    for job in env.jobs():
+        wait_for(
+            f"{job.metadata.name} complete", lambda n=job.metadata.name: is_true(env.job(n), "Complete"), 300
+        )
+
+    with counted_client(cluster, env.namespace, tmp_path) as counted:
+        app = TestClient(
+            create_app(
+                lambda: KueueHook(counted.conn_id),
+                lambda: [env.namespace],
+                dependencies=[],
+                task_access=[],
+                queues_access=[],
+            )
+        )
+        params = {"dag_id": "ui", "run_id": run_id}
+        app.get("/task", params={**params, "task_id": "small"})  # the first page makes the client
+        costs = {}
+        for task in sizes:
+            before = counted.counts()
+            page = app.get("/task", params={**params, "task_id": task})
+            costs[task] = counted.counts() - before
+            assert page.status_code == 200 and page.text.count("<section data-job=") == 1, page.text[:500]
+    print(f"requests per task page load: {dict(costs['small'])} (4 pods), {dict(costs['big'])} (600 pods)")
+    assert costs["small"] == costs["big"], costs
+    assert costs["big"]["pods"] == 0 and sum(costs["big"].values()) <= 4, costs
 
 
 def test_login_is_required() -> None:

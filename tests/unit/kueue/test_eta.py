@@ -155,3 +155,15 @@ def test_recorded_runs_stay_within_20_percent_over_the_last_75_percent(path: Pat
         if t >= start + 0.25 * (end - start) and estimate is not None:
             errors.append(abs(estimate.at.timestamp() - end) / (end - start))
     assert errors and max(errors) <= 0.2, f"{path.stem}: worst error {max(errors):.0%} of the run"
+
+
+def test_average_finish_uses_the_mean_rate_since_the_job_started() -> None:
+    from airflow_kueue_provider.kueue.eta import average_finish
+
+    # 100 of 1,000 done in 100 s: 900 more at 1 a second.
+    estimate = average_finish(1000, 100, 50, running_since=1000.0, now=1100.0)
+    assert estimate is not None and estimate.at.timestamp() == 2000.0
+    assert estimate.margin.total_seconds() == 90.0  # max(10 %, 1/sqrt(100)) of 900 s
+    assert average_finish(1000, 2, 50, running_since=1000.0, now=1100.0) is None, "too few finished"
+    done = average_finish(10, 10, 0, running_since=1000.0, now=1100.0)
+    assert done is not None and done.margin.total_seconds() == 0

@@ -91,3 +91,17 @@ def test_a_grid_with_few_runs_is_not_coarse() -> None:
         {"first": 0, "last": 4, "state": "done"},
         {"first": 5, "last": 9, "state": "waiting"},
     ]
+
+
+def test_likely_running_is_the_lowest_unfinished_indexes_as_many_as_active_pods() -> None:
+    from airflow_kueue_provider.kueue.index_grid import likely_running
+
+    def job(active: int, completed: str = "", failed: str = "", completions: int = 10) -> dict[str, object]:
+        status = {"active": active, "completedIndexes": completed, "failedIndexes": failed}
+        return {"spec": {"completions": completions}, "status": status}
+
+    assert str(likely_running(job(3, completed="0-1,4", failed="3"))) == "2,5,6"
+    assert str(likely_running(job(0, completed="0-1"))) == ""
+    assert str(likely_running(job(20, completed="0-7"))) == "8,9", "never more than the unfinished"
+    big = likely_running(job(500, completed="0-49999", completions=100_000))
+    assert str(big) == "50000-50499"

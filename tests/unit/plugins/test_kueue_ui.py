@@ -13,7 +13,7 @@ from airflow_kueue_provider.kueue.admission_timeline import TimelineStep
 from airflow_kueue_provider.kueue.index_grid import IndexGrid
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.queue_overview import QueueRow, ResourceUse
-from airflow_kueue_provider.plugins.dashboard_data import JobPanel
+from airflow_kueue_provider.plugins.dashboard_data import JobPanel, LiveState
 from airflow_kueue_provider.plugins.dashboard_pages import grid_html, queues_page, task_page
 
 _PLUGIN_CHECK = """
@@ -66,11 +66,13 @@ def test_pages_escape_names_and_messages() -> None:
     step = TimelineStep(
         datetime(2026, 11, 30, tzinfo=timezone.utc), "evicted", "<script>x</script>", "Workload"
     )
-    panel = JobPanel(
-        "ns", "job", "1", "wl", "cq", "running", IndexGrid(3, IndexSet(), IndexSet(), IndexSet()), [step]
-    )
+    live = LiveState("job", "running", None, IndexGrid(3, IndexSet(), IndexSet(), IndexSet()), False)
+    panel = JobPanel("ns", "job", "1", "wl", "cq", live, [step])
     html = task_page("dag / task / run", [panel])
     assert "&lt;script&gt;" in html and "<script>" not in html
+    live_page = task_page("t", [panel], stream='api/task/stream?dag_id="><script>&job=job')
+    assert 'data-stream="api/task/stream?dag_id=&quot;&gt;&lt;script&gt;&amp;job=job"' in live_page
+    assert 'data-part="summary:job"' in live_page and 'data-part="grid:job"' in live_page
 
 
 def test_small_grids_draw_cells_big_ones_draw_bands() -> None:
@@ -94,3 +96,47 @@ def test_the_unfilled_map_index_placeholder_means_an_unmapped_task() -> None:
         with pytest.raises(HTTPException) as err:
             parse_map_index(bad)
         assert err.value.status_code == 422
+
+
+def test_the_run_history_shows_only_the_dags_the_user_may_read() -> None:
+    from fastapi.testclient import TestClient
+
+    from airflow_kueue_provider.kueue.run_history import RunRecord
+    from airflow_kueue_provider.plugins.dashboard_app import create_app
+
+    class NoQueues:
+        def list_local_queues(self, namespace: str | None) -> list[dict[str, object]]:
+            return []
+
+        def list_cluster_queues(self) -> list[dict[str, object]]:
+            return []
+
+    asked: list[object] = []
+    result = {
+        "cluster_queue": "spot",
+        "completions": 2,
+        "succeeded": 2,
+        "namespace": "ns",
+        "queued_seconds": 3,
+    }
+
+    def records(dag_ids: object) -> list[RunRecord]:
+        asked.append(dag_ids)
+        at = datetime(2026, 12, 1, tzinfo=timezone.utc)
+        found = [RunRecord.from_result(d, "r", "t", -1, at, result) for d in ("a", "<b>")]
+        return [r for r in found if r and (dag_ids is None or r.dag_id in dag_ids)]  # type: ignore[operator]
+
+    app = create_app(
+        NoQueues,  # type: ignore[arg-type]
+        lambda: ["ns"],
+        dependencies=[],
+        task_access=[],
+        queues_access=[],
+        run_records=records,
+        readable_dags=lambda: {"a"},
+    )
+    page = TestClient(app).get("/queues")
+    assert page.status_code == 200 and asked == [{"a"}]
+    assert "ClusterQueue spot" in page.text and "&lt;b&gt;" not in page.text and "<td>a</td>" in page.text
+    history = TestClient(app).get("/api/queues").json()["history"]
+    assert [[r["dag_id"] for r in h["runs"]] for h in history] == [["a"]]

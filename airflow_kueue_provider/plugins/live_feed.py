@@ -1,0 +1,142 @@
+"""Server-sent event streams for the UI pages, fed by the shared list+watch of Jobs and Workloads per
+namespace (the triggers' hub, ``NamespaceWatch``) running in the API server's event loop.
+
+However many browsers watch, a namespace costs one LIST+WATCH of Jobs and one of Workloads in an API server
+process; a change is pushed to each open page within a second, with no read of pods or Events. A stream
+sends ``event: part`` (an element of the page and its new HTML), ``reload`` (the page is out of date: a newer
+Job exists) or ``end`` (nothing more will change), and a comment every ``HEARTBEAT_SECONDS`` so proxies keep
+the connection open and a closed tab is noticed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack, suppress
+from datetime import datetime, timezone
+from typing import Any
+
+from ..kueue.eta import FinishClock
+from ..kueue.index_set import IndexSet
+from ..triggers.namespace_watch import ANY_JOB, Following, NamespaceWatch
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 15.0
+MIN_GAP_SECONDS = 1.0
+"""At most one update a second per stream: a burst of changes is one update (the hub keeps the newest)."""
+QUEUE_REFRESH_SECONDS = 30.0
+"""The queue table is read again at least this often: other teams' Workloads in a ClusterQueue change its
+usage without a change of any Job the hub follows."""
+RETRY_MILLISECONDS = 5000
+"""A stream that has nothing to follow yet (no Job) closes and asks the browser to come back after this."""
+HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no buffering proxy in between
+
+Render = Callable[
+    [dict[str, Any], "dict[str, Any] | None", float, FinishClock], tuple[Mapping[str, str], bool]
+]
+"""(Job, Workload, now, clock) -> (HTML by part, finished)."""
+
+
+def event(name: str, data: Mapping[str, Any]) -> str:
+    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+def retry_later() -> str:
+    return f"retry: {RETRY_MILLISECONDS}\n\n"
+
+
+def _stamp() -> str:
+    return f"{datetime.now(timezone.utc):%H:%M:%S} UTC"
+
+
+async def job_events(
+    conn_id: str, namespace: str, job_name: str, render: Render, disconnected: Callable[[], Awaitable[bool]]
+) -> AsyncIterator[str]:
+    """The parts of one Job's panel after each change, until the Job finishes or goes."""
+    clock: FinishClock | None = None
+    async with NamespaceWatch.follow(conn_id, namespace, job_name) as following:
+        while True:
+            snapshot = await _next_or_none(following)
+            if snapshot is None:
+                if await disconnected():
+                    return
+                yield ": keep-alive\n\n"
+                continue
+            if snapshot.job is None:
+                yield event("end", {"reason": f"Job {namespace}/{job_name} is gone"})
+                return
+            now = time.time()
+            status = snapshot.job.get("status") or {}
+            completions = int((snapshot.job.get("spec") or {}).get("completions") or 0)
+            if clock is None:
+                clock = FinishClock(completions)
+            finished = len(IndexSet.parse(status.get("completedIndexes"))) + len(
+                IndexSet.parse(status.get("failedIndexes"))
+            )
+            clock.record(now, finished)
+            parts, done = render(snapshot.job, snapshot.workload, now, clock)
+            for part, html in parts.items():
+                yield event("part", {"part": part, "html": html, "at": _stamp()})
+            if done:
+                yield event("end", {"reason": "finished"})
+                return
+            await asyncio.sleep(MIN_GAP_SECONDS)
+
+
+async def _next_or_none(following: Following) -> Any:
+    try:
+        return await asyncio.wait_for(following.next(), HEARTBEAT_SECONDS)
+    except asyncio.TimeoutError:
+        return None
+
+
+async def queue_events(
+    conn_id: str,
+    namespaces: list[str],
+    read_html: Callable[[], Awaitable[str]],
+    disconnected: Callable[[], Awaitable[bool]],
+) -> AsyncIterator[str]:
+    """The queue table again whenever a Job or Workload of ``namespaces`` changes (admitted, evicted,
+    finished), and at least every QUEUE_REFRESH_SECONDS; sent only when it differs from the last one."""
+    changed = asyncio.Event()
+    async with AsyncExitStack() as stack:
+        pumps = []
+        for namespace in namespaces:
+            following = await stack.enter_async_context(NamespaceWatch.follow(conn_id, namespace, ANY_JOB))
+            pumps.append(asyncio.create_task(_pump(following, changed, namespace)))
+        try:
+            last = None
+            while True:
+                with suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(changed.wait(), QUEUE_REFRESH_SECONDS)
+                changed.clear()
+                if await disconnected():
+                    return
+                html = await read_html()
+                if html != last:
+                    yield event("part", {"part": "queues", "html": html, "at": _stamp()})
+                    last = html
+                else:
+                    yield ": keep-alive\n\n"
+                await asyncio.sleep(2 * MIN_GAP_SECONDS)  # two LISTs a read: at most every 2 s
+        finally:
+            for pump in pumps:
+                pump.cancel()
+            for pump in pumps:
+                with suppress(asyncio.CancelledError, Exception):
+                    await pump
+
+
+async def _pump(following: Following, changed: asyncio.Event, namespace: str) -> None:
+    try:
+        while True:
+            await following.next()
+            changed.set()
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # the hub gave up (no rights in that namespace): the periodic read goes on
+        log.warning("queue page: the watch of namespace %s stopped: %s", namespace, exc)
