@@ -18,6 +18,7 @@ apiserver's watch cache lags behind etcd, and only a LIST (a consistent read) sh
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import logging
 import os
@@ -46,7 +47,30 @@ FATAL_AFTER = 3  # consecutive failures with a fatal status, without a successfu
 ANY_JOB = ""
 """The follower key of one that wakes on a change of any Job or Workload of the namespace (no Job is named
 ""): the UI's queue page, which redraws when a Job of the namespace is admitted, evicted or finishes."""
+GC_FREEZE_ENV = "AIRFLOW_KUEUE_GC_FREEZE"
+"""``0`` keeps the process's garbage collector as it is (see ``freeze_once``)."""
 DEBUG_SIGNAL_ENV = "AIRFLOW_KUEUE_DEBUG_SIGNAL"  # set: SIGUSR2 logs every hub's state and asyncio task
+
+
+_frozen = False
+
+
+def freeze_once() -> None:
+    """Move every object the process holds now out of the garbage collector's reach (``gc.freeze``), once
+    per process, when the first watch has synced.
+
+    A triggerer's trigger runner carries all of Airflow's imports, about 400,000 tracked objects, and a full
+    collection walks them all: 340-480 ms measured with 1,000 triggers, every event of that moment waiting
+    behind it and Airflow warning that the loop was blocked. Those objects live as long as the process, so
+    walking them finds nothing; frozen, they are skipped (what Airflow's own DAG processor and LocalExecutor
+    do before they fork). What is garbage at that moment stays in memory, once. ``AIRFLOW_KUEUE_GC_FREEZE=0``
+    leaves the collector alone."""
+    global _frozen
+    if _frozen or os.environ.get(GC_FREEZE_ENV, "1") == "0":
+        return
+    _frozen = True
+    gc.freeze()
+    log.debug("froze %d objects out of the garbage collector", gc.get_freeze_count())
 
 
 class WatchStalled(RuntimeError):
@@ -196,6 +220,7 @@ class NamespaceWatch:
             self._synced_kinds.add(kind)
             if self._synced_kinds == {"jobs", "workloads"}:
                 self.synced.set()  # wakes the followers waiting for a first (or a fresh) view
+                freeze_once()
             # Only the followers whose Job or Workload changed: a LIST every RESYNC_SECONDS that woke all
             # 1,000 followers of a triggerer would run them all in one pass of its event loop.
             for name in changed:
