@@ -23,7 +23,8 @@ from .index_set import IndexSet
 from .result import JobResult, job_result_from_status
 from .workload_state import WorkloadPhase, WorkloadState, workload_state_from_dict
 
-OutcomeStatus = Literal["success", "failed", "timeout", "error"]
+OutcomeStatus = Literal["success", "failed", "timeout", "error", "deadline_risk"]
+"""``deadline_risk`` is not an end: the task resumes to escalate and defers again."""
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
@@ -17,6 +17,7 @@ from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.api_time import parse_api_time
 from ..kueue.cost import VmPrice, estimate_cost
+from ..kueue.deadline import DEFAULT_MARGIN, DeadlinePlan, DeadlineValue, InvalidDeadline, resolve_deadline
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
 from ..kueue.job_template import template_main_container
@@ -27,6 +28,7 @@ from ..kueue.result import JobResult
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..triggers.kueue_job import KueueJobTrigger
 from .checkpointing import Checkpointing, CheckpointSession
+from .deadline_escalation import DeadlineEscalation, InvalidEscalation, take_steps
 from .job_submission import create_or_adopt, reattachable
 from .k8s_models import from_secrets, plain, secret_names
 from .kueue_link import KueueJobLink
@@ -91,6 +93,15 @@ class KueueIndexedJobOperator(BaseOperator):
         image on every node at once (the Job is elastic: Kueue admits each raise as a Workload slice).
     :param vm_price: ``VmPrice(...)`` or a dict of its fields, for the result's ``estimated_cost_usd``
         (default: Standard_D16ds_v5 list prices, on-demand and Spot).
+    :param deadline: when the results are due: a time of day (``"07:00"``, ``"07:00 Europe/London"``; the
+        first after the DAG run started), an ISO date-time with an offset, an aware ``datetime``, or a
+        ``timedelta`` (or seconds) from the run's start; templated. The trigger compares its ETA with it and
+        logs "deadline 07:00 UTC: on track / AT RISK"; the result gets ``deadline`` and ``eta_history``.
+    :param deadline_margin: escalate once the late end of the ETA comes within this of the deadline (default
+        10 min). While queued with no estimate (a queue that does not move), once this much is left.
+    :param on_deadline_risk: ``DeadlineEscalation(raise_priority=..., notify=...)`` or its dict: taken once,
+        when the run is at risk (the task resumes in a worker, escalates, and defers again); listed in the
+        result's ``escalations``.
     :param deferrable: True by default, whatever ``[operators] default_deferrable`` says: a queue wait can
         last an hour and must not hold a worker slot. False waits in the worker with the same async logic.
     """
@@ -109,6 +120,7 @@ class KueueIndexedJobOperator(BaseOperator):
         "volumes",
         "volume_mounts",
         "env_from",
+        "deadline",
     )
     # No template_ext: it would read *every* templated string ending in .yaml as a file (an argument
     # "config.yaml" included). job_template alone is read as a file (see _TemplateFile).
@@ -159,6 +171,9 @@ class KueueIndexedJobOperator(BaseOperator):
         checkpointing: Checkpointing | dict[str, Any] | str | None = None,
         parallelism_ramp: ParallelismRamp | dict[str, Any] | None = None,
         vm_price: VmPrice | dict[str, Any] | None = None,
+        deadline: DeadlineValue | None = None,
+        deadline_margin: timedelta | float = DEFAULT_MARGIN,
+        on_deadline_risk: DeadlineEscalation | dict[str, Any] | None = None,
         kubernetes_conn_id: str = "kubernetes_default",
         deferrable: bool = True,
         **kwargs: Any,
@@ -213,6 +228,18 @@ class KueueIndexedJobOperator(BaseOperator):
         self.checkpointing = checkpointing
         self.parallelism_ramp = ParallelismRamp.from_param(parallelism_ramp)
         self.vm_price = VmPrice.from_param(vm_price)
+        self.deadline = deadline
+        self.deadline_margin = timedelta(seconds=_seconds(deadline_margin))
+        try:
+            self.on_deadline_risk = DeadlineEscalation.from_param(on_deadline_risk)
+            if deadline is not None and not (isinstance(deadline, str) and "{{" in deadline):
+                resolve_deadline(deadline, datetime.now(timezone.utc))  # the form, early; templated: at run
+        except (InvalidEscalation, InvalidDeadline) as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+        if self.on_deadline_risk is not None and deadline is None:
+            raise AirflowFailException(
+                f"{self.task_id}: on_deadline_risk needs a deadline= to compare the ETA with"
+            )
         self.kubernetes_conn_id = kubernetes_conn_id
         self.deferrable = deferrable
         self._job_name: str | None = None
@@ -313,6 +340,7 @@ class KueueIndexedJobOperator(BaseOperator):
                 )
         job = submission.job
         self._job_name, self._job_uid = job["metadata"]["name"], job["metadata"].get("uid")
+        plan = self._deadline_plan(context, hook)
         verb = "reattached to" if submission.reattached else "submitted"
         self.log.info(
             "%s Job %s/%s (%s) in LocalQueue %s",
@@ -323,8 +351,13 @@ class KueueIndexedJobOperator(BaseOperator):
             self.queue_name,
         )
         # 3. Wait: deferred in the triggerer, or here with the same async logic.
-        trigger = KueueJobTrigger(
-            job_name=self._job_name,
+        return self._wait(context, self._trigger_for(job, session, plan))
+
+    def _trigger_for(
+        self, job: dict[str, Any], session: CheckpointSession | None, plan: DeadlinePlan | None
+    ) -> KueueJobTrigger:
+        return KueueJobTrigger(
+            job_name=job["metadata"]["name"],
             namespace=self.resolved_namespace(),
             queue_name=self.queue_name,
             kubernetes_conn_id=self.kubernetes_conn_id,
@@ -336,10 +369,55 @@ class KueueIndexedJobOperator(BaseOperator):
             job_uid=job["metadata"].get("uid"),
             workload_timeout=self.workload_timeout,
             start_timeout=self.start_timeout,
+            deadline=plan.to_dict() if plan else None,
         )
+
+    def _wait(self, context: Context, trigger: KueueJobTrigger) -> dict[str, Any]:
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
         return self.execute_complete(context, asyncio.run(_first_event(trigger)))
+
+    def _deadline_plan(self, context: Context, hook: KueueHook) -> DeadlinePlan | None:
+        """The rendered ``deadline`` against the DAG run's start; the escalation's priority class checked."""
+        if self.deadline is None:
+            return None
+        dag_run = context.get("dag_run")
+        started = getattr(dag_run, "start_date", None) or datetime.now(timezone.utc)
+        try:
+            at = resolve_deadline(self.deadline, started)
+        except InvalidDeadline as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+        escalation = self.on_deadline_risk
+        raise_to = escalation.raise_priority if escalation is not None else None
+        if raise_to and hook.get_workload_priority_class(raise_to) is None:
+            raise AirflowFailException(
+                f"{self.task_id}: on_deadline_risk raise_priority={raise_to!r}: no such "
+                "WorkloadPriorityClass in the cluster; create it or name an existing one"
+            )
+        self.log.info("deadline %s UTC (margin %s)", f"{at:%Y-%m-%d %H:%M:%S}", self.deadline_margin)
+        return DeadlinePlan(at, self.deadline_margin, escalate=escalation is not None)
+
+    def _escalate(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """The ETA passed the deadline (less the margin): take each step of on_deadline_risk once, then
+        wait again with a trigger that only keeps the ETA."""
+        self.log.warning("%s: escalating", event.get("message") or "deadline at risk")
+        hook = KueueHook(self.kubernetes_conn_id)
+        name, namespace = str(event["job_name"]), self.resolved_namespace()
+        steps = list(event.get("escalations") or [])
+        if self.on_deadline_risk is not None:
+            steps = take_steps(self.on_deadline_risk, hook, namespace, event, context)
+        job = hook.get_job(namespace, name)
+        if job is None:
+            raise KueueJobFailed(f"Job {namespace}/{name} is gone (deleted while the task escalated)", event)
+        plan = DeadlinePlan(
+            deadline=datetime.fromisoformat(str(event["deadline"])),
+            margin=self.deadline_margin,
+            escalate=False,
+            escalations=tuple(steps),
+            eta_history=tuple(event.get("eta_history") or ()),
+        )
+        session = self._checkpoint_session(_identity(context), check=False)
+        return self._wait(context, self._trigger_for(job, session, plan))
 
     def _hand_pods_their_sas(
         self, hook: KueueHook, session: CheckpointSession, job: dict[str, Any], token: str
@@ -425,6 +503,8 @@ class KueueIndexedJobOperator(BaseOperator):
             raise KueueJobFailed("the trigger ended without an event", {})
         self.resolved_namespace()
         status, message = event.get("status"), event.get("message", "")
+        if status == "deadline_risk":
+            return self._escalate(context, event)
         result = {k: v for k, v in event.items() if k not in ("status", "message")}
         session = self._checkpoint_session(_identity(context), check=False)
         if session is not None and "completed_indexes" in result:

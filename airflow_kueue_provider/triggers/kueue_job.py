@@ -14,7 +14,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..hooks.kueue_async_hook import AsyncKueueHook, is_connection_error
 from ..hooks.retry import describe, is_transient
-from ..kueue.eta import AdmissionClock, FinishClock, eta_line
+from ..kueue.deadline import DeadlineCheck, DeadlinePlan, EtaHistory, queued_at_risk
+from ..kueue.eta import AdmissionClock, Estimate, FinishClock, eta_line
 from ..kueue.job_ownership import is_same_object
 from ..kueue.job_progress import JobView, Outcome, outcome_of, progress_line, result_of, view_of
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT, Unmanaged, unmanaged_verdict
@@ -60,6 +61,7 @@ class KueueJobTrigger(BaseTrigger):
         job_uid: str | None = None,
         workload_timeout: float = DEFAULT_WORKLOAD_TIMEOUT,
         start_timeout: float = DEFAULT_START_TIMEOUT,
+        deadline: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.job_name = job_name
@@ -74,6 +76,8 @@ class KueueJobTrigger(BaseTrigger):
         self.job_uid = job_uid
         self.workload_timeout = workload_timeout
         self.start_timeout = start_timeout
+        self.deadline = DeadlinePlan.from_dict(deadline) if deadline else None
+        self._eta_history = EtaHistory(self.deadline.eta_history if self.deadline else ())
         self._next_ramp_at: float | None = None
         self._next_start_check_at = 0.0
         self._unmanaged_since: float | None = None
@@ -94,6 +98,7 @@ class KueueJobTrigger(BaseTrigger):
                 "job_uid": self.job_uid,
                 "workload_timeout": self.workload_timeout,
                 "start_timeout": self.start_timeout,
+                "deadline": self.deadline.to_dict() if self.deadline else None,
             },
         )
 
@@ -190,13 +195,24 @@ class KueueJobTrigger(BaseTrigger):
                 next_position_at = now + POSITION_FIRST_AFTER
             line = progress_line(view, position, time.time() - self.submitted_at if queued else None)
             if queued:
-                eta = eta_line(admission_clock.estimate(), None)
+                estimate = admission_clock.estimate()
+                eta = eta_line(estimate, None)
             else:
                 if finish_clock.completions != view.completions:
                     finish_clock = FinishClock(view.completions)
                 finish_clock.record(time.time(), len(view.completed) + len(view.failed))
-                eta = eta_line(None, finish_clock.estimate(time.time(), view.active))
-            progress.offer(f"{line}; {eta}" if eta else line)
+                estimate = finish_clock.estimate(time.time(), view.active)
+                eta = eta_line(None, estimate)
+            # 4b. The deadline, if the task has one: an ETA past it (less the margin) hands the task back to
+            #     its worker once, which escalates (raise_priority, notify) and defers again.
+            deadline_line, deadline_in = self._deadline_check(queued, estimate)
+            if deadline_line is not None:
+                eta = f"{eta}; {deadline_line}" if eta else deadline_line
+            progress.offer(f"{line}; {eta}" if eta else line, force=deadline_in == 0)
+            if deadline_in == 0:
+                risk = Outcome("deadline_risk", f"{self.namespace}/{self.job_name}: {deadline_line}")
+                handling.stop()
+                return self._event(risk, view, job)
             # 5. The queue timeout, if the user set one, is the only way a wait becomes a failure; it acts on
             #    the objects as the apiserver has them now, never on a stale "queued".
             left = self._seconds_left_in_queue(view)
@@ -221,7 +237,15 @@ class KueueJobTrigger(BaseTrigger):
             )
             waits = [
                 t
-                for t in (left, position_due, ramp_in, workload_due, start_check_in, unmanaged_in)
+                for t in (
+                    left,
+                    position_due,
+                    ramp_in,
+                    workload_due,
+                    start_check_in,
+                    unmanaged_in,
+                    deadline_in,
+                )
                 if t is not None
             ]
             handling.stop()
@@ -231,6 +255,24 @@ class KueueJobTrigger(BaseTrigger):
                 )
             except asyncio.TimeoutError:
                 snapshot = following.current()
+
+    def _deadline_check(self, queued: bool, estimate: Estimate | None) -> tuple[str | None, float | None]:
+        """(the progress line's deadline part, 0 to escalate now / seconds until a queued Job's deadline
+        check is due without news / None); (None, None) without a deadline."""
+        plan = self.deadline
+        if plan is None:
+            return None, None
+        now = datetime.now(timezone.utc)
+        check = DeadlineCheck(plan.deadline, estimate, plan.margin)
+        at_risk = queued_at_risk(estimate, now, plan.deadline, plan.margin) if queued else check.at_risk
+        self._eta_history.offer(now, "queued" if queued else "running", estimate, at_risk)
+        due = f"deadline {plan.deadline:%H:%M} UTC"
+        line = f"{due}: {'AT RISK' if at_risk else 'on track'}"
+        if at_risk and plan.escalate:
+            return line, 0.0
+        if queued and plan.escalate:  # no news may come while a queue stands still: look again by then
+            return line, max((plan.deadline - plan.margin - now).total_seconds(), 0.05)
+        return line, None
 
     async def _ramp(self, following: Following, job: dict[str, Any], view: JobView) -> float | None:
         """Raise parallelism when a step is due; seconds until the next step (None: no ramp, or done)."""
@@ -349,6 +391,10 @@ class KueueJobTrigger(BaseTrigger):
             event["job_uid"] = self.job_uid
         if view is not None and job is not None:
             event.update(result_of(view, job, datetime.now(timezone.utc)).to_dict())
+        if self.deadline is not None:
+            event["deadline"] = self.deadline.deadline.isoformat()
+            event["eta_history"] = list(self._eta_history.samples)
+            event["escalations"] = [dict(e) for e in self.deadline.escalations]
         return event
 
     async def cleanup(self) -> None:

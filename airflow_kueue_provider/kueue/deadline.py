@@ -1,0 +1,191 @@
+"""When a run's results are due, and whether its ETA says it will miss that (pure).
+
+``deadline=`` takes what a person writing a nightly DAG has in mind:
+
+- a time of day, optionally with an IANA time zone: ``"07:00"`` (UTC), ``"07:00 Europe/London"``: the first
+  such moment after the run started (a run that starts at 23:30 and must finish by 07:00 has until the next
+  morning);
+- an ISO 8601 date and time with an offset or zone: ``"2026-12-02T07:00:00+00:00"``, or a ``datetime`` with
+  a tzinfo;
+- a ``timedelta`` from the run's start, or the same as a number of seconds.
+
+A time without a zone is refused rather than guessed: the scheduler, the workers and the people reading the
+log may all be in different zones.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta, timezone
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .eta import Estimate
+
+DEFAULT_MARGIN = timedelta(minutes=10)
+"""Escalate once the late end of the ETA comes within this of the deadline."""
+
+_TIME_OF_DAY = re.compile(r"^(?P<h>\d{1,2}):(?P<m>\d{2})(?::(?P<s>\d{2}))?(?:\s+(?P<zone>\S+))?$")
+
+
+class InvalidDeadline(ValueError):
+    """``deadline=`` could not be read; the message says what form it takes."""
+
+
+DeadlineValue = str | datetime | timedelta | int | float
+
+
+def resolve_deadline(value: DeadlineValue, run_start: datetime) -> datetime:
+    """The deadline as an aware UTC datetime, for a run that started at ``run_start`` (aware)."""
+    if isinstance(value, bool):
+        raise InvalidDeadline(f"deadline={value!r}: {_FORMS}")
+    if isinstance(value, timedelta):
+        return _positive(run_start + value, run_start, value)
+    if isinstance(value, int | float):
+        return _positive(run_start + timedelta(seconds=value), run_start, value)
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise InvalidDeadline(f"deadline={value!r} has no time zone: give it a tzinfo (or an offset)")
+        return value.astimezone(timezone.utc)
+    if not isinstance(value, str):
+        raise InvalidDeadline(f"deadline={value!r}: {_FORMS}")
+    text = value.strip()
+    if m := _TIME_OF_DAY.match(text):
+        hour, minute, second = int(m["h"]), int(m["m"]), int(m["s"] or 0)
+        if hour > 23 or minute > 59 or second > 59:
+            raise InvalidDeadline(f"deadline={value!r}: not a time of day (HH:MM or HH:MM:SS, 24-hour)")
+        zone = _zone(m["zone"] or "UTC", value)
+        local_start = run_start.astimezone(zone)
+        candidate = datetime.combine(local_start.date(), time(hour, minute, second), tzinfo=zone)
+        if candidate <= local_start:
+            candidate = datetime.combine(
+                local_start.date() + timedelta(days=1), time(hour, minute, second), zone
+            )
+        return candidate.astimezone(timezone.utc)
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidDeadline(f"deadline={value!r}: {_FORMS}") from None
+    return resolve_deadline(parsed, run_start)
+
+
+_FORMS = (
+    "give a time of day ('07:00' or '07:00 Europe/London'), an ISO date and time with an offset "
+    "('2026-12-02T07:00:00+00:00'), a timezone-aware datetime, or a timedelta (or seconds) from the run's "
+    "start"
+)
+
+
+def _zone(name: str, value: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InvalidDeadline(
+            f"deadline={value!r}: unknown time zone {name!r} (an IANA name, e.g. Europe/London)"
+        ) from None
+
+
+def _positive(at: datetime, run_start: datetime, value: object) -> datetime:
+    if at <= run_start:
+        raise InvalidDeadline(f"deadline={value!r}: a duration from the run's start must be positive")
+    return at.astimezone(timezone.utc)
+
+
+@dataclass(frozen=True)
+class DeadlineCheck:
+    """One comparison of the ETA with the deadline."""
+
+    deadline: datetime
+    eta: Estimate | None
+    margin: timedelta
+
+    @property
+    def at_risk(self) -> bool:
+        """The late end of the estimate (ETA + its margin) is past the deadline minus the margin. No
+        estimate yet is no risk: escalating on a guess would spend on-demand quota for nothing."""
+        if self.eta is None:
+            return False
+        return self.eta.at + self.eta.margin > self.deadline - self.margin
+
+    def describe(self) -> str:
+        due = f"deadline {self.deadline:%Y-%m-%d %H:%M} UTC"
+        if self.eta is None:
+            return f"{due}; no ETA yet"
+        slack = (self.deadline - self.eta.at).total_seconds() / 60
+        verdict = "AT RISK" if self.at_risk else "on track"
+        return f"{due}; ETA {self.eta.describe()}: {verdict} ({slack:+.0f} min)"
+
+
+ETA_SAMPLE_SECONDS = 60.0
+"""The result's ``eta_history`` keeps one estimate a minute (and every change of verdict)."""
+MAX_ETA_SAMPLES = 240
+
+
+def queued_at_risk(admission: Estimate | None, now: datetime, deadline: datetime, margin: timedelta) -> bool:
+    """A Job still waiting for quota is at risk once its estimated admission (late end) is past the
+    deadline minus the margin, or, with no estimate (a queue that has not moved), once that moment has come
+    with the Job still not admitted."""
+    if admission is not None and admission.at + admission.margin > deadline - margin:
+        return True
+    return now >= deadline - margin
+
+
+@dataclass(frozen=True)
+class DeadlinePlan:
+    """The deadline as the trigger carries it (serialized with the trigger, so a restarted triggerer keeps
+    it): when, the margin, whether an escalation is still to come, and what happened so far."""
+
+    deadline: datetime
+    margin: timedelta
+    escalate: bool
+    escalations: tuple[dict[str, str], ...] = ()
+    eta_history: tuple[dict[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "deadline": self.deadline.isoformat(),
+            "margin_seconds": self.margin.total_seconds(),
+            "escalate": self.escalate,
+            "escalations": [dict(e) for e in self.escalations],
+            "eta_history": [dict(s) for s in self.eta_history],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DeadlinePlan:
+        return cls(
+            deadline=datetime.fromisoformat(str(data["deadline"])),
+            margin=timedelta(seconds=float(data["margin_seconds"])),
+            escalate=bool(data["escalate"]),
+            escalations=tuple(dict(e) for e in data.get("escalations") or ()),
+            eta_history=tuple(dict(s) for s in data.get("eta_history") or ()),
+        )
+
+
+class EtaHistory:
+    """The estimates a run went through: one a minute, and each change of verdict, at most MAX_ETA_SAMPLES
+    (the oldest go first)."""
+
+    def __init__(self, earlier: tuple[dict[str, Any], ...] = ()) -> None:
+        self.samples: list[dict[str, Any]] = list(earlier)[-MAX_ETA_SAMPLES:]
+        self._last_at: datetime | None = None
+
+    def offer(self, now: datetime, phase: str, eta: Estimate | None, at_risk: bool) -> None:
+        changed = not self.samples or self.samples[-1].get("at_risk") != at_risk
+        if (
+            not changed
+            and self._last_at is not None
+            and (now - self._last_at).total_seconds() < ETA_SAMPLE_SECONDS
+        ):
+            return
+        self._last_at = now
+        self.samples.append(
+            {
+                "at": now.isoformat(timespec="seconds"),
+                "phase": phase,
+                "eta": eta.at.isoformat(timespec="seconds") if eta else None,
+                "margin_seconds": round(eta.margin.total_seconds()) if eta else None,
+                "at_risk": at_risk,
+            }
+        )
+        del self.samples[:-MAX_ETA_SAMPLES]

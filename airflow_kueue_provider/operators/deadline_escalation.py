@@ -1,0 +1,103 @@
+"""``on_deadline_risk=``: what a task does once its ETA says the deadline will be missed."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from typing import Any
+
+from ..hooks.kueue_hook import KueueHook
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")  # a Kubernetes object name (DNS subdomain)
+
+
+class InvalidEscalation(ValueError):
+    """``on_deadline_risk`` could not be used; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class DeadlineEscalation:
+    """Steps taken once, in this order, when the ETA passes the deadline minus the margin; each is logged
+    and listed in the result's ``escalations``.
+
+    :param raise_priority: a WorkloadPriorityClass: the Job's ``kueue.x-k8s.io/priority-class`` label is
+        changed to it, and Kueue moves its Workload to that priority in place while it waits for quota (a
+        Workload that already holds quota keeps its priority: Kueue freezes it then). The Job must have been
+        submitted with a WorkloadPriorityClass (``priority_class=``) or none.
+    :param notify: called as ``notify(context, info)`` in the task's worker (an Airflow notifier, e.g. a
+        ``SlackNotifier``, or any callable); ``info`` has ``message``, ``deadline``, ``eta``, ``job_name``,
+        ``namespace``. A notifier that fails is logged and listed, and does not fail the task.
+    :param spill_to: not available in this version: refused, so that a DAG does not count on it.
+    """
+
+    raise_priority: str | None = None
+    notify: Callable[..., Any] | None = None
+    spill_to: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.spill_to is not None:
+            raise InvalidEscalation(
+                "on_deadline_risk spill_to is not available in this version of the provider; use "
+                "raise_priority and/or notify"
+            )
+        if self.raise_priority is not None and not _NAME.match(str(self.raise_priority)):
+            raise InvalidEscalation(
+                f"on_deadline_risk raise_priority={self.raise_priority!r} is not a WorkloadPriorityClass "
+                "name (lowercase letters, digits, '-' and '.')"
+            )
+        if self.notify is not None and not callable(self.notify):
+            raise InvalidEscalation(f"on_deadline_risk notify={self.notify!r} is not callable")
+        if self.raise_priority is None and self.notify is None:
+            raise InvalidEscalation("on_deadline_risk names no step: give raise_priority and/or notify")
+
+    @classmethod
+    def from_param(cls, value: DeadlineEscalation | Mapping[str, Any] | None) -> DeadlineEscalation | None:
+        if value is None or isinstance(value, DeadlineEscalation):
+            return value
+        if not isinstance(value, Mapping):
+            raise InvalidEscalation(
+                f"on_deadline_risk={value!r}: give DeadlineEscalation(...) or a dict of its fields"
+            )
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise InvalidEscalation(f"on_deadline_risk has unknown keys {unknown}; known: {sorted(known)}")
+        return cls(**dict(value))
+
+
+def take_steps(
+    escalation: DeadlineEscalation, hook: KueueHook, namespace: str, event: Mapping[str, Any], context: Any
+) -> list[dict[str, str]]:
+    """Each step of ``escalation``, once, for the Job of ``event`` (the trigger's ``deadline_risk``);
+    returns the escalations so far (the event's and these), as the result lists them."""
+    message = str(event.get("message") or "deadline at risk")
+    name, now = str(event["job_name"]), datetime.now(timezone.utc).isoformat(timespec="seconds")
+    steps = [dict(e) for e in event.get("escalations") or []]
+    if escalation.raise_priority:
+        hook.set_priority_class(namespace, name, escalation.raise_priority, uid=event.get("job_uid"))
+        steps.append(
+            {"step": "raise_priority", "at": now, "detail": escalation.raise_priority, "why": message}
+        )
+        log.warning("Job %s/%s: WorkloadPriorityClass -> %s", namespace, name, escalation.raise_priority)
+    if escalation.notify is not None:
+        history = event.get("eta_history") or []
+        info = {
+            "message": message,
+            "deadline": event.get("deadline"),
+            "eta": history[-1].get("eta") if history else None,
+            "job_name": name,
+            "namespace": namespace,
+        }
+        try:
+            escalation.notify(context, info)
+            detail = "sent"
+        except Exception as exc:  # a broken notifier must not end a run that can still make it
+            log.exception("on_deadline_risk notify failed")
+            detail = f"failed: {type(exc).__name__}: {exc}"
+        steps.append({"step": "notify", "at": now, "detail": detail, "why": message})
+    return steps

@@ -1,0 +1,101 @@
+"""``deadline=`` and ``on_deadline_risk=`` on the real cluster, through ``airflow dags test`` (the task
+defers, the trigger finds the run at risk, the task resumes to escalate and defers again)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..airflow_runner import AirflowHome
+from ..cluster import indexed_job, is_true, wait_for
+from .test_indexed_job_queueing import returned_result, write_operator_dag
+
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def _admitted_at(env: Any, job_name: str) -> str | None:
+    workload = env.workload(env.job(job_name))
+    for cond in (workload or {}).get("status", {}).get("conditions", []):
+        if cond["type"] == "Admitted" and cond["status"] == "True":
+            return str(cond["lastTransitionTime"])
+    return None
+
+
+def test_a_low_priority_run_near_its_deadline_is_raised_and_admitted_before_the_others(
+    kueue_env_factory: Any, airflow_home: AirflowHome
+) -> None:
+    env = kueue_env_factory(cpu="2", memory="16Gi")
+    low, mid, urgent = (
+        env.priority_class("low", 10),
+        env.priority_class("mid", 100),
+        env.priority_class("urgent", 1000),
+    )
+    blocker = env.create_job(indexed_job("blocker", env.local_queue, completions=1, cpu="2", hold=True))
+    wait_for("the blocker admitted", lambda: is_true(env.workload(blocker), "Admitted"))
+    for name in ("other-1", "other-2"):  # ahead of ours: higher priority, and queued first
+        env.create_job(
+            indexed_job(
+                name, env.local_queue, completions=1, cpu="2", labels={PRIORITY_LABEL: mid}, hold=True
+            )
+        )
+    # The queue does not move, so there is no admission estimate: the run is at risk once the deadline
+    # (45 s after the run started) less the margin (30 s) has come with the Job still queued.
+    write_operator_dag(
+        airflow_home,
+        "deadline_priority",
+        env,
+        completions=2,
+        cpu="1",
+        hold=True,
+        extra=(
+            f"priority_class={low!r}, deadline=timedelta(seconds=45), deadline_margin=30, "
+            f"on_deadline_risk={{'raise_priority': {urgent!r}}},"
+        ),
+    )
+    background = airflow_home.start_dag("deadline_priority")
+    try:
+        others = {"blocker", "other-1", "other-2"}
+        ours = wait_for("our Job", lambda: [j for j in env.jobs() if j.metadata.name not in others], 240)
+        name = ours[0].metadata.name
+        wait_for(
+            "the escalation to the urgent class",
+            lambda: (env.job(name) or {}).get("metadata", {}).get("labels", {}).get(PRIORITY_LABEL) == urgent,
+            timeout=180,
+        )
+        workload = wait_for(
+            "the Workload at the urgent priority",
+            lambda: (w := env.workload(env.job(name))) and w["spec"].get("priority") == 1000 and w,
+            timeout=60,
+        )
+        assert not is_true(workload, "Admitted")
+        env.release("blocker")  # quota for one Job of 2 CPUs: ours (1000) goes before the others (100)
+        wait_for("ours admitted", lambda: _admitted_at(env, name), timeout=120)
+        assert _admitted_at(env, "other-1") is None and _admitted_at(env, "other-2") is None
+        env.release_until_finished(name)
+        run = background.wait(timeout=300)
+    finally:
+        background.kill()
+    assert run.succeeded, run.output[-6000:]
+    assert "AT RISK" in run.output and "escalating" in run.output, run.output[-6000:]
+    result = returned_result(run)
+    (step,) = result["escalations"]
+    assert step["step"] == "raise_priority" and step["detail"] == urgent, result["escalations"]
+    assert result["eta_history"] and result["eta_history"][-1]["at_risk"] is True
+    assert result["completed_indexes"] == "0,1"
+
+
+def test_a_run_with_ample_time_never_escalates(kueue_env: Any, airflow_home: AirflowHome) -> None:
+    write_operator_dag(
+        airflow_home,
+        "deadline_ample",
+        kueue_env,
+        completions=4,
+        parallelism=2,
+        cpu="250m",
+        extra="deadline=timedelta(hours=6), on_deadline_risk={'notify': print},",
+    )
+    run = airflow_home.test_dag("deadline_ample", timeout=300)
+    assert run.succeeded, run.output[-6000:]
+    result = returned_result(run)
+    assert result["escalations"] == [], result
+    assert result["eta_history"] and not any(s["at_risk"] for s in result["eta_history"])
+    assert "on track" in run.output and "escalating" not in run.output

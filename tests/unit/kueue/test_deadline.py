@@ -1,0 +1,68 @@
+"""Reading ``deadline=`` and comparing it with the ETA."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from airflow_kueue_provider.kueue.deadline import DeadlineCheck, InvalidDeadline, resolve_deadline
+from airflow_kueue_provider.kueue.eta import Estimate
+
+START = datetime(2026, 12, 1, 23, 30, tzinfo=timezone.utc)  # a nightly run that starts before midnight
+
+
+def test_a_time_of_day_is_the_next_one_after_the_run_started() -> None:
+    assert resolve_deadline("07:00", START) == datetime(2026, 12, 2, 7, 0, tzinfo=timezone.utc)
+    assert resolve_deadline("23:45", START) == datetime(2026, 12, 1, 23, 45, tzinfo=timezone.utc)
+    # New York is UTC-5 in December: 07:00 there is 12:00 UTC, on the run's local date (18:30 there) + 1.
+    assert resolve_deadline("07:00 America/New_York", START) == datetime(
+        2026, 12, 2, 12, 0, tzinfo=timezone.utc
+    )
+    assert resolve_deadline(" 06:59:30 UTC ", START) == datetime(2026, 12, 2, 6, 59, 30, tzinfo=timezone.utc)
+
+
+def test_datetimes_and_durations() -> None:
+    assert resolve_deadline(timedelta(hours=2), START) == START + timedelta(hours=2)
+    assert resolve_deadline(3600, START) == START + timedelta(hours=1)
+    assert resolve_deadline("2026-12-02T08:00:00+01:00", START) == datetime(
+        2026, 12, 2, 7, tzinfo=timezone.utc
+    )
+    aware = datetime(2026, 12, 2, 7, tzinfo=timezone(timedelta(hours=2)))
+    assert resolve_deadline(aware, START) == datetime(2026, 12, 2, 5, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("7am", "time of day"),
+        ("25:00", "not a time of day"),
+        ("07:00 Mars/Olympus", "unknown time zone"),
+        (datetime(2026, 12, 2, 7), "no time zone"),
+        ("2026-12-02T07:00:00", "no time zone"),
+        (timedelta(0), "must be positive"),
+        (-5, "must be positive"),
+        (True, "time of day"),
+        (None, "time of day"),
+    ],
+)
+def test_what_cannot_be_read_is_refused_with_the_forms_it_takes(value: object, says: str) -> None:
+    with pytest.raises(InvalidDeadline, match=says):
+        resolve_deadline(value, START)  # type: ignore[arg-type]
+
+
+def test_at_risk_when_the_late_end_of_the_eta_passes_the_deadline_minus_the_margin() -> None:
+    deadline = datetime(2026, 12, 2, 7, tzinfo=timezone.utc)
+    margin = timedelta(minutes=10)
+
+    def check(eta_minutes_before: float, eta_margin_minutes: float) -> DeadlineCheck:
+        eta = Estimate(
+            deadline - timedelta(minutes=eta_minutes_before), timedelta(minutes=eta_margin_minutes)
+        )
+        return DeadlineCheck(deadline, eta, margin)
+
+    assert not check(30, 5).at_risk
+    assert check(12, 5).at_risk, "06:48 +5 min is past 06:50"
+    assert check(-5, 1).at_risk
+    assert not DeadlineCheck(deadline, None, margin).at_risk, "no estimate, no escalation"
+    assert "AT RISK" in check(12, 5).describe() and "on track" in check(30, 5).describe()

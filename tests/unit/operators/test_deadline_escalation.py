@@ -1,0 +1,106 @@
+"""``deadline=`` and ``on_deadline_risk=``: refused early when they cannot work."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from airflow_kueue_provider.airflow_compat import AirflowFailException
+from airflow_kueue_provider.kueue.deadline import DeadlinePlan, EtaHistory
+from airflow_kueue_provider.kueue.eta import Estimate
+from airflow_kueue_provider.operators.deadline_escalation import DeadlineEscalation, InvalidEscalation
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
+
+
+def _op(**kwargs: object) -> KueueIndexedJobOperator:
+    return KueueIndexedJobOperator(task_id="t", queue_name="q", image="i", **kwargs)  # type: ignore[arg-type]
+
+
+def test_escalations_are_read_from_a_dict_or_the_object_and_checked() -> None:
+    assert DeadlineEscalation.from_param({"raise_priority": "urgent"}) == DeadlineEscalation(
+        raise_priority="urgent"
+    )
+    assert DeadlineEscalation.from_param(None) is None
+    for bad, says in (
+        ({"raise_priority": "Urgent!"}, "not a WorkloadPriorityClass name"),
+        ({"spill_to": "on-demand"}, "spill_to is not available"),
+        ({"notify": "slack"}, "not callable"),
+        ({}, "names no step"),
+        ({"raise": "x"}, "unknown keys"),
+        ("urgent", "DeadlineEscalation"),
+    ):
+        with pytest.raises(InvalidEscalation, match=says):
+            DeadlineEscalation.from_param(bad)  # type: ignore[arg-type]
+
+
+def test_the_operator_refuses_what_cannot_work_at_parse_time() -> None:
+    with pytest.raises(AirflowFailException, match="needs a deadline"):
+        _op(on_deadline_risk={"raise_priority": "urgent"})
+    with pytest.raises(AirflowFailException, match="no time zone"):
+        _op(deadline=datetime(2026, 12, 2, 7))
+    with pytest.raises(AirflowFailException, match="spill_to"):
+        _op(deadline="07:00", on_deadline_risk={"spill_to": "od"})
+    op = _op(deadline="{{ var.value.nightly_deadline }}", deadline_margin=timedelta(minutes=5))
+    assert "deadline" in op.template_fields and op.deadline_margin == timedelta(minutes=5)
+
+
+def test_the_plan_survives_the_trigger_serialization() -> None:
+    plan = DeadlinePlan(
+        datetime(2026, 12, 2, 7, tzinfo=timezone.utc),
+        timedelta(minutes=10),
+        escalate=True,
+        escalations=({"step": "notify", "at": "x", "detail": "sent", "why": "y"},),
+        eta_history=({"at": "x", "phase": "queued", "eta": None, "margin_seconds": None, "at_risk": False},),
+    )
+    trigger = KueueJobTrigger(job_name="j", namespace="n", queue_name="q", deadline=plan.to_dict())
+    _, kwargs = trigger.serialize()
+    assert DeadlinePlan.from_dict(kwargs["deadline"]) == plan
+    assert KueueJobTrigger(**kwargs).deadline == plan
+
+
+def test_the_eta_history_keeps_one_estimate_a_minute_and_every_change_of_verdict() -> None:
+    history = EtaHistory()
+    t0 = datetime(2026, 12, 2, 1, tzinfo=timezone.utc)
+    eta = Estimate(t0 + timedelta(hours=1), timedelta(minutes=5))
+    for second in range(0, 300, 10):
+        history.offer(t0 + timedelta(seconds=second), "running", eta, at_risk=second >= 250)
+    assert [s["at"][11:19] for s in history.samples] == [
+        "01:00:00",
+        "01:01:00",
+        "01:02:00",
+        "01:03:00",
+        "01:04:00",
+        "01:04:10",
+    ]
+    assert history.samples[-1]["at_risk"] is True and history.samples[0]["margin_seconds"] == 300
+
+
+def test_the_steps_are_taken_once_each_and_a_failing_notifier_is_listed_not_raised() -> None:
+    from airflow_kueue_provider.operators.deadline_escalation import take_steps
+
+    class Hook:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, ...]] = []
+
+        def set_priority_class(self, namespace: str, name: str, priority_class: str, uid: str | None) -> None:
+            self.calls.append((namespace, name, priority_class, str(uid)))
+
+    def broken(context: object, info: dict[str, object]) -> None:
+        assert info["eta"] == "2026-12-02T07:20:00+00:00" and info["job_name"] == "j"
+        raise RuntimeError("slack is down")
+
+    event = {
+        "job_name": "j",
+        "job_uid": "u",
+        "message": "deadline 07:00 UTC: AT RISK",
+        "deadline": "2026-12-02T07:00:00+00:00",
+        "eta_history": [{"eta": "2026-12-02T07:20:00+00:00"}],
+        "escalations": [{"step": "earlier"}],
+    }
+    hook = Hook()
+    steps = take_steps(DeadlineEscalation("urgent", broken), hook, "ns", event, context={})  # type: ignore[arg-type]
+    assert hook.calls == [("ns", "j", "urgent", "u")]
+    assert [s["step"] for s in steps] == ["earlier", "raise_priority", "notify"]
+    assert steps[2]["detail"] == "failed: RuntimeError: slack is down"
