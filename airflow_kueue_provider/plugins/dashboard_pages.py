@@ -38,7 +38,8 @@ src.addEventListener('part',function(e){var d=JSON.parse(e.data);
 document.querySelectorAll('[data-part="'+d.part+'"]').forEach(function(el){el.innerHTML=d.html;});
 n+=1;live.setAttribute('data-updates',String(n));live.textContent='live: updated '+d.at;});
 src.addEventListener('reload',function(){src.close();location.reload();});
-src.addEventListener('end',function(){src.close();live.textContent='finished';});
+src.addEventListener('end',function(e){src.close();var r=JSON.parse(e.data).reason;
+live.textContent=r==='finished'?'finished':r;});
 src.onerror=function(){live.textContent='live: reconnecting…';};})();
 """
 

@@ -31,6 +31,9 @@ MIN_GAP_SECONDS = 1.0
 QUEUE_REFRESH_SECONDS = 30.0
 """The queue table is read again at least this often: other teams' Workloads in a ClusterQueue change its
 usage without a change of any Job the hub follows."""
+MAX_WATCHED_NAMESPACES = 50
+"""The queue page follows at most this many namespaces' watches (two each); beyond, the periodic read alone
+keeps it current. Set ``[kueue] ui_namespaces`` to choose them."""
 RETRY_MILLISECONDS = 5000
 """A stream that has nothing to follow yet (no Job) closes and asks the browser to come back after this."""
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no buffering proxy in between
@@ -56,7 +59,20 @@ def _stamp() -> str:
 async def job_events(
     conn_id: str, namespace: str, job_name: str, render: Render, disconnected: Callable[[], Awaitable[bool]]
 ) -> AsyncIterator[str]:
-    """The parts of one Job's panel after each change, until the Job finishes or goes."""
+    """The parts of one Job's panel after each change, until the Job finishes or goes. A watch that cannot
+    go on (no right to watch, the cluster away for good) ends the stream with the reason: the browser would
+    otherwise reconnect every few seconds and fail the same way."""
+    try:
+        async for chunk in _job_events(conn_id, namespace, job_name, render, disconnected):
+            yield chunk
+    except Exception as exc:
+        log.warning("live view of Job %s/%s stopped: %s", namespace, job_name, exc)
+        yield event("end", {"reason": f"live updates stopped ({type(exc).__name__}); reload the page"})
+
+
+async def _job_events(
+    conn_id: str, namespace: str, job_name: str, render: Render, disconnected: Callable[[], Awaitable[bool]]
+) -> AsyncIterator[str]:
     clock: FinishClock | None = None
     async with NamespaceWatch.follow(conn_id, namespace, job_name) as following:
         while True:
@@ -105,7 +121,7 @@ async def queue_events(
     changed = asyncio.Event()
     async with AsyncExitStack() as stack:
         pumps = []
-        for namespace in namespaces:
+        for namespace in namespaces[:MAX_WATCHED_NAMESPACES]:
             following = await stack.enter_async_context(NamespaceWatch.follow(conn_id, namespace, ANY_JOB))
             pumps.append(asyncio.create_task(_pump(following, changed, namespace)))
         try:

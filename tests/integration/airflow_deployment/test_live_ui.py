@@ -9,30 +9,23 @@ the index grid advance, wave by wave, without a reload. Screenshots go to ``.tes
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import Browser, FrameLocator, Page, sync_playwright
+from playwright.sync_api import Browser, FrameLocator, Page
 
 from airflow_kueue_provider.kueue.airflow_identity import TASK_ID_LABEL
 
+from ..browser import chromium, log_in, needs_chromium, screenshot
 from ..cluster import KueueEnv, indexed_job, wait_for
 from ..deployment import AirflowDeployment
 from .scenarios import wait_for_success
 
-pytestmark = [
-    pytest.mark.serial,
-    pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK), reason="needs Debian's chromium"),
-]
+pytestmark = [pytest.mark.serial, needs_chromium]
 
-CHROMIUM = "/usr/bin/chromium"
-SCREENSHOTS = Path(__file__).resolve().parents[3] / ".test-reports" / "screenshots"
 DAG_ID = "live_ui"
 COMPLETIONS, PARALLELISM = 6, 2
 DAG = """
@@ -52,29 +45,8 @@ with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=Fal
 
 @pytest.fixture
 def browser() -> Iterator[Browser]:
-    sandbox = ["--no-sandbox"] if os.geteuid() == 0 else []  # Chromium's sandbox refuses to run as root
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=sandbox)
+    with chromium() as b:
         yield b
-        b.close()
-
-
-def _log_in(browser: Browser, deployment: AirflowDeployment) -> Page:
-    passwords = json.loads((deployment.home / "simple_auth_manager_passwords.json.generated").read_text())
-    user, password = next(iter(passwords.items()))
-    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    page.goto(f"{deployment.url}/")
-    page.wait_for_url(re.compile(r"/auth/login"))
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(lambda u: "/auth/login" not in u)
-    return page
-
-
-def _screenshot(page: Page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
 def _mark_no_reload(target: Page | FrameLocator) -> Callable[[], Any]:
@@ -84,10 +56,17 @@ def _mark_no_reload(target: Page | FrameLocator) -> Callable[[], Any]:
     return lambda: body.evaluate("() => window.__kueueNoReload")
 
 
-def _queue_row(page: Page, local_queue: str) -> dict[str, str]:
-    headers = page.locator("table tr th").all_inner_texts()
-    row = page.locator("table tr", has=page.locator(f"td:text-is('{local_queue}')"))
+def _queue_row(page: Page, namespace: str) -> dict[str, str]:
+    """The queue table's row of ``namespace`` (its one LocalQueue), by column header."""
+    table = page.locator('[data-part="queues"] table')
+    headers = table.locator("tr th").all_inner_texts()
+    row = table.locator("tr", has=page.locator(f"td:text-is('{namespace}')"))
     return dict(zip(headers, row.locator("td").all_inner_texts(), strict=False))
+
+
+def _local_queue_counts(env: KueueEnv) -> tuple[int, int]:
+    status = env.cluster.kueue_get("localqueues", env.local_queue, env.namespace).get("status", {})
+    return int(status.get("pendingWorkloads", 0)), int(status.get("admittedWorkloads", 0))
 
 
 def _legend(frame: FrameLocator) -> dict[str, int]:
@@ -125,6 +104,7 @@ def test_the_kueue_pages_follow_the_run_live(
         lambda: deployment.rest.states(DAG_ID, run_id).get("deferred"),
         timeout=120,
     )
+    wait_for("Kueue counting the Job as pending", lambda: _local_queue_counts(env) == (1, 1), timeout=60)
     task_url = f"{deployment.url}/kueue/task?dag_id={DAG_ID}&run_id={quote(run_id, safe='')}&task_id=shards"
 
     # Not logged in: both pages send the browser to Airflow's login.
@@ -135,22 +115,22 @@ def test_the_kueue_pages_follow_the_run_live(
     stranger.context.close()
 
     # The queue page takes the admission in, without a reload, once the blocker goes.
-    page = _log_in(browser, deployment)
+    page = log_in(browser, deployment.url, deployment.home / "simple_auth_manager_passwords.json.generated")
     page.goto(f"{deployment.url}/kueue/queues")
     page.locator("[data-stream][data-updates]").wait_for()
-    before = _queue_row(page, env.local_queue)
+    before = _queue_row(page, env.namespace)
     assert before["Pending"] == "1" and before["Admitted"] == "1", before
-    _screenshot(page, "kueue-queues-waiting")
+    screenshot(page, "kueue-queues-waiting")
     still_there = _mark_no_reload(page)
     env.cluster.batch.delete_namespaced_job("blocker", env.namespace, propagation_policy="Background")
     wait_for(
         "the queue page showing the Job admitted",
-        lambda: _queue_row(page, env.local_queue).get("Pending") == "0" or None,
+        lambda: _queue_row(page, env.namespace).get("Pending") == "0" or None,
         timeout=120,
     )
     assert still_there() == 1, "the queue page reloaded"
     assert int(page.locator("[data-stream]").get_attribute("data-updates") or 0) >= 1
-    _screenshot(page, "kueue-queues-admitted")
+    screenshot(page, "kueue-queues-admitted")
 
     # The task's extra link opens its Kueue tab in Airflow's UI; the grid advances as indexes finish.
     page.goto(f"{deployment.url}/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/shards/details")
@@ -180,8 +160,15 @@ def test_the_kueue_pages_follow_the_run_live(
         if done == 2 * PARALLELISM:
             summary = frame.locator(".summary").inner_text()
             assert "ETA" in summary, summary
-            _screenshot(page, "kueue-task-live")
+            screenshot(page, "kueue-task-live")
     frame.locator("[data-stream]", has_text="finished").wait_for(timeout=60_000)
     assert _legend(frame) == {"done": COMPLETIONS, "failed": 0, "running": 0, "waiting": 0}
-    _screenshot(page, "kueue-task-finished")
+    screenshot(page, "kueue-task-finished")
     wait_for_success(deployment, DAG_ID, run_id, timeout=300)
+
+    # The finished run is in the queue page's history (the task's result, from Airflow's database).
+    page.goto(f"{deployment.url}/kueue/queues")
+    history = page.locator("h4", has_text=f"ClusterQueue {env.cluster_queue}")
+    history.wait_for(timeout=30_000)
+    assert DAG_ID in page.locator("table", has=page.locator(f"td:text-is('{run_id}')")).inner_text()
+    screenshot(page, "kueue-queues-history")

@@ -10,27 +10,23 @@ the tab's iframe and saves a screenshot to ``.test-reports/screenshots/<test>.pn
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import quote
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, FrameLocator, Page, sync_playwright
+from playwright.sync_api import Browser, FrameLocator, Page
 
 from airflow_kueue_provider.kueue.airflow_identity import MAP_INDEX_LABEL, TASK_ID_LABEL
 
 from ..airflow_runner import AirflowHome
+from ..browser import chromium, log_in, needs_chromium, screenshot
 from ..cluster import Cluster, KueueEnv, create_kueue_env, delete_kueue_env
 from .test_api_server import _login, start_api_server
 
-CHROMIUM = "/usr/bin/chromium"
-SCREENSHOTS = Path(__file__).resolve().parents[3] / ".test-reports" / "screenshots"
 DAG_ID = "kueue_tab"
 BASE_PATH = "/airflow"
 
@@ -57,9 +53,7 @@ with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=Fal
     shards >> report
 """
 
-pytestmark = pytest.mark.skipif(
-    not os.access(CHROMIUM, os.X_OK), reason=f"needs Debian's chromium at {CHROMIUM} (.ci/run installs it)"
-)
+pytestmark = needs_chromium
 
 
 @dataclass
@@ -95,38 +89,22 @@ def ui(airflow_home: AirflowHome, tab_env: KueueEnv) -> Iterator[Ui]:
     airflow_home.write_dag(
         DAG_ID, DAG.format(dag_id=DAG_ID, namespace=tab_env.namespace, queue=tab_env.local_queue)
     )
-    sandbox = ["--no-sandbox"] if os.geteuid() == 0 else []  # Chromium's sandbox refuses to run as root
     with ThreadPoolExecutor(1) as pool:  # `airflow dags reserialize` alone takes 5-15 s: overlap it
         starting = pool.submit(airflow_home.start_dag, DAG_ID, run_after="2026-11-30T02:00:00+00:00")
         try:
-            with start_api_server(airflow_home, tab_env, base_path=BASE_PATH) as url, sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=sandbox)
+            with start_api_server(airflow_home, tab_env, base_path=BASE_PATH) as url, chromium() as browser:
                 run = starting.result(timeout=120).wait(timeout=240)
                 assert run.succeeded, run.output[-6000:]
                 bearer = {"Authorization": f"Bearer {_login(airflow_home, url)}"}
                 runs = httpx.get(f"{url}/api/v2/dags/{DAG_ID}/dagRuns", headers=bearer, timeout=30).json()
                 (dag_run,) = runs["dag_runs"]
-                _log_in_through_the_form(browser, airflow_home, url)
+                log_in(
+                    browser, url, airflow_home.home / "simple_auth_manager_passwords.json.generated"
+                ).close()
                 yield Ui(url, dag_run["dag_run_id"], browser, tab_env)
-                browser.close()
         finally:
             if starting.exception() is None:
                 starting.result().kill()  # only if the API server failed before the run ended
-
-
-def _log_in_through_the_form(browser: Browser, airflow_home: AirflowHome, url: str) -> None:
-    """The simple auth manager's login page; its cookie then authenticates the UI and the tab's iframe."""
-    passwords = json.loads((airflow_home.home / "simple_auth_manager_passwords.json.generated").read_text())
-    user, password = next(iter(passwords.items()))
-    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    page.goto(f"{url}/")
-    page.wait_for_url(re.compile(r"/auth/login"))
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(lambda u: "/auth/login" not in u)
-    assert any(c["name"] == "_token" for c in page.context.cookies()), page.context.cookies()
-    page.close()
 
 
 def _open_kueue_tab(ui: Ui, task_path: str) -> tuple[Page, FrameLocator]:
@@ -146,8 +124,7 @@ def _open_kueue_tab(ui: Ui, task_path: str) -> tuple[Page, FrameLocator]:
 
 
 def _screenshot(page: Page, request: pytest.FixtureRequest) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}.png"), full_page=True)
+    screenshot(page, request.node.name)
 
 
 def _grid(frame: FrameLocator) -> list[str]:

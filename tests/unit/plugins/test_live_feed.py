@@ -75,3 +75,25 @@ def test_an_event_is_one_json_line() -> None:
     text = live_feed.event("part", {"part": "queues", "html": "<p>a\nb</p>"})
     assert text.endswith("\n\n") and text.count("\n") == 3
     assert json.loads(text.splitlines()[1].removeprefix("data: "))["html"] == "<p>a\nb</p>"
+
+
+def test_a_watch_that_cannot_go_on_ends_the_stream_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Refused:
+        async def next(self) -> JobSnapshot:
+            raise PermissionError("403 Forbidden: watch jobs")
+
+    @asynccontextmanager
+    async def follow(conn_id: str, namespace: str, job_name: str) -> AsyncIterator[Refused]:
+        yield Refused()
+
+    monkeypatch.setattr(NamespaceWatch, "follow", follow)
+
+    async def never() -> bool:
+        return False
+
+    async def collect() -> list[str]:
+        render = lambda *a: ({}, False)  # noqa: E731
+        return [c async for c in live_feed.job_events("c", "ns", "j", render, never)]
+
+    (only,) = _parse(asyncio.run(collect()))
+    assert only[0] == "end" and "PermissionError" in only[1]["reason"] and "reload" in only[1]["reason"]
