@@ -162,6 +162,16 @@ class KueueHook:
             body["metadata"]["uid"] = uid  # a precondition: the patch fails (409) on another object
         call_with_retry(lambda: batch.patch_namespaced_job(name, namespace, body), "set the priority class")
 
+    def annotate_job(
+        self, namespace: str, name: str, annotations: dict[str, str], uid: str | None = None
+    ) -> None:
+        """Merge ``annotations`` into the Job's (what the provider records for people and the UI)."""
+        batch = client.BatchV1Api(self.api)
+        body: dict[str, Any] = {"metadata": {"annotations": annotations}}
+        if uid:
+            body["metadata"]["uid"] = uid
+        call_with_retry(lambda: batch.patch_namespaced_job(name, namespace, body), "annotate the Job")
+
     def get_workload_priority_class(self, name: str) -> dict[str, Any] | None:
         return self._get_custom("workloadpriorityclasses", name)
 

@@ -15,6 +15,7 @@ log may all be in different zones.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone
@@ -23,6 +24,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .eta import Estimate
 
+DEADLINE_ANNOTATION = "airflow-kueue.io/deadline"
+"""On the Job: the resolved deadline (ISO 8601, UTC), for the UI and ``kubectl``."""
+ESCALATIONS_ANNOTATION = "airflow-kueue.io/escalations"
+"""On the Job: the escalations taken so far (a JSON list of {step, at, detail, why})."""
 DEFAULT_MARGIN = timedelta(minutes=10)
 """Escalate once the late end of the ETA comes within this of the deadline."""
 
@@ -189,3 +194,22 @@ class EtaHistory:
             }
         )
         del self.samples[:-MAX_ETA_SAMPLES]
+
+
+def deadline_of(job: dict[str, Any]) -> tuple[datetime | None, list[dict[str, str]]]:
+    """The deadline and escalations a Job's annotations record (None and [] when absent or unreadable)."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    try:
+        at = (
+            datetime.fromisoformat(annotations[DEADLINE_ANNOTATION])
+            if DEADLINE_ANNOTATION in annotations
+            else None
+        )
+    except ValueError:
+        at = None
+    try:
+        steps = json.loads(annotations.get(ESCALATIONS_ANNOTATION) or "[]")
+    except ValueError:
+        steps = []
+    valid = [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
+    return at, [{str(k): str(v) for k, v in s.items()} for s in valid]

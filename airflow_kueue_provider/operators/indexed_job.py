@@ -17,7 +17,15 @@ from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.api_time import parse_api_time
 from ..kueue.cost import VmPrice, estimate_cost
-from ..kueue.deadline import DEFAULT_MARGIN, DeadlinePlan, DeadlineValue, InvalidDeadline, resolve_deadline
+from ..kueue.deadline import (
+    DEADLINE_ANNOTATION,
+    DEFAULT_MARGIN,
+    ESCALATIONS_ANNOTATION,
+    DeadlinePlan,
+    DeadlineValue,
+    InvalidDeadline,
+    resolve_deadline,
+)
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
 from ..kueue.job_template import template_main_container
@@ -341,6 +349,9 @@ class KueueIndexedJobOperator(BaseOperator):
         job = submission.job
         self._job_name, self._job_uid = job["metadata"]["name"], job["metadata"].get("uid")
         plan = self._deadline_plan(context, hook)
+        if plan is not None:
+            annotation = {DEADLINE_ANNOTATION: plan.deadline.isoformat()}
+            hook.annotate_job(self.resolved_namespace(), self._job_name, annotation, uid=self._job_uid)
         verb = "reattached to" if submission.reattached else "submitted"
         self.log.info(
             "%s Job %s/%s (%s) in LocalQueue %s",
@@ -406,6 +417,9 @@ class KueueIndexedJobOperator(BaseOperator):
         steps = list(event.get("escalations") or [])
         if self.on_deadline_risk is not None:
             steps = take_steps(self.on_deadline_risk, hook, namespace, event, context)
+            hook.annotate_job(
+                namespace, name, {ESCALATIONS_ANNOTATION: json.dumps(steps)}, uid=event.get("job_uid")
+            )
         job = hook.get_job(namespace, name)
         if job is None:
             raise KueueJobFailed(f"Job {namespace}/{name} is gone (deleted while the task escalated)", event)

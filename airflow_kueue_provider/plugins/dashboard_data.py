@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from kubernetes.client.rest import ApiException
@@ -13,6 +14,7 @@ from ..hooks.kueue_hook import KueueHook
 from ..kueue.admission_timeline import TimelineStep, admission_timeline
 from ..kueue.airflow_identity import TRY_NUMBER_LABEL, AirflowIdentity
 from ..kueue.api_time import parse_api_time
+from ..kueue.deadline import deadline_of
 from ..kueue.eta import Estimate, FinishClock, average_finish
 from ..kueue.index_grid import IndexGrid, index_grid, likely_running
 from ..kueue.job_progress import JobView, progress_line, view_of
@@ -95,10 +97,28 @@ class LiveState:
     eta: Estimate | None
     grid: IndexGrid
     finished: bool
+    deadline: datetime | None = None
+    """From the Job's annotation (the task's ``deadline=``)."""
+    escalations: tuple[dict[str, str], ...] = ()
 
     @property
     def eta_text(self) -> str:
         return f"ETA {self.eta.describe()}" if self.eta else ""
+
+    @property
+    def deadline_text(self) -> str:
+        """``deadline 07:00 UTC (ETA 12 min before)``; the escalations taken, if any."""
+        if self.deadline is None:
+            return ""
+        text = f"deadline {self.deadline.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
+        if self.eta is not None and not self.finished:
+            minutes = (self.deadline - self.eta.at).total_seconds() / 60
+            text += f" (ETA {abs(minutes):.0f} min {'before' if minutes >= 0 else 'after'})"
+        steps = [
+            f"{s.get('step')} {s.get('detail', '')}".strip() + f" at {s.get('at', '')[11:19]}"
+            for s in self.escalations
+        ]
+        return text + (f"; escalated: {', '.join(steps)}" if steps else "")
 
 
 def live_state(
@@ -120,12 +140,15 @@ def live_state(
         started = parse_api_time((job.get("status") or {}).get("startTime"))
         if eta is None and started is not None:
             eta = average_finish(view.completions, finished, view.active, started.timestamp(), now)
+    deadline, escalations = deadline_of(job)
     return LiveState(
         job_name=view.name,
         summary=_summary(view, max_failed, position),
         eta=eta,
         grid=index_grid(job, likely_running(job)),
         finished=view.finished_condition is not None,
+        deadline=deadline,
+        escalations=tuple(escalations),
     )
 
 

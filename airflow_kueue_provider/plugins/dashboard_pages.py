@@ -166,7 +166,8 @@ def task_page(
 
 def summary_html(live: LiveState) -> str:
     eta = f' <span class="eta">{escape(live.eta_text)}</span>' if live.eta else ""
-    return f"{escape(live.summary)}{eta}"
+    deadline = f'<br><span class="deadline">{escape(live.deadline_text)}</span>' if live.deadline_text else ""
+    return f"{escape(live.summary)}{eta}{deadline}"
 
 
 def no_job_message(facts: TaskInstanceFacts | None) -> str:

@@ -3,7 +3,10 @@ defers, the trigger finds the run at risk, the task resumes to escalate and defe
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from airflow_kueue_provider.kueue.deadline import ESCALATIONS_ANNOTATION
 
 from ..airflow_runner import AirflowHome
 from ..cluster import indexed_job, is_true, wait_for
@@ -67,6 +70,14 @@ def test_a_low_priority_run_near_its_deadline_is_raised_and_admitted_before_the_
             timeout=60,
         )
         assert not is_true(workload, "Admitted")
+        recorded = wait_for(  # the Job records the escalation for people and the UI
+            "the escalation recorded on the Job",
+            lambda: (
+                (env.job(name) or {}).get("metadata", {}).get("annotations", {}).get(ESCALATIONS_ANNOTATION)
+            ),
+            timeout=60,
+        )
+        assert [s["step"] for s in json.loads(recorded)] == ["raise_priority"]
         env.release("blocker")  # quota for one Job of 2 CPUs: ours (1000) goes before the others (100)
         wait_for("ours admitted", lambda: _admitted_at(env, name), timeout=120)
         assert _admitted_at(env, "other-1") is None and _admitted_at(env, "other-2") is None

@@ -66,3 +66,23 @@ def test_at_risk_when_the_late_end_of_the_eta_passes_the_deadline_minus_the_marg
     assert check(-5, 1).at_risk
     assert not DeadlineCheck(deadline, None, margin).at_risk, "no estimate, no escalation"
     assert "AT RISK" in check(12, 5).describe() and "on track" in check(30, 5).describe()
+
+
+def test_the_job_records_its_deadline_and_escalations_for_the_ui() -> None:
+    import json
+
+    from airflow_kueue_provider.kueue.deadline import DEADLINE_ANNOTATION, ESCALATIONS_ANNOTATION, deadline_of
+
+    steps = [{"step": "raise_priority", "at": "2026-12-02T06:41:07+00:00", "detail": "urgent", "why": "x"}]
+    job = {
+        "metadata": {
+            "annotations": {
+                DEADLINE_ANNOTATION: "2026-12-02T07:00:00+00:00",
+                ESCALATIONS_ANNOTATION: json.dumps(steps),
+            }
+        }
+    }
+    assert deadline_of(job) == (datetime(2026, 12, 2, 7, tzinfo=timezone.utc), steps)
+    assert deadline_of({"metadata": {}}) == (None, [])
+    broken = {"metadata": {"annotations": {DEADLINE_ANNOTATION: "soon", ESCALATIONS_ANNOTATION: "{"}}}
+    assert deadline_of(broken) == (None, [])

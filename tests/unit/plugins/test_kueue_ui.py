@@ -140,3 +140,25 @@ def test_the_run_history_shows_only_the_dags_the_user_may_read() -> None:
     assert "ClusterQueue spot" in page.text and "&lt;b&gt;" not in page.text and "<td>a</td>" in page.text
     history = TestClient(app).get("/api/queues").json()["history"]
     assert [[r["dag_id"] for r in h["runs"]] for h in history] == [["a"]]
+
+
+def test_the_task_view_shows_the_deadline_the_eta_and_the_escalations() -> None:
+    from datetime import timedelta
+
+    from airflow_kueue_provider.kueue.eta import Estimate
+    from airflow_kueue_provider.plugins.dashboard_pages import summary_html
+
+    deadline = datetime(2026, 12, 2, 7, tzinfo=timezone.utc)
+    eta = Estimate(deadline + timedelta(minutes=12), timedelta(minutes=3))
+    live = LiveState(
+        "j",
+        "running 10/100 done",
+        eta,
+        IndexGrid(100, IndexSet(), IndexSet(), IndexSet()),
+        False,
+        deadline,
+        ({"step": "raise_priority", "detail": "urgent", "at": "2026-12-02T06:41:07+00:00"},),
+    )
+    html = summary_html(live)
+    assert "deadline 2026-12-02 07:00 UTC (ETA 12 min after)" in html
+    assert "escalated: raise_priority urgent at 06:41:07" in html
