@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv demo cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-unit test-integration lint typecheck
+.PHONY: venv demo cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-unit test-integration lint typecheck screenshots
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -87,3 +87,10 @@ lint: venv
 
 typecheck: venv
 	$(VENV)/bin/mypy airflow_kueue_provider devcluster
+
+# The README's pictures: copies of what the browser tests saved in the last `make test`.
+SHOTS := kueue-queues-waiting kueue-queues-admitted kueue-task-live kueue-task-finished kueue-queues-history \
+	test_another_operators_tab_says_it_has_no_kueue_job
+screenshots:
+	mkdir -p docs/screenshots
+	for s in $(SHOTS); do cp .test-reports/screenshots/$$s.png docs/screenshots/; done

@@ -181,8 +181,8 @@ def create_app(
     @app.exception_handler(ApiException)
     def cluster_error(request: Request, exc: ApiException) -> Response:
         hint = (
-            " Give the connection's identity list/get on Jobs, Pods, Events and Kueue queues and Workloads, "
-            "or name the namespaces it may read in [kueue] ui_namespaces."
+            " Give the connection's identity get/list/watch on Jobs, Workloads, Kueue queues and Events "
+            "(deploy/rbac/ui.yaml), or name the namespaces it may read in [kueue] ui_namespaces."
             if exc.status in (401, 403)
             else ""
         )

@@ -95,7 +95,7 @@ def history_html(histories: Sequence[QueueHistory]) -> str:
         return "<h3>Recent runs</h3><p class=muted>No finished Kueue task results you may read yet.</p>"
     out = ["<h3>Recent runs</h3>"]
     for history in histories:
-        cost = f", about ${history.cost_usd:,.2f}" if history.cost_usd is not None else ""
+        cost = f", about {_usd(history.cost_usd)}" if history.cost_usd is not None else ""
         out.append(
             f"<h4>ClusterQueue {escape(history.cluster_queue)}</h4>"
             f"<p class=muted>last {len(history.runs)} runs: median queue wait "
@@ -114,10 +114,14 @@ def _history_row(run: RunRecord) -> str:
         f"{run.succeeded}/{run.completions}",
         str(run.failed),
         str(run.evictions),
-        "" if run.cost_usd is None else f"${run.cost_usd:,.2f}",
+        "" if run.cost_usd is None else _usd(run.cost_usd),
     ]
     cells = [f"<td>{escape(v)}</td>" for v in text] + [f'<td class="num">{escape(v)}</td>' for v in numbers]
     return f"<tr>{''.join(cells)}</tr>"
+
+
+def _usd(value: float) -> str:
+    return "< $0.01" if 0 < value < 0.01 else f"${value:,.2f}"
 
 
 def _seconds(value: float | None) -> str:
@@ -165,7 +169,7 @@ def task_page(
 
 
 def summary_html(live: LiveState) -> str:
-    eta = f' <span class="eta">{escape(live.eta_text)}</span>' if live.eta else ""
+    eta = f'; <span class="eta">{escape(live.eta_text)}</span>' if live.eta else ""
     deadline = f'<br><span class="deadline">{escape(live.deadline_text)}</span>' if live.deadline_text else ""
     return f"{escape(live.summary)}{eta}{deadline}"
 

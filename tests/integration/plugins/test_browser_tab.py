@@ -186,8 +186,11 @@ def test_queue_dashboard_opens_from_the_browse_menu(ui: Ui, request: pytest.Fixt
             page.get_by_role("menuitem", name="Kueue queues").click()
         assert answer.value.url == f"{ui.url}/kueue/queues" and answer.value.status == 200, answer.value.url
         frame = page.frame_locator('iframe[title="Kueue queues"]')
-        row = frame.locator("tr", has_text=ui.env.namespace)
+        row = frame.locator('[data-part="queues"] tr', has_text=ui.env.namespace)
         assert ui.env.cluster_queue in row.inner_text()
+        # Recent runs: the DAG's five Kueue task instances, from their results (the EmptyOperator has none).
+        history = frame.locator("table", has=frame.locator("td", has_text="per_sample [3]"))
+        assert history.locator("tr", has_text=DAG_ID).count() == 5
     finally:
         _screenshot(page, request)
         page.close()
