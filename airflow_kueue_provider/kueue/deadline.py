@@ -97,41 +97,16 @@ def _positive(at: datetime, run_start: datetime, value: object) -> datetime:
     return at.astimezone(timezone.utc)
 
 
-@dataclass(frozen=True)
-class DeadlineCheck:
-    """One comparison of the ETA with the deadline."""
-
-    deadline: datetime
-    eta: Estimate | None
-    margin: timedelta
-
-    @property
-    def at_risk(self) -> bool:
-        """The late end of the estimate (ETA + its margin) is past the deadline minus the margin. No
-        estimate yet is no risk: escalating on a guess would spend on-demand quota for nothing."""
-        if self.eta is None:
-            return False
-        return self.eta.at + self.eta.margin > self.deadline - self.margin
-
-    def describe(self) -> str:
-        due = f"deadline {self.deadline:%Y-%m-%d %H:%M} UTC"
-        if self.eta is None:
-            return f"{due}; no ETA yet"
-        slack = (self.deadline - self.eta.at).total_seconds() / 60
-        verdict = "AT RISK" if self.at_risk else "on track"
-        return f"{due}; ETA {self.eta.describe()}: {verdict} ({slack:+.0f} min)"
-
-
 ETA_SAMPLE_SECONDS = 60.0
 """The result's ``eta_history`` keeps one estimate a minute (and every change of verdict)."""
 MAX_ETA_SAMPLES = 240
 
 
-def queued_at_risk(admission: Estimate | None, now: datetime, deadline: datetime, margin: timedelta) -> bool:
-    """A Job still waiting for quota is at risk once its estimated admission (late end) is past the
-    deadline minus the margin, or, with no estimate (a queue that has not moved), once that moment has come
-    with the Job still not admitted."""
-    if admission is not None and admission.at + admission.margin > deadline - margin:
+def at_risk(estimate: Estimate | None, now: datetime, deadline: datetime, margin: timedelta) -> bool:
+    """A run is at risk once the late end of its estimate (queued: admission; running: finish) is past the
+    deadline minus the margin, or, with no estimate (a queue that has not moved, no index finished yet),
+    once that moment has come with the run unfinished."""
+    if estimate is not None and estimate.at + estimate.margin > deadline - margin:
         return True
     return now >= deadline - margin
 

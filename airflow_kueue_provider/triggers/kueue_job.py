@@ -14,7 +14,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..hooks.kueue_async_hook import AsyncKueueHook, is_connection_error
 from ..hooks.retry import describe, is_transient
-from ..kueue.deadline import DeadlineCheck, DeadlinePlan, EtaHistory, queued_at_risk
+from ..kueue.deadline import DeadlinePlan, EtaHistory, at_risk
 from ..kueue.eta import AdmissionClock, Estimate, FinishClock, eta_line
 from ..kueue.job_ownership import is_same_object
 from ..kueue.job_progress import JobView, Outcome, outcome_of, progress_line, result_of, view_of
@@ -257,20 +257,18 @@ class KueueJobTrigger(BaseTrigger):
                 snapshot = following.current()
 
     def _deadline_check(self, queued: bool, estimate: Estimate | None) -> tuple[str | None, float | None]:
-        """(the progress line's deadline part, 0 to escalate now / seconds until a queued Job's deadline
-        check is due without news / None); (None, None) without a deadline."""
+        """(the progress line's deadline part, 0 to escalate now / seconds until the deadline less the margin,
+        when the check is due even without news / None); (None, None) without a deadline."""
         plan = self.deadline
         if plan is None:
             return None, None
         now = datetime.now(timezone.utc)
-        check = DeadlineCheck(plan.deadline, estimate, plan.margin)
-        at_risk = queued_at_risk(estimate, now, plan.deadline, plan.margin) if queued else check.at_risk
-        self._eta_history.offer(now, "queued" if queued else "running", estimate, at_risk)
-        due = f"deadline {plan.deadline:%H:%M} UTC"
-        line = f"{due}: {'AT RISK' if at_risk else 'on track'}"
-        if at_risk and plan.escalate:
+        risk = at_risk(estimate, now, plan.deadline, plan.margin)
+        self._eta_history.offer(now, "queued" if queued else "running", estimate, risk)
+        line = f"deadline {plan.deadline:%H:%M} UTC: {'AT RISK' if risk else 'on track'}"
+        if risk and plan.escalate:
             return line, 0.0
-        if queued and plan.escalate:  # no news may come while a queue stands still: look again by then
+        if plan.escalate:  # no news may come (a queue that stands still, a long shard): look again by then
             return line, max((plan.deadline - plan.margin - now).total_seconds(), 0.05)
         return line, None
 

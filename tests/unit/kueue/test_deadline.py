@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from airflow_kueue_provider.kueue.deadline import DeadlineCheck, InvalidDeadline, resolve_deadline
+from airflow_kueue_provider.kueue.deadline import InvalidDeadline, at_risk, resolve_deadline
 from airflow_kueue_provider.kueue.eta import Estimate
 
 START = datetime(2026, 12, 1, 23, 30, tzinfo=timezone.utc)  # a nightly run that starts before midnight
@@ -54,18 +54,23 @@ def test_what_cannot_be_read_is_refused_with_the_forms_it_takes(value: object, s
 def test_at_risk_when_the_late_end_of_the_eta_passes_the_deadline_minus_the_margin() -> None:
     deadline = datetime(2026, 12, 2, 7, tzinfo=timezone.utc)
     margin = timedelta(minutes=10)
+    early = deadline - timedelta(hours=2)
 
-    def check(eta_minutes_before: float, eta_margin_minutes: float) -> DeadlineCheck:
-        eta = Estimate(
-            deadline - timedelta(minutes=eta_minutes_before), timedelta(minutes=eta_margin_minutes)
-        )
-        return DeadlineCheck(deadline, eta, margin)
+    def risk(eta_minutes_before: float | None, eta_margin_minutes: float = 5, now: datetime = early) -> bool:
+        eta = None
+        if eta_minutes_before is not None:
+            eta = Estimate(
+                deadline - timedelta(minutes=eta_minutes_before), timedelta(minutes=eta_margin_minutes)
+            )
+        return at_risk(eta, now, deadline, margin)
 
-    assert not check(30, 5).at_risk
-    assert check(12, 5).at_risk, "06:48 +5 min is past 06:50"
-    assert check(-5, 1).at_risk
-    assert not DeadlineCheck(deadline, None, margin).at_risk, "no estimate, no escalation"
-    assert "AT RISK" in check(12, 5).describe() and "on track" in check(30, 5).describe()
+    assert not risk(30)
+    assert risk(12), "06:48 +5 min is past 06:50"
+    assert risk(-5, 1)
+    assert not risk(None), "no estimate yet, hours to go: no escalation on a guess"
+    assert risk(None, now=deadline - timedelta(minutes=9)), (
+        "no estimate, and the deadline less the margin has come"
+    )
 
 
 def test_the_job_records_its_deadline_and_escalations_for_the_ui() -> None:
