@@ -324,6 +324,7 @@ class KueueIndexedJobOperator(BaseOperator):
         session = self._checkpoint_session(identity)
         hook = KueueHook(self.kubernetes_conn_id)
         self._check_local_queue(hook)
+        plan = self._deadline_plan(context, hook)  # a bad deadline or priority class: nothing is created
         # 1. Reattach to a Job of this task instance that still runs (or completed) ...
         previous = hook.task_instance_jobs(self.resolved_namespace(), identity)
         submission = reattachable(previous, completed_counts=session is None)
@@ -348,7 +349,6 @@ class KueueIndexedJobOperator(BaseOperator):
                 )
         job = submission.job
         self._job_name, self._job_uid = job["metadata"]["name"], job["metadata"].get("uid")
-        plan = self._deadline_plan(context, hook)
         if plan is not None:
             annotation = {DEADLINE_ANNOTATION: plan.deadline.isoformat()}
             hook.annotate_job(self.resolved_namespace(), self._job_name, annotation, uid=self._job_uid)

@@ -110,3 +110,28 @@ def test_a_run_with_ample_time_never_escalates(kueue_env: Any, airflow_home: Air
     assert result["escalations"] == [], result
     assert result["eta_history"] and not any(s["at_risk"] for s in result["eta_history"])
     assert "on track" in run.output and "escalating" not in run.output
+
+
+def test_an_escalation_to_a_priority_class_that_does_not_exist_fails_before_anything_is_created(
+    kueue_env: Any,
+) -> None:
+    from types import SimpleNamespace
+
+    import pytest
+
+    from airflow_kueue_provider.airflow_compat import AirflowFailException
+    from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+    op = KueueIndexedJobOperator(
+        task_id="shards",
+        namespace=kueue_env.namespace,
+        queue_name=kueue_env.local_queue,
+        image="example.invalid/shard:1",
+        deadline="07:00 Europe/London",
+        on_deadline_risk={"raise_priority": "no-such-class"},
+        deferrable=False,
+    )
+    ti = SimpleNamespace(dag_id="d", task_id="shards", run_id="r", try_number=1, map_index=-1)
+    with pytest.raises(AirflowFailException, match=r"no-such-class'?: no such WorkloadPriorityClass"):
+        op.execute({"ti": ti, "dag_run": SimpleNamespace(start_date=None)})  # type: ignore[arg-type]
+    assert kueue_env.jobs() == []
