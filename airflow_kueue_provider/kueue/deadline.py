@@ -149,6 +149,11 @@ class EtaHistory:
     def __init__(self, earlier: tuple[dict[str, Any], ...] = ()) -> None:
         self.samples: list[dict[str, Any]] = list(earlier)[-MAX_ETA_SAMPLES:]
         self._last_at: datetime | None = None
+        if self.samples:  # a trigger that follows on (after an escalation) samples on from there
+            try:
+                self._last_at = datetime.fromisoformat(str(self.samples[-1]["at"]))
+            except (KeyError, ValueError):
+                self._last_at = None
 
     def offer(self, now: datetime, phase: str, eta: Estimate | None, at_risk: bool) -> None:
         changed = not self.samples or self.samples[-1].get("at_risk") != at_risk

@@ -9,6 +9,8 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any
 
+from kubernetes.client.rest import ApiException
+
 from ..hooks.kueue_hook import KueueHook
 
 log = logging.getLogger(__name__)
@@ -71,19 +73,29 @@ class DeadlineEscalation:
 
 
 def take_steps(
-    escalation: DeadlineEscalation, hook: KueueHook, namespace: str, event: Mapping[str, Any], context: Any
+    escalation: DeadlineEscalation,
+    hook: KueueHook,
+    job: Mapping[str, Any],
+    event: Mapping[str, Any],
+    context: Any,
 ) -> list[dict[str, str]]:
-    """Each step of ``escalation``, once, for the Job of ``event`` (the trigger's ``deadline_risk``);
-    returns the escalations so far (the event's and these), as the result lists them."""
+    """Each step of ``escalation``, once, for ``job`` (read fresh; the trigger's ``deadline_risk`` is
+    ``event``); returns the escalations so far (the event's and these), as the result lists them. A step
+    that cannot be taken is listed with the reason and does not fail the task: the run may still make it."""
     message = str(event.get("message") or "deadline at risk")
-    name, now = str(event["job_name"]), datetime.now(timezone.utc).isoformat(timespec="seconds")
+    meta = job["metadata"]
+    namespace, name = str(meta["namespace"]), str(meta["name"])
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     steps = [dict(e) for e in event.get("escalations") or []]
     if escalation.raise_priority:
-        hook.set_priority_class(namespace, name, escalation.raise_priority, uid=event.get("job_uid"))
         steps.append(
-            {"step": "raise_priority", "at": now, "detail": escalation.raise_priority, "why": message}
+            {
+                "step": "raise_priority",
+                "at": now,
+                "detail": _raise(hook, job, escalation.raise_priority),
+                "why": message,
+            }
         )
-        log.warning("Job %s/%s: WorkloadPriorityClass -> %s", namespace, name, escalation.raise_priority)
     if escalation.notify is not None:
         history = event.get("eta_history") or []
         info = {
@@ -101,3 +113,21 @@ def take_steps(
             detail = f"failed: {type(exc).__name__}: {exc}"
         steps.append({"step": "notify", "at": now, "detail": detail, "why": message})
     return steps
+
+
+def _raise(hook: KueueHook, job: Mapping[str, Any], priority_class: str) -> str:
+    """Kueue changes a Workload's priority only while it waits for quota, and refuses (webhook) a
+    priority-class label added to a Job that already runs: a Job no longer suspended is left as it is."""
+    meta = job["metadata"]
+    if not (job.get("spec") or {}).get("suspend"):
+        log.warning("Job %s/%s already holds quota: its priority stays", meta["namespace"], meta["name"])
+        return "skipped: the Job already holds quota (Kueue keeps an admitted Workload's priority)"
+    try:
+        hook.set_priority_class(meta["namespace"], meta["name"], priority_class, uid=meta.get("uid"))
+    except ApiException as exc:
+        log.warning(
+            "raising the priority of Job %s/%s failed: %s", meta["namespace"], meta["name"], exc.reason
+        )
+        return f"failed: {exc.status} {exc.reason}"
+    log.warning("Job %s/%s: WorkloadPriorityClass -> %s", meta["namespace"], meta["name"], priority_class)
+    return priority_class

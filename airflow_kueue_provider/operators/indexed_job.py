@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 from airflow.sdk import BaseOperator
+from kubernetes.client.rest import ApiException
 
 from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.blob_store import BlobConfigError, BlobStoreError
@@ -400,7 +401,7 @@ class KueueIndexedJobOperator(BaseOperator):
             raise AirflowFailException(f"{self.task_id}: {exc}") from exc
         escalation = self.on_deadline_risk
         raise_to = escalation.raise_priority if escalation is not None else None
-        if raise_to and hook.get_workload_priority_class(raise_to) is None:
+        if raise_to and not self._priority_class_exists(hook, raise_to):
             raise AirflowFailException(
                 f"{self.task_id}: on_deadline_risk raise_priority={raise_to!r}: no such "
                 "WorkloadPriorityClass in the cluster; create it or name an existing one"
@@ -408,21 +409,35 @@ class KueueIndexedJobOperator(BaseOperator):
         self.log.info("deadline %s UTC (margin %s)", f"{at:%Y-%m-%d %H:%M:%S}", self.deadline_margin)
         return DeadlinePlan(at, self.deadline_margin, escalate=escalation is not None)
 
+    def _priority_class_exists(self, hook: KueueHook, name: str) -> bool:
+        """WorkloadPriorityClasses are cluster-scoped; the workers' namespaced Role (deploy/rbac) may not read
+        them, and then the name is used as given."""
+        try:
+            return hook.get_workload_priority_class(name) is not None
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            self.log.warning(
+                "cannot check that WorkloadPriorityClass %s exists (403: no cluster-scoped read); "
+                "using it as given",
+                name,
+            )
+            return True
+
     def _escalate(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """The ETA passed the deadline (less the margin): take each step of on_deadline_risk once, then
         wait again with a trigger that only keeps the ETA."""
         self.log.warning("%s: escalating", event.get("message") or "deadline at risk")
         hook = KueueHook(self.kubernetes_conn_id)
         name, namespace = str(event["job_name"]), self.resolved_namespace()
-        steps = list(event.get("escalations") or [])
-        if self.on_deadline_risk is not None:
-            steps = take_steps(self.on_deadline_risk, hook, namespace, event, context)
-            hook.annotate_job(
-                namespace, name, {ESCALATIONS_ANNOTATION: json.dumps(steps)}, uid=event.get("job_uid")
-            )
         job = hook.get_job(namespace, name)
         if job is None:
             raise KueueJobFailed(f"Job {namespace}/{name} is gone (deleted while the task escalated)", event)
+        steps = list(event.get("escalations") or [])
+        if self.on_deadline_risk is not None:
+            steps = take_steps(self.on_deadline_risk, hook, job, event, context)
+            recorded = {ESCALATIONS_ANNOTATION: json.dumps(steps)}
+            hook.annotate_job(namespace, name, recorded, uid=job["metadata"].get("uid"))
         plan = DeadlinePlan(
             deadline=datetime.fromisoformat(str(event["deadline"])),
             margin=self.deadline_margin,

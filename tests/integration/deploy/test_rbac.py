@@ -8,6 +8,7 @@ kubeconfig carries only that token.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -28,10 +29,11 @@ from airflow_kueue_provider.operators.finished_job_sweep import KueueFinishedJob
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 
-from ..cluster import Cluster, KueueEnv, short_id
+from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
 
 RBAC = Path(__file__).resolve().parents[3] / "deploy" / "rbac"
 MANIFEST_NAMESPACES = ("batch-jobs", "airflow")
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 class Identity:
@@ -158,6 +160,35 @@ def test_the_worker_identity_runs_a_task_end_to_end_and_reaches_nothing_else(
     with pytest.raises(AirflowException) as err:
         failing.execute({"ti": _ti("fails")})
     assert "--- index 1, last log lines ---" in str(err.value), str(err.value)
+
+    # A deadline already at risk while the Job waits behind a blocker: the worker raises the Job's
+    # WorkloadPriorityClass (a label patch) and records the step on the Job; it cannot read the cluster-scoped
+    # class (403), and uses the name as given.
+    urgent = env.priority_class("urgent", 1000)
+    blocker = env.create_job(indexed_job("blocker", env.local_queue, completions=1, cpu="64", hold=True))
+    wait_for("the blocker admitted (all the quota)", lambda: is_true(env.workload(blocker), "Admitted"), 120)
+
+    def release_once_raised() -> None:
+        def raised() -> bool:
+            return any(j.metadata.labels.get(PRIORITY_LABEL) == urgent for j in env.jobs())
+
+        wait_for("the escalation", raised, timeout=120)
+        env.cluster.batch.delete_namespaced_job("blocker", env.namespace, propagation_policy="Background")
+
+    releaser = threading.Thread(target=release_once_raised, daemon=True)
+    releaser.start()
+    at_risk = _operator(
+        env,
+        worker.conn_id,
+        resources={"requests": {"cpu": "1", "memory": "1Gi"}},  # no room beside the blocker
+        deadline=timedelta(seconds=1),
+        on_deadline_risk={"raise_priority": urgent},
+    )
+    result = at_risk.execute({"ti": _ti("deadline"), "dag_run": SimpleNamespace(start_date=None)})
+    releaser.join(timeout=10)
+    assert [(s["step"], s["detail"]) for s in result["escalations"]] == [("raise_priority", urgent)], result
+    raised = [j for j in env.jobs() if j.metadata.labels.get(PRIORITY_LABEL) == urgent]
+    assert len(raised) == 1 and "airflow-kueue.io/escalations" in raised[0].metadata.annotations
 
     batch = client.BatchV1Api(worker.api)
     with pytest.raises(ApiException) as denied:

@@ -93,14 +93,20 @@ def test_the_steps_are_taken_once_each_and_a_failing_notifier_is_listed_not_rais
 
     event = {
         "job_name": "j",
-        "job_uid": "u",
         "message": "deadline 07:00 UTC: AT RISK",
         "deadline": "2026-12-02T07:00:00+00:00",
         "eta_history": [{"eta": "2026-12-02T07:20:00+00:00"}],
         "escalations": [{"step": "earlier"}],
     }
+    queued = {"metadata": {"namespace": "ns", "name": "j", "uid": "u"}, "spec": {"suspend": True}}
     hook = Hook()
-    steps = take_steps(DeadlineEscalation("urgent", broken), hook, "ns", event, context={})  # type: ignore[arg-type]
+    steps = take_steps(DeadlineEscalation("urgent", broken), hook, queued, event, context={})  # type: ignore[arg-type]
     assert hook.calls == [("ns", "j", "urgent", "u")]
     assert [s["step"] for s in steps] == ["earlier", "raise_priority", "notify"]
-    assert steps[2]["detail"] == "failed: RuntimeError: slack is down"
+    assert steps[1]["detail"] == "urgent" and steps[2]["detail"] == "failed: RuntimeError: slack is down"
+
+    # A Job that already holds quota keeps its priority (Kueue freezes it; its webhook refuses the label).
+    running = {**queued, "spec": {"suspend": False}}
+    hook = Hook()
+    (step,) = take_steps(DeadlineEscalation("urgent"), hook, running, {**event, "escalations": []}, {})  # type: ignore[arg-type]
+    assert hook.calls == [] and step["detail"].startswith("skipped: the Job already holds quota")
