@@ -128,14 +128,16 @@ def live_state(
     clock: FinishClock | None = None,
     position: tuple[int, int] | None = None,
 ) -> LiveState:
-    """The Job's line, finish estimate and index grid. ``clock``: the finished-index readings a live view
-    has made so far (its rate is the recent one); without enough of them, the Job's mean rate since its
+    """The Job's line, finish estimate and index grid. ``clock``: a live view's finished-index readings, this
+    one recorded into it (its rate is the recent one); without enough of them, the Job's mean rate since its
     ``startTime``. Running indexes are estimated from ``status.active`` (``likely_running``)."""
     view = view_of(job, workload)
     max_failed = (job.get("spec") or {}).get("maxFailedIndexes")
+    finished = len(view.completed) + len(view.failed)
+    if clock is not None:
+        clock.record(now, finished)
     eta = None
     if view.finished_condition is None and view.started:
-        finished = len(view.completed) + len(view.failed)
         eta = clock.estimate(now, view.active) if clock is not None else None
         started = parse_api_time((job.get("status") or {}).get("startTime"))
         if eta is None and started is not None:

@@ -57,9 +57,10 @@ def _page(title: str, body: str, stream: str | None = None) -> str:
     )
 
 
-def part_id(kind: str, name: str) -> str:
-    """The ``data-part`` of a live element: ``summary:<job>``, ``grid:<job>``, ``queues``."""
-    return f"{kind}:{name}" if name else kind
+def part_id(kind: str, job_name: str) -> str:
+    """The ``data-part`` of a Job's live element: ``summary:<job>``, ``grid:<job>`` (the queue table's is
+    ``queues``)."""
+    return f"{kind}:{job_name}"
 
 
 def queues_page(

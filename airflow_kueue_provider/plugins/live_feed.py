@@ -20,7 +20,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..kueue.eta import FinishClock
-from ..kueue.index_set import IndexSet
 from ..triggers.namespace_watch import ANY_JOB, Following, NamespaceWatch
 
 log = logging.getLogger(__name__)
@@ -41,7 +40,8 @@ HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no bufferi
 Render = Callable[
     [dict[str, Any], "dict[str, Any] | None", float, FinishClock], tuple[Mapping[str, str], bool]
 ]
-"""(Job, Workload, now, clock) -> (HTML by part, finished)."""
+"""(Job, Workload, now, clock) -> (HTML by part, finished); it records the Job's finished indexes in the
+clock, which lives as long as the stream."""
 
 
 def event(name: str, data: Mapping[str, Any]) -> str:
@@ -85,16 +85,9 @@ async def _job_events(
             if snapshot.job is None:
                 yield event("end", {"reason": f"Job {namespace}/{job_name} is gone"})
                 return
-            now = time.time()
-            status = snapshot.job.get("status") or {}
-            completions = int((snapshot.job.get("spec") or {}).get("completions") or 0)
             if clock is None:
-                clock = FinishClock(completions)
-            finished = len(IndexSet.parse(status.get("completedIndexes"))) + len(
-                IndexSet.parse(status.get("failedIndexes"))
-            )
-            clock.record(now, finished)
-            parts, done = render(snapshot.job, snapshot.workload, now, clock)
+                clock = FinishClock(int((snapshot.job.get("spec") or {}).get("completions") or 0))
+            parts, done = render(snapshot.job, snapshot.workload, time.time(), clock)
             for part, html in parts.items():
                 yield event("part", {"part": part, "html": html, "at": _stamp()})
             if done:

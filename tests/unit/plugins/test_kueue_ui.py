@@ -162,3 +162,20 @@ def test_the_task_view_shows_the_deadline_the_eta_and_the_escalations() -> None:
     html = summary_html(live)
     assert "deadline 2026-12-02 07:00 UTC (ETA 12 min after)" in html
     assert "escalated: raise_priority urgent at 06:41:07" in html
+
+
+def test_a_live_view_records_each_reading_in_its_clock_and_estimates_from_it() -> None:
+    from airflow_kueue_provider.kueue.eta import FinishClock
+    from airflow_kueue_provider.plugins.dashboard_data import live_state
+
+    def job(done: str, active: int) -> dict[str, object]:
+        status = {"completedIndexes": done, "active": active, "startTime": "2026-12-01T01:00:00Z"}
+        return {"metadata": {"name": "j", "namespace": "n"}, "spec": {"completions": 100}, "status": status}
+
+    clock = FinishClock(100)
+    t0 = datetime(2026, 12, 1, 1, 0, tzinfo=timezone.utc).timestamp()
+    for i, done in enumerate(("0-9", "0-19", "0-29", "0-39")):
+        state = live_state(job(done, 10), None, t0 + 60 + 10 * i, clock)
+    assert [n for _, n in clock._readings] == [10, 20, 30, 40]
+    # 10 indexes every 10 s: the other 60 in 60 s, from the clock's own rate.
+    assert state.eta is not None and state.eta.at.timestamp() == t0 + 90 + 60
