@@ -107,7 +107,8 @@ class KueueIndexedJobOperator(BaseOperator):
         ``timedelta`` (or seconds) from the run's start; templated. The trigger compares its ETA with it and
         logs "deadline 07:00 UTC: on track / AT RISK"; the result gets ``deadline`` and ``eta_history``.
     :param deadline_margin: escalate once the late end of the ETA comes within this of the deadline (default
-        10 min). While queued with no estimate (a queue that does not move), once this much is left.
+        10 min). With no estimate yet (a queue that does not move, no index finished), once this much is
+        left.
     :param on_deadline_risk: ``DeadlineEscalation(raise_priority=..., notify=...)`` or its dict: taken once,
         when the run is at risk (the task resumes in a worker, escalates, and defers again); listed in the
         result's ``escalations``.

@@ -83,6 +83,8 @@ class JobPanel:
             "cluster_queue": self.cluster_queue,
             "summary": self.summary,
             "eta": self.live.eta.to_dict() if self.live.eta else None,
+            "deadline": self.live.deadline.isoformat() if self.live.deadline else None,
+            "escalations": [dict(e) for e in self.live.escalations],
             "grid": self.grid.to_dict(),
             "timeline": [step.to_dict() for step in self.timeline],
         }

@@ -1,0 +1,91 @@
+"""A deadline at risk on a real deployment: the trigger runs in a real ``airflow triggerer``, hands the task
+back, a LocalExecutor worker escalates (raises the WorkloadPriorityClass, calls the notifier) and defers
+again, and the run succeeds; the result and the task's Kueue view list the escalations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ..cluster import KueueEnv, indexed_job, is_true, wait_for
+from ..deployment import AirflowDeployment
+from .scenarios import assert_never_blocked, wait_for_success
+
+pytestmark = pytest.mark.serial
+
+DAG_ID = "deadline_escalation"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+DAG = """
+import json
+from datetime import datetime, timedelta
+from airflow.sdk import DAG
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+
+def notify(context, info):
+    with open({notified!r}, "w") as out:
+        json.dump({{"task": context["ti"].task_id, **info}}, out)
+
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+    KueueIndexedJobOperator(
+        task_id="shards", namespace={namespace!r}, queue_name={queue!r}, image="example.invalid/shard:1",
+        completions=2, resources={{"requests": {{"cpu": "1", "memory": "256Mi"}}}},
+        annotations={{"kwok.airflow-kueue.io/run-duration": "1s"}}, priority_class={low!r},
+        deadline=timedelta(seconds=60), deadline_margin=45,
+        on_deadline_risk={{"raise_priority": {urgent!r}, "notify": notify}},
+    )
+"""
+
+
+def test_a_run_at_risk_is_raised_and_notified_by_its_worker_and_succeeds(
+    deployment: AirflowDeployment, kueue_env_factory: Callable[..., KueueEnv], tmp_path: Path
+) -> None:
+    env = kueue_env_factory(cpu="2", memory="16Gi")
+    low, urgent = env.priority_class("low", 10), env.priority_class("urgent", 1000)
+    blocker = env.create_job(indexed_job("blocker", env.local_queue, completions=1, cpu="2", hold=True))
+    wait_for("the blocker admitted", lambda: is_true(env.workload(blocker), "Admitted"), timeout=120)
+    notified = tmp_path / "notified.json"
+    source = DAG.format(
+        dag_id=DAG_ID,
+        namespace=env.namespace,
+        queue=env.local_queue,
+        low=low,
+        urgent=urgent,
+        notified=str(notified),
+    )
+    deployment.write_dag(DAG_ID, source)
+    deployment.rest.wait_for_dag(DAG_ID)
+    run_id = deployment.rest.trigger(DAG_ID)
+
+    def ours() -> dict[str, object] | None:
+        names = [j.metadata.name for j in env.jobs() if j.metadata.name != "blocker"]
+        return env.job(names[0]) if names else None
+
+    name = str(wait_for("the task's Job", ours, timeout=240)["metadata"]["name"])  # type: ignore[index]
+    wait_for(
+        "the worker's escalation to the urgent class",
+        lambda: (env.job(name) or {}).get("metadata", {}).get("labels", {}).get(PRIORITY_LABEL) == urgent,
+        timeout=240,
+    )
+    wait_for("the task deferred again", lambda: deployment.rest.states(DAG_ID, run_id).get("deferred"), 120)
+    env.cluster.batch.delete_namespaced_job("blocker", env.namespace, propagation_policy="Background")
+    wait_for_success(deployment, DAG_ID, run_id, timeout=300)
+
+    result = deployment.rest.xcom(DAG_ID, run_id, "shards")
+    assert [(s["step"], s["detail"]) for s in result["escalations"]] == [
+        ("raise_priority", urgent),
+        ("notify", "sent"),
+    ], result
+    assert result["completed_indexes"] == "0,1" and any(s["at_risk"] for s in result["eta_history"])
+    sent = json.loads(notified.read_text())
+    assert sent["task"] == "shards" and sent["job_name"] == name and "AT RISK" in sent["message"]
+    view = deployment.rest.request(
+        "GET", "/kueue/api/task", params={"dag_id": DAG_ID, "run_id": run_id, "task_id": "shards"}
+    )
+    (panel,) = view["jobs"]
+    assert [s["step"] for s in panel["escalations"]] == ["raise_priority", "notify"] and panel["deadline"]
+    assert_never_blocked(deployment, DAG_ID)
