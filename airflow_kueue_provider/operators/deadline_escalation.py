@@ -110,7 +110,9 @@ def take_steps(
             detail = "sent"
         except Exception as exc:  # a broken notifier must not end a run that can still make it
             log.exception("on_deadline_risk notify failed")
-            detail = f"failed: {type(exc).__name__}: {exc}"
+            # The type only: a notifier's message can carry its webhook URL or token, and this detail goes
+            # into the result (XCom), the Job's annotations and the UI. The task log has the whole error.
+            detail = f"failed: {type(exc).__name__} (see the task log)"
         steps.append({"step": "notify", "at": now, "detail": detail, "why": message})
     return steps
 

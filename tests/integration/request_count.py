@@ -140,9 +140,9 @@ def counted_client(cluster: Cluster, namespace: str, tmpdir: Path) -> Iterator[C
         for schema in schemas:
             with contextlib.suppress(client.ApiException):
                 flow.delete_flow_schema(schema)
-        with contextlib.suppress(client.ApiException):
-            rbac.delete_cluster_role_binding(name)
-            rbac.delete_cluster_role(name)
+        for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
+            with contextlib.suppress(client.ApiException):
+                delete(name)
 
 
 def _api(kubeconfig: Path) -> client.ApiClient:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -89,7 +90,7 @@ def test_the_steps_are_taken_once_each_and_a_failing_notifier_is_listed_not_rais
 
     def broken(context: object, info: dict[str, object]) -> None:
         assert info["eta"] == "2026-12-02T07:20:00+00:00" and info["job_name"] == "j"
-        raise RuntimeError("slack is down")
+        raise RuntimeError("POST https://hooks.slack.com/services/T0/B0/s3cr3t: 500")
 
     event = {
         "job_name": "j",
@@ -103,7 +104,8 @@ def test_the_steps_are_taken_once_each_and_a_failing_notifier_is_listed_not_rais
     steps = take_steps(DeadlineEscalation("urgent", broken), hook, queued, event, context={})  # type: ignore[arg-type]
     assert hook.calls == [("ns", "j", "urgent", "u")]
     assert [s["step"] for s in steps] == ["earlier", "raise_priority", "notify"]
-    assert steps[1]["detail"] == "urgent" and steps[2]["detail"] == "failed: RuntimeError: slack is down"
+    assert "s3cr3t" not in json.dumps(steps), "a notifier's message stays out of the result"
+    assert steps[1]["detail"] == "urgent" and steps[2]["detail"] == "failed: RuntimeError (see the task log)"
 
     # A Job that already holds quota keeps its priority (Kueue freezes it; its webhook refuses the label).
     running = {**queued, "spec": {"suspend": False}}
