@@ -204,20 +204,29 @@ class KueueHook:
         return sorted(jobs, key=lambda j: j["metadata"].get("creationTimestamp") or "")
 
     def delete_job(
-        self, namespace: str, name: str, propagation_policy: str = "Background", uid: str | None = None
+        self,
+        namespace: str,
+        name: str,
+        propagation_policy: str = "Background",
+        uid: str | None = None,
+        resource_version: str | None = None,
     ) -> bool:
         """Delete the Job (Kueue then removes its Workload; never delete the Workload itself). With ``uid``
-        only that object, never a namesake that replaced it. False when it was already gone."""
+        only that object, never a namesake that replaced it; with ``resource_version`` only if it has not
+        changed since it was read. False when it was already gone, or (preconditions) is another object or
+        has changed."""
         batch = client.BatchV1Api(self.api)
-        options = client.V1DeleteOptions(
-            propagation_policy=propagation_policy,
-            preconditions=client.V1Preconditions(uid=uid) if uid else None,
+        preconditions = (
+            client.V1Preconditions(uid=uid, resource_version=resource_version)
+            if uid or resource_version
+            else None
         )
+        options = client.V1DeleteOptions(propagation_policy=propagation_policy, preconditions=preconditions)
         try:
             call_with_retry(lambda: batch.delete_namespaced_job(name, namespace, body=options), "delete Job")
             return True
         except ApiException as exc:
-            if exc.status == 404 or (exc.status == 409 and uid):
+            if exc.status == 404 or (exc.status == 409 and preconditions is not None):
                 return False
             raise
 

@@ -54,17 +54,20 @@ class AirflowIdentity:
 
 
 def deterministic_job_name(
-    identity: AirflowIdentity, prefix: str | None = None, *, per_try: bool = False
+    identity: AirflowIdentity, prefix: str | None = None, *, per_try: bool = False, variant: str = ""
 ) -> str:
     """A Job name for ``identity``: the same inputs always give the same name (so a retry can reattach).
 
-    It differs per (dag_id, task_id, run_id, map_index), and per try_number only when ``per_try``. The result
+    It differs per (dag_id, task_id, run_id, map_index), per try_number only when ``per_try``, and per
+    ``variant`` (a second Job of the same try, e.g. a deadline spill) when one is given. The result
     is a DNS-1123 label of at most 52 characters: a readable part (``prefix``, or ``<dag>-<task>[-<map>]``,
     lower-cased and truncated) + ``-`` + 10 hex of a sha256 over the identity.
     """
     parts = [identity.dag_id, identity.task_id, identity.run_id, str(identity.map_index)]
     if per_try:
         parts.append(str(identity.try_number))
+    if variant:
+        parts.append(variant)
     digest = short_hash(*parts)
     if prefix is None:
         readable = f"{identity.dag_id}-{identity.task_id}"

@@ -28,6 +28,8 @@ DEADLINE_ANNOTATION = "airflow-kueue.io/deadline"
 """On the Job: the resolved deadline (ISO 8601, UTC), for the UI and ``kubectl``."""
 ESCALATIONS_ANNOTATION = "airflow-kueue.io/escalations"
 """On the Job: the escalations taken so far (a JSON list of {step, at, detail, why})."""
+DEADLINE_RESULT_KEYS = ("deadline", "eta_history", "escalations")
+"""What a run with a deadline adds to the task's result (besides the Job's ``JobResult``)."""
 DEFAULT_MARGIN = timedelta(minutes=10)
 """Escalate once the late end of the ETA comes within this of the deadline."""
 
@@ -114,13 +116,17 @@ def at_risk(estimate: Estimate | None, now: datetime, deadline: datetime, margin
 @dataclass(frozen=True)
 class DeadlinePlan:
     """The deadline as the trigger carries it (serialized with the trigger, so a restarted triggerer keeps
-    it): when, the margin, whether an escalation is still to come, and what happened so far."""
+    it): when, the margin, whether an escalation is still to come, and what happened so far.
+
+    ``spill_pending``: a ``spill_to`` that could not be taken yet (the Job held quota): the trigger hands the
+    task back again once the Job is back in its queue, with no pod, while the run is still at risk."""
 
     deadline: datetime
     margin: timedelta
     escalate: bool
     escalations: tuple[dict[str, str], ...] = ()
     eta_history: tuple[dict[str, Any], ...] = ()
+    spill_pending: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -129,6 +135,7 @@ class DeadlinePlan:
             "escalate": self.escalate,
             "escalations": [dict(e) for e in self.escalations],
             "eta_history": [dict(s) for s in self.eta_history],
+            "spill_pending": self.spill_pending,
         }
 
     @classmethod
@@ -139,6 +146,7 @@ class DeadlinePlan:
             escalate=bool(data["escalate"]),
             escalations=tuple(dict(e) for e in data.get("escalations") or ()),
             eta_history=tuple(dict(s) for s in data.get("eta_history") or ()),
+            spill_pending=bool(data.get("spill_pending")),
         )
 
 

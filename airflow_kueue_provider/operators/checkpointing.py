@@ -29,6 +29,7 @@ from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import view_of
 from ..kueue.ledger import Attempt, RunLedger, ledger_prefix
 from ..kueue.result import JobResult
+from ..kueue.spill import SPILLED_STATUS
 from ..storage.blob_auth import container_url_of
 from ..storage.blob_errors import BlobStoreError
 
@@ -125,6 +126,23 @@ class CheckpointSession:
             return ledger
 
         return self.ledger.update(catch_up)
+
+    def record_spilled(self, job: dict[str, Any]) -> RunLedger:
+        """The final state of a Job whose unfinished shards go to a spill Job (it was deleted as read)."""
+        name = job["metadata"]["name"]
+        view = view_of(job, None)
+        shards = self.job_shards(job, IndexSet.range(0, self.shard_count))
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+        def record(current: RunLedger | None) -> RunLedger:
+            ledger = current or RunLedger(self.shard_count)
+            if ledger.attempt(name) is None:  # its submission's record was lost: its env says its shards
+                ledger = ledger.with_attempt(Attempt(self.identity.try_number, name, shards))
+            return ledger.with_job_progress(
+                name, view.completed, view.failed, status=SPILLED_STATUS, finished_at=now
+            )
+
+        return self.ledger.update(record)
 
     def record_attempt(self, job_name: str, shards: IndexSet) -> RunLedger:
         attempt = Attempt(

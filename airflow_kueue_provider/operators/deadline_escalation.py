@@ -16,6 +16,7 @@ from ..hooks.kueue_hook import KueueHook
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")  # a Kubernetes object name (DNS subdomain)
+_QUEUE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")  # an object name that fits a label value
 
 
 class InvalidEscalation(ValueError):
@@ -34,7 +35,12 @@ class DeadlineEscalation:
     :param notify: called as ``notify(context, info)`` in the task's worker (an Airflow notifier, e.g. a
         ``SlackNotifier``, or any callable); ``info`` has ``message``, ``deadline``, ``eta``, ``job_name``,
         ``namespace``. A notifier that fails is logged and listed, and does not fail the task.
-    :param spill_to: not available in this version: refused, so that a DAG does not count on it.
+    :param spill_to: a LocalQueue in the task's namespace (e.g. one on on-demand nodes): the unfinished
+        shards move there, as a second Job, with the same shard mapping as a retry (checkpoints resume); the
+        first Job is deleted, so no shard runs twice. Needs ``checkpointing=``. Taken only while the first
+        Job holds no quota and has no pod (waiting for admission, or put back in the queue by an eviction):
+        Kubernetes cannot stop an Indexed Job from starting more shards without killing the running ones.
+        While the Job runs, the spill waits (listed as "waiting: ...") and is taken if Kueue requeues it.
     """
 
     raise_priority: str | None = None
@@ -42,10 +48,15 @@ class DeadlineEscalation:
     spill_to: str | None = None
 
     def __post_init__(self) -> None:
-        if self.spill_to is not None:
+        if self.spill_to is not None and not _QUEUE.match(str(self.spill_to)):
             raise InvalidEscalation(
-                "on_deadline_risk spill_to is not available in this version of the provider; use "
-                "raise_priority and/or notify"
+                f"on_deadline_risk spill_to={self.spill_to!r} is not a LocalQueue name (at most 63 lowercase "
+                "letters, digits, '-' and '.')"
+            )
+        if self.spill_to is not None and self.raise_priority is not None:
+            raise InvalidEscalation(
+                "on_deadline_risk: raise_priority and spill_to both act on the Job while it waits for quota; "
+                "give one of them (a spill Job keeps the task's priority_class)"
             )
         if self.raise_priority is not None and not _NAME.match(str(self.raise_priority)):
             raise InvalidEscalation(
@@ -54,8 +65,10 @@ class DeadlineEscalation:
             )
         if self.notify is not None and not callable(self.notify):
             raise InvalidEscalation(f"on_deadline_risk notify={self.notify!r} is not callable")
-        if self.raise_priority is None and self.notify is None:
-            raise InvalidEscalation("on_deadline_risk names no step: give raise_priority and/or notify")
+        if self.raise_priority is None and self.notify is None and self.spill_to is None:
+            raise InvalidEscalation(
+                "on_deadline_risk names no step: give raise_priority or spill_to, and/or notify"
+            )
 
     @classmethod
     def from_param(cls, value: DeadlineEscalation | Mapping[str, Any] | None) -> DeadlineEscalation | None:
@@ -79,9 +92,10 @@ def take_steps(
     event: Mapping[str, Any],
     context: Any,
 ) -> list[dict[str, str]]:
-    """Each step of ``escalation``, once, for ``job`` (read fresh; the trigger's ``deadline_risk`` is
-    ``event``); returns the escalations so far (the event's and these), as the result lists them. A step
-    that cannot be taken is listed with the reason and does not fail the task: the run may still make it."""
+    """``raise_priority`` and ``notify`` of ``escalation``, once, for ``job`` (read fresh; the trigger's
+    ``deadline_risk`` is ``event``); returns the escalations so far (the event's and these), as the result
+    lists them. A step that cannot be taken is listed with the reason and does not fail the task: the run
+    may still make it. (``spill_to`` creates a Job: the operator takes it, see ``deadline_spill``.)"""
     message = str(event.get("message") or "deadline at risk")
     meta = job["metadata"]
     namespace, name = str(meta["namespace"]), str(meta["name"])

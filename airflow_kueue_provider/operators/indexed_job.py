@@ -20,6 +20,7 @@ from ..kueue.api_time import parse_api_time
 from ..kueue.cost import VmPrice, estimate_cost
 from ..kueue.deadline import (
     DEADLINE_ANNOTATION,
+    DEADLINE_RESULT_KEYS,
     DEFAULT_MARGIN,
     ESCALATIONS_ANNOTATION,
     DeadlinePlan,
@@ -34,10 +35,12 @@ from ..kueue.parallelism_ramp import ELASTIC_JOB_ANNOTATION, ParallelismRamp
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.result import JobResult
+from ..kueue.spill import SPILL_NAME_VARIANT, spill_taken
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..triggers.kueue_job import KueueJobTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .deadline_escalation import DeadlineEscalation, InvalidEscalation, take_steps
+from .deadline_spill import SpillOutcome, spill
 from .job_submission import create_or_adopt, reattachable
 from .k8s_models import from_secrets, plain, secret_names
 from .kueue_link import KueueJobLink
@@ -250,6 +253,17 @@ class KueueIndexedJobOperator(BaseOperator):
             raise AirflowFailException(
                 f"{self.task_id}: on_deadline_risk needs a deadline= to compare the ETA with"
             )
+        spill_to = self.on_deadline_risk.spill_to if self.on_deadline_risk else None
+        if spill_to is not None and checkpointing is None:
+            raise AirflowFailException(
+                f"{self.task_id}: on_deadline_risk spill_to needs checkpointing=: the ledger says which "
+                "shards are left, and the spill Job's pods find their shards (and checkpoints) through it"
+            )
+        if spill_to is not None and spill_to == queue_name:
+            raise AirflowFailException(
+                f"{self.task_id}: on_deadline_risk spill_to={spill_to!r} is the task's own queue_name; name "
+                "another LocalQueue (e.g. one on on-demand nodes)"
+            )
         self.kubernetes_conn_id = kubernetes_conn_id
         self.deferrable = deferrable
         self._job_name: str | None = None
@@ -325,7 +339,9 @@ class KueueIndexedJobOperator(BaseOperator):
         manifest = self.build_manifest(identity)
         session = self._checkpoint_session(identity)
         hook = KueueHook(self.kubernetes_conn_id)
-        self._check_local_queue(hook)
+        self._check_local_queue(hook, self.queue_name, "queue_name")
+        if self.on_deadline_risk is not None and self.on_deadline_risk.spill_to:
+            self._check_local_queue(hook, self.on_deadline_risk.spill_to, "on_deadline_risk spill_to")
         plan = self._deadline_plan(context, hook)  # a bad deadline or priority class: nothing is created
         # 1. Reattach to a Job of this task instance that still runs (or completed) ...
         previous = hook.task_instance_jobs(self.resolved_namespace(), identity)
@@ -367,12 +383,16 @@ class KueueIndexedJobOperator(BaseOperator):
         return self._wait(context, self._trigger_for(job, session, plan))
 
     def _trigger_for(
-        self, job: dict[str, Any], session: CheckpointSession | None, plan: DeadlinePlan | None
+        self,
+        job: dict[str, Any],
+        session: CheckpointSession | None,
+        plan: DeadlinePlan | None,
+        queue_name: str | None = None,
     ) -> KueueJobTrigger:
         return KueueJobTrigger(
             job_name=job["metadata"]["name"],
             namespace=self.resolved_namespace(),
-            queue_name=self.queue_name,
+            queue_name=queue_name or self.queue_name,
             kubernetes_conn_id=self.kubernetes_conn_id,
             max_failed_indexes=self.max_failed_indexes,
             queue_timeout=self.queue_timeout,
@@ -426,28 +446,66 @@ class KueueIndexedJobOperator(BaseOperator):
             return True
 
     def _escalate(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        """The ETA passed the deadline (less the margin): take each step of on_deadline_risk once, then
-        wait again with a trigger that only keeps the ETA."""
+        """The ETA passed the deadline (less the margin): take each step of on_deadline_risk once (a spill
+        that must wait, again when the trigger says the Job is back in its queue), then wait again with a
+        trigger that only keeps the ETA."""
         self.log.warning("%s: escalating", event.get("message") or "deadline at risk")
         hook = KueueHook(self.kubernetes_conn_id)
         name, namespace = str(event["job_name"]), self.resolved_namespace()
         job = hook.get_job(namespace, name)
         if job is None:
             raise KueueJobFailed(f"Job {namespace}/{name} is gone (deleted while the task escalated)", event)
+        identity = _identity(context)
+        session = self._checkpoint_session(identity, check=False)
         steps = list(event.get("escalations") or [])
-        if self.on_deadline_risk is not None:
-            steps = take_steps(self.on_deadline_risk, hook, job, event, context)
+        escalation, queue_name, spill_pending = self.on_deadline_risk, None, False
+        if escalation is not None:
+            if not event.get("spill_pending"):  # the first hand-back: every step; later: the spill alone
+                steps = take_steps(escalation, hook, job, event, context)
+            if escalation.spill_to and session is not None:
+                spilled = self._spill(hook, job, session, identity, escalation.spill_to, event)
+                steps = [s for s in steps if s.get("step") != "spill_to"] + [spilled.step]
+                if spilled.job is not None:
+                    job, queue_name = spilled.job, escalation.spill_to
+                spill_pending = spilled.job is None
             recorded = {ESCALATIONS_ANNOTATION: json.dumps(steps)}
-            hook.annotate_job(namespace, name, recorded, uid=job["metadata"].get("uid"))
+            if queue_name is not None:  # the spill Job: the deadline too, for the UI and kubectl
+                recorded[DEADLINE_ANNOTATION] = str(event["deadline"])
+            hook.annotate_job(namespace, job["metadata"]["name"], recorded, uid=job["metadata"].get("uid"))
+        self._job_name, self._job_uid = job["metadata"]["name"], job["metadata"].get("uid")
         plan = DeadlinePlan(
             deadline=datetime.fromisoformat(str(event["deadline"])),
             margin=self.deadline_margin,
             escalate=False,
             escalations=tuple(steps),
             eta_history=tuple(event.get("eta_history") or ()),
+            spill_pending=spill_pending,
         )
-        session = self._checkpoint_session(_identity(context), check=False)
-        return self._wait(context, self._trigger_for(job, session, plan))
+        return self._wait(context, self._trigger_for(job, session, plan, queue_name))
+
+    def _spill(
+        self,
+        hook: KueueHook,
+        job: dict[str, Any],
+        session: CheckpointSession,
+        identity: AirflowIdentity,
+        queue_name: str,
+        event: dict[str, Any],
+    ) -> SpillOutcome:
+        spill_name = deterministic_job_name(
+            identity, self.job_name_prefix, per_try=True, variant=SPILL_NAME_VARIANT
+        )
+        return spill(
+            hook,
+            job,
+            manifest=self.build_manifest(identity),
+            spill_name=spill_name,
+            queue_name=queue_name,
+            identity=identity,
+            session=session,
+            hand_pods_their_sas=lambda made, token: self._hand_pods_their_sas(hook, session, made, token),
+            why=str(event.get("message") or "deadline at risk"),
+        )
 
     def _hand_pods_their_sas(
         self, hook: KueueHook, session: CheckpointSession, job: dict[str, Any], token: str
@@ -513,8 +571,8 @@ class KueueIndexedJobOperator(BaseOperator):
             raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from exc
         return session
 
-    def _check_local_queue(self, hook: KueueHook) -> None:
-        if hook.get_local_queue(self.resolved_namespace(), self.queue_name) is not None:
+    def _check_local_queue(self, hook: KueueHook, name: str, param: str) -> None:
+        if hook.get_local_queue(self.resolved_namespace(), name) is not None:
             return
         existing = sorted(q["metadata"]["name"] for q in hook.list_local_queues(self.resolved_namespace()))
         have = (
@@ -523,8 +581,8 @@ class KueueIndexedJobOperator(BaseOperator):
             else f"there is no LocalQueue in namespace {self.resolved_namespace()}"
         )
         raise AirflowFailException(
-            f"{self.task_id}: LocalQueue {self.queue_name!r} does not exist in namespace "
-            f"{self.resolved_namespace()!r} ({have}); set queue_name to one of them or create it"
+            f"{self.task_id}: LocalQueue {name!r} does not exist in namespace "
+            f"{self.resolved_namespace()!r} ({have}); set {param} to one of them or create it"
         )
 
     # --- 3. the final event -> result or failure --------------------------------------------------------
@@ -544,7 +602,11 @@ class KueueIndexedJobOperator(BaseOperator):
             requests = (self.job_resources or template_resources or {}).get("requests")
             result.update(
                 estimate_cost(
-                    requests, self._target_parallelism(), result["running_seconds"], self.spot, self.vm_price
+                    requests,
+                    self._target_parallelism(),
+                    result["running_seconds"],
+                    self.spot and not spill_taken(event.get("escalations") or ()),  # a spill runs on-demand
+                    self.vm_price,
                 )
             )
         if status == "success":
@@ -574,7 +636,14 @@ class KueueIndexedJobOperator(BaseOperator):
     def _record_in_ledger(
         self, session: CheckpointSession, result: dict[str, Any], status: str
     ) -> dict[str, Any]:
-        """Write the attempt's end to the ledger; Blob trouble costs the record, never the task's outcome."""
+        """Write the attempt's end to the ledger; Blob trouble costs the record, never the task's outcome.
+        The result is over every attempt, and keeps the deadline's keys (JobResult is one Job's)."""
+        deadline_keys = {k: result[k] for k in DEADLINE_RESULT_KEYS if k in result}
+        return {**self._ledger_result(session, result, status), **deadline_keys}
+
+    def _ledger_result(
+        self, session: CheckpointSession, result: dict[str, Any], status: str
+    ) -> dict[str, Any]:
         job_result = JobResult.from_dict(result)
         try:
             ledger = session.finish(job_result.job_name, job_result, status)

@@ -204,8 +204,9 @@ class KueueJobTrigger(BaseTrigger):
                 estimate = finish_clock.estimate(time.time(), view.active)
                 eta = eta_line(None, estimate)
             # 4b. The deadline, if the task has one: an ETA past it (less the margin) hands the task back to
-            #     its worker once, which escalates (raise_priority, notify) and defers again.
-            deadline_line, deadline_in = self._deadline_check(queued, estimate)
+            #     its worker once, which escalates (raise_priority, spill_to, notify) and defers again; a
+            #     spill that had to wait (the Job held quota) once more when the Job is back in the queue.
+            deadline_line, deadline_in = self._deadline_check(queued, estimate, view)
             if deadline_line is not None:
                 eta = f"{eta}; {deadline_line}" if eta else deadline_line
             progress.offer(f"{line}; {eta}" if eta else line, force=deadline_in == 0)
@@ -256,7 +257,9 @@ class KueueJobTrigger(BaseTrigger):
             except asyncio.TimeoutError:
                 snapshot = following.current()
 
-    def _deadline_check(self, queued: bool, estimate: Estimate | None) -> tuple[str | None, float | None]:
+    def _deadline_check(
+        self, queued: bool, estimate: Estimate | None, view: JobView
+    ) -> tuple[str | None, float | None]:
         """(the progress line's deadline part, 0 to escalate now / seconds until the deadline less the margin,
         when the check is due even without news / None); (None, None) without a deadline."""
         plan = self.deadline
@@ -266,9 +269,11 @@ class KueueJobTrigger(BaseTrigger):
         risk = at_risk(estimate, now, plan.deadline, plan.margin)
         self._eta_history.offer(now, "queued" if queued else "running", estimate, risk)
         line = f"deadline {plan.deadline:%H:%M} UTC: {'AT RISK' if risk else 'on track'}"
-        if risk and plan.escalate:
+        # A pending spill is due only for a Job back in the queue with no pod left (the worker checks again).
+        due = plan.escalate or (plan.spill_pending and queued and view.suspended and view.active == 0)
+        if risk and due:
             return line, 0.0
-        if plan.escalate:  # no news may come (a queue that stands still, a long shard): look again by then
+        if due:  # no news may come (a queue that stands still, a long shard): look again by then
             return line, max((plan.deadline - plan.margin - now).total_seconds(), 0.05)
         return line, None
 
@@ -393,6 +398,8 @@ class KueueJobTrigger(BaseTrigger):
             event["deadline"] = self.deadline.deadline.isoformat()
             event["eta_history"] = list(self._eta_history.samples)
             event["escalations"] = [dict(e) for e in self.deadline.escalations]
+            if outcome.status == "deadline_risk" and not self.deadline.escalate:
+                event["spill_pending"] = True  # this hand-back is for the waiting spill alone
         return event
 
     async def cleanup(self) -> None:

@@ -1,16 +1,18 @@
 """A deadline at risk on a real deployment: the trigger runs in a real ``airflow triggerer``, hands the task
-back, a LocalExecutor worker escalates (raises the WorkloadPriorityClass, calls the notifier) and defers
-again, and the run succeeds; the result and the task's Kueue view list the escalations."""
+back, a LocalExecutor worker escalates (raises the WorkloadPriorityClass and calls the notifier, or spills
+the shards to an on-demand queue) and defers again, and the run succeeds; the result and the task's Kueue
+view list the escalations."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from ..cluster import KueueEnv, indexed_job, is_true, wait_for
+from ..cluster import KueueEnv, indexed_job, is_true, short_id, wait_for
 from ..deployment import AirflowDeployment
 from .scenarios import assert_never_blocked, wait_for_success
 
@@ -89,3 +91,58 @@ def test_a_run_at_risk_is_raised_and_notified_by_its_worker_and_succeeds(
     (panel,) = view["jobs"]
     assert [s["step"] for s in panel["escalations"]] == ["raise_priority", "notify"] and panel["deadline"]
     assert_never_blocked(deployment, DAG_ID)
+
+
+SPILL_DAG_ID = "deadline_spill"
+SPILL_DAG = """
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+    KueueIndexedJobOperator(
+        task_id="shards", namespace={namespace!r}, queue_name={queue!r}, image="example.invalid/shard:1",
+        completions=6, parallelism=3, resources={{"requests": {{"cpu": "1", "memory": "256Mi"}}}},
+        annotations={{"kwok.airflow-kueue.io/run-duration": "1s"}},
+        checkpointing={{"conn_id": {conn_id!r}, "container": {container!r}}},
+        deadline={deadline!r}, deadline_margin=60, on_deadline_risk={{"spill_to": "on-demand"}},
+    )
+"""
+
+
+def test_a_run_behind_a_full_spot_queue_is_spilled_by_its_worker_and_succeeds(
+    deployment: AirflowDeployment,
+    kueue_env_factory: Callable[..., KueueEnv],
+    devcluster_env: dict[str, str],
+) -> None:
+    spot = kueue_env_factory(cpu="2", memory="16Gi")
+    kueue_env_factory(namespace=spot.namespace, local_queue="on-demand", spot=False, cpu="4", memory="16Gi")
+    blocker = spot.create_job(indexed_job("blocker", spot.local_queue, completions=1, cpu="2", hold=True))
+    wait_for("the blocker admitted", lambda: is_true(spot.workload(blocker), "Admitted"), timeout=120)
+    conn_id, container = f"blob_{short_id()}", f"spill-{short_id()}"
+    connection = {"connection_id": conn_id, "conn_type": "wasb"}
+    extra = {"connection_string": devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]}
+    deployment.rest.request("POST", "/api/v2/connections", json={**connection, "extra": json.dumps(extra)})
+    deadline = (datetime.now(timezone.utc) + timedelta(seconds=90)).isoformat(timespec="seconds")
+    source = SPILL_DAG.format(
+        dag_id=SPILL_DAG_ID,
+        namespace=spot.namespace,
+        queue=spot.local_queue,
+        conn_id=conn_id,
+        container=container,
+        deadline=deadline,
+    )
+    deployment.write_dag(SPILL_DAG_ID, source)
+    deployment.rest.wait_for_dag(SPILL_DAG_ID)
+    run_id = deployment.rest.trigger(SPILL_DAG_ID)
+    wait_for_success(deployment, SPILL_DAG_ID, run_id, timeout=300)
+
+    result = deployment.rest.xcom(SPILL_DAG_ID, run_id, "shards")
+    (step,) = result["escalations"]
+    assert step["step"] == "spill_to" and step["detail"].startswith("moved 6 unfinished shard(s) (0-5)"), step
+    assert result["completed_indexes"] == "0-5" and result["attempts"] == 2, result
+    (second,) = [j for j in spot.jobs() if j.metadata.name != "blocker"]  # the first Job went
+    assert second.metadata.labels["kueue.x-k8s.io/queue-name"] == "on-demand"
+    assert second.status.completed_indexes == "0-5" and not second.status.failed
+    assert second.status.completion_time < datetime.fromisoformat(deadline)
+    assert_never_blocked(deployment, SPILL_DAG_ID)

@@ -14,17 +14,15 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from azure.storage.blob import BlobServiceClient
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
-from airflow_kueue_provider.kueue.ledger import RunLedger, ledger_prefix
+from airflow_kueue_provider.kueue.ledger import ledger_prefix
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from devcluster import procs
 from devcluster.components import components
@@ -32,9 +30,8 @@ from devcluster.layout import AZURITE_KEY, Layout
 
 from ..airflow_runner import AirflowHome
 from ..cluster import KueueEnv, short_id, wait_for
+from .conftest import CONN_ID, read_ledger
 from .test_indexed_job_queueing import returned_result
-
-CONN_ID = "kueue_blob_test"
 
 RETRY_DAG = """
 from datetime import datetime, timedelta
@@ -54,27 +51,6 @@ with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=Fal
         checkpointing={{"conn_id": {conn_id!r}, "container": {container!r}}},
     )
 """
-
-
-@pytest.fixture
-def blob(devcluster_env: dict[str, str], airflow_home: AirflowHome) -> Iterator[SimpleNamespace]:
-    """A fresh container and an Airflow connection to Azurite (wasb-style, connection string)."""
-    conn_string = devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]
-    conn = json.dumps({"conn_type": "wasb", "extra": {"connection_string": conn_string}})
-    key = f"AIRFLOW_CONN_{CONN_ID.upper()}"
-    os.environ[key] = conn
-    airflow_home.env[key] = conn
-    container = f"ckpt-{short_id()}"
-    service = BlobServiceClient.from_connection_string(conn_string)
-    yield SimpleNamespace(conn_string=conn_string, container=container, service=service)
-    for made in service.list_containers(name_starts_with=container):  # the base and its shard containers
-        with contextlib.suppress(Exception):
-            service.delete_container(made.name)
-
-
-def _read_ledger(blob: SimpleNamespace, prefix: str) -> RunLedger:
-    data = blob.service.get_blob_client(blob.container, f"{prefix}/ledger.json").download_blob().readall()
-    return RunLedger.from_dict(json.loads(data))
 
 
 def test_retry_runs_only_the_unfinished_shards_and_the_result_covers_all(
@@ -113,7 +89,7 @@ def test_retry_runs_only_the_unfinished_shards_and_the_result_covers_all(
     assert result["completed_indexes"] == "0-9" and result["completions"] == 10 and result["failed"] == 0
     assert result["attempts"] == 2
     prefix = ledger_prefix("resume", "manual__2026-11-30T02:00:00+00:00", "shards")
-    ledger = _read_ledger(blob, prefix)
+    ledger = read_ledger(blob, prefix)
     assert [(a.try_number, str(a.shards), str(a.completed), a.status) for a in ledger.attempts] == [
         (1, "0-9", "0,1,3,4,6,7,9", "failed"),
         (2, "2,5,8", "2,5,8", "succeeded"),
@@ -237,7 +213,7 @@ def test_blob_outage_mid_run_does_not_fail_the_task_and_the_ledger_catches_up(
 
     assert run.succeeded, run.output[-6000:]
     assert re.search(r"ledger write for \S+ failed", run.output), "progress was offered during the outage"
-    ledger = _read_ledger(blob, ledger_prefix("outage", "manual__2026-11-30T03:00:00+00:00", "shards"))
+    ledger = read_ledger(blob, ledger_prefix("outage", "manual__2026-11-30T03:00:00+00:00", "shards"))
     assert str(ledger.completed) == "0-9" and ledger.attempts[0].status == "succeeded"
     assert len(ledger.attempts) == 1, "the task did not fail: one attempt"
 

@@ -26,7 +26,8 @@ def test_escalations_are_read_from_a_dict_or_the_object_and_checked() -> None:
     assert DeadlineEscalation.from_param(None) is None
     for bad, says in (
         ({"raise_priority": "Urgent!"}, "not a WorkloadPriorityClass name"),
-        ({"spill_to": "on-demand"}, "spill_to is not available"),
+        ({"spill_to": "On Demand"}, "not a LocalQueue name"),
+        ({"spill_to": "od", "raise_priority": "urgent"}, "give one of them"),
         ({"notify": "slack"}, "not callable"),
         ({}, "names no step"),
         ({"raise": "x"}, "unknown keys"),
@@ -41,8 +42,11 @@ def test_the_operator_refuses_what_cannot_work_at_parse_time() -> None:
         _op(on_deadline_risk={"raise_priority": "urgent"})
     with pytest.raises(AirflowFailException, match="no time zone"):
         _op(deadline=datetime(2026, 12, 2, 7))
-    with pytest.raises(AirflowFailException, match="spill_to"):
+    with pytest.raises(AirflowFailException, match="spill_to needs checkpointing"):
         _op(deadline="07:00", on_deadline_risk={"spill_to": "od"})
+    with pytest.raises(AirflowFailException, match="is the task's own queue_name"):
+        _op(deadline="07:00", on_deadline_risk={"spill_to": "q"}, checkpointing="blob")
+    assert _op(deadline="07:00", on_deadline_risk={"spill_to": "od"}, checkpointing="blob").on_deadline_risk
     op = _op(deadline="{{ var.value.nightly_deadline }}", deadline_margin=timedelta(minutes=5))
     assert "deadline" in op.template_fields and op.deadline_margin == timedelta(minutes=5)
 
@@ -54,6 +58,7 @@ def test_the_plan_survives_the_trigger_serialization() -> None:
         escalate=True,
         escalations=({"step": "notify", "at": "x", "detail": "sent", "why": "y"},),
         eta_history=({"at": "x", "phase": "queued", "eta": None, "margin_seconds": None, "at_risk": False},),
+        spill_pending=True,
     )
     trigger = KueueJobTrigger(job_name="j", namespace="n", queue_name="q", deadline=plan.to_dict())
     _, kwargs = trigger.serialize()

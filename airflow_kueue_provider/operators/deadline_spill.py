@@ -1,0 +1,76 @@
+"""``on_deadline_risk spill_to``, the worker's side: move a waiting run's unfinished shards to another
+LocalQueue (when it is safe: ``kueue.spill``), as numbered steps over the hook and the ledger."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ..hooks.kueue_hook import KueueHook
+from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.spill import WAITING, not_spillable_because, spill_manifest, spilled_detail
+from .checkpointing import CheckpointSession
+from .job_submission import create_or_adopt
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SpillOutcome:
+    step: dict[str, str]
+    """The escalation as the result lists it."""
+    job: dict[str, Any] | None
+    """The spill Job, when the spill was taken; None when it waits."""
+
+
+def spill(
+    hook: KueueHook,
+    job: dict[str, Any],
+    *,
+    manifest: dict[str, Any],
+    spill_name: str,
+    queue_name: str,
+    identity: AirflowIdentity,
+    session: CheckpointSession,
+    hand_pods_their_sas: Callable[[dict[str, Any], str], None],
+    why: str,
+) -> SpillOutcome:
+    """Spill ``job`` (as read just now) to ``queue_name`` as ``spill_name``, built from ``manifest`` (the
+    operator's Job for this try), or say why it waits."""
+    meta = job["metadata"]
+    namespace, name = str(meta["namespace"]), str(meta["name"])
+
+    def step(detail: str) -> dict[str, str]:
+        return {"step": "spill_to", "at": _now(), "detail": detail, "why": why}
+
+    # 1. Only a Job with no quota and no pod: nothing of it runs, nothing of it can still finish.
+    if reason := not_spillable_because(job, hook.pods_of_job(namespace, name)):
+        log.warning("spill of Job %s/%s to %s waits: %s", namespace, name, queue_name, reason)
+        return SpillOutcome(step(WAITING + reason), None)
+    # 2. Delete it only as read: if Kueue admitted it since (or anything else changed it), it stays.
+    unchanged = {"uid": meta.get("uid"), "resource_version": meta.get("resourceVersion")}
+    if not hook.delete_job(namespace, name, **unchanged):
+        reason = "the Job changed while the spill was prepared (Kueue may have admitted it)"
+        log.warning("spill of Job %s/%s waits: %s", namespace, name, reason)
+        return SpillOutcome(step(WAITING + reason), None)
+    # 3. Its finished shards stay finished in the ledger; the others are what the spill Job runs.
+    ledger = session.record_spilled(job)
+    shards = ledger.remaining
+    # 4. The spill Job: the same shard mapping as a retry (index i runs the i-th unfinished shard), its own
+    #    SAS for the task instance's checkpoint container, so shards resume from their checkpoints.
+    second = session.shape_job(spill_manifest(manifest, spill_name, queue_name), shards)
+    token = session.prepare_pod_access()
+    submission = create_or_adopt(hook, second, identity)
+    if token is not None:
+        hand_pods_their_sas(submission.job, token)
+    session.record_attempt(spill_name, session.job_shards(submission.job, shards))
+    detail = spilled_detail(shards, spill_name, queue_name, name)
+    log.warning("Job %s/%s: %s", namespace, name, detail)
+    return SpillOutcome(step(detail), submission.job)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
