@@ -190,6 +190,23 @@ def test_the_worker_identity_runs_a_task_end_to_end_and_reaches_nothing_else(
     raised = [j for j in env.jobs() if j.metadata.labels.get(PRIORITY_LABEL) == urgent]
     assert len(raised) == 1 and "airflow-kueue.io/escalations" in raised[0].metadata.annotations
 
+    # A spill at risk: the worker lists its waiting Job's pods, deletes the Job (only as read), and creates
+    # the spill Job in another LocalQueue with its own SAS Secret.
+    kueue_env_factory(namespace=env.namespace, local_queue="on-demand", spot=False)
+    blocker = env.create_job(indexed_job("blocker-2", env.local_queue, completions=1, cpu="64", hold=True))
+    wait_for("the second blocker admitted", lambda: is_true(env.workload(blocker), "Admitted"), 120)
+    spilled = _operator(
+        env,
+        worker.conn_id,
+        resources={"requests": {"cpu": "1", "memory": "1Gi"}},
+        checkpointing=checkpointing,
+        deadline=timedelta(seconds=1),
+        on_deadline_risk={"spill_to": "on-demand"},
+    ).execute({"ti": _ti("spill"), "dag_run": SimpleNamespace(start_date=None)})
+    (step,) = spilled["escalations"]
+    assert step["detail"].startswith("moved 4 unfinished shard(s) (0-3)"), step
+    assert spilled["completed_indexes"] == "0-3" and spilled["attempts"] == 2, spilled
+
     batch = client.BatchV1Api(worker.api)
     with pytest.raises(ApiException) as denied:
         batch.list_namespaced_job(other.namespace)
