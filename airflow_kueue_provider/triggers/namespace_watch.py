@@ -18,7 +18,6 @@ apiserver's watch cache lags behind etcd, and only a LIST (a consistent read) sh
 from __future__ import annotations
 
 import asyncio
-import gc
 import io
 import logging
 import os
@@ -32,6 +31,7 @@ from typing import Any, ClassVar, TypeVar
 from ..hooks.kueue_api import JOB_UID_LABEL
 from ..hooks.kueue_async_hook import AsyncKueueHook, api_status, is_connection_error
 from ..hooks.retry import describe, retry_after
+from .gc_freeze import followers_changed, freeze_once
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -47,30 +47,7 @@ FATAL_AFTER = 3  # consecutive failures with a fatal status, without a successfu
 ANY_JOB = ""
 """The follower key of one that wakes on a change of any Job or Workload of the namespace (no Job is named
 ""): the UI's queue page, which redraws when a Job of the namespace is admitted, evicted or finishes."""
-GC_FREEZE_ENV = "AIRFLOW_KUEUE_GC_FREEZE"
-"""``0`` keeps the process's garbage collector as it is (see ``freeze_once``)."""
 DEBUG_SIGNAL_ENV = "AIRFLOW_KUEUE_DEBUG_SIGNAL"  # set: SIGUSR2 logs every hub's state and asyncio task
-
-
-_frozen = False
-
-
-def freeze_once() -> None:
-    """Move every object the process holds now out of the garbage collector's reach (``gc.freeze``), once
-    per process, when the first watch has synced.
-
-    A triggerer's trigger runner carries all of Airflow's imports, about 400,000 tracked objects, and a full
-    collection walks them all: 340-480 ms measured with 1,000 triggers, every event of that moment waiting
-    behind it and Airflow warning that the loop was blocked. Those objects live as long as the process, so
-    walking them finds nothing; frozen, they are skipped (what Airflow's own DAG processor and LocalExecutor
-    do before they fork). What is garbage at that moment stays in memory, once. ``AIRFLOW_KUEUE_GC_FREEZE=0``
-    leaves the collector alone."""
-    global _frozen
-    if _frozen or os.environ.get(GC_FREEZE_ENV, "1") == "0":
-        return
-    _frozen = True
-    gc.freeze()
-    log.debug("froze %d objects out of the garbage collector", gc.get_freeze_count())
 
 
 class WatchStalled(RuntimeError):
@@ -91,6 +68,8 @@ class _Follower:
 
 class NamespaceWatch:
     _hubs: ClassVar[dict[tuple[str, str], NamespaceWatch]] = {}
+    _follower_count: ClassVar[int] = 0
+    """Followers of every hub of the process (see ``gc_freeze``)."""
 
     def __init__(self, conn_id: str, namespace: str) -> None:
         self.conn_id = conn_id
@@ -121,9 +100,12 @@ class NamespaceWatch:
                 _install_debug_signal(asyncio.get_running_loop())
         follower = _Follower(job_name)
         hub.followers.setdefault(job_name, set()).add(follower)
+        NamespaceWatch._follower_count += 1
+        followers_changed(NamespaceWatch._follower_count)
         try:
             yield Following(hub, follower)
         finally:
+            NamespaceWatch._follower_count -= 1
             hub._unfollow(follower)
             if not hub.followers and cls._hubs.get(key) is hub:
                 del cls._hubs[key]
@@ -220,7 +202,7 @@ class NamespaceWatch:
             self._synced_kinds.add(kind)
             if self._synced_kinds == {"jobs", "workloads"}:
                 self.synced.set()  # wakes the followers waiting for a first (or a fresh) view
-                freeze_once()
+                freeze_once(NamespaceWatch._follower_count)
             # Only the followers whose Job or Workload changed: a LIST every RESYNC_SECONDS that woke all
             # 1,000 followers of a triggerer would run them all in one pass of its event loop.
             for name in changed:

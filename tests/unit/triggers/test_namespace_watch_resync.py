@@ -94,22 +94,3 @@ def test_the_cache_keeps_no_managed_fields_and_no_pod_templates() -> None:
     assert (
         kept["spec"]["podSets"] == [{"name": "main", "count": 3}] and "managedFields" not in kept["metadata"]
     )
-
-
-def test_the_collector_is_frozen_once_per_process_unless_switched_off(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import gc
-
-    from airflow_kueue_provider.triggers import namespace_watch
-
-    calls: list[int] = []
-    monkeypatch.setattr(gc, "freeze", lambda: calls.append(1))
-    monkeypatch.setattr(namespace_watch, "_frozen", False)
-    monkeypatch.setenv(namespace_watch.GC_FREEZE_ENV, "0")
-    namespace_watch.freeze_once()
-    assert calls == []
-    monkeypatch.delenv(namespace_watch.GC_FREEZE_ENV)
-    namespace_watch.freeze_once()
-    namespace_watch.freeze_once()
-    assert calls == [1]
