@@ -276,3 +276,52 @@ def test_the_sweeper_identity_deletes_finished_jobs_of_its_namespace(
     with pytest.raises(ApiException) as denied:
         client.BatchV1Api(sweeper.api).create_namespaced_job(kueue_env.namespace, {"metadata": {"name": "x"}})
     assert denied.value.status == 403
+
+
+def test_the_queue_admin_identity_applies_declared_queues_and_reaches_no_job(
+    kueue_env: KueueEnv, identity: Any, tmp_path: Path
+) -> None:
+    from airflow_kueue_provider.operators.queue_setup import KueueQueueSetupOperator
+
+    admin = identity("queue-admin.yaml", kueue_env.namespace)
+    sid = short_id()
+    flavor, cq = f"rf-admin-{sid}", f"cq-admin-{sid}"
+    declarations = tmp_path / "queues.yaml"
+    quota = {"name": flavor, "resources": [{"name": "cpu", "nominalQuota": "2"}]}
+    docs = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": cq},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [quota]}],
+            },
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": f"lq-{sid}", "namespace": kueue_env.namespace},
+            "spec": {"clusterQueue": cq},
+        },
+    ]
+    declarations.write_text(yaml.safe_dump_all(docs))
+    try:
+        apply = KueueQueueSetupOperator(
+            task_id="q", declarations=str(declarations), kubernetes_conn_id=admin.conn_id
+        )
+        assert apply.execute({})["counts"] == {"created": 3}  # type: ignore[arg-type]
+        assert apply.execute({})["counts"] == {"unchanged": 3}  # type: ignore[arg-type]
+        with pytest.raises(ApiException) as denied:
+            client.BatchV1Api(admin.api).list_namespaced_job(kueue_env.namespace)
+        assert denied.value.status == 403, "the queue admin reads no Job"
+        with pytest.raises(ApiException) as denied:
+            client.CustomObjectsApi(admin.api).delete_cluster_custom_object(
+                "kueue.x-k8s.io", "v1beta2", "clusterqueues", cq
+            )
+        assert denied.value.status == 403, "and deletes no queue"
+    finally:
+        kueue_env.cluster.kueue_delete("localqueues", f"lq-{sid}", kueue_env.namespace)
+        kueue_env.cluster.kueue_delete("clusterqueues", cq)
+        kueue_env.cluster.kueue_delete("resourceflavors", flavor)

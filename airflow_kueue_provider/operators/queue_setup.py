@@ -1,0 +1,131 @@
+"""``KueueQueueSetupOperator``: apply the Kueue queues declared next to the DAGs, from a maintenance DAG (or
+``python -m airflow_kueue_provider.queues``), idempotently, with a drift report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from airflow.sdk import BaseOperator
+
+from ..airflow_compat import AirflowException, AirflowFailException
+from ..hooks.queue_setup_hook import ApplyOutcome, KueueQueueSetupHook
+from ..kueue.queue_setup import InvalidQueueDeclaration, QueueObject, read_declarations
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+SUFFIXES = (".yaml", ".yml")
+
+
+class QueueDrift(AirflowException):
+    """``check_only`` with ``fail_on_drift``: some declared object is missing or differs in the cluster."""
+
+
+def load_declarations(paths: Sequence[str | Path]) -> list[QueueObject]:
+    """The Kueue objects declared in ``paths`` (YAML files, or directories of them, read in name order),
+    checked and in apply order; nothing is applied when any document is wrong."""
+    documents: list[tuple[Path, list[Any]]] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and p.is_file())
+        elif path.is_file():
+            files = [path]
+        else:
+            raise InvalidQueueDeclaration(f"{path}: no such file or directory of queue declarations")
+        for file in files:
+            try:
+                documents.append((file, list(yaml.safe_load_all(file.read_text()))))
+            except yaml.YAMLError as exc:
+                raise InvalidQueueDeclaration(f"{file}: not valid YAML: {exc}") from exc
+    objects: list[QueueObject] = []
+    for file, docs in documents:
+        objects += read_declarations(docs, str(file))
+    return read_declarations([o.body for o in objects], "the declarations")  # one order, no duplicates
+
+
+def apply_declarations(
+    hook: KueueQueueSetupHook, objects: Sequence[QueueObject], *, check_only: bool = False
+) -> list[ApplyOutcome]:
+    return [hook.apply(obj, check_only=check_only) for obj in objects]
+
+
+def report(outcomes: Sequence[ApplyOutcome]) -> dict[str, Any]:
+    """The task's result: every object's outcome, and a count per outcome."""
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        counts[outcome.action] = counts.get(outcome.action, 0) + 1
+    objects = [{"object": o.ref, "action": o.action, "drift": list(o.drift)} for o in outcomes]
+    return {"counts": counts, "objects": objects}
+
+
+class KueueQueueSetupOperator(BaseOperator):
+    """Apply ResourceFlavors, Cohorts, ClusterQueues, LocalQueues, WorkloadPriorityClasses and Topologies
+    declared in YAML (v1beta2, or the seed's v1beta1, converted) to the cluster, in dependency order, with
+    server-side apply: a second run with the same declarations changes nothing. Every object's outcome is
+    logged and returned; a live object that had drifted from its declaration is listed with each difference
+    before it is set back.
+
+    :param declarations: YAML files or directories of them; a relative path is found from the DAG file's
+        folder. Templated.
+    :param check_only: only report (``missing``, ``drifted``, ``in sync``), change nothing.
+    :param fail_on_drift: with ``check_only``, fail the task when anything is missing or drifted (for an
+        alerting DAG).
+    :param kubernetes_conn_id: a connection whose identity may manage Kueue's cluster-scoped objects
+        (``deploy/rbac/queue-admin.yaml``), not the workers' namespaced one.
+    """
+
+    template_fields: Sequence[str] = ("declarations",)
+
+    def __init__(
+        self,
+        *,
+        declarations: str | Sequence[str],
+        check_only: bool = False,
+        fail_on_drift: bool = False,
+        kubernetes_conn_id: str = "kubernetes_default",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.declarations = [declarations] if isinstance(declarations, str) else list(declarations)
+        if not self.declarations:
+            raise AirflowFailException(f"{self.task_id}: declarations names no file or directory")
+        if fail_on_drift and not check_only:
+            raise AirflowFailException(
+                f"{self.task_id}: fail_on_drift needs check_only=True (applying sets drift back)"
+            )
+        self.check_only = check_only
+        self.fail_on_drift = fail_on_drift
+        self.kubernetes_conn_id = kubernetes_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        try:
+            objects = load_declarations([self._resolve(p) for p in self.declarations])
+        except InvalidQueueDeclaration as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+        hook = KueueQueueSetupHook(self.kubernetes_conn_id)
+        outcomes = apply_declarations(hook, objects, check_only=self.check_only)
+        for outcome in outcomes:
+            self.log.info("%s: %s", outcome.ref, outcome.action)
+            for line in outcome.drift:
+                self.log.warning("%s drifted: %s", outcome.ref, line)
+        result = report(outcomes)
+        self.log.info("queues %s: %s", "checked" if self.check_only else "applied", result["counts"])
+        bad = [o for o in outcomes if o.action in ("missing", "drifted")]
+        if self.fail_on_drift and bad:
+            raise QueueDrift(
+                "queue declarations differ from the cluster: "
+                + "; ".join(
+                    f"{o.ref} {o.action}" + (f" ({', '.join(o.drift)})" if o.drift else "") for o in bad
+                )
+            )
+        return result
+
+    def _resolve(self, given: str) -> Path:
+        path = Path(given)
+        if path.is_absolute() or self.dag is None or not getattr(self.dag, "fileloc", None):
+            return path
+        return Path(self.dag.fileloc).parent / path

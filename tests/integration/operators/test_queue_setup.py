@@ -1,0 +1,196 @@
+"""Queue set-up as code on the real cluster: declared Kueue objects (the seed's v1beta1 YAML among them)
+are applied once, a second apply changes nothing, and a ClusterQueue changed by hand is reported as drift."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from airflow_kueue_provider.operators.queue_setup import KueueQueueSetupOperator, QueueDrift
+
+from ..cluster import Cluster, is_true, short_id, wait_for
+
+DECLARATIONS = """
+# the seed's v1beta1 objects: converted to v1beta2 when applied
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: {flavor}
+spec:
+  nodeLabels:
+    tier: spot
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: WorkloadPriorityClass
+metadata:
+  name: {priority}
+value: 500
+description: nightly runs
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: {cq}
+spec:
+  cohort: {team}
+  namespaceSelector: {{}}
+  flavorFungibility:
+    whenCanBorrow: Borrow
+  resourceGroups:
+  - coveredResources: ["cpu", "memory"]
+    flavors:
+    - name: {flavor}
+      resources:
+      - name: cpu
+        nominalQuota: "8"
+      - name: memory
+        nominalQuota: 32Gi
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  name: lq
+  namespace: {namespace}
+spec:
+  clusterQueue: {cq}
+"""
+COHORTS = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata:
+  name: {team}
+spec:
+  parentName: {dept}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata:
+  name: {dept}
+spec: {{}}
+"""
+
+
+@pytest.fixture
+def declared(cluster: Cluster, tmp_path: Path) -> Iterator[SimpleNamespace]:
+    sid = short_id()
+    names = SimpleNamespace(
+        flavor=f"rf-qs-{sid}",
+        priority=f"nightly-{sid}",
+        cq=f"cq-qs-{sid}",
+        team=f"team-{sid}",
+        dept=f"dept-{sid}",
+        namespace=f"t-qs-{sid}",
+        directory=tmp_path / "queues",
+    )
+    cluster.core.create_namespace(
+        {"metadata": {"name": names.namespace, "labels": {"devcluster/test": "true"}}}
+    )
+    names.directory.mkdir()
+    (names.directory / "10-queues.yaml").write_text(DECLARATIONS.format(**vars(names)))
+    (names.directory / "20-cohorts.yml").write_text(COHORTS.format(**vars(names)))  # parents first anyway
+    yield names
+    cluster.core.delete_namespace(names.namespace, propagation_policy="Background")
+    for plural, name in (
+        ("clusterqueues", names.cq),
+        ("cohorts", names.team),
+        ("cohorts", names.dept),
+        ("resourceflavors", names.flavor),
+        ("workloadpriorityclasses", names.priority),
+    ):
+        cluster.kueue_delete(plural, name)
+
+
+def test_declared_queues_are_applied_once_and_drift_is_reported(
+    cluster: Cluster, declared: SimpleNamespace
+) -> None:
+    apply = KueueQueueSetupOperator(task_id="queues", declarations=str(declared.directory))
+    first = apply.execute({})  # type: ignore[arg-type]
+    assert first["counts"] == {"created": 6}, first
+    order = [o["object"].split()[0] for o in first["objects"]]
+    assert order == [
+        "ResourceFlavor",
+        "WorkloadPriorityClass",
+        "Cohort",
+        "Cohort",
+        "ClusterQueue",
+        "LocalQueue",
+    ]
+    assert first["objects"][2]["object"] == f"Cohort {declared.dept}", "a parent Cohort before its children"
+    cq = cluster.kueue_get("clusterqueues", declared.cq)
+    assert cq["spec"]["cohortName"] == declared.team  # v1beta1 cohort -> v1beta2 cohortName
+    assert cq["spec"]["flavorFungibility"]["whenCanBorrow"] == "MayStopSearch"
+    wait_for(
+        "the declared LocalQueue active",
+        lambda: is_true(cluster.kueue_get("localqueues", "lq", declared.namespace), "Active"),
+        30,
+    )
+
+    # The same declarations again: nothing changes, not even a resourceVersion.
+    second = apply.execute({})  # type: ignore[arg-type]
+    assert second["counts"] == {"unchanged": 6}, second
+    assert (
+        cluster.kueue_get("clusterqueues", declared.cq)["metadata"]["resourceVersion"]
+        == cq["metadata"]["resourceVersion"]
+    )
+
+    # Someone raises the quota by hand: a check reports it (and fails, for an alerting DAG), an apply sets
+    # it back and lists what it changed.
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "64"
+    cluster.custom.replace_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "clusterqueues", declared.cq, cq
+    )
+    check = KueueQueueSetupOperator(
+        task_id="check", declarations=str(declared.directory), check_only=True, fail_on_drift=True
+    )
+    quota = r"spec\.resourceGroups\[0\]\.flavors\[0\]\.resources\[0\]\.nominalQuota: declared '8', live '64'"
+    with pytest.raises(QueueDrift, match=rf"ClusterQueue {declared.cq} drifted \({quota}\)"):
+        check.execute({})  # type: ignore[arg-type]
+    fixed = apply.execute({})  # type: ignore[arg-type]
+    assert fixed["counts"] == {"updated": 1, "unchanged": 5}, fixed
+    (updated,) = [o for o in fixed["objects"] if o["action"] == "updated"]
+    assert updated["object"] == f"ClusterQueue {declared.cq}" and updated["drift"][0].endswith("live '64'"), (
+        updated
+    )
+    live = cluster.kueue_get("clusterqueues", declared.cq)
+    assert live["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "8"
+
+    # The command line says the same: in sync (exit 0).
+    cli = subprocess.run(
+        [sys.executable, "-m", "airflow_kueue_provider.queues", "check", str(declared.directory)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert f"ClusterQueue {declared.cq}: in sync" in cli.stdout
+
+
+def test_bad_declarations_are_refused_before_anything_is_applied(cluster: Cluster, tmp_path: Path) -> None:
+    from airflow_kueue_provider.airflow_compat import AirflowFailException
+
+    bad = tmp_path / "bad.yaml"
+    flavor = f"rf-never-{short_id()}"
+    bad.write_text(
+        textwrap.dedent(f"""
+        apiVersion: kueue.x-k8s.io/v1beta2
+        kind: ResourceFlavor
+        metadata: {{name: {flavor}}}
+        ---
+        apiVersion: kueue.x-k8s.io/v1beta2
+        kind: Workload
+        metadata: {{name: w, namespace: default}}
+    """)
+    )
+    with pytest.raises(AirflowFailException, match="kind 'Workload' is not declared here"):
+        KueueQueueSetupOperator(task_id="q", declarations=str(bad)).execute({})  # type: ignore[arg-type]
+    from kubernetes.client.rest import ApiException
+
+    with pytest.raises(ApiException) as missing:
+        cluster.kueue_get("resourceflavors", flavor)
+    assert missing.value.status == 404, "nothing applied"
