@@ -293,6 +293,7 @@ def up(layout: Layout) -> None:
         system = int(os.environ.get("DEVCLUSTER_SYSTEM_NODES", DEFAULT_SYSTEM_NODES))
         kubectl.apply(manifests.pool_nodes(spot, system))
         kubectl("wait", "--for=condition=Ready", "node", "-l", "type=kwok", "--timeout=60s")
+        kubectl.apply([manifests.topology()])  # for topology-aware ResourceFlavors (Kueue TAS)
         say(f"{spot} spot + {system} system fake nodes ready")
         # 6. Azurite.
         _start_and_wait(comps["azurite"], layout)

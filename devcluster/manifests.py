@@ -64,6 +64,9 @@ def kueue_config(webhook_cert_dir: Path) -> str:
         "internalCertManagement": {"enable": True},
         "visibilityServer": {"bindAddress": HOST, "bindPort": PORTS.kueue_visibility},
         "integrations": {"frameworks": ["batch/job"]},
+        # Fair sharing between the ClusterQueues of a cohort (tree): preemption evens out borrowing
+        # (reason InCohortFairSharing) and each ClusterQueue reports its weighted share. Kueue's defaults.
+        "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
         "clientConnection": {"qps": 200, "burst": 400},
     }
     return yaml.safe_dump(config, sort_keys=False)
@@ -147,18 +150,41 @@ SYSTEM_POOL = {
 }
 
 
+ZONE_LABEL = "topology.kubernetes.io/zone"
+PLACEMENT_GROUP_LABEL = "topology.airflow-kueue.io/placement-group"
+"""A rack-like level between zone and node (AKS has none; a proximity placement group is the closest)."""
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+TOPOLOGY_NAME = "aks-zones"
+"""The bed's Kueue ``Topology``: zone -> placement group -> node, for topology-aware ResourceFlavors."""
+
+
+def topology(name: str = TOPOLOGY_NAME) -> dict[str, Any]:
+    levels = [{"nodeLabel": label} for label in (ZONE_LABEL, PLACEMENT_GROUP_LABEL, HOSTNAME_LABEL)]
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology",
+        "metadata": {"name": name},
+        "spec": {"levels": levels},
+    }
+
+
 def fake_node(
-    name: str, pool: dict[str, Any], zone: int = 1, extra_labels: dict[str, str] | None = None
+    name: str,
+    pool: dict[str, Any],
+    zone: int = 1,
+    extra_labels: dict[str, str] | None = None,
+    group: int = 0,
 ) -> dict[str, Any]:
-    """A KWOK-managed Node shaped like one VM of ``pool``."""
+    """A KWOK-managed Node shaped like one VM of ``pool``, in ``zone`` and placement ``group`` of it."""
     labels = {
         "type": "kwok",
-        "kubernetes.io/hostname": name,
+        HOSTNAME_LABEL: name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
         "node.kubernetes.io/instance-type": pool["instance_type"],
         "topology.kubernetes.io/region": "westeurope",
-        "topology.kubernetes.io/zone": f"westeurope-{zone}",
+        ZONE_LABEL: f"westeurope-{zone}",
+        PLACEMENT_GROUP_LABEL: f"westeurope-{zone}-pg{group}",
         **pool["labels"],
         **(extra_labels or {}),
     }
@@ -173,7 +199,10 @@ def fake_node(
 
 
 def pool_nodes(spot: int, system: int) -> list[dict[str, Any]]:
-    nodes = [fake_node(f"{SPOT_POOL['prefix']}-{i:06d}", SPOT_POOL, zone=1 + i % 3) for i in range(spot)]
+    nodes = [
+        fake_node(f"{SPOT_POOL['prefix']}-{i:06d}", SPOT_POOL, zone=1 + i % 3, group=i // 3 % 2)
+        for i in range(spot)
+    ]
     nodes += [
         fake_node(f"{SYSTEM_POOL['prefix']}-{i:06d}", SYSTEM_POOL, zone=1 + i % 3) for i in range(system)
     ]

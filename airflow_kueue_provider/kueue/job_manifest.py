@@ -34,6 +34,7 @@ from airflow_kueue_provider.kueue.job_spec import (
     MANAGED_BY_VALUE,
     MAX_COMPLETIONS,
     MAX_PARALLELISM,
+    MIN_PARALLELISM_ANNOTATION,
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
     SPOT_TOLERATION,
@@ -144,6 +145,8 @@ def build_indexed_job(spec: IndexedJobSpec) -> dict[str, Any]:
 
     metadata: dict[str, Any] = {"name": spec.name, "namespace": spec.namespace, "labels": job_labels}
     annotations = {**(spec.job_annotations or {}), **identity_annotations}
+    if spec.min_parallelism is not None:
+        annotations[MIN_PARALLELISM_ANNOTATION] = str(spec.min_parallelism)
     if annotations:
         metadata["annotations"] = annotations
     job: dict[str, Any] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}

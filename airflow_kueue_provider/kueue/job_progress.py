@@ -150,8 +150,19 @@ def progress_line(view: JobView, position: tuple[int, int] | None = None, waited
             f"running {len(view.completed)}/{view.completions} done, {len(view.failed)} failed"
             + (f" ({_shorten(str(view.failed))})" if view.failed else "")
             + f", {view.active} active"
+            + _admission_facts(wl)
         )
     return wl.describe()
+
+
+def _admission_facts(wl: WorkloadState) -> str:
+    """What the running line adds about how the Job was admitted: a partial admission, a TAS placement."""
+    facts = []
+    if wl.partially_admitted:
+        facts.append(f"{wl.pods_admitted} of {wl.pods_requested} pods: partial admission")
+    if wl.topology is not None:
+        facts.append(f"placed on {wl.topology.describe()}")
+    return f" ({'; '.join(facts)})" if facts else ""
 
 
 def result_of(view: JobView, job: Mapping[str, Any], now: datetime) -> JobResult:

@@ -15,6 +15,8 @@ from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+"""Kueue's partial admission: it may start the Job with fewer pods than ``parallelism``, down to this."""
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "airflow-kueue-provider"
 
@@ -59,6 +61,9 @@ class IndexedJobSpec:
     """``{"NAME": "value"}`` or a list of Kubernetes EnvVar dicts (for ``valueFrom``)."""
     parallelism: int | None = None
     """Defaults to ``completions``."""
+    min_parallelism: int | None = None
+    """Partial admission: Kueue may admit the Job with as few pods as this when its full parallelism does
+    not fit (``MIN_PARALLELISM_ANNOTATION``); below ``parallelism``."""
     resources: Mapping[str, Any] | None = None
     """``{"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {...}}``."""
     priority_class: str | None = None

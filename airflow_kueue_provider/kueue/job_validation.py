@@ -118,6 +118,15 @@ def _check_counts(spec: IndexedJobSpec, problems: _Problems) -> None:
                 f"{spec.parallelism} is greater than completions={spec.completions}: lower it to at most "
                 "completions (more pods than indexes would never start)",
             )
+    if spec.min_parallelism is not None:
+        low, high = 1, spec.effective_parallelism - 1
+        if not (_is_int(spec.min_parallelism) and _is_int(high) and low <= spec.min_parallelism <= high):
+            problems.add(
+                "min_parallelism",
+                f"got {spec.min_parallelism!r}: set an integer from 1 to parallelism - 1 ({high}), the "
+                "fewest pods Kueue may start the Job with when all of them do not fit (Kueue's partial "
+                "admission), or leave it unset",
+            )
     if spec.backoff_limit_per_index is not None and not (
         _is_int(spec.backoff_limit_per_index) and spec.backoff_limit_per_index >= 0
     ):

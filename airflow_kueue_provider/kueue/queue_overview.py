@@ -31,6 +31,9 @@ class QueueRow:
     cluster_queue_pending: int | None
     """Pending across the whole ClusterQueue (every namespace); None when it could not be read."""
     usage: tuple[ResourceUse, ...]
+    fair_share: int | None = None
+    """The ClusterQueue's ``status.fairSharing.weightedShare`` with Kueue's fair sharing on: 0 while it uses
+    no more than its nominal quota, more the more it borrows (divided by its weight); None when off."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,7 +63,13 @@ def _row(lq: Mapping[str, Any], cq: Mapping[str, Any] | None) -> QueueRow:
         admitted=int(status.get("admittedWorkloads") or 0),
         cluster_queue_pending=int(cq_status.get("pendingWorkloads") or 0) if cq is not None else None,
         usage=_usage(cq_spec, cq_status),
+        fair_share=_fair_share(cq_status),
     )
+
+
+def _fair_share(status: Mapping[str, Any]) -> int | None:
+    share = (status.get("fairSharing") or {}).get("weightedShare")
+    return int(share) if isinstance(share, int) else None
 
 
 def _is_active(status: Mapping[str, Any]) -> bool:

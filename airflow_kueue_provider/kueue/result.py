@@ -31,6 +31,15 @@ class JobResult:
     queued_seconds: float | None
     running_seconds: float | None
     evictions: int
+    admitted_parallelism: int | None = None
+    """Pods the Job's admission held quota for: below its parallelism after a partial admission
+    (``min_parallelism``); None when not known (never admitted)."""
+    eviction_causes: str | None = None
+    """What ``evictions`` were, e.g. ``"Preempted/InCohortFairSharing: 1"`` (Kueue's ``reason/cause``);
+    None without evictions."""
+    topology_placement: str | None = None
+    """Where Kueue's topology-aware scheduling placed the pods (``topology=``), e.g.
+    ``"kubernetes.io/hostname: aks-spot-0 (3), aks-spot-1 (1)"``; None without TAS."""
 
     @property
     def completed(self) -> IndexSet:
@@ -56,11 +65,12 @@ class JobResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobResult:
         """Inverse of ``to_dict``. Unknown keys (e.g. an event's ``status``/``message``) are ignored."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        missing = [name for name in names if name not in data]
+        fields = dataclasses.fields(cls)
+        required = [f.name for f in fields if f.default is dataclasses.MISSING]
+        missing = [name for name in required if name not in data]
         if missing:
             raise ValueError(f"JobResult dict is missing {missing}")
-        return cls(**{name: data[name] for name in names})
+        return cls(**{f.name: data[f.name] for f in fields if f.name in data})
 
 
 def job_result_from_status(
@@ -93,6 +103,15 @@ def job_result_from_status(
         queued_seconds=queued_seconds,
         running_seconds=running_seconds,
         evictions=workload_state.eviction_count if workload_state else 0,
+        admitted_parallelism=workload_state.pods_admitted if workload_state else None,
+        eviction_causes=(
+            ", ".join(f"{cause}: {count}" for cause, count in workload_state.eviction_causes) or None
+            if workload_state
+            else None
+        ),
+        topology_placement=(
+            workload_state.topology.describe() if workload_state and workload_state.topology else None
+        ),
     )
 
 

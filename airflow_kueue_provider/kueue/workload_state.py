@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from .api_time import parse_api_time
+from .topology import TopologyPlacement, placement_of
 
 
 class WorkloadPhase(str, enum.Enum):
@@ -84,6 +85,8 @@ class WorkloadState:
     requeue_at: datetime | None = None
     eviction_count: int = 0
     """Sum of ``status.schedulingStats.evictions[].count``: every eviction, for any reason."""
+    eviction_causes: tuple[tuple[str, int], ...] = ()
+    """The same by ``reason/underlyingCause`` (e.g. ``Preempted/InCohortFairSharing``), with counts."""
     inadmissible: bool = False
     """``QuotaReserved=False`` with reason ``Inadmissible`` (e.g. the LocalQueue does not exist)."""
     requeued: bool = False
@@ -93,6 +96,17 @@ class WorkloadState:
     created_at: datetime | None = None
     admitted_at: datetime | None = None
     """When ``Admitted`` last turned true, while it is true."""
+    pods_requested: int = 0
+    """Pods the Workload asks for (``spec.podSets[].count``: the Job's parallelism)."""
+    pods_admitted: int | None = None
+    """Pods its admission holds quota for (``status.admission.podSetAssignments[].count``); fewer than
+    requested after a partial admission."""
+    topology: TopologyPlacement | None = None
+    """Where Kueue's topology-aware scheduling placed the pods, when it did."""
+
+    @property
+    def partially_admitted(self) -> bool:
+        return self.pods_admitted is not None and 0 < self.pods_admitted < self.pods_requested
 
     @classmethod
     def from_workload(cls, workload: Mapping[str, Any]) -> WorkloadState:
@@ -132,10 +146,17 @@ class WorkloadState:
             return line
         if phase is WorkloadPhase.QuotaReserved:
             return f"quota reserved in {cluster_queue}{flavors}, waiting for admission checks"
+        partial = (
+            f", {self.pods_admitted} of {self.pods_requested} pods (partial admission)"
+            if self.partially_admitted
+            else ""
+        )
+        if self.topology is not None:
+            partial += f", placed on {self.topology.describe()}"
         if phase is WorkloadPhase.Admitted:
-            return f"admitted to {cluster_queue}{flavors}"
+            return f"admitted to {cluster_queue}{flavors}{partial}"
         if phase is WorkloadPhase.Running:
-            return f"running in {cluster_queue}{flavors}"
+            return f"running in {cluster_queue}{flavors}{partial}"
         if phase in (WorkloadPhase.Evicted, WorkloadPhase.Preempted):
             line = f"evicted{why}"
             if self.preemption_reason:
@@ -192,10 +213,14 @@ def workload_state_from_dict(workload: Mapping[str, Any]) -> WorkloadState:
         queue_name=_str_or_none(spec.get("queueName")),
         cluster_queue=_str_or_none(_mapping(status.get("admission")).get("clusterQueue")),
         flavors=_flavors(status),
+        pods_requested=sum(_int(_mapping(p).get("count")) for p in _list(spec.get("podSets"))),
+        pods_admitted=_admitted_pods(status),
+        topology=placement_of(status),
         priority_class=_priority_class(spec),
         requeue_count=_int(requeue_state.get("count")),
         requeue_at=parse_api_time(requeue_state.get("requeueAt")),
         eviction_count=sum(_int(_mapping(e).get("count")) for e in _list(_stats_evictions(status))),
+        eviction_causes=_eviction_causes(status, _last_preemption_reason(conditions.get(COND_PREEMPTED))),
         inadmissible=(
             quota_reserved is not None
             and not _is_true(quota_reserved)
@@ -235,6 +260,55 @@ def _flavors(status: Mapping[str, Any]) -> dict[str, str]:
         for resource, flavor in _mapping(_mapping(assignment).get("flavors")).items():
             flavors[str(resource)] = str(flavor)
     return flavors
+
+
+# Kueue's preemption messages name the reason in words ("... due to Fair Sharing within the cohort; ..."), and
+# keep them ("Previously: ...") once the Workload is admitted again and the condition's reason is gone.
+_PREEMPTION_WORDS = (
+    ("reclamation within the cohort while borrowing", "InCohortReclaimWhileBorrowing"),
+    ("reclamation within the cohort", "InCohortReclamation"),
+    ("Fair Sharing within the cohort", "InCohortFairSharing"),
+    ("prioritization in the ClusterQueue", "InClusterQueue"),
+)
+
+
+def _last_preemption_reason(condition: Mapping[str, Any] | None) -> str | None:
+    if condition is None:
+        return None
+    if _is_true(condition) and condition.get("reason"):
+        return str(condition["reason"])
+    message = str(condition.get("message") or "")
+    return next((reason for words, reason in _PREEMPTION_WORDS if f"due to {words};" in message), None)
+
+
+def _eviction_causes(status: Mapping[str, Any], last_preemption: str | None) -> tuple[tuple[str, int], ...]:
+    """``reason/underlyingCause`` -> count. A preemption's own reason (``InCohortFairSharing`` ...) is not in
+    the scheduling stats; the last one is known from the Preempted condition, and named when it is the only
+    one (``Preempted/InCohortFairSharing``) or as the last of several (``Preempted (last ...)``)."""
+    causes: dict[str, int] = {}
+    for eviction in _list(_stats_evictions(status)):
+        entry = _mapping(eviction)
+        reason, cause = str(entry.get("reason") or "Evicted"), entry.get("underlyingCause")
+        key = f"{reason}/{cause}" if cause else reason
+        causes[key] = causes.get(key, 0) + _int(entry.get("count"))
+    preempted = causes.pop(REASON_PREEMPTED, 0)
+    if preempted and last_preemption:
+        key = f"Preempted/{last_preemption}" if preempted == 1 else f"Preempted (last {last_preemption})"
+        causes[key] = causes.get(key, 0) + preempted
+    elif preempted:
+        causes[REASON_PREEMPTED] = preempted
+    return tuple(sorted((k, n) for k, n in causes.items() if n))
+
+
+def _admitted_pods(status: Mapping[str, Any]) -> int | None:
+    assignments = _list(_mapping(status.get("admission")).get("podSetAssignments"))
+    total = 0
+    for assignment in assignments:
+        count = _mapping(assignment).get("count")
+        if not isinstance(count, int):
+            return None
+        total += count
+    return total if assignments else None
 
 
 def _priority_class(spec: Mapping[str, Any]) -> str | None:

@@ -27,6 +27,7 @@ from ..kueue.checkpoint_access import (
 )
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import view_of
+from ..kueue.job_spec import MIN_PARALLELISM_ANNOTATION
 from ..kueue.ledger import Attempt, RunLedger, ledger_prefix
 from ..kueue.result import JobResult
 from ..kueue.spill import SPILLED_STATUS
@@ -235,6 +236,9 @@ class CheckpointSession:
         spec = manifest["spec"]
         spec["completions"] = len(shards)
         spec["parallelism"] = min(int(spec.get("parallelism") or len(shards)), len(shards))
+        annotations = manifest.get("metadata", {}).get("annotations") or {}
+        if int(annotations.get(MIN_PARALLELISM_ANNOTATION) or 0) >= spec["parallelism"]:
+            del annotations[MIN_PARALLELISM_ANNOTATION]  # so few shards: Kueue admits them all, or none
         if spec.get("maxFailedIndexes") is not None:
             spec["maxFailedIndexes"] = min(int(spec["maxFailedIndexes"]), len(shards))
         pod = spec["template"]

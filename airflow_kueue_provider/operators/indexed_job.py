@@ -37,6 +37,7 @@ from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.result import JobResult
 from ..kueue.spill import SPILL_NAME_VARIANT, spill_taken
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
+from ..kueue.topology import TOPOLOGY_ANNOTATIONS, InvalidTopology, TopologyRequest
 from ..triggers.kueue_job import KueueJobTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .deadline_escalation import DeadlineEscalation, InvalidEscalation, take_steps
@@ -87,6 +88,14 @@ class KueueIndexedJobOperator(BaseOperator):
     ``volume_mounts``, ``env_from``, ``secrets`` (the cncf provider's ``Secret``), ``image_pull_secrets``,
     ``image_pull_policy``, ``security_context`` (the pod's) and ``container_security_context``. They apply to
     the shard container (the template's container named ``main``, else its first).
+    :param min_parallelism: Kueue's partial admission: when ``parallelism`` pods do not fit the queue's free
+        quota, Kueue may start the Job with fewer, down to this many (it lowers the Job's parallelism for the
+        run; the shards are the same, they take longer). Between 1 and ``parallelism`` - 1. The log and the
+        result's ``admitted_parallelism`` say what it got.
+    :param topology: Kueue's topology-aware scheduling: ``"topology.kubernetes.io/zone"`` (the pods must share
+        one domain of that level), ``{"preferred": "kubernetes.io/hostname"}`` (as few domains as fit) or
+        ``TopologyRequest(level, required=...)``. The level must be one of the ResourceFlavor's Topology. The
+        log and the result's ``topology_placement`` say where Kueue put the pods.
     :param queue_timeout: fail (and delete the Job) if it is not admitted within this time.
     :param workload_timeout: seconds Kueue has to create the Job's Workload (default 60). The Job is created
         suspended, so it runs only once Kueue admits it; a Job Kueue does not pick up (a namespace Kueue does
@@ -154,6 +163,8 @@ class KueueIndexedJobOperator(BaseOperator):
         env_vars: Mapping[str, str] | list[Any] | None = None,
         completions: int = 1,
         parallelism: int | None = None,
+        min_parallelism: int | None = None,
+        topology: TopologyRequest | str | dict[str, Any] | None = None,
         resources: Mapping[str, Any] | Any | None = None,
         container_resources: Mapping[str, Any] | Any | None = None,
         priority_class: str | None = None,
@@ -212,6 +223,11 @@ class KueueIndexedJobOperator(BaseOperator):
         self.env = env
         self.completions = completions
         self.parallelism = parallelism
+        self.min_parallelism = min_parallelism
+        try:
+            self.topology = TopologyRequest.from_param(topology)
+        except InvalidTopology as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
         # BaseOperator.resources means executor resources; the pods' requests/limits live here.
         self.job_resources = plain(resources if resources is not None else container_resources)
         self.tolerations = plain(tolerations)
@@ -283,6 +299,7 @@ class KueueIndexedJobOperator(BaseOperator):
             arguments=self.arguments,
             env=self.env,
             parallelism=self.parallelism_ramp.start if self.parallelism_ramp else self.parallelism,
+            min_parallelism=self.min_parallelism,
             resources=self.job_resources,
             priority_class=self.priority_class,
             spot=self.spot,
@@ -290,7 +307,7 @@ class KueueIndexedJobOperator(BaseOperator):
             max_failed_indexes=self.max_failed_indexes,
             ttl_seconds_after_finished=self.ttl_seconds_after_finished,
             labels=self.labels,
-            annotations=self.annotations,
+            annotations=self._pod_annotations(),
             node_selector=self.node_selector,
             service_account_name=self.service_account_name,
             tolerations=self.tolerations,
@@ -313,6 +330,11 @@ class KueueIndexedJobOperator(BaseOperator):
         ramp = self.parallelism_ramp
         if ramp is not None and (problems := ramp.problems(self._target_parallelism())):
             raise AirflowFailException(f"{self.task_id}: parallelism_ramp: {'; '.join(problems)}")
+        if ramp is not None and self.min_parallelism is not None:
+            raise AirflowFailException(
+                f"{self.task_id}: min_parallelism and parallelism_ramp do not go together (Kueue refuses a "
+                "parallelism change of a running Job that allows partial admission): set one of them"
+            )
         if self.queue_timeout is not None and self.queue_timeout <= 0:
             raise AirflowFailException(
                 f"{self.task_id}: queue_timeout must be positive, got {self.queue_timeout}"
@@ -332,6 +354,17 @@ class KueueIndexedJobOperator(BaseOperator):
                 + "\n- ".join(problems)
             )
         return job
+
+    def _pod_annotations(self) -> Mapping[str, str] | None:
+        """``annotations``, with ``topology``'s Kueue annotation (set through ``topology=`` only)."""
+        if self.topology is None:
+            return self.annotations
+        if set(self.annotations or {}) & set(TOPOLOGY_ANNOTATIONS):
+            raise AirflowFailException(
+                f"{self.task_id}: annotations sets a Kueue topology annotation and topology= is given: "
+                "use topology= alone"
+            )
+        return {**(self.annotations or {}), **self.topology.pod_annotations()}
 
     # --- 2. submit or reattach, then wait -------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:

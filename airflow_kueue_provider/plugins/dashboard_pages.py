@@ -148,7 +148,7 @@ def queues_table(rows: Sequence[QueueRow]) -> str:
         )
         lines.append(
             f"<tr><td>{escape(row.namespace)}</td><td>{escape(row.local_queue)}</td>"
-            f"<td>{escape(row.cluster_queue)}</td><td>{escape(row.cohort or '')}</td>"
+            f"<td>{escape(row.cluster_queue)}</td><td>{escape(row.cohort or '')}{_share(row.fair_share)}</td>"
             f"<td>{'yes' if row.active else '<span class=warn>no</span>'}</td>"
             f'<td class="num">{row.pending}</td><td class="num">{row.reserving}</td>'
             f'<td class="num">{row.admitted}</td>'
@@ -156,6 +156,11 @@ def queues_table(rows: Sequence[QueueRow]) -> str:
             f"<td>{usage}</td></tr>"
         )
     return f"<table>{head}{''.join(lines)}</table>"
+
+
+def _share(share: int | None) -> str:
+    """The ClusterQueue's fair share, after its cohort (Kueue's fair sharing on)."""
+    return "" if share is None else f' <span class="muted">(fair share {share})</span>'
 
 
 def task_page(

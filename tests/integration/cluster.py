@@ -244,6 +244,7 @@ def create_kueue_env(
     preemption: dict[str, Any] | None = None,
     namespace: str | None = None,
     local_queue: str = "lq",
+    topology: str | None = None,
 ) -> KueueEnv:
     """Queues for one test, in a namespace of its own (or in ``namespace``, which is then left in place)."""
     sid = short_id()
@@ -260,6 +261,8 @@ def create_kueue_env(
     }
     if spot:
         flavor_spec["tolerations"] = [SPOT_TOLERATION]
+    if topology:
+        flavor_spec["topologyName"] = topology  # Kueue's topology-aware scheduling over these nodes
     cluster.kueue_create(
         "resourceflavors", {"kind": "ResourceFlavor", "metadata": {"name": flavor}, "spec": flavor_spec}
     )

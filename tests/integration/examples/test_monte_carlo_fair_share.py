@@ -54,10 +54,12 @@ sys.exit(0 if str(run.state).endswith("success") else 1)
 
 @dataclass
 class FairShareQueues:
-    """The test's copy of monte-carlo-queues.yaml: two ClusterQueues sharing one cohort."""
+    """The test's copy of monte-carlo-queues.yaml: two ClusterQueues, each in its team's cohort, both under
+    the department's."""
 
     cluster: Cluster
     cohort: str
+    """The department's Cohort; the teams' are ``<cohort>-risk`` and ``<cohort>-research``."""
     flavor: str
     risk_namespace: str
     research_namespace: str
@@ -142,7 +144,7 @@ def queues(cluster: Cluster) -> Iterator[FairShareQueues]:
     sid = short_id()
     q = FairShareQueues(
         cluster=cluster,
-        cohort=f"monte-carlo-{sid}",
+        cohort=f"quant-dept-{sid}",
         flavor=f"rf-mc-{sid}",
         risk_namespace=f"t-mc-risk-{sid}",
         research_namespace=f"t-mc-research-{sid}",
@@ -167,11 +169,21 @@ def queues(cluster: Cluster) -> Iterator[FairShareQueues]:
                 "workloadpriorityclasses",
                 {"kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value},
             )
-        for cq, ns, lq in (
-            (q.risk_cq, q.risk_namespace, q.risk_queue),
-            (q.research_cq, q.research_namespace, q.research_queue),
+        cluster.kueue_create("cohorts", {"kind": "Cohort", "metadata": {"name": q.cohort}, "spec": {}})
+        for team in ("risk", "research"):
+            cluster.kueue_create(
+                "cohorts",
+                {
+                    "kind": "Cohort",
+                    "metadata": {"name": f"{q.cohort}-{team}"},
+                    "spec": {"parentName": q.cohort},
+                },
+            )
+        for cq, ns, lq, team in (
+            (q.risk_cq, q.risk_namespace, q.risk_queue, "risk"),
+            (q.research_cq, q.research_namespace, q.research_queue, "research"),
         ):
-            cluster.kueue_create("clusterqueues", _cluster_queue(cq, q.cohort, q.flavor, ns))
+            cluster.kueue_create("clusterqueues", _cluster_queue(cq, f"{q.cohort}-{team}", q.flavor, ns))
             cluster.kueue_create(
                 "localqueues",
                 {
@@ -197,6 +209,8 @@ def queues(cluster: Cluster) -> Iterator[FairShareQueues]:
                     raise
         for cq in (q.risk_cq, q.research_cq):
             cluster.kueue_delete("clusterqueues", cq)
+        for cohort in (f"{q.cohort}-risk", f"{q.cohort}-research", q.cohort):
+            cluster.kueue_delete("cohorts", cohort)
         cluster.kueue_delete("resourceflavors", q.flavor)
         for pc in (q.risk_priority, q.research_priority):
             cluster.kueue_delete("workloadpriorityclasses", pc)
@@ -244,7 +258,13 @@ def test_monte_carlo_dag_imports_cleanly(airflow_home: AirflowHome, tmp_path: Pa
     )
     assert (risk.namespace, risk.queue_name, risk.priority_class) == ("risk", "risk-queue", "risk-critical")
     manifest = (EXAMPLES / "manifests" / "monte-carlo-queues.yaml").read_text()
-    for name in ("risk-cq", "research-cq", "cohortName: monte-carlo", "risk-critical", "research-batch"):
+    for name in (
+        "risk-cq",
+        "research-cq",
+        "cohortName: risk-team",
+        "parentName: quant-dept",
+        "risk-critical",
+    ):
         assert name in manifest
 
 

@@ -202,3 +202,11 @@ def test_deterministic_job_name_is_always_a_valid_indexed_job_name(
     for name in (deterministic_job_name(identity), deterministic_job_name(identity, prefix=prefix)):
         assert is_dns1123_label(name, 52)
         validate(spec(name=name, completions=100_000, parallelism=10))
+
+
+def test_min_parallelism_becomes_kueue_s_partial_admission_annotation() -> None:
+    job = build_indexed_job(spec(parallelism=6, min_parallelism=2))
+    assert job["metadata"]["annotations"]["kueue.x-k8s.io/job-min-parallelism"] == "2"
+    assert "kueue.x-k8s.io/job-min-parallelism" not in build_indexed_job(spec()).get("metadata", {}).get(
+        "annotations", {}
+    )

@@ -87,6 +87,9 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("identity without dag id", {"identity": AirflowIdentity("", "t", "r")}, "identity"),
     ("identity with negative try", {"identity": AirflowIdentity("d", "t", "r", try_number=-1)}, "identity"),
     ("spot not a bool", {"spot": "yes"}, "spot"),
+    ("min parallelism zero", {"min_parallelism": 0}, "min_parallelism"),
+    ("min parallelism at parallelism", {"parallelism": 4, "min_parallelism": 4}, "min_parallelism"),
+    ("min parallelism not an int", {"min_parallelism": "2"}, "min_parallelism"),
 ]
 
 

@@ -22,6 +22,9 @@ CONTRACT_KEYS = {
     "queued_seconds",
     "running_seconds",
     "evictions",
+    "admitted_parallelism",  # added after DESIGN.md's list: keys more, none changed
+    "topology_placement",
+    "eviction_causes",
 }
 
 
@@ -92,6 +95,12 @@ def test_from_status_without_status_or_workload() -> None:
 def test_from_status_rejects_corrupt_index_strings() -> None:
     with pytest.raises(ValueError, match="index string"):
         job_result_from_status(job({"completedIndexes": "0-x"}), None, None, None)
+
+
+def test_an_older_result_without_the_admitted_parallelism_still_reads() -> None:
+    data = job_result_from_status(job({"completedIndexes": "0-11"}), STATE, 1.0, 2.0).to_dict()
+    del data["admitted_parallelism"]
+    assert JobResult.from_dict(data).admitted_parallelism is None
 
 
 def test_to_dict_has_the_contract_keys_and_is_json() -> None:

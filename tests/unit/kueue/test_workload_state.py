@@ -280,6 +280,35 @@ def test_admitted_fields_and_description() -> None:
     )
 
 
+def test_a_partial_admission_says_how_many_pods_it_got() -> None:
+    partial = {**ADMISSION, "podSetAssignments": [{**ADMISSION["podSetAssignments"][0], "count": 3}]}
+    state = workload_state_from_dict(workload([QUOTA_RESERVED, ADMITTED], admission=partial))
+    assert (state.pods_requested, state.pods_admitted, state.partially_admitted) == (4, 3, True)
+    assert state.describe().endswith(", 3 of 4 pods (partial admission)")
+    full = workload_state_from_dict(CASES["admitted"][0])
+    assert (full.pods_admitted, full.partially_admitted) == (4, False)
+    queued = workload_state_from_dict(workload([]))
+    assert (queued.pods_requested, queued.pods_admitted) == (4, None)
+
+
+def test_the_cause_of_a_preemption_is_kept_after_the_workload_is_admitted_again() -> None:
+    previously = condition(
+        "Preempted",
+        "False",
+        "QuotaReserved",
+        "Previously: Preempted to accommodate a workload (UID: u, JobUID: j) due to Fair Sharing within the "
+        "cohort; preemptor path: /dept/b/cq-b; preemptee path: /dept/a/cq-a",
+    )
+    stats = {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]}
+    once = workload_state_from_dict(workload([QUOTA_RESERVED, ADMITTED, previously], schedulingStats=stats))
+    assert once.eviction_causes == (("Preempted/InCohortFairSharing", 1),)
+    stats["evictions"][0]["count"] = 3
+    thrice = workload_state_from_dict(workload([QUOTA_RESERVED, ADMITTED, previously], schedulingStats=stats))
+    assert thrice.eviction_causes == (("Preempted (last InCohortFairSharing)", 3),)
+    unknown = workload_state_from_dict(workload([QUOTA_RESERVED, ADMITTED], schedulingStats=stats))
+    assert unknown.eviction_causes == (("Preempted", 3),)
+
+
 def test_quota_reserved_description() -> None:
     state = workload_state_from_dict(CASES["quota-reserved-waiting-for-checks"][0])
     assert state.describe().startswith("quota reserved in batch-cluster-queue [cpu: default-spot-flavor")
@@ -305,6 +334,9 @@ def test_evicted_counts_and_requeue() -> None:
     assert (
         state.describe() == "evicted (PodsReadyTimeout: Exceeded the PodsReady timeout), 2 eviction(s) so far"
     )
+    assert state.eviction_causes == (("PodsReadyTimeout", 2),)
+    preempted = workload_state_from_dict(CASES["preempted"][0])
+    assert preempted.eviction_causes == (("PodsReadyTimeout", 1), ("Preempted/InClusterQueue", 1))
 
 
 def test_preempted_uses_evicted_condition_and_reports_preemption_reason() -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -99,7 +101,7 @@ def test_workload_identity_pods_get_the_service_account_label_and_no_secret(
     )
     config = Checkpointing("aks_blob", "checkpoints", workload_identity_service_account="genomics-sa")
     session = CheckpointSession(config, AirflowIdentity("nightly", "align", "scheduled__2026-11-30"), 1000)
-    manifest = {
+    manifest: dict[str, Any] = {
         "spec": {
             "completions": 1000,
             "parallelism": 50,
@@ -123,6 +125,18 @@ def test_workload_identity_pods_get_the_service_account_label_and_no_secret(
         "AIRFLOW_KUEUE_CHECKPOINT_PREFIX": "nightly/scheduled__2026-11-30/align",
         "AIRFLOW_KUEUE_GRACE_SECONDS": "25",
     }
+
+    # A retry of fewer shards than the partial-admission minimum runs them all at once (Kueue would refuse
+    # a minimum that is not below the parallelism); one of more keeps it.
+    minimum = {"kueue.x-k8s.io/job-min-parallelism": "20"}
+
+    def with_minimum() -> dict[str, Any]:
+        return {**copy.deepcopy(manifest), "metadata": {"annotations": dict(minimum)}}
+
+    few = session.shape_job(with_minimum(), IndexSet.range(0, 12))
+    assert few["spec"]["parallelism"] == 12 and few["metadata"]["annotations"] == {}
+    many = session.shape_job(with_minimum(), IndexSet.range(0, 40))
+    assert many["spec"]["parallelism"] == 40 and many["metadata"]["annotations"] == minimum
 
 
 def test_a_result_without_the_ledger_is_still_in_shard_ids_of_this_attempt(

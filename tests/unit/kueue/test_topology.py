@@ -1,0 +1,101 @@
+"""``topology=`` and the placement Kueue's topology-aware scheduling records (v1beta2 slices)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_kueue_provider.kueue.topology import (
+    PREFERRED_TOPOLOGY_ANNOTATION,
+    REQUIRED_TOPOLOGY_ANNOTATION,
+    InvalidTopology,
+    TopologyRequest,
+    placement_of,
+)
+from airflow_kueue_provider.kueue.workload_state import workload_state_from_dict
+
+ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
+
+
+def test_a_request_is_a_level_or_a_mode_and_a_level() -> None:
+    assert TopologyRequest.from_param(ZONE) == TopologyRequest(ZONE, required=True)
+    assert TopologyRequest.from_param({"preferred": HOST}) == TopologyRequest(HOST, required=False)
+    assert TopologyRequest.from_param(None) is None
+    assert TopologyRequest(ZONE).pod_annotations() == {REQUIRED_TOPOLOGY_ANNOTATION: ZONE}
+    assert TopologyRequest(HOST, False).pod_annotations() == {PREFERRED_TOPOLOGY_ANNOTATION: HOST}
+    for bad, says in (
+        ("zone name with spaces", "not a node label key"),
+        ({"required": ZONE, "preferred": HOST}, "give a node label key"),
+        ({"within": ZONE}, "give a node label key"),
+        (3, "give a node label key"),
+    ):
+        with pytest.raises(InvalidTopology, match=says):
+            TopologyRequest.from_param(bad)  # type: ignore[arg-type]
+
+
+def _status(topology: dict[str, object]) -> dict[str, object]:
+    return {
+        "admission": {
+            "clusterQueue": "cq",
+            "podSetAssignments": [{"name": "main", "count": 4, "topologyAssignment": topology}],
+        }
+    }
+
+
+def test_the_placement_is_read_from_compressed_slices() -> None:
+    status = _status(
+        {
+            "levels": [ZONE, HOST],
+            "slices": [
+                {
+                    "domainCount": 2,
+                    "valuesPerLevel": [
+                        {"universal": "westeurope-1"},
+                        {"individual": {"prefix": "aks-spot-", "roots": ["000000", "000003"]}},
+                    ],
+                    "podCounts": {"individual": [3, 1]},
+                },
+                {
+                    "domainCount": 1,
+                    "valuesPerLevel": [{"universal": "westeurope-2"}, {"universal": "aks-spot-000001"}],
+                    "podCounts": {"universal": 2},
+                },
+            ],
+        }
+    )
+    placement = placement_of(status)
+    assert placement is not None and placement.levels == (ZONE, HOST)
+    assert placement.domains == (
+        (("westeurope-1", "aks-spot-000000"), 3),
+        (("westeurope-1", "aks-spot-000003"), 1),
+        (("westeurope-2", "aks-spot-000001"), 2),
+    )
+    assert placement.describe() == (
+        f"{ZONE}/{HOST}: westeurope-1/aks-spot-000000 (3), westeurope-1/aks-spot-000003 (1), "
+        "westeurope-2/aks-spot-000001 (2)"
+    )
+    workload = {"metadata": {"name": "w"}, "spec": {}, "status": {**status, "conditions": []}}
+    assert workload_state_from_dict(workload).topology == placement
+
+
+def test_no_placement_without_tas_and_none_from_a_malformed_one() -> None:
+    assert placement_of({}) is None
+    assert placement_of({"admission": {"podSetAssignments": [{"name": "main", "count": 2}]}}) is None
+    broken = {
+        "levels": [HOST],
+        "slices": [
+            {"domainCount": 2, "valuesPerLevel": [{"universal": "n"}], "podCounts": {"individual": [1]}}
+        ],
+    }
+    assert placement_of(_status(broken)) is None
+
+
+def test_a_long_placement_is_shortened() -> None:
+    slices = [
+        {
+            "domainCount": 12,
+            "valuesPerLevel": [{"individual": {"roots": [f"n{i}" for i in range(12)]}}],
+            "podCounts": {"universal": 1},
+        }
+    ]
+    placement = placement_of(_status({"levels": [HOST], "slices": slices}))
+    assert placement is not None and placement.describe().endswith("n7 (1) and 4 more")
