@@ -7,11 +7,10 @@ finds nothing; frozen (``gc.freeze``), they are skipped: what Airflow's own DAG 
 do before they fork.
 
 Frozen first when the first watch has synced (``freeze_once``). A pick-up of many triggers then builds as
-many objects again (Airflow's and the triggers'), which live as long as their triggers; so the process is
-frozen again each time the number of followers doubles, and once more when no new follower came for
-``SETTLE_SECONDS`` (``followers_changed``): about log2(N) + 1 times for N triggers, not once per trigger.
-A freeze is cheap (a list splice). Cyclic garbage that exists at a freeze stays in memory; a collection of
-the young generations just before keeps that small.
+many objects again (Airflow's and the triggers'), which live as long as their triggers; so once the number
+of followers has doubled since the last freeze and none came for ``SETTLE_SECONDS``, the process is frozen
+again (``followers_changed``): a few times per process, not per trigger. Cyclic garbage that exists at a
+freeze stays in memory; a collection of the young generations just before keeps that small.
 ``AIRFLOW_KUEUE_GC_FREEZE=0`` leaves the collector alone.
 """
 
@@ -57,15 +56,9 @@ def freeze_once(followers: int = 1) -> None:
 
 
 def followers_changed(followers: int) -> None:
-    """Called with the process's number of followers as one comes. While a pick-up runs, the process is
-    frozen each time the followers double (a full collection in the middle of a pick-up of 1,000 triggers
-    otherwise walks all that the pick-up built: 260 ms measured); once it has settled, once more."""
-    if _State.frozen_at is None or followers <= _State.frozen_at or not _enabled():
+    """Called with the process's number of followers as one comes: (re)arms the freeze after a pick-up."""
+    if _State.frozen_at is None or followers < GROWTH * _State.frozen_at or not _enabled():
         return
     if _State.pending is not None:
         _State.pending.cancel()
-        _State.pending = None
-    if followers >= GROWTH * _State.frozen_at:
-        _freeze(followers)
-    else:
-        _State.pending = asyncio.get_running_loop().call_later(SETTLE_SECONDS, _freeze, followers)
+    _State.pending = asyncio.get_running_loop().call_later(SETTLE_SECONDS, _freeze, followers)
