@@ -16,8 +16,7 @@ from airflow_kueue_provider.kueue.checkpoint_retention import BlobInfo
 from airflow_kueue_provider.kueue.ledger import ledger_prefix
 from airflow_kueue_provider.operators.checkpoint_sweep import KueueCheckpointSweepOperator
 
-from .test_checkpointing import CONN_ID
-from .test_checkpointing import blob as blob  # the fixture
+from .conftest import CONN_ID
 
 SHARDS_TASK = ledger_prefix("genomics", "scheduled__2026-11-01", "shards")  # a task whose id is "shards"
 OTHER_TASK = ledger_prefix("genomics", "scheduled__2026-11-01", "report")
