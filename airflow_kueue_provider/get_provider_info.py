@@ -29,6 +29,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_kueue_provider.operators.indexed_job",
                     "airflow_kueue_provider.operators.checkpoint_sweep",
                     "airflow_kueue_provider.operators.finished_job_sweep",
+                    "airflow_kueue_provider.operators.queue_setup",
                 ],
             }
         ],
@@ -39,6 +40,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_kueue_provider.hooks.kueue_hook",
                     "airflow_kueue_provider.hooks.kueue_async_hook",
                     "airflow_kueue_provider.hooks.blob_store",
+                    "airflow_kueue_provider.hooks.queue_setup_hook",
                 ],
             }
         ],
