@@ -374,6 +374,11 @@ class KueueIndexedJobOperator(BaseOperator):
         hook = KueueHook(self.kubernetes_conn_id)
         self._check_local_queue(hook, self.queue_name, "queue_name")
         if self.on_deadline_risk is not None and self.on_deadline_risk.spill_to:
+            if self.on_deadline_risk.spill_to == self.queue_name:  # a templated queue_name, rendered
+                raise AirflowFailException(
+                    f"{self.task_id}: on_deadline_risk spill_to={self.queue_name!r} is the task's own "
+                    "queue_name; name another LocalQueue (e.g. one on on-demand nodes)"
+                )
             self._check_local_queue(hook, self.on_deadline_risk.spill_to, "on_deadline_risk spill_to")
         plan = self._deadline_plan(context, hook)  # a bad deadline or priority class: nothing is created
         # 1. Reattach to a Job of this task instance that still runs (or completed) ...

@@ -183,3 +183,28 @@ def test_a_running_spot_job_keeps_its_shards_and_spills_the_rest_once_it_is_pree
         ("4-11", "4-11", "succeeded"),
     ]
     _assert_each_shard_ran_once(ledger, 12)
+
+
+def test_a_spill_to_the_task_s_own_rendered_queue_fails_before_anything_is_created(
+    kueue_env: KueueEnv, blob: SimpleNamespace
+) -> None:
+    import pytest
+
+    from airflow_kueue_provider.airflow_compat import AirflowFailException
+    from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+    op = KueueIndexedJobOperator(
+        task_id="shards",
+        namespace=kueue_env.namespace,
+        queue_name="{{ params.queue }}",
+        image="example.invalid/shard:1",
+        checkpointing={"conn_id": CONN_ID, "container": blob.container},
+        deadline="07:00",
+        on_deadline_risk={"spill_to": kueue_env.local_queue},
+        deferrable=False,
+    )
+    op.queue_name = kueue_env.local_queue  # as Airflow renders the template
+    ti = SimpleNamespace(dag_id="d", task_id="shards", run_id="r", try_number=1, map_index=-1)
+    with pytest.raises(AirflowFailException, match="is the task's own queue_name"):
+        op.execute({"ti": ti, "dag_run": SimpleNamespace(start_date=None)})  # type: ignore[arg-type]
+    assert kueue_env.jobs() == []
