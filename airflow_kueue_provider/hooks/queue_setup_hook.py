@@ -3,7 +3,6 @@ apply. All of it with the connection's identity (``deploy/rbac/queue-admin.yaml`
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +11,7 @@ from kubernetes.client.rest import ApiException
 
 from ..kueue.queue_setup import GROUP, VERSION, QueueObject, drift
 from .kueue_hook import KueueHook
-from .retry import call_with_retry
+from .retry import call_with_retry, describe
 
 FIELD_MANAGER = "airflow-kueue-provider-queues"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -74,15 +73,8 @@ class KueueQueueSetupHook(KueueHook):
                     f"apply {obj.ref}",
                 )
         except ApiException as exc:
-            raise QueueApplyFailed(f"applying {obj.ref} failed: HTTP {exc.status} {_message(exc)}") from None
+            raise QueueApplyFailed(f"applying {obj.ref} failed: {describe(exc)}") from None
 
 
 class QueueApplyFailed(RuntimeError):
     """The apiserver (or Kueue's webhook) refused a declared object; the message says why."""
-
-
-def _message(exc: ApiException) -> str:
-    try:
-        return str(json.loads(exc.body).get("message") or exc.reason)
-    except (TypeError, ValueError, AttributeError):
-        return str(exc.reason)

@@ -66,19 +66,25 @@ class QueueObject:
 def read_declarations(documents: Iterable[Any], source: str = "declaration") -> list[QueueObject]:
     """Every document of ``documents`` (parsed YAML; None for an empty one) as a ``QueueObject``, checked,
     in apply order. Refuses unknown kinds and versions, missing names, and one object declared twice."""
-    objects: list[QueueObject] = []
+    objects = [
+        _one(doc, f"{source}, document {number}")
+        for number, doc in enumerate(documents, 1)
+        if doc is not None
+    ]
+    return in_apply_order(objects)
+
+
+def in_apply_order(objects: Iterable[QueueObject]) -> list[QueueObject]:
+    """``objects`` (from one or several sources) in apply order; refuses one object declared twice."""
+    listed: list[QueueObject] = []
     seen: set[str] = set()
-    for number, doc in enumerate(documents, 1):
-        if doc is None:
-            continue
-        where = f"{source}, document {number}"
-        obj = _one(doc, where)
+    for obj in objects:
         if obj.ref in seen:
-            raise InvalidQueueDeclaration(f"{where}: {obj.ref} is declared twice; keep one")
+            raise InvalidQueueDeclaration(f"{obj.ref} is declared twice; keep one")
         seen.add(obj.ref)
-        objects.append(obj)
+        listed.append(obj)
     order = list(PLURALS)
-    return sorted(objects, key=lambda o: (order.index(o.kind), _cohort_depth(o, objects), o.ref))
+    return sorted(listed, key=lambda o: (order.index(o.kind), _cohort_depth(o, listed), o.ref))
 
 
 def _one(doc: Any, where: str) -> QueueObject:

@@ -12,7 +12,7 @@ from airflow.sdk import BaseOperator
 
 from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.queue_setup_hook import ApplyOutcome, KueueQueueSetupHook
-from ..kueue.queue_setup import InvalidQueueDeclaration, QueueObject, read_declarations
+from ..kueue.queue_setup import InvalidQueueDeclaration, QueueObject, in_apply_order, read_declarations
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -41,10 +41,7 @@ def load_declarations(paths: Sequence[str | Path]) -> list[QueueObject]:
                 documents.append((file, list(yaml.safe_load_all(file.read_text()))))
             except yaml.YAMLError as exc:
                 raise InvalidQueueDeclaration(f"{file}: not valid YAML: {exc}") from exc
-    objects: list[QueueObject] = []
-    for file, docs in documents:
-        objects += read_declarations(docs, str(file))
-    return read_declarations([o.body for o in objects], "the declarations")  # one order, no duplicates
+    return in_apply_order(obj for file, docs in documents for obj in read_declarations(docs, str(file)))
 
 
 def apply_declarations(
