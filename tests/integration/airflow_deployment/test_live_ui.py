@@ -120,6 +120,7 @@ def test_the_kueue_pages_follow_the_run_live(
     page.locator("[data-stream][data-updates]").wait_for()
     before = _queue_row(page, env.namespace)
     assert before["Pending"] == "1" and before["Admitted"] == "1", before
+    assert before["Cohort"].endswith("(fair share 0)"), before  # Kueue's fair sharing is on in the bed
     screenshot(page, "kueue-queues-waiting")
     still_there = _mark_no_reload(page)
     env.cluster.batch.delete_namespaced_job("blocker", env.namespace, propagation_policy="Background")
