@@ -34,8 +34,15 @@ def short_id() -> str:
     return uuid.uuid4().hex[:6]
 
 
-def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 60, interval: float = 0.25) -> T:
-    """Poll ``fn`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds."""
+def wait_for(
+    what: str,
+    fn: Callable[[], T | None],
+    timeout: float = 60,
+    interval: float = 0.25,
+    explain: Callable[[], object] | None = None,
+) -> T:
+    """Poll ``fn`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds (and with
+    what ``explain`` says then, when given: the state the wait was for, not only ``fn``'s last value)."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:

@@ -56,6 +56,12 @@ def _shards_env(job: dict[str, Any]) -> str:
     return str(env["AIRFLOW_KUEUE_SHARDS"])
 
 
+def _wave_state(env: KueueEnv, name: str) -> tuple[str | None, int]:
+    """The Job's completed indexes and how many of its pods run (printed as is when a wait times out)."""
+    status = (env.job(name) or {}).get("status", {})
+    return status.get("completedIndexes"), len(env.running_pods(name))
+
+
 def _assert_each_shard_ran_once(ledger: Any, shard_count: int) -> None:
     done = IndexSet()
     for attempt in ledger.attempts:
@@ -146,11 +152,9 @@ def test_a_running_spot_job_keeps_its_shards_and_spills_the_rest_once_it_is_pree
         spot.release(name)
         wait_for(
             "indexes 0-3 done and the next wave running",
-            lambda: (
-                (spot.job(name) or {}).get("status", {}).get("completedIndexes") == "0-3"
-                and len(spot.running_pods(name)) == 4
-            ),
-            timeout=60,
+            lambda: _wave_state(spot, name) == ("0-3", 4),
+            timeout=90,
+            explain=lambda: (_wave_state(spot, name), [p["status"].get("phase") for p in spot.pods(name)]),
         )
         spot.create_job(
             indexed_job(
