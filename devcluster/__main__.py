@@ -1,5 +1,6 @@
 import sys
 
-from .cluster import main
+from . import cluster, multikueue
 
-sys.exit(main(sys.argv[1:]))
+argv = sys.argv[1:]
+sys.exit(multikueue.main(argv[1:]) if argv[:1] == ["multikueue"] else cluster.main(argv))

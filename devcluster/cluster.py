@@ -22,7 +22,7 @@ import yaml
 
 from . import manifests, procs
 from .components import KUEUE_CONFIG, KWOK_CONFIG, components
-from .layout import DEVCLUSTER_SRC, PORTS, REPO, Layout, azurite_connection_string, write_atomically
+from .layout import DEVCLUSTER_SRC, REPO, Layout, azurite_connection_string, write_atomically
 from .pki import ensure_pki, write_kubeconfig
 
 # Seconds a running but unhealthy component gets before `up` replaces it: long enough that a component only
@@ -46,7 +46,7 @@ def say(msg: str) -> None:
 
 
 @contextmanager
-def _locked(layout: Layout) -> Iterator[None]:
+def locked(layout: Layout) -> Iterator[None]:
     layout.state.mkdir(parents=True, exist_ok=True)
     with open(layout.state / "lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -120,7 +120,7 @@ def _healthy(comp: procs.Component, layout: Layout) -> bool:
             return False
     ctx = None
     if url.startswith("https://"):
-        ctx = _admin_tls(layout) if f":{PORTS.apiserver}/" in url else _insecure_tls()
+        ctx = _admin_tls(layout) if f":{layout.ports.apiserver}/" in url else _insecure_tls()
     return procs.http_ok(url, ctx)
 
 
@@ -233,70 +233,17 @@ def write_env(layout: Layout) -> None:
 
 def up(layout: Layout) -> None:
     started = time.monotonic()
-    with _locked(layout):
+    with locked(layout):
         # 1. Binaries (built once per pin set, cached outside the repo) and Azurite from npm.
         layout.make_dirs()
         bin_dir = build_binaries()
         install_azurite()
-        # 2. Certificates, kubeconfig and the files the processes read.
-        ensure_pki(layout.pki)
-        write_kubeconfig(layout.pki, layout.kubeconfig)
-        # A component whose configuration changed since it started is restarted with the new one.
-        if _write_if_changed(
-            layout.kueue / KUEUE_CONFIG, manifests.kueue_config(layout.kueue / "webhook-certs")
-        ):
-            procs.stop(layout, "kueue")
-        if _write_if_changed(layout.kwok / KWOK_CONFIG, manifests.kwok_stages()):
-            procs.stop(layout, "kwok")
-        comps = {c.name: c for c in components(bin_dir, layout)}
-        kubectl = Kubectl(bin_dir, layout)
-        # 3. The control plane.
-        for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
-            _start_and_wait(comps[name], layout)
-        say("control plane ready")
-        # 4. Kueue: CRDs, rewired webhooks and Services, then the controller; wait for its CA to be injected.
-        kubectl.apply(manifests.kueue_install(Path(kubectl.base[0]), source_dir(bin_dir) / "kueue"))
-        kubectl(
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "-l",
-            "app.kubernetes.io/name=kueue",
-            "--timeout=60s",
-        )
-        cert_dir = layout.kueue / "webhook-certs"
-        _mount_webhook_certs(kubectl, cert_dir)
-        procs.start(layout, comps["kueue"])
-        procs.wait_until(
-            "Kueue webhook Secret",
-            lambda: _mount_webhook_certs(kubectl, cert_dir),
-            60,
-            layout.logs / "kueue.log",
-        )
-        _start_and_wait(comps["kueue"], layout)
-        procs.wait_until(
-            "Kueue webhook CA injection", lambda: _webhooks_have_ca(kubectl), 90, layout.logs / "kueue.log"
-        )
-        procs.wait_until(
-            "Kueue mutating webhook", lambda: _kueue_suspends_jobs(kubectl), 60, layout.logs / "kueue.log"
-        )
-        kubectl(
-            "wait",
-            "--for=condition=Available",
-            "apiservice/v1beta2.visibility.kueue.x-k8s.io",
-            "--timeout=60s",
-        )
-        say("kueue ready (webhooks, visibility API)")
-        # 5. KWOK and the fake AKS node pools.
-        _start_and_wait(comps["kwok"], layout)
+        # 2.-5. The control plane, Kueue, KWOK and the fake AKS node pools.
         spot = int(os.environ.get("DEVCLUSTER_SPOT_NODES", DEFAULT_SPOT_NODES))
         system = int(os.environ.get("DEVCLUSTER_SYSTEM_NODES", DEFAULT_SYSTEM_NODES))
-        kubectl.apply(manifests.pool_nodes(spot, system))
-        kubectl("wait", "--for=condition=Ready", "node", "-l", "type=kwok", "--timeout=60s")
-        kubectl.apply([manifests.topology()])  # for topology-aware ResourceFlavors (Kueue TAS)
-        say(f"{spot} spot + {system} system fake nodes ready")
+        bring_up(layout, bin_dir, spot, system)
         # 6. Azurite.
-        _start_and_wait(comps["azurite"], layout)
+        _start_and_wait({c.name: c for c in components(bin_dir, layout)}["azurite"], layout)
         # 7. The files users and tests source.
         write_env(layout)
     say(
@@ -306,7 +253,59 @@ def up(layout: Layout) -> None:
     )
 
 
+def bring_up(layout: Layout, bin_dir: Path, spot: int, system: int) -> Kubectl:
+    """One cluster's control plane, Kueue and KWOK nodes (the main cluster, or a MultiKueue worker)."""
+    layout.make_dirs()
+    # 2. Certificates, kubeconfig and the files the processes read.
+    ensure_pki(layout.pki)
+    write_kubeconfig(layout.pki, layout.kubeconfig, layout.ports.apiserver)
+    # A component whose configuration changed since it started is restarted with the new one.
+    if _write_if_changed(
+        layout.kueue / KUEUE_CONFIG, manifests.kueue_config(layout.kueue / "webhook-certs", layout.ports)
+    ):
+        procs.stop(layout, "kueue")
+    if _write_if_changed(layout.kwok / KWOK_CONFIG, manifests.kwok_stages()):
+        procs.stop(layout, "kwok")
+    comps = {c.name: c for c in components(bin_dir, layout)}
+    kubectl = Kubectl(bin_dir, layout)
+    # 3. The control plane.
+    for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        _start_and_wait(comps[name], layout)
+    say(f"{layout.name}: control plane ready")
+    # 4. Kueue: CRDs, rewired webhooks and Services, then the controller; wait for its CA to be injected.
+    kubectl.apply(manifests.kueue_install(Path(kubectl.base[0]), source_dir(bin_dir) / "kueue", layout.ports))
+    kubectl(
+        "wait", "--for=condition=Established", "crd", "-l", "app.kubernetes.io/name=kueue", "--timeout=60s"
+    )
+    cert_dir = layout.kueue / "webhook-certs"
+    kueue_log = layout.logs / "kueue.log"
+    _mount_webhook_certs(kubectl, cert_dir)
+    procs.start(layout, comps["kueue"])
+    procs.wait_until("Kueue webhook Secret", lambda: _mount_webhook_certs(kubectl, cert_dir), 60, kueue_log)
+    _start_and_wait(comps["kueue"], layout)
+    procs.wait_until("Kueue webhook CA injection", lambda: _webhooks_have_ca(kubectl), 90, kueue_log)
+    procs.wait_until("Kueue mutating webhook", lambda: _kueue_suspends_jobs(kubectl), 60, kueue_log)
+    kubectl(
+        "wait", "--for=condition=Available", "apiservice/v1beta2.visibility.kueue.x-k8s.io", "--timeout=60s"
+    )
+    say(f"{layout.name}: kueue ready (webhooks, visibility API)")
+    # 5. KWOK and the fake AKS node pools.
+    _start_and_wait(comps["kwok"], layout)
+    kubectl.apply(manifests.pool_nodes(spot, system))
+    kubectl("wait", "--for=condition=Ready", "node", "-l", "type=kwok", "--timeout=60s")
+    kubectl.apply([manifests.topology()])  # for topology-aware ResourceFlavors (Kueue TAS)
+    say(f"{layout.name}: {spot} spot + {system} system fake nodes ready")
+    return kubectl
+
+
+WORKER_PROCESSES = ("kueue", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+
+
 def down(layout: Layout) -> None:
+    for worker in layout.workers():  # MultiKueue workers first: their manager's Kueue stops watching them
+        for name in WORKER_PROCESSES:
+            if (pid := procs.stop(worker, name)) is not None:
+                say(f"{worker.name}: stopped {name} (pid {pid})")
     names = [
         "azurite",
         "kueue",
@@ -341,16 +340,20 @@ def status(layout: Layout) -> int:
     """Print what runs and where its logs are; exit code 0 only when every component is healthy."""
     healthy_all = True
     total_rss = 0
-    print(f"{'component':<24}{'pid':>8}  {'state':<9}{'rss MiB':>9}  endpoint / log")
-    for comp in components(Path(), layout):  # argv is not used here, only names and health URLs
-        pid = procs.running_pid(layout, comp.name)
-        ok = pid is not None and _healthy(comp, layout)
-        healthy_all &= ok
-        rss = procs.process_rss_kib(pid) if pid else 0
-        total_rss += rss
-        state = "healthy" if ok else ("unhealthy" if pid else "stopped")
-        print(f"{comp.name:<24}{pid or '-':>8}  {state:<9}{rss / 1024:>9.0f}  {comp.health_url}")
-        print(f"{'':<52}{layout.logs / (comp.name + '.log')}")
+    print(f"{'component':<33}{'pid':>8}  {'state':<9}{'rss MiB':>9}  endpoint / log")
+    # MultiKueue workers are listed while any of their processes runs (a stopped bed keeps their state).
+    started_workers = [w for w in layout.workers() if any(procs.running_pid(w, n) for n in WORKER_PROCESSES)]
+    for cluster in [layout, *started_workers]:
+        prefix = f"{cluster.name}/" if cluster.is_worker else ""
+        for comp in components(Path(), cluster):  # argv is not used here, only names and health URLs
+            pid = procs.running_pid(cluster, comp.name)
+            ok = pid is not None and _healthy(comp, cluster)
+            healthy_all &= ok
+            rss = procs.process_rss_kib(pid) if pid else 0
+            total_rss += rss
+            state = "healthy" if ok else ("unhealthy" if pid else "stopped")
+            print(f"{prefix + comp.name:<33}{pid or '-':>8}  {state:<9}{rss / 1024:>9.0f}  {comp.health_url}")
+            print(f"{'':<61}{cluster.logs / (comp.name + '.log')}")
     print(f"total RSS: {total_rss / 1024:.0f} MiB; kubeconfig: {layout.kubeconfig}; env: {layout.env_file}")
     return 0 if healthy_all else 1
 
@@ -369,5 +372,8 @@ def main(argv: list[str]) -> int:
     if cmd == "restart" and len(argv) == 2:
         restart(layout, argv[1])
         return 0
-    print(f"usage: python -m devcluster up|down|status|restart <{'|'.join(RESTARTABLE)}>", file=sys.stderr)
+    print(
+        f"usage: python -m devcluster up|down|status|restart <{'|'.join(RESTARTABLE)}>|multikueue up",
+        file=sys.stderr,
+    )
     return 2

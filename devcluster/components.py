@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .layout import HOST, PORTS, REPO, Layout
+from .layout import HOST, REPO, Layout
 from .procs import Component
 
 KUEUE_CONFIG = "kueue-config.yaml"
@@ -18,9 +18,11 @@ finished pod before PodGC can remove it, so nothing is lost)."""
 
 
 def components(bin_dir: Path, layout: Layout) -> list[Component]:
+    """The processes of the cluster kept in ``layout`` (a MultiKueue worker has no Azurite of its own)."""
     pki = layout.pki
+    ports = layout.ports
     kc = str(layout.kubeconfig)
-    etcd_url = f"http://{HOST}:{PORTS.etcd_client}"
+    etcd_url = f"http://{HOST}:{ports.etcd_client}"
     azurite = REPO / "devcluster" / "node_modules" / ".bin" / "azurite-blob"
     return [
         Component(
@@ -31,10 +33,10 @@ def components(bin_dir: Path, layout: Layout) -> list[Component]:
                 f"--data-dir={layout.etcd_data}",
                 f"--listen-client-urls={etcd_url}",
                 f"--advertise-client-urls={etcd_url}",
-                f"--listen-peer-urls=http://{HOST}:{PORTS.etcd_peer}",
-                f"--initial-advertise-peer-urls=http://{HOST}:{PORTS.etcd_peer}",
-                f"--initial-cluster=devcluster=http://{HOST}:{PORTS.etcd_peer}",
-                f"--listen-metrics-urls=http://{HOST}:{PORTS.etcd_metrics}",
+                f"--listen-peer-urls=http://{HOST}:{ports.etcd_peer}",
+                f"--initial-advertise-peer-urls=http://{HOST}:{ports.etcd_peer}",
+                f"--initial-cluster=devcluster=http://{HOST}:{ports.etcd_peer}",
+                f"--listen-metrics-urls=http://{HOST}:{ports.etcd_metrics}",
                 # A throwaway test cluster: skip fsync, keep the database small.
                 "--unsafe-no-fsync=true",
                 "--quota-backend-bytes=2147483648",
@@ -51,7 +53,7 @@ def components(bin_dir: Path, layout: Layout) -> list[Component]:
                 f"--etcd-servers={etcd_url}",
                 f"--bind-address={HOST}",
                 f"--advertise-address={HOST}",
-                f"--secure-port={PORTS.apiserver}",
+                f"--secure-port={ports.apiserver}",
                 f"--tls-cert-file={pki / 'apiserver.crt'}",
                 f"--tls-private-key-file={pki / 'apiserver.key'}",
                 f"--client-ca-file={pki / 'ca.crt'}",
@@ -73,7 +75,7 @@ def components(bin_dir: Path, layout: Layout) -> list[Component]:
                 "--allow-privileged=true",
                 "--v=1",
             ],
-            f"https://{HOST}:{PORTS.apiserver}/readyz",
+            f"https://{HOST}:{ports.apiserver}/readyz",
         ),
         Component(
             "kube-controller-manager",
@@ -83,7 +85,7 @@ def components(bin_dir: Path, layout: Layout) -> list[Component]:
                 f"--authentication-kubeconfig={kc}",
                 f"--authorization-kubeconfig={kc}",
                 f"--bind-address={HOST}",
-                f"--secure-port={PORTS.controller_manager}",
+                f"--secure-port={ports.controller_manager}",
                 "--leader-elect=false",
                 "--use-service-account-credentials=false",
                 f"--service-account-private-key-file={pki / 'sa.key'}",
@@ -95,7 +97,7 @@ def components(bin_dir: Path, layout: Layout) -> list[Component]:
                 f"--terminated-pod-gc-threshold={TERMINATED_POD_GC_THRESHOLD}",
                 "--v=1",
             ],
-            f"https://{HOST}:{PORTS.controller_manager}/healthz",
+            f"https://{HOST}:{ports.controller_manager}/healthz",
         ),
         Component(
             "kube-scheduler",
@@ -105,11 +107,11 @@ def components(bin_dir: Path, layout: Layout) -> list[Component]:
                 f"--authentication-kubeconfig={kc}",
                 f"--authorization-kubeconfig={kc}",
                 f"--bind-address={HOST}",
-                f"--secure-port={PORTS.scheduler}",
+                f"--secure-port={ports.scheduler}",
                 "--leader-elect=false",
                 "--v=1",
             ],
-            f"https://{HOST}:{PORTS.scheduler}/healthz",
+            f"https://{HOST}:{ports.scheduler}/healthz",
         ),
         Component(
             "kwok",
@@ -119,30 +121,33 @@ def components(bin_dir: Path, layout: Layout) -> list[Component]:
                 f"--config={layout.kwok / KWOK_CONFIG}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                f"--server-address={HOST}:{PORTS.kwok}",
+                f"--server-address={HOST}:{ports.kwok}",
                 "--cidr=10.0.0.1/16",
                 "--node-ip=10.254.0.1",
                 "--node-lease-duration-seconds=40",
             ],
-            f"http://{HOST}:{PORTS.kwok}/healthz",
+            f"http://{HOST}:{ports.kwok}/healthz",
         ),
         Component(
             "kueue",
             [str(bin_dir / "kueue"), f"--config={layout.kueue / KUEUE_CONFIG}", f"--kubeconfig={kc}"],
-            f"http://{HOST}:{PORTS.kueue_health}/readyz",
+            f"http://{HOST}:{ports.kueue_health}/readyz",
             cwd=layout.kueue,
         ),
-        Component(
-            "azurite",
-            [
-                str(azurite),
-                f"--blobHost={HOST}",
-                f"--blobPort={PORTS.azurite_blob}",
-                f"--location={layout.azurite}",
-                "--skipApiVersionCheck",
-                "--loose",
-                "--silent",
-            ],
-            f"tcp://{HOST}:{PORTS.azurite_blob}",
-        ),
-    ]
+    ] + ([] if layout.is_worker else [_azurite(azurite, layout)])
+
+
+def _azurite(azurite: Path, layout: Layout) -> Component:
+    return Component(
+        "azurite",
+        [
+            str(azurite),
+            f"--blobHost={HOST}",
+            f"--blobPort={layout.ports.azurite_blob}",
+            f"--location={layout.azurite}",
+            "--skipApiVersionCheck",
+            "--loose",
+            "--silent",
+        ],
+        f"tcp://{HOST}:{layout.ports.azurite_blob}",
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,23 +31,55 @@ class Ports:
     kueue_visibility: int = 8082
     azurite_blob: int = 10000
 
+    def shifted(self, by: int) -> Ports:
+        """Every port moved by ``by``: another cluster's processes on the same loopback address."""
+        return Ports(**{f.name: getattr(self, f.name) + by for f in dataclasses.fields(self)})
+
 
 PORTS = Ports()
+WORKER_PORT_STEP = 100
+"""MultiKueue worker ``n`` (1, 2, ...) listens on the manager's ports plus ``n * WORKER_PORT_STEP``."""
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Paths under the state directory (``.devcluster/`` in the repository by default)."""
+    """Paths under the state directory (``.devcluster/`` in the repository by default), and the ports of the
+    cluster kept there. The default is the main cluster (MultiKueue's manager when workers run); a worker
+    keeps its own state under ``workers/<name>`` and shares the main cluster's CA."""
 
     state: Path
+    ports: Ports = PORTS
+    shared_pki: Path | None = None
 
     @classmethod
     def default(cls) -> Layout:
         return cls(Path(os.environ.get("DEVCLUSTER_STATE", REPO / ".devcluster")).resolve())
 
+    def worker(self, number: int) -> Layout:
+        """MultiKueue worker cluster ``number`` (1, 2, ...)."""
+        return Layout(
+            self.state / "workers" / worker_name(number),
+            PORTS.shifted(number * WORKER_PORT_STEP),
+            shared_pki=self.pki,
+        )
+
+    def workers(self) -> list[Layout]:
+        """The MultiKueue workers started from this cluster before (those with a state directory)."""
+        base = self.state / "workers"
+        found = [d.name for d in base.glob("worker-*")] if base.exists() else []
+        return [self.worker(int(name.rsplit("-", 1)[1])) for name in sorted(found)]
+
+    @property
+    def is_worker(self) -> bool:
+        return self.shared_pki is not None
+
+    @property
+    def name(self) -> str:
+        return self.state.name if self.is_worker else "devcluster"
+
     @property
     def pki(self) -> Path:
-        return self.state / "pki"
+        return self.shared_pki or self.state / "pki"
 
     @property
     def logs(self) -> Path:
@@ -83,6 +116,11 @@ class Layout:
     def make_dirs(self) -> None:
         for d in (self.pki, self.logs, self.pids, self.etcd_data, self.kueue, self.kwok, self.azurite):
             d.mkdir(parents=True, exist_ok=True)
+
+
+def worker_name(number: int) -> str:
+    """The MultiKueueCluster name (and state directory) of worker ``number``."""
+    return f"worker-{number}"
 
 
 def azurite_connection_string() -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from .layout import DEVCLUSTER_SRC, HOST, PORTS
+from .layout import DEVCLUSTER_SRC, HOST, PORTS, Ports
 
 KUEUE_NAMESPACE = "kueue-system"
 
@@ -50,19 +50,19 @@ def kwok_stages() -> str:
     return text
 
 
-def kueue_config(webhook_cert_dir: Path) -> str:
+def kueue_config(webhook_cert_dir: Path, ports: Ports = PORTS) -> str:
     config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "namespace": KUEUE_NAMESPACE,
-        "health": {"healthProbeBindAddress": f"{HOST}:{PORTS.kueue_health}"},
-        "metrics": {"bindAddress": f"{HOST}:{PORTS.kueue_metrics}"},
-        "webhook": {"host": HOST, "port": PORTS.kueue_webhook, "certDir": str(webhook_cert_dir)},
+        "health": {"healthProbeBindAddress": f"{HOST}:{ports.kueue_health}"},
+        "metrics": {"bindAddress": f"{HOST}:{ports.kueue_metrics}"},
+        "webhook": {"host": HOST, "port": ports.kueue_webhook, "certDir": str(webhook_cert_dir)},
         "leaderElection": {"leaderElect": False},
         # Kueue makes its own CA and injects it into the webhook configurations, CRDs and the secret, as it
         # does in a cluster.  The apiserver reaches it through ExternalName Services that point at localhost.
         "internalCertManagement": {"enable": True},
-        "visibilityServer": {"bindAddress": HOST, "bindPort": PORTS.kueue_visibility},
+        "visibilityServer": {"bindAddress": HOST, "bindPort": ports.kueue_visibility},
         "integrations": {"frameworks": ["batch/job"]},
         # Fair sharing between the ClusterQueues of a cohort (tree): preemption evens out borrowing
         # (reason InCohortFairSharing) and each ClusterQueue reports its weighted share. Kueue's defaults.
@@ -78,7 +78,7 @@ def _is_served_webhook(hook: dict[str, Any]) -> bool:
     return "batch-v1-job" in path or "kueue-x-k8s-io" in path
 
 
-def kueue_install(kubectl: Path, kueue_src: Path) -> list[dict[str, Any]]:
+def kueue_install(kubectl: Path, kueue_src: Path, ports: Ports = PORTS) -> list[dict[str, Any]]:
     """Kueue's own ``config/default`` kustomization, rewired for a controller that runs on the host.
 
     - the Deployment goes (Kueue runs as a local process);
@@ -100,7 +100,7 @@ def kueue_install(kubectl: Path, kueue_src: Path) -> list[dict[str, Any]]:
         if kind == "Deployment":
             continue
         if kind == "Service" and name in ("kueue-webhook-service", "kueue-visibility-server"):
-            port = PORTS.kueue_webhook if name == "kueue-webhook-service" else PORTS.kueue_visibility
+            port = ports.kueue_webhook if name == "kueue-webhook-service" else ports.kueue_visibility
             doc["spec"] = {
                 "type": "ExternalName",
                 "externalName": "localhost",
@@ -109,13 +109,13 @@ def kueue_install(kubectl: Path, kueue_src: Path) -> list[dict[str, Any]]:
         elif kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             doc["webhooks"] = [h for h in doc["webhooks"] if _is_served_webhook(h)]
             for hook in doc["webhooks"]:
-                hook["clientConfig"]["service"]["port"] = PORTS.kueue_webhook
+                hook["clientConfig"]["service"]["port"] = ports.kueue_webhook
         elif kind == "CustomResourceDefinition":
             conversion = doc["spec"].get("conversion", {})
             if conversion.get("strategy") == "Webhook":
-                conversion["webhook"]["clientConfig"]["service"]["port"] = PORTS.kueue_webhook
+                conversion["webhook"]["clientConfig"]["service"]["port"] = ports.kueue_webhook
         elif kind == "APIService":
-            doc["spec"]["service"]["port"] = PORTS.kueue_visibility
+            doc["spec"]["service"]["port"] = ports.kueue_visibility
         docs.append(doc)
     return docs
 

@@ -93,30 +93,30 @@ def ensure_pki(pki: Path) -> None:
         _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
 
 
-def write_kubeconfig(pki: Path, path: Path) -> None:
-    """A self-contained admin kubeconfig (certificates embedded, so it keeps working if copied)."""
+def write_kubeconfig(pki: Path, path: Path, port: int = PORTS.apiserver, user: str = "admin") -> None:
+    """A self-contained kubeconfig for the apiserver on ``port`` as ``user`` (a client certificate of this
+    CA; certificates embedded, so it keeps working if copied)."""
+    write_atomically(path, kubeconfig_text(pki, port, user), mode=0o600)
 
+
+def kubeconfig_text(pki: Path, port: int = PORTS.apiserver, user: str = "admin") -> str:
     def b64(name: str) -> str:
         return base64.b64encode((pki / name).read_bytes()).decode()
 
-    write_atomically(
-        path,
-        f"""apiVersion: v1
+    return f"""apiVersion: v1
 kind: Config
 clusters:
 - name: devcluster
   cluster:
-    server: https://{HOST}:{PORTS.apiserver}
+    server: https://{HOST}:{port}
     certificate-authority-data: {b64("ca.crt")}
 users:
-- name: devcluster-admin
+- name: devcluster-{user}
   user:
-    client-certificate-data: {b64("admin.crt")}
-    client-key-data: {b64("admin.key")}
+    client-certificate-data: {b64(user + ".crt")}
+    client-key-data: {b64(user + ".key")}
 contexts:
 - name: devcluster
-  context: {{cluster: devcluster, user: devcluster-admin}}
+  context: {{cluster: devcluster, user: devcluster-{user}}}
 current-context: devcluster
-""",
-        mode=0o600,
-    )
+"""
