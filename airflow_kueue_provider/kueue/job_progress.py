@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from .api_time import parse_api_time
 from .index_set import IndexSet
+from .job_spec import MULTIKUEUE_CONTROLLER
 from .result import JobResult, job_result_from_status
 from .workload_state import WorkloadPhase, WorkloadState, workload_state_from_dict
 
@@ -53,6 +54,12 @@ class JobView:
     """The Job was admitted at some point: it has a ``status.startTime`` (cleared when Kueue suspends it),
     pods, finished indexes, or its Workload is admitted or counts evictions. Read from the objects, not kept
     in memory, so a trigger recreated after a triggerer restart knows it too."""
+    managed_by: str | None = None
+    """``spec.managedBy``: ``kueue.x-k8s.io/multikueue`` when MultiKueue runs the Job on a worker cluster."""
+
+    @property
+    def dispatched_by_multikueue(self) -> bool:
+        return self.managed_by == MULTIKUEUE_CONTROLLER
 
     @property
     def admitted(self) -> bool:
@@ -91,6 +98,7 @@ def view_of(job: Mapping[str, Any], workload: Mapping[str, Any] | None) -> JobVi
         created_at=parse_api_time(meta.get("creationTimestamp")),
         suspended=bool(spec.get("suspend")),
         ready=int(status.get("ready") or 0),
+        managed_by=spec.get("managedBy") or None,
         started=bool(
             status.get("startTime")
             or completed
@@ -103,6 +111,8 @@ def view_of(job: Mapping[str, Any], workload: Mapping[str, Any] | None) -> JobVi
 
 def outcome_of(view: JobView, max_failed_indexes: int | None) -> Outcome | None:
     where = f"Job {view.namespace}/{view.name}"
+    if undispatched := never_dispatched(view):
+        return Outcome("failed", f"{where}: {undispatched}")
     too_many = max_failed_indexes is not None and len(view.failed) > max_failed_indexes
     if too_many:
         return Outcome(
@@ -123,6 +133,23 @@ def outcome_of(view: JobView, max_failed_indexes: int | None) -> Outcome | None:
         )
     failed = f"; failed indexes: {view.failed}" if view.failed else ""
     return Outcome("failed", f"{where} failed ({cond.get('reason')}: {cond.get('message')}){failed}")
+
+
+def never_dispatched(view: JobView) -> str | None:
+    """Why a MultiKueue Job will never run, when it will not: Kueue admitted it on the manager with no
+    flavor, because its pods request nothing its ClusterQueue covers, and the MultiKueue admission check
+    applies only to admissions that use a flavor. Nothing runs it there (the Job controller leaves it to
+    MultiKueue) and nothing dispatches it."""
+    wl = view.workload
+    if not view.dispatched_by_multikueue or not view.admitted or wl is None or view.finished_condition:
+        return None
+    if wl.flavors or wl.worker_cluster:
+        return None
+    return (
+        "admitted on the MultiKueue manager without being dispatched to a worker cluster: its pods request "
+        "no resource that the ClusterQueue covers, so no ResourceFlavor (and no MultiKueue admission "
+        "check) applies; set resources={'requests': {'cpu': ..., 'memory': ...}}"
+    )
 
 
 def progress_line(view: JobView, position: tuple[int, int] | None = None, waited: float | None = None) -> str:
@@ -156,12 +183,15 @@ def progress_line(view: JobView, position: tuple[int, int] | None = None, waited
 
 
 def _admission_facts(wl: WorkloadState) -> str:
-    """What the running line adds about how the Job was admitted: a partial admission, a TAS placement."""
+    """What the running line adds about how the Job was admitted: a partial admission, a TAS placement, the
+    MultiKueue worker cluster it runs on."""
     facts = []
     if wl.partially_admitted:
         facts.append(f"{wl.pods_admitted} of {wl.pods_requested} pods: partial admission")
     if wl.topology is not None:
         facts.append(f"placed on {wl.topology.describe()}")
+    if wl.worker_cluster:
+        facts.append(f"on worker cluster {wl.worker_cluster}")
     return f" ({'; '.join(facts)})" if facts else ""
 
 

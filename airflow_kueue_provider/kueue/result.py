@@ -40,6 +40,8 @@ class JobResult:
     topology_placement: str | None = None
     """Where Kueue's topology-aware scheduling placed the pods (``topology=``), e.g.
     ``"kubernetes.io/hostname: aks-spot-0 (3), aks-spot-1 (1)"``; None without TAS."""
+    worker_cluster: str | None = None
+    """The MultiKueue worker cluster that ran the Job (its MultiKueueCluster name); None on one cluster."""
 
     @property
     def completed(self) -> IndexSet:
@@ -112,6 +114,7 @@ def job_result_from_status(
         topology_placement=(
             workload_state.topology.describe() if workload_state and workload_state.topology else None
         ),
+        worker_cluster=workload_state.worker_cluster if workload_state else None,
     )
 
 

@@ -103,6 +103,11 @@ class WorkloadState:
     requested after a partial admission."""
     topology: TopologyPlacement | None = None
     """Where Kueue's topology-aware scheduling placed the pods, when it did."""
+    worker_cluster: str | None = None
+    """The MultiKueue worker cluster the Workload was dispatched to (``status.clusterName``), on a manager
+    cluster; Kueue clears it when the Workload is evicted."""
+    pending_checks: tuple[tuple[str, str], ...] = ()
+    """AdmissionChecks not ``Ready`` yet, as (name, state[: message]) (``status.admissionChecks``)."""
 
     @property
     def partially_admitted(self) -> bool:
@@ -145,7 +150,10 @@ class WorkloadState:
                 line += f", requeue at {self.requeue_at.isoformat()}"
             return line
         if phase is WorkloadPhase.QuotaReserved:
-            return f"quota reserved in {cluster_queue}{flavors}, waiting for admission checks"
+            checks = "; ".join(f"{name}: {state}" for name, state in self.pending_checks)
+            return f"quota reserved in {cluster_queue}{flavors}, waiting for admission checks" + (
+                f" ({checks})" if checks else ""
+            )
         partial = (
             f", {self.pods_admitted} of {self.pods_requested} pods (partial admission)"
             if self.partially_admitted
@@ -153,6 +161,8 @@ class WorkloadState:
         )
         if self.topology is not None:
             partial += f", placed on {self.topology.describe()}"
+        if self.worker_cluster:
+            partial += f", on worker cluster {self.worker_cluster} (MultiKueue)"
         if phase is WorkloadPhase.Admitted:
             return f"admitted to {cluster_queue}{flavors}{partial}"
         if phase is WorkloadPhase.Running:
@@ -216,6 +226,8 @@ def workload_state_from_dict(workload: Mapping[str, Any]) -> WorkloadState:
         pods_requested=sum(_int(_mapping(p).get("count")) for p in _list(spec.get("podSets"))),
         pods_admitted=_admitted_pods(status),
         topology=placement_of(status),
+        worker_cluster=_str_or_none(status.get("clusterName")),
+        pending_checks=_pending_checks(status),
         priority_class=_priority_class(spec),
         requeue_count=_int(requeue_state.get("count")),
         requeue_at=parse_api_time(requeue_state.get("requeueAt")),
@@ -232,6 +244,17 @@ def workload_state_from_dict(workload: Mapping[str, Any]) -> WorkloadState:
         created_at=parse_api_time(metadata.get("creationTimestamp")),
         admitted_at=parse_api_time(admitted.get("lastTransitionTime")) if admitted is not None else None,
     )
+
+
+def _pending_checks(status: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    pending = []
+    for check in _list(status.get("admissionChecks")):
+        check = _mapping(check)
+        state = str(check.get("state") or "Pending")
+        if state != "Ready":
+            message = _text(check, "message")
+            pending.append((str(check.get("name") or "?"), f"{state}: {message}" if message else state))
+    return tuple(pending)
 
 
 def _conditions_by_type(raw: object) -> dict[str, Mapping[str, Any]]:

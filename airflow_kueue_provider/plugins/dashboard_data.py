@@ -65,6 +65,8 @@ class JobPanel:
     cluster_queue: str | None
     live: LiveState
     timeline: list[TimelineStep]
+    worker_cluster: str | None = None
+    """The MultiKueue worker cluster the Job was dispatched to, on a manager cluster."""
 
     @property
     def summary(self) -> str:
@@ -81,6 +83,7 @@ class JobPanel:
             "try_number": self.try_number,
             "workload_name": self.workload_name,
             "cluster_queue": self.cluster_queue,
+            "worker_cluster": self.worker_cluster,
             "summary": self.summary,
             "eta": self.live.eta.to_dict() if self.live.eta else None,
             "deadline": self.live.deadline.isoformat() if self.live.deadline else None,
@@ -186,6 +189,7 @@ def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
         try_number=(meta.get("labels") or {}).get(TRY_NUMBER_LABEL, "?"),
         workload_name=workload["metadata"]["name"] if workload else None,
         cluster_queue=view.workload.cluster_queue if view.workload else None,
+        worker_cluster=view.workload.worker_cluster if view.workload else None,
         live=live_state(job, workload, time.time(), position=position),
         timeline=admission_timeline(job, workload, events),
     )

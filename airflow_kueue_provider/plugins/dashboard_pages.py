@@ -213,6 +213,8 @@ def _panel(panel: JobPanel) -> str:
         meta += f", Workload {panel.workload_name}"
     if panel.cluster_queue:
         meta += f", ClusterQueue {panel.cluster_queue}"
+    if panel.worker_cluster:
+        meta += f", worker cluster {panel.worker_cluster} (MultiKueue)"
     steps = "".join(
         f"<tr{' class=warn' if step.warning else ''}><td>{escape(step.at.strftime('%Y-%m-%d %H:%M:%S'))}</td>"
         f"<td>{escape(step.what)}</td><td>{escape(step.detail)}</td>"

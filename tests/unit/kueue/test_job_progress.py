@@ -120,3 +120,29 @@ def test_admission_in_the_same_second_is_zero_seconds_queued_not_unknown() -> No
     view = view_of(job(), same_second)
     result = result_of(view, job(), datetime(2026, 11, 30, 10, 0, 5, tzinfo=timezone.utc))
     assert result.queued_seconds == 0 and result.running_seconds == 5
+
+
+def _multikueue_job() -> dict[str, Any]:
+    manager_job = job()
+    manager_job["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+    return manager_job
+
+
+def test_a_multikueue_job_admitted_without_a_flavor_fails_naming_its_requests() -> None:
+    no_flavor = workload(cond("QuotaReserved", "QuotaReserved"), cond("Admitted", "Admitted"))
+    no_flavor["status"]["admission"] = {"clusterQueue": "cq", "podSetAssignments": [{"count": 2}]}
+    outcome = outcome_of(view_of(_multikueue_job(), no_flavor), None)
+    assert outcome is not None and outcome.status == "failed"
+    assert "without being dispatched to a worker cluster" in outcome.message
+    assert "resources={'requests'" in outcome.message
+    # The same admission on one cluster is an ordinary start, and a dispatched Job is followed as usual.
+    assert outcome_of(view_of(job(), no_flavor), None) is None
+    dispatched = {**ADMITTED, "status": {**ADMITTED["status"], "clusterName": "worker-1"}}
+    assert outcome_of(view_of(_multikueue_job(), dispatched), None) is None
+    assert outcome_of(view_of(_multikueue_job(), ADMITTED), None) is None
+
+
+def test_the_running_line_names_the_worker_cluster() -> None:
+    dispatched = {**ADMITTED, "status": {**ADMITTED["status"], "clusterName": "worker-2"}}
+    line = progress_line(view_of(job({"active": 2, "completedIndexes": "0"}), dispatched))
+    assert line.endswith("(on worker cluster worker-2)"), line

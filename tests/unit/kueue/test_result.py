@@ -25,6 +25,7 @@ CONTRACT_KEYS = {
     "admitted_parallelism",  # added after DESIGN.md's list: keys more, none changed
     "topology_placement",
     "eviction_causes",
+    "worker_cluster",
 }
 
 

@@ -421,3 +421,28 @@ def test_phase_values_equal_names() -> None:
         WorkloadPhase.Succeeded,
         WorkloadPhase.Failed,
     }
+
+
+def test_a_multikueue_workload_names_its_worker_cluster_once_dispatched() -> None:
+    state = workload_state_from_dict(
+        workload([QUOTA_RESERVED, ADMITTED], admission=ADMISSION, clusterName="worker-2")
+    )
+    assert state.worker_cluster == "worker-2"
+    assert state.describe().endswith(", on worker cluster worker-2 (MultiKueue)")
+    assert (
+        workload_state_from_dict(workload([QUOTA_RESERVED, ADMITTED], admission=ADMISSION)).worker_cluster
+        is None
+    )
+
+
+def test_quota_reserved_lists_the_admission_checks_it_waits_for() -> None:
+    checks = [
+        {"name": "multikueue", "state": "Pending", "message": 'The workload got reservation on "worker-2"'},
+        {"name": "provisioning", "state": "Ready", "message": ""},
+    ]
+    state = workload_state_from_dict(workload([QUOTA_RESERVED], admission=ADMISSION, admissionChecks=checks))
+    assert state.phase is WorkloadPhase.QuotaReserved
+    assert state.pending_checks == (("multikueue", 'Pending: The workload got reservation on "worker-2"'),)
+    assert state.describe().endswith(
+        'waiting for admission checks (multikueue: Pending: The workload got reservation on "worker-2")'
+    )
