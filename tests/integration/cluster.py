@@ -50,7 +50,8 @@ def wait_for(
         if last:
             return last
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last value: {last!r})")
+    state = f"; state: {explain()!r}" if explain is not None else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last value: {last!r}{state})")
 
 
 def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
@@ -252,11 +253,14 @@ def create_kueue_env(
     namespace: str | None = None,
     local_queue: str = "lq",
     topology: str | None = None,
+    admission_checks: list[str] | None = None,
+    create_namespace: bool | None = None,
 ) -> KueueEnv:
-    """Queues for one test, in a namespace of its own (or in ``namespace``, which is then left in place)."""
+    """Queues for one test, in a namespace of its own (or in ``namespace``, which is then left in place
+    unless ``create_namespace``: a MultiKueue worker gets the manager's namespace name, and owns it)."""
     sid = short_id()
     slug = "".join(c if c.isalnum() else "-" for c in test_name.lower()).strip("-")[:40].strip("-")
-    owns_namespace = namespace is None
+    owns_namespace = namespace is None if create_namespace is None else create_namespace
     namespace = namespace or f"t-{slug}-{sid}"
     flavor, cq = f"rf-{sid}", f"cq-{sid}"
     if owns_namespace:
@@ -292,6 +296,8 @@ def create_kueue_env(
     }
     if preemption:
         cq_spec["preemption"] = preemption
+    if admission_checks:
+        cq_spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": n} for n in admission_checks]}
     cluster.kueue_create("clusterqueues", {"kind": "ClusterQueue", "metadata": {"name": cq}, "spec": cq_spec})
     cluster.kueue_create(
         "localqueues",

@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,64 @@ def kueue_env_factory(cluster: Cluster, request: pytest.FixtureRequest) -> Itera
         env = create_kueue_env(cluster, request.node.name, **kwargs)
         made.append(env)
         return env
+
+    yield make
+    for env in made:
+        delete_kueue_env(env)
+
+
+@pytest.fixture(scope="session")
+def multikueue_workers(devcluster_env: dict[str, str]) -> list[Cluster]:
+    """MultiKueue worker clusters (started once, or reused) with the main cluster as their manager."""
+    from devcluster.layout import Layout
+    from devcluster.multikueue import WORKERS
+
+    subprocess.run([sys.executable, "-m", "devcluster", "multikueue", "up"], cwd=REPO, check=True)
+    manager = Layout(Path(devcluster_env["DEVCLUSTER_STATE"]))
+    return [
+        Cluster(config.new_client_from_config(config_file=str(manager.worker(n).kubeconfig)))
+        for n in range(1, WORKERS + 1)
+    ]
+
+
+@dataclass(frozen=True)
+class MultiKueueEnv:
+    """The manager's queues (a ClusterQueue that dispatches through the ``multikueue`` AdmissionCheck) and
+    the same namespace and LocalQueue on each worker, with quota of its own."""
+
+    manager: KueueEnv
+    workers: list[KueueEnv]
+
+
+@pytest.fixture
+def multikueue_env_factory(
+    kueue_env_factory: Callable[..., KueueEnv],
+    multikueue_workers: list[Cluster],
+    request: pytest.FixtureRequest,
+) -> Iterator[Callable[..., MultiKueueEnv]]:
+    """``make(worker_cpu=["4", "4"], **manager_kwargs)``: one MultiKueueEnv; all removed afterwards."""
+    from devcluster.multikueue import ADMISSION_CHECK
+
+    made: list[KueueEnv] = []
+
+    def make(worker_cpu: list[str] | None = None, **kwargs: Any) -> MultiKueueEnv:
+        manager = kueue_env_factory(admission_checks=[ADMISSION_CHECK], **kwargs)
+        workers = []
+        for worker, cpu in zip(
+            multikueue_workers, worker_cpu or ["64"] * len(multikueue_workers), strict=True
+        ):
+            env = create_kueue_env(
+                worker,
+                request.node.name,
+                cpu=cpu,
+                namespace=manager.namespace,
+                create_namespace=True,
+                local_queue=manager.local_queue,
+                preemption=kwargs.get("preemption"),
+            )
+            made.append(env)
+            workers.append(env)
+        return MultiKueueEnv(manager, workers)
 
     yield make
     for env in made:

@@ -162,3 +162,28 @@ def test_login_is_required() -> None:
 @pytest.fixture(autouse=True)
 def _kubernetes_default(devcluster_env: dict[str, str]) -> None:
     """``kubernetes_default`` comes from the devcluster env (AIRFLOW_CONN_KUBERNETES_DEFAULT)."""
+
+
+def test_the_task_view_names_the_multikueue_worker_cluster_that_ran_the_job(
+    multikueue_env_factory: Callable[..., Any],
+) -> None:
+    mk = multikueue_env_factory(worker_cpu=["0", "8"])  # worker-1 has no quota: worker-2 runs it
+    ti = {**TI, "dag_id": "ui_multikueue"}
+    op = KueueIndexedJobOperator(
+        task_id=ti["task_id"],
+        namespace=mk.manager.namespace,
+        queue_name=mk.manager.local_queue,
+        image="example.invalid/shard:1",
+        completions=4,
+        deferrable=False,
+        resources={"requests": {"cpu": "1", "memory": "1Gi"}},
+        annotations={"kwok.airflow-kueue.io/run-duration": "1s"},
+    )
+    context = SimpleNamespace(**ti, try_number=1, map_index=-1)
+    result = op.execute({"ti": context})  # type: ignore[arg-type]
+    assert result["worker_cluster"] == "worker-2"
+
+    (job,) = _client([mk.manager.namespace]).get("/api/task", params=ti).json()["jobs"]
+    assert job["worker_cluster"] == "worker-2" and job["grid"]["counts"]["done"] == 4
+    html = _client([mk.manager.namespace]).get("/task", params=ti).text
+    assert "worker cluster worker-2 (MultiKueue)" in html
