@@ -20,6 +20,17 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 REQUESTS = {"requests": {"cpu": "1", "memory": "1Gi"}}
 
 
+def _run_to_the_end(worker: KueueEnv, manager: KueueEnv, name: str) -> None:
+    """Release the task's held pods on ``worker`` wave after wave until the manager's Job has finished
+    (MultiKueue deletes the worker's copy as soon as it finishes, so the copy's own end is not waited for)."""
+
+    def finished() -> bool:
+        worker.release(name)
+        return is_true(manager.job(name), "Complete") or is_true(manager.job(name), "Failed")
+
+    wait_for(f"Job {name} finished on the manager", finished, timeout=180, interval=0.5)
+
+
 def _saturate(worker: KueueEnv, cpu: str) -> dict[str, Any]:
     blocker = worker.create_job(indexed_job("blocker", worker.local_queue, completions=1, cpu=cpu, hold=True))
     wait_for("the blocker admitted on its worker", lambda: is_true(worker.workload(blocker), "Admitted"))
@@ -43,7 +54,7 @@ def test_a_task_on_a_multikueue_queue_runs_on_the_free_worker_and_names_it(
         assert job.spec.managed_by == "kueue.x-k8s.io/multikueue"
         wait_for("3 pods running on the free worker", lambda: len(free.running_pods(name)) == 3, timeout=120)
         assert mk.manager.pods(name) == [] and busy.job(name) is None
-        free.release_until_finished(name)
+        _run_to_the_end(free, mk.manager, name)
         run = background.wait(timeout=300)
     finally:
         background.kill()
@@ -94,7 +105,7 @@ def test_preempted_on_its_worker_the_task_is_dispatched_again_and_succeeds(
             timeout=180,
             explain=lambda: (mk.manager.workload(mk.manager.job(name) or {}) or {}).get("status"),
         )
-        first.release_until_finished(name)
+        _run_to_the_end(first, mk.manager, name)
         run = background.wait(timeout=300)
     finally:
         background.kill()
