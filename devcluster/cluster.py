@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 import yaml
 
 from . import manifests, procs
-from .components import KUEUE_CONFIG, KWOK_CONFIG, components
+from .components import JOBSET_CONFIG, KUEUE_CONFIG, KWOK_CONFIG, components
 from .layout import DEVCLUSTER_SRC, REPO, Layout, azurite_connection_string, write_atomically
-from .pki import ensure_pki, write_kubeconfig
+from .pki import JOBSET_WEBHOOK_CERT, ensure_pki, write_kubeconfig
 
 # Seconds a running but unhealthy component gets before `up` replaces it: long enough that a component only
 # slow to answer on a loaded machine is never killed, far shorter than the 120 s a stuck start used to wait.
@@ -35,6 +35,7 @@ RESTARTABLE = (
     "kube-scheduler",
     "kueue",
     "kwok",
+    "jobset",
     "azurite",
 )
 DEFAULT_SPOT_NODES = 4
@@ -212,6 +213,26 @@ def _kueue_suspends_jobs(kubectl: Kubectl) -> bool:
         return False
 
 
+def _write_jobset_files(layout: Layout) -> None:
+    """The JobSet controller's config and its webhook certificate (signed by the bed's CA); a change restarts
+    it."""
+    cert_dir = layout.jobset / "certs"
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    changed = _write_if_changed(
+        layout.jobset / JOBSET_CONFIG, manifests.jobset_config(cert_dir, layout.ports)
+    )
+    for source, target in (
+        (f"{JOBSET_WEBHOOK_CERT}.crt", "tls.crt"),
+        (f"{JOBSET_WEBHOOK_CERT}.key", "tls.key"),
+    ):
+        content = (layout.pki / source).read_bytes()
+        if not (cert_dir / target).exists() or (cert_dir / target).read_bytes() != content:
+            changed |= (cert_dir / target).exists()
+            write_atomically(cert_dir / target, content.decode(), mode=0o600)
+    if changed:
+        procs.stop(layout, "jobset")
+
+
 def _write_if_changed(path: Path, text: str) -> bool:
     """Write ``text`` to ``path``; True when it had other content before (whoever read it then is stale)."""
     existed = path.exists()
@@ -242,8 +263,10 @@ def up(layout: Layout) -> None:
         spot = int(os.environ.get("DEVCLUSTER_SPOT_NODES", DEFAULT_SPOT_NODES))
         system = int(os.environ.get("DEVCLUSTER_SYSTEM_NODES", DEFAULT_SYSTEM_NODES))
         bring_up(layout, bin_dir, spot, system)
-        # 6. Azurite.
-        _start_and_wait({c.name: c for c in components(bin_dir, layout)}["azurite"], layout)
+        comps = {c.name: c for c in components(bin_dir, layout)}
+        # 6. The JobSet controller (its CRD and webhooks were applied before Kueue started), and Azurite.
+        _start_and_wait(comps["jobset"], layout)
+        _start_and_wait(comps["azurite"], layout)
         # 7. The files users and tests source.
         write_env(layout)
     say(
@@ -266,13 +289,22 @@ def bring_up(layout: Layout, bin_dir: Path, spot: int, system: int) -> Kubectl:
         procs.stop(layout, "kueue")
     if _write_if_changed(layout.kwok / KWOK_CONFIG, manifests.kwok_stages()):
         procs.stop(layout, "kwok")
+    if not layout.is_worker:
+        _write_jobset_files(layout)
     comps = {c.name: c for c in components(bin_dir, layout)}
     kubectl = Kubectl(bin_dir, layout)
     # 3. The control plane.
     for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
         _start_and_wait(comps[name], layout)
     say(f"{layout.name}: control plane ready")
-    # 4. Kueue: CRDs, rewired webhooks and Services, then the controller; wait for its CA to be injected.
+    # 4. JobSet's CRD and webhooks first (Kueue sets up its JobSet integration at start only when the CRD is
+    #    served; a worker gets the CRD alone), then Kueue: CRDs, rewired webhooks and Services, the
+    #    controller; wait for its CA injection.
+    ca_bundle = base64.b64encode((layout.pki / "ca.crt").read_bytes()).decode()
+    jobset_src = source_dir(bin_dir) / "jobset"
+    kubectl.apply(
+        manifests.jobset_install(Path(kubectl.base[0]), jobset_src, ca_bundle, api_only=layout.is_worker)
+    )
     kubectl.apply(manifests.kueue_install(Path(kubectl.base[0]), source_dir(bin_dir) / "kueue", layout.ports))
     kubectl(
         "wait", "--for=condition=Established", "crd", "-l", "app.kubernetes.io/name=kueue", "--timeout=60s"
@@ -308,6 +340,7 @@ def down(layout: Layout) -> None:
                 say(f"{worker.name}: stopped {name} (pid {pid})")
     names = [
         "azurite",
+        "jobset",
         "kueue",
         "kwok",
         "kube-scheduler",

@@ -10,6 +10,7 @@ from .procs import Component
 
 KUEUE_CONFIG = "kueue-config.yaml"
 KWOK_CONFIG = "kwok-stages.yaml"
+JOBSET_CONFIG = "jobset-config.yaml"
 TERMINATED_POD_GC_THRESHOLD = int(os.environ.get("DEVCLUSTER_TERMINATED_POD_GC_THRESHOLD", "12500"))
 """Finished pods kept before the controller-manager's PodGC deletes the oldest (12,500: Kubernetes' default).
 A 100,000-index Job with fake pods runs at a few pods a second once KWOK tracks tens of thousands of finished
@@ -18,7 +19,8 @@ finished pod before PodGC can remove it, so nothing is lost)."""
 
 
 def components(bin_dir: Path, layout: Layout) -> list[Component]:
-    """The processes of the cluster kept in ``layout`` (a MultiKueue worker has no Azurite of its own)."""
+    """The processes of the cluster kept in ``layout`` (a MultiKueue worker has no JobSet controller and no
+    Azurite of its own)."""
     pki = layout.pki
     ports = layout.ports
     kc = str(layout.kubeconfig)
@@ -134,7 +136,23 @@ def components(bin_dir: Path, layout: Layout) -> list[Component]:
             f"http://{HOST}:{ports.kueue_health}/readyz",
             cwd=layout.kueue,
         ),
-    ] + ([] if layout.is_worker else [_azurite(azurite, layout)])
+    ] + ([] if layout.is_worker else [_jobset(bin_dir, layout), _azurite(azurite, layout)])
+
+
+def _jobset(bin_dir: Path, layout: Layout) -> Component:
+    """The JobSet controller (main cluster only); its webhook, metrics and health addresses are in its
+    config file."""
+    return Component(
+        "jobset",
+        [
+            str(bin_dir / "jobset-controller"),
+            f"--config={layout.jobset / JOBSET_CONFIG}",
+            f"--kubeconfig={layout.kubeconfig}",
+            "--zap-devel=false",
+        ],
+        f"http://{HOST}:{layout.ports.jobset_health}/readyz",
+        cwd=layout.jobset,
+    )
 
 
 def _azurite(azurite: Path, layout: Layout) -> Component:

@@ -30,6 +30,9 @@ class Ports:
     kueue_health: int = 28081
     kueue_visibility: int = 8082
     azurite_blob: int = 10000
+    jobset_webhook: int = 9450
+    jobset_metrics: int = 28450
+    jobset_health: int = 28050
 
     def shifted(self, by: int) -> Ports:
         """Every port moved by ``by``: another cluster's processes on the same loopback address."""
@@ -113,8 +116,21 @@ class Layout:
     def azurite(self) -> Path:
         return self.state / "azurite"
 
+    @property
+    def jobset(self) -> Path:
+        return self.state / "jobset"
+
     def make_dirs(self) -> None:
-        for d in (self.pki, self.logs, self.pids, self.etcd_data, self.kueue, self.kwok, self.azurite):
+        for d in (
+            self.pki,
+            self.logs,
+            self.pids,
+            self.etcd_data,
+            self.kueue,
+            self.kwok,
+            self.azurite,
+            self.jobset,
+        ):
             d.mkdir(parents=True, exist_ok=True)
 
 

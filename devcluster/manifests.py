@@ -63,7 +63,7 @@ def kueue_config(webhook_cert_dir: Path, ports: Ports = PORTS) -> str:
         # does in a cluster.  The apiserver reaches it through ExternalName Services that point at localhost.
         "internalCertManagement": {"enable": True},
         "visibilityServer": {"bindAddress": HOST, "bindPort": ports.kueue_visibility},
-        "integrations": {"frameworks": ["batch/job"]},
+        "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
         # Fair sharing between the ClusterQueues of a cohort (tree): preemption evens out borrowing
         # (reason InCohortFairSharing) and each ClusterQueue reports its weighted share. Kueue's defaults.
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
@@ -73,9 +73,9 @@ def kueue_config(webhook_cert_dir: Path, ports: Ports = PORTS) -> str:
 
 
 def _is_served_webhook(hook: dict[str, Any]) -> bool:
-    """Keep the webhooks of the frameworks this cluster enables: batch/v1 Jobs and Kueue's own kinds."""
+    """Keep the webhooks of the frameworks this cluster enables: batch/v1 Jobs, JobSets, Kueue's own kinds."""
     path = hook.get("clientConfig", {}).get("service", {}).get("path", "")
-    return "batch-v1-job" in path or "kueue-x-k8s-io" in path
+    return any(part in path for part in ("batch-v1-job", "jobset-x-k8s-io", "kueue-x-k8s-io"))
 
 
 def kueue_install(kubectl: Path, kueue_src: Path, ports: Ports = PORTS) -> list[dict[str, Any]]:
@@ -116,6 +116,74 @@ def kueue_install(kubectl: Path, kueue_src: Path, ports: Ports = PORTS) -> list[
                 conversion["webhook"]["clientConfig"]["service"]["port"] = ports.kueue_webhook
         elif kind == "APIService":
             doc["spec"]["service"]["port"] = ports.kueue_visibility
+        docs.append(doc)
+    return docs
+
+
+JOBSET_NAMESPACE = "jobset-system"
+JOBSET_API_KINDS = ("Namespace", "CustomResourceDefinition")
+JOBSET_KINDS = (
+    "Namespace",
+    "CustomResourceDefinition",
+    "Service",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+)
+
+
+def jobset_config(cert_dir: Path, ports: Ports = PORTS) -> str:
+    """The JobSet controller's Configuration: local addresses, no leader election, and the bed's own webhook
+    certificate (its internal cert rotator writes to a fixed /tmp path that clusters on one host would
+    share)."""
+    config = {
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "health": {"healthProbeBindAddress": f"{HOST}:{ports.jobset_health}"},
+        "metrics": {"bindAddress": f"{HOST}:{ports.jobset_metrics}", "certDir": str(cert_dir)},
+        "webhook": {"host": HOST, "port": ports.jobset_webhook, "certDir": str(cert_dir)},
+        "internalCertManagement": {"enable": False},
+        "clientConnection": {"qps": 200, "burst": 400},
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def jobset_install(
+    kubectl: Path, jobset_src: Path, ca_bundle: str, ports: Ports = PORTS, api_only: bool = False
+) -> list[dict[str, Any]]:
+    """JobSet's own ``config/default`` kustomization for a controller on the host: its namespace, CRD and
+    webhooks, the webhook Service as an ExternalName for ``localhost`` (as for Kueue), the bed's CA in the
+    webhook configurations; no Deployment, RBAC (the controller uses the admin kubeconfig), cert Secret or
+    metrics Service. The CRD has one version, so it needs no conversion webhook. ``api_only``: the namespace
+    and CRD alone, for a MultiKueue worker (the manager's Kueue watches JobSets there once its JobSet
+    integration is on, and counts a worker without the API as not connected)."""
+    rendered = subprocess.run(
+        [str(kubectl), "kustomize", str(jobset_src / "config" / "default")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    docs: list[dict[str, Any]] = []
+    for doc in yaml.safe_load_all(rendered):
+        if not doc or doc["kind"] not in (JOBSET_API_KINDS if api_only else JOBSET_KINDS):
+            continue
+        kind, name = doc["kind"], doc["metadata"]["name"]
+        if kind == "Service":
+            if name != "jobset-webhook-service":
+                continue
+            doc["spec"] = {
+                "type": "ExternalName",
+                "externalName": "localhost",
+                "ports": [{"name": "https", "port": ports.jobset_webhook, "protocol": "TCP"}],
+            }
+        elif kind == "CustomResourceDefinition":
+            doc["spec"]["conversion"] = {"strategy": "None"}
+            doc["metadata"].get("annotations", {}).pop("cert-manager.io/inject-ca-from", None)
+        elif kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            doc["metadata"].get("annotations", {}).pop("cert-manager.io/inject-ca-from", None)
+            for hook in doc["webhooks"]:
+                hook["clientConfig"]["service"]["port"] = ports.jobset_webhook
+                hook["clientConfig"]["caBundle"] = ca_bundle
         docs.append(doc)
     return docs
 

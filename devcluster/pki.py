@@ -1,8 +1,9 @@
 """Certificates for the local control plane, made once with the openssl CLI.
 
 One CA signs the apiserver's serving certificate, the admin client certificate (group system:masters, used by
-every component and by tests) and the front-proxy client certificate that lets the aggregator call Kueue's
-visibility API server.  Kueue makes its own webhook and visibility certificates (internal cert management).
+every component and by tests), the front-proxy client certificate that lets the aggregator call Kueue's
+visibility API server, and the JobSet controller's webhook serving certificate.  Kueue makes its own webhook
+and visibility certificates (internal cert management).
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ APISERVER_SANS = (
     f"IP:{HOST},IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
     "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 )
+
+
+JOBSET_WEBHOOK_DNS = "jobset-webhook-service.jobset-system.svc"
+JOBSET_WEBHOOK_CERT = "jobset-webhook"
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -88,6 +93,13 @@ def ensure_pki(pki: Path) -> None:
     )
     _issue(pki, "admin", "/O=system:masters/CN=devcluster-admin", "extendedKeyUsage=clientAuth")
     _issue(pki, "front-proxy-client", "/CN=front-proxy-client", "extendedKeyUsage=clientAuth")
+    # JobSet's webhook server: the apiserver dials it through an ExternalName Service with this TLS name.
+    _issue(
+        pki,
+        JOBSET_WEBHOOK_CERT,
+        f"/CN={JOBSET_WEBHOOK_DNS}",
+        f"subjectAltName=DNS:{JOBSET_WEBHOOK_DNS},DNS:localhost,IP:{HOST}\nextendedKeyUsage=serverAuth",
+    )
     if not (pki / "sa.key").exists():
         _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
         _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
