@@ -1,0 +1,207 @@
+"""JobSets (``jobset.x-k8s.io/v1alpha2``): several Job templates run and admitted as one (pure).
+
+A JobSet holds replicated jobs, e.g. a coordinator (1 Job of 1 pod) and workers (1 Indexed Job of N pods);
+Kueue admits it as one Workload with one pod set per replicated job. Each replicated job's template is built
+and validated as the provider's own Indexed Job is (``build_indexed_job``), so the same inputs, checks and
+safety rules hold; the JobSet is created suspended, and only Kueue unsuspends it.
+
+The JobSet controller names its Jobs ``<jobset>-<replicated job>-<replica>`` and labels them with both
+names; their status (``completedIndexes``, ``failedIndexes``) is where per-index progress is read, the
+JobSet's own status (``replicatedJobsStatus``, conditions ``Completed``/``Failed``) is where the outcome is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .index_set import IndexSet
+from .job_spec import QUEUE_NAME_LABEL, InvalidJobSpec
+from .k8s_names import is_dns1123_label
+
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+MAX_REPLICATED_JOB_NAME = 20
+"""Child Job names are ``<jobset>-<replicated job>-<replica>``, pod names add more: keep this part short."""
+
+
+@dataclass(frozen=True)
+class ReplicatedJob:
+    """One template of a JobSet: ``replicas`` copies of ``job`` (a batch/v1 Job as ``build_indexed_job``
+    makes it; its metadata and queue label are dropped, the JobSet carries them)."""
+
+    name: str
+    job: Mapping[str, Any]
+    replicas: int = 1
+
+
+def build_jobset(
+    name: str, queue_name: str, replicated_jobs: Sequence[ReplicatedJob], labels: Mapping[str, str]
+) -> dict[str, Any]:
+    """The JobSet, suspended and labelled for ``queue_name``; a success needs every replicated job."""
+    problems = _problems(replicated_jobs)
+    if problems:
+        raise InvalidJobSpec([("replicated_jobs", problem) for problem in problems])
+    return {
+        "apiVersion": JOBSET_API_VERSION,
+        "kind": "JobSet",
+        "metadata": {"name": name, "labels": {**labels, QUEUE_NAME_LABEL: queue_name}},
+        "spec": {
+            "suspend": True,
+            "replicatedJobs": [_replicated(rj) for rj in replicated_jobs],
+            "successPolicy": {"operator": "All"},
+            "failurePolicy": {"maxRestarts": 0},
+        },
+    }
+
+
+def _problems(replicated_jobs: Sequence[ReplicatedJob]) -> list[str]:
+    problems = []
+    if not replicated_jobs:
+        problems.append("replicated_jobs is empty: give at least one ReplicatedJob")
+    names = [rj.name for rj in replicated_jobs]
+    for duplicate in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"replicated job name {duplicate!r} is used twice: names must be unique")
+    for rj in replicated_jobs:
+        if not is_dns1123_label(rj.name) or len(rj.name) > MAX_REPLICATED_JOB_NAME:
+            problems.append(
+                f"replicated job name {rj.name!r} must be a lowercase DNS label of at most "
+                f"{MAX_REPLICATED_JOB_NAME} characters (it is part of every Job and pod name)"
+            )
+        if rj.replicas < 1:
+            problems.append(f"replicated job {rj.name!r}: replicas={rj.replicas} must be at least 1")
+    return problems
+
+
+def _replicated(rj: ReplicatedJob) -> dict[str, Any]:
+    spec = {k: v for k, v in (rj.job.get("spec") or {}).items() if k != "suspend"}
+    template_meta = {k: v for k, v in (rj.job.get("metadata") or {}).items() if k in ("annotations",)}
+    labels = {
+        k: v for k, v in ((rj.job.get("metadata") or {}).get("labels") or {}).items() if k != QUEUE_NAME_LABEL
+    }
+    return {
+        "name": rj.name,
+        "replicas": rj.replicas,
+        "template": {"metadata": {**template_meta, "labels": labels}, "spec": spec},
+    }
+
+
+@dataclass(frozen=True)
+class ChildJob:
+    """One Job of a replicated job, as its status says now."""
+
+    name: str
+    completions: int
+    completed: IndexSet
+    failed: IndexSet
+    active: int
+    finished: str | None = None
+    """``Complete`` or ``Failed`` when the Job has finished."""
+
+
+@dataclass(frozen=True)
+class ReplicatedJobProgress:
+    name: str
+    replicas: int
+    jobs: tuple[ChildJob, ...] = field(default_factory=tuple)
+
+    @property
+    def completions(self) -> int:
+        return sum(j.completions for j in self.jobs)
+
+    @property
+    def completed(self) -> int:
+        return sum(len(j.completed) for j in self.jobs)
+
+    @property
+    def active(self) -> int:
+        return sum(j.active for j in self.jobs)
+
+    def failed_indexes(self) -> list[str]:
+        """``"workers-0: 3,7"`` per child Job with failed indexes."""
+        return [f"{j.name}: {j.failed}" for j in self.jobs if j.failed]
+
+    def describe(self) -> str:
+        failed = "; ".join(self.failed_indexes())
+        return f"{self.name} {self.completed}/{self.completions} done, {self.active} active" + (
+            f", failed indexes {failed}" if failed else ""
+        )
+
+
+@dataclass(frozen=True)
+class JobSetView:
+    name: str
+    namespace: str
+    suspended: bool
+    replicated: tuple[ReplicatedJobProgress, ...]
+    finished: Mapping[str, Any] | None
+    """The JobSet's ``Completed`` or ``Failed`` condition when it is true."""
+
+    def progress_line(self) -> str:
+        return "; ".join(rj.describe() for rj in self.replicated)
+
+    def outcome(self) -> tuple[str, str] | None:
+        """``("success" | "failed", message)`` once the JobSet finished; None while it runs."""
+        if self.finished is None:
+            return None
+        where = f"JobSet {self.namespace}/{self.name}"
+        if self.finished.get("type") == "Completed":
+            return "success", f"{where} completed: {self.progress_line()}"
+        failed = [f for rj in self.replicated for f in rj.failed_indexes()]
+        named = f"; failed indexes: {'; '.join(failed)}" if failed else ""
+        why = f"{self.finished.get('reason')}: {self.finished.get('message')}"
+        return "failed", f"{where} failed ({why}){named}"
+
+
+def jobset_view(jobset: Mapping[str, Any], child_jobs: Iterable[Mapping[str, Any]]) -> JobSetView:
+    """The JobSet and its Jobs (listed by ``JOBSET_NAME_LABEL``) as one view, per replicated job."""
+    meta, spec, status = jobset.get("metadata") or {}, jobset.get("spec") or {}, jobset.get("status") or {}
+    by_replicated: dict[str, list[ChildJob]] = {}
+    for job in child_jobs:
+        labels = (job.get("metadata") or {}).get("labels") or {}
+        by_replicated.setdefault(str(labels.get(REPLICATED_JOB_LABEL)), []).append(_child(job))
+    replicated = tuple(
+        ReplicatedJobProgress(
+            name=str(rj.get("name")),
+            replicas=int(rj.get("replicas") or 1),
+            jobs=tuple(sorted(by_replicated.get(str(rj.get("name")), []), key=lambda j: j.name)),
+        )
+        for rj in spec.get("replicatedJobs") or []
+    )
+    finished = next(
+        (
+            c
+            for c in status.get("conditions") or []
+            if c.get("type") in ("Completed", "Failed") and c.get("status") == "True"
+        ),
+        None,
+    )
+    return JobSetView(
+        name=str(meta.get("name") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        suspended=bool(spec.get("suspend")),
+        replicated=replicated,
+        finished=finished,
+    )
+
+
+def _child(job: Mapping[str, Any]) -> ChildJob:
+    meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
+    finished = next(
+        (
+            str(c.get("type"))
+            for c in status.get("conditions") or []
+            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        ),
+        None,
+    )
+    return ChildJob(
+        name=str(meta.get("name") or ""),
+        completions=int(spec.get("completions") or 1),
+        completed=IndexSet.parse(status.get("completedIndexes")),
+        failed=IndexSet.parse(status.get("failedIndexes")),
+        active=int(status.get("active") or 0),
+        finished=finished,
+    )

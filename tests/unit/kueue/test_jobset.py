@@ -1,0 +1,100 @@
+"""JobSets as the provider builds and reads them: each replicated job validated as an Indexed Job, the set
+suspended and queued as one; progress per replicated job and a failing index named by its Job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_kueue_provider.kueue.job_manifest import build_indexed_job
+from airflow_kueue_provider.kueue.job_spec import QUEUE_NAME_LABEL, InvalidJobSpec
+from airflow_kueue_provider.kueue.jobset import (
+    JOBSET_NAME_LABEL,
+    REPLICATED_JOB_LABEL,
+    ReplicatedJob,
+    build_jobset,
+    jobset_view,
+)
+
+from .job_specs import spec
+
+
+def _jobset() -> dict[str, Any]:
+    coordinator = build_indexed_job(spec(completions=1, image="example.invalid/coordinator:1"))
+    workers = build_indexed_job(spec(completions=8, parallelism=8))
+    return build_jobset(
+        "genomics",
+        "lq",
+        [ReplicatedJob("coordinator", coordinator), ReplicatedJob("workers", workers)],
+        labels={"airflow-kueue.io/dag-id": "nightly"},
+    )
+
+
+def test_the_jobset_is_queued_and_suspended_and_its_templates_are_the_validated_jobs() -> None:
+    jobset = _jobset()
+    assert jobset["spec"]["suspend"] is True
+    assert jobset["metadata"]["labels"][QUEUE_NAME_LABEL] == "lq"
+    coordinator, workers = jobset["spec"]["replicatedJobs"]
+    assert (coordinator["name"], workers["name"]) == ("coordinator", "workers")
+    # Kueue queues the JobSet as a whole: no template carries the queue label or its own suspend.
+    for rj in (coordinator, workers):
+        assert QUEUE_NAME_LABEL not in rj["template"]["metadata"]["labels"]
+        assert "suspend" not in rj["template"]["spec"]
+    assert workers["template"]["spec"]["completionMode"] == "Indexed"
+    assert workers["template"]["spec"]["completions"] == 8
+
+
+@pytest.mark.parametrize(
+    ("replicated", "message"),
+    [
+        ([], "replicated_jobs is empty"),
+        ([("a", 1), ("a", 1)], "'a' is used twice"),
+        ([("Workers", 1)], "lowercase DNS label"),
+        ([("w" * 21, 1)], "at most 20 characters"),
+        ([("w", 0)], "replicas=0 must be at least 1"),
+    ],
+)
+def test_bad_replicated_jobs_are_refused_before_anything_is_built(
+    replicated: list[tuple[str, int]], message: str
+) -> None:
+    job = build_indexed_job(spec())
+    with pytest.raises(InvalidJobSpec, match=message):
+        build_jobset("js", "lq", [ReplicatedJob(n, job, replicas) for n, replicas in replicated], labels={})
+
+
+def _child(name: str, replicated: str, completions: int, **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {JOBSET_NAME_LABEL: "genomics", REPLICATED_JOB_LABEL: replicated},
+        },
+        "spec": {"completions": completions},
+        "status": status,
+    }
+
+
+def test_progress_and_outcome_per_replicated_job_name_the_failing_index() -> None:
+    jobset = {**_jobset(), "status": {}}
+    jobset["metadata"]["namespace"] = "ns"
+    children = [
+        _child("genomics-coordinator-0", "coordinator", 1, active=1),
+        _child("genomics-workers-0", "workers", 8, completedIndexes="0-2,4-7", failedIndexes="3", active=0),
+    ]
+    view = jobset_view(jobset, children)
+    assert view.outcome() is None
+    assert view.progress_line() == (
+        "coordinator 0/1 done, 1 active; workers 7/8 done, 0 active, failed indexes genomics-workers-0: 3"
+    )
+    jobset["status"] = {
+        "conditions": [
+            {"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "jobset failed"}
+        ]
+    }
+    status, message = jobset_view(jobset, children).outcome() or ("", "")
+    assert status == "failed"
+    assert message == (
+        "JobSet ns/genomics failed (FailedJobs: jobset failed); failed indexes: genomics-workers-0: 3"
+    )
+    jobset["status"] = {"conditions": [{"type": "Completed", "status": "True"}]}
+    assert (jobset_view(jobset, []).outcome() or ("",))[0] == "success"
