@@ -7,6 +7,7 @@ kubeconfig carries only that token.
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Iterator
@@ -325,3 +326,36 @@ def test_the_queue_admin_identity_applies_declared_queues_and_reaches_no_job(
         kueue_env.cluster.kueue_delete("localqueues", f"lq-{sid}", kueue_env.namespace)
         kueue_env.cluster.kueue_delete("clusterqueues", cq)
         kueue_env.cluster.kueue_delete("resourceflavors", flavor)
+
+
+def test_the_multikueue_worker_identity_handles_jobs_and_workloads_and_reads_nothing_else(
+    multikueue_workers: list[Cluster], tmp_path: Path
+) -> None:
+    """deploy/rbac/multikueue-worker.yaml as the bed applies it on worker-1: what the manager's Kueue may do
+    there, asked of the apiserver with the identity's own token (the one the manager's kubeconfig holds)."""
+    from devcluster.layout import Layout
+    from devcluster.multikueue import WORKER_IDENTITY_TOKEN, worker_kubeconfig
+
+    worker = multikueue_workers[0]
+    secret = worker.core.read_namespaced_secret(WORKER_IDENTITY_TOKEN, "kueue-system")
+    token = base64.b64decode(secret.data["token"]).decode()
+    kubeconfig = tmp_path / "multikueue-manager"
+    kubeconfig.write_text(worker_kubeconfig(Layout.default().worker(1), token))
+    auth = client.AuthorizationV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
+
+    def allowed(verb: str, resource: str, group: str = "", subresource: str = "") -> bool:
+        attributes = {"verb": verb, "resource": resource, "group": group, "subresource": subresource}
+        review = {"spec": {"resourceAttributes": attributes}}
+        return bool(auth.create_self_subject_access_review(review).status.allowed)
+
+    assert allowed("create", "jobs", "batch") and allowed("delete", "jobs", "batch")
+    assert allowed("watch", "jobsets", "jobset.x-k8s.io") and allowed("create", "workloads", "kueue.x-k8s.io")
+    assert allowed("patch", "workloads", "kueue.x-k8s.io", "status")
+    for verb, resource, group in [
+        ("list", "pods", ""),
+        ("get", "secrets", ""),
+        ("update", "jobs", "batch"),
+        ("create", "clusterqueues", "kueue.x-k8s.io"),
+        ("delete", "namespaces", ""),
+    ]:
+        assert not allowed(verb, resource, group), f"the MultiKueue identity may {verb} {resource}"
