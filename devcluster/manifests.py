@@ -72,6 +72,14 @@ def kueue_config(webhook_cert_dir: Path, ports: Ports = PORTS) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
+def _kustomized(kubectl: Path, directory: Path) -> list[dict[str, Any]]:
+    """The documents of a kustomization, rendered offline by ``kubectl kustomize``."""
+    rendered = subprocess.run(
+        [str(kubectl), "kustomize", str(directory)], check=True, capture_output=True, text=True
+    ).stdout
+    return list(yaml.safe_load_all(rendered))
+
+
 def _is_served_webhook(hook: dict[str, Any]) -> bool:
     """Keep the webhooks of the frameworks this cluster enables: batch/v1 Jobs, JobSets, Kueue's own kinds."""
     path = hook.get("clientConfig", {}).get("service", {}).get("path", "")
@@ -86,14 +94,8 @@ def kueue_install(kubectl: Path, kueue_src: Path, ports: Ports = PORTS) -> list[
       so the apiserver's service resolver dials 127.0.0.1 with the in-cluster TLS server name;
     - webhooks of frameworks that are not enabled are dropped (nothing would answer them).
     """
-    rendered = subprocess.run(
-        [str(kubectl), "kustomize", str(kueue_src / "config" / "default")],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
     docs: list[dict[str, Any]] = []
-    for doc in yaml.safe_load_all(rendered):
+    for doc in _kustomized(kubectl, kueue_src / "config" / "default"):
         if not doc:
             continue
         kind, name = doc["kind"], doc["metadata"]["name"]
@@ -157,14 +159,8 @@ def jobset_install(
     metrics Service. The CRD has one version, so it needs no conversion webhook. ``api_only``: the namespace
     and CRD alone, for a MultiKueue worker (the manager's Kueue watches JobSets there once its JobSet
     integration is on, and counts a worker without the API as not connected)."""
-    rendered = subprocess.run(
-        [str(kubectl), "kustomize", str(jobset_src / "config" / "default")],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
     docs: list[dict[str, Any]] = []
-    for doc in yaml.safe_load_all(rendered):
+    for doc in _kustomized(kubectl, jobset_src / "config" / "default"):
         if not doc or doc["kind"] not in (JOBSET_API_KINDS if api_only else JOBSET_KINDS):
             continue
         kind, name = doc["kind"], doc["metadata"]["name"]

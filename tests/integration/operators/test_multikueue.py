@@ -31,6 +31,10 @@ def _run_to_the_end(worker: KueueEnv, manager: KueueEnv, name: str) -> None:
     wait_for(f"Job {name} finished on the manager", finished, timeout=180, interval=0.5)
 
 
+def _the_tasks_job(mk: MultiKueueEnv) -> Any:
+    return wait_for("the task's Job on the manager", lambda: next(iter(mk.manager.jobs()), None), timeout=240)
+
+
 def _saturate(worker: KueueEnv, cpu: str) -> dict[str, Any]:
     blocker = worker.create_job(indexed_job("blocker", worker.local_queue, completions=1, cpu=cpu, hold=True))
     wait_for("the blocker admitted on its worker", lambda: is_true(worker.workload(blocker), "Admitted"))
@@ -46,9 +50,7 @@ def test_a_task_on_a_multikueue_queue_runs_on_the_free_worker_and_names_it(
     write_operator_dag(airflow_home, "mk_free_worker", mk.manager, completions=6, parallelism=3, hold=True)
     background = airflow_home.start_dag("mk_free_worker")
     try:
-        job = wait_for(
-            "the task's Job on the manager", lambda: next(iter(mk.manager.jobs()), None), timeout=240
-        )
+        job = _the_tasks_job(mk)
         name = job.metadata.name
         # Kueue took it over on the manager (no pod of it runs there) and dispatched it to the free worker.
         assert job.spec.managed_by == "kueue.x-k8s.io/multikueue"
@@ -79,9 +81,7 @@ def test_preempted_on_its_worker_the_task_is_dispatched_again_and_succeeds(
     )
     background = airflow_home.start_dag("mk_preempted")
     try:
-        job = wait_for(
-            "the task's Job on the manager", lambda: next(iter(mk.manager.jobs()), None), timeout=240
-        )
+        job = _the_tasks_job(mk)
         name = job.metadata.name
         wait_for("2 pods running on worker-2", lambda: len(second.running_pods(name)) == 2, timeout=120)
         # A more urgent Job on worker-2 takes all its quota (and keeps it): Kueue there preempts the task's
