@@ -46,7 +46,8 @@ airflow-status: venv
 
 ## Tests: every test; the integration fixture starts the cluster when it is not running.  Two passes: the
 ## tests that share the cluster peacefully run on TEST_WORKERS pytest-xdist workers, then the `serial` ones
-## (they stop Azurite, a node or the whole cluster) alone.  Both passes always run; the last line sums them up
+## (they stop Azurite, a node or the whole cluster) alone, without the MultiKueue workers the parallel pass
+## started (two idle clusters on 2 cores).  Both passes always run; the last line sums them up
 ## and fails the target when a test failed, a pass left no report, or no test ran at all.
 TEST_WORKERS ?= 3
 TEST_REPORTS ?= .test-reports
@@ -54,6 +55,7 @@ test: venv
 	@rm -rf $(TEST_REPORTS); mkdir -p $(TEST_REPORTS)
 	-$(PY) -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS) -m "not serial" --durations=15 \
 		--junitxml=$(TEST_REPORTS)/parallel.xml tests
+	-$(PY) -m devcluster multikueue down
 	-$(PY) -m pytest $(PYTEST_ARGS) -m serial --durations=5 --junitxml=$(TEST_REPORTS)/serial.xml tests
 	-$(MAKE) --no-print-directory test-min-airflow PYTEST_ARGS="$(PYTEST_ARGS) --junitxml=$(TEST_REPORTS)/min-airflow.xml"
 	@$(PY) tools/test_summary.py $(TEST_REPORTS)/parallel.xml $(TEST_REPORTS)/serial.xml \

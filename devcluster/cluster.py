@@ -333,11 +333,16 @@ def bring_up(layout: Layout, bin_dir: Path, spot: int, system: int) -> Kubectl:
 WORKER_PROCESSES = ("kueue", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 
 
-def down(layout: Layout) -> None:
-    for worker in layout.workers():  # MultiKueue workers first: their manager's Kueue stops watching them
+def stop_workers(layout: Layout) -> None:
+    """Stop the MultiKueue workers started from ``layout``; their state stays, ``multikueue up`` reuses it."""
+    for worker in layout.workers():
         for name in WORKER_PROCESSES:
             if (pid := procs.stop(worker, name)) is not None:
                 say(f"{worker.name}: stopped {name} (pid {pid})")
+
+
+def down(layout: Layout) -> None:
+    stop_workers(layout)  # MultiKueue workers first, while their manager still runs
     names = [
         "azurite",
         "jobset",

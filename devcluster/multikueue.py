@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from . import procs
-from .cluster import Kubectl, bring_up, build_binaries, locked, say
+from .cluster import Kubectl, bring_up, build_binaries, locked, say, stop_workers
 from .layout import HOST, REPO, Layout, worker_name
 
 WORKERS = int(os.environ.get("DEVCLUSTER_MULTIKUEUE_WORKERS", "2"))
@@ -147,9 +147,13 @@ def kubeconfig(manager: Layout, number: int) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m devcluster multikueue up`` (``down`` and ``status`` of the main cluster cover workers)."""
+    """``python -m devcluster multikueue up|down``: start or stop the workers alone (the main cluster's
+    ``down`` stops them too, its ``status`` lists them)."""
     if argv == ["up"]:
         up(Layout.default())
         return 0
-    print("usage: python -m devcluster multikueue up", flush=True)
+    if argv == ["down"]:
+        stop_workers(Layout.default())
+        return 0
+    print("usage: python -m devcluster multikueue up|down", flush=True)
     return 2

@@ -60,6 +60,7 @@ def test_up_is_idempotent_and_down_leaves_no_process(
         "kube-scheduler",
         "kwok",
         "kueue",
+        "jobset",
         "azurite",
     }
 
