@@ -76,16 +76,16 @@ def _problems(replicated_jobs: Sequence[ReplicatedJob]) -> list[str]:
 
 
 def _replicated(rj: ReplicatedJob) -> dict[str, Any]:
+    """The Job's spec (Kueue suspends the JobSet, not its Jobs) and its labels and annotations, without the
+    queue label (Kueue queues the JobSet as a whole)."""
+    meta = rj.job.get("metadata") or {}
     spec = {k: v for k, v in (rj.job.get("spec") or {}).items() if k != "suspend"}
-    template_meta = {k: v for k, v in (rj.job.get("metadata") or {}).items() if k in ("annotations",)}
-    labels = {
-        k: v for k, v in ((rj.job.get("metadata") or {}).get("labels") or {}).items() if k != QUEUE_NAME_LABEL
+    template_meta: dict[str, Any] = {
+        "labels": {k: v for k, v in (meta.get("labels") or {}).items() if k != QUEUE_NAME_LABEL}
     }
-    return {
-        "name": rj.name,
-        "replicas": rj.replicas,
-        "template": {"metadata": {**template_meta, "labels": labels}, "spec": spec},
-    }
+    if meta.get("annotations"):
+        template_meta["annotations"] = meta["annotations"]
+    return {"name": rj.name, "replicas": rj.replicas, "template": {"metadata": template_meta, "spec": spec}}
 
 
 @dataclass(frozen=True)
