@@ -26,6 +26,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 from ..kueue.job_ownership import delete_unless_finished_step
+from ..kueue.jobset import JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_VERSION
 from . import kueue_api
 from .retry import acall_with_retry
 
@@ -161,13 +162,15 @@ class AsyncKueueHook:
 
     async def get_raw(self, path: str) -> dict[str, Any]:
         async def call() -> dict[str, Any]:
-            resp = await self.api.call_api(
-                path,
-                "GET",
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
-                header_params={"Accept": "application/json"},
+            resp = await _checked(
+                self.api.call_api(
+                    path,
+                    "GET",
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                    header_params={"Accept": "application/json"},
+                )
             )
             raw = resp[0] if isinstance(resp, tuple) else resp
             return dict(json.loads(await raw.read()))
@@ -230,11 +233,13 @@ class AsyncKueueHook:
         """The Job's pods and, when it has none, the Events on the Job (why no pod could be created)."""
         core = aclient.CoreV1Api(self.api)
         resp = await acall_with_retry(
-            lambda: core.list_namespaced_pod(
-                namespace,
-                label_selector=f"{kueue_api.JOB_NAME_LABEL}={job_name}",
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
+            lambda: _checked(
+                core.list_namespaced_pod(
+                    namespace,
+                    label_selector=f"{kueue_api.JOB_NAME_LABEL}={job_name}",
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
             ),
             "list the Job's pods",
         )
@@ -243,8 +248,13 @@ class AsyncKueueHook:
             return pods, []
         selector = f"involvedObject.kind=Job,involvedObject.name={job_name}"
         listed: Any = await acall_with_retry(
-            lambda: core.list_namespaced_event(
-                namespace, field_selector=selector, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            lambda: _checked(
+                core.list_namespaced_event(
+                    namespace,
+                    field_selector=selector,
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
             ),
             "list the Job's Events",
         )
@@ -256,14 +266,16 @@ class AsyncKueueHook:
         version = await self.kueue_version()
         custom = aclient.CustomObjectsApi(self.api)
         resp = await acall_with_retry(
-            lambda: custom.list_namespaced_custom_object(
-                kueue_api.KUEUE_GROUP,
-                version,
-                namespace,
-                "workloads",
-                label_selector=f"{kueue_api.JOB_UID_LABEL}={job_uid}",
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
+            lambda: _checked(
+                custom.list_namespaced_custom_object(
+                    kueue_api.KUEUE_GROUP,
+                    version,
+                    namespace,
+                    "workloads",
+                    label_selector=f"{kueue_api.JOB_UID_LABEL}={job_uid}",
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
             ),
             "list the Job's Workloads",
         )
@@ -274,8 +286,10 @@ class AsyncKueueHook:
         batch = aclient.BatchV1Api(self.api)
         try:
             resp = await acall_with_retry(
-                lambda: batch.read_namespaced_job(
-                    name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                lambda: _checked(
+                    batch.read_namespaced_job(
+                        name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                    )
                 ),
                 "read Job",
             )
@@ -349,12 +363,10 @@ class AsyncKueueHook:
             page_args: dict[str, Any] = {"limit": LIST_PAGE_SIZE}
             if token:
                 page_args["_continue"] = token
-            resp = await acall_with_retry(
-                functools.partial(
-                    list_fn, **page_args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-                ),
-                what,
+            read_page = functools.partial(
+                list_fn, **page_args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
             )
+            resp = await acall_with_retry(lambda: _checked(read_page()), what)  # noqa: B023 - awaited at once
             doc = json.loads(await cast(Any, resp).read())
             page, version = _items_and_version(doc)
             items += page
@@ -394,6 +406,109 @@ class AsyncKueueHook:
         ):
             yield event
 
+    # --- JobSets (KueueJobSetOperator) --------------------------------------------------------------------
+    async def list_jobsets(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+        custom = aclient.CustomObjectsApi(self.api)
+        return await self._list_pages(
+            functools.partial(
+                custom.list_namespaced_custom_object,
+                JOBSET_GROUP,
+                JOBSET_VERSION,
+                namespace,
+                JOBSET_PLURAL,
+                label_selector=MANAGED_BY_SELECTOR,
+            ),
+            "list JobSets",
+        )
+
+    async def watch_jobsets(
+        self, namespace: str, resource_version: str, timeout_seconds: int, read_timeout: float | None = None
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        custom = aclient.CustomObjectsApi(self.api)
+        async for event in self._watch(
+            custom.list_namespaced_custom_object,
+            JOBSET_GROUP,
+            JOBSET_VERSION,
+            namespace,
+            JOBSET_PLURAL,
+            resource_version,
+            timeout_seconds,
+            read_timeout,
+            label_selector=MANAGED_BY_SELECTOR,
+        ):
+            yield event
+
+    async def get_jobset(self, namespace: str, name: str) -> dict[str, Any] | None:
+        custom = aclient.CustomObjectsApi(self.api)
+        try:
+            resp = await acall_with_retry(
+                lambda: _checked(
+                    custom.get_namespaced_custom_object(
+                        JOBSET_GROUP,
+                        JOBSET_VERSION,
+                        namespace,
+                        JOBSET_PLURAL,
+                        name,
+                        _preload_content=False,
+                        _request_timeout=REQUEST_TIMEOUT,
+                    )
+                ),
+                "read JobSet",
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(json.loads(await cast(Any, resp).read()))
+
+    async def jobset_children(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        """The JobSet's Jobs, read now (the JobSet controller labels them with its name)."""
+        batch = aclient.BatchV1Api(self.api)
+        resp = await acall_with_retry(
+            lambda: _checked(
+                batch.list_namespaced_job(
+                    namespace,
+                    label_selector=f"{JOBSET_NAME_LABEL}={name}",
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            ),
+            "list the JobSet's Jobs",
+        )
+        items, _ = _items_and_version(json.loads(await cast(Any, resp).read()))
+        return items
+
+    async def delete_jobset_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
+        """Delete the JobSet (its Jobs, pods and Workload go with it) unless it finished: "deleted",
+        "finished" (kept) or "gone" -- as ``delete_job_unless_finished``, step by step."""
+        custom = aclient.CustomObjectsApi(self.api)
+        for attempt in range(1, DELETE_ATTEMPTS + 1):
+            jobset = await self.get_jobset(namespace, name)
+            step = delete_unless_finished_step(jobset, uid, attempt == DELETE_ATTEMPTS)
+            if isinstance(step, str):
+                return step
+            delete = functools.partial(
+                custom.delete_namespaced_custom_object,
+                JOBSET_GROUP,
+                JOBSET_VERSION,
+                namespace,
+                JOBSET_PLURAL,
+                name,
+                body=step,  # type: ignore[arg-type]  # a DeleteOptions dict is sent as it is
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+            try:
+                await acall_with_retry(delete, "delete JobSet")
+                return "deleted"
+            except ApiException as exc:
+                if exc.status == 404:
+                    return "gone"
+                if exc.status != 409:
+                    raise
+        raise KueueApiError(
+            f"JobSet {namespace}/{name} could not be deleted: it kept changing (409 Conflict)"
+        )
+
     async def _watch(self, func: Any, *args: Any, **kwargs: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """(event type, raw object) pairs until the server closes the watch; 410 Gone raises ApiException;
         ``read_timeout`` seconds without a byte raise asyncio.TimeoutError (a stalled connection).
@@ -403,17 +518,19 @@ class AsyncKueueHook:
         the event loop, at every reconnect) and encodes and decodes every event once more for a model we do
         not use."""
         *positional, resource_version, timeout_seconds, read_timeout = args
-        resp = await func(
-            *positional,
-            watch=True,
-            resource_version=resource_version,
-            timeout_seconds=timeout_seconds,
-            allow_watch_bookmarks=True,
-            _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(
-                total=timeout_seconds + 30, sock_connect=10, sock_read=read_timeout
-            ),
-            **kwargs,
+        resp = await _checked(
+            func(
+                *positional,
+                watch=True,
+                resource_version=resource_version,
+                timeout_seconds=timeout_seconds,
+                allow_watch_bookmarks=True,
+                _preload_content=False,
+                _request_timeout=aiohttp.ClientTimeout(
+                    total=timeout_seconds + 30, sock_connect=10, sock_read=read_timeout
+                ),
+                **kwargs,
+            )
         )
         try:
             while line := await resp.content.readline():
@@ -426,6 +543,26 @@ class AsyncKueueHook:
                 yield str(event["type"]), dict(event["object"])
         finally:
             resp.release()
+
+
+async def _checked(pending: Awaitable[Any]) -> Any:
+    """The raw response of a call made with ``_preload_content=False``, which kubernetes_asyncio returns
+    whatever its status: a non-2xx one raises ApiException here, as a preloaded call would (status, reason,
+    body, headers for Retry-After), so a 404 is not read as an object, a 403 on a LIST not as an empty
+    list, and a 429 or 5xx is retried."""
+    resp = await pending
+    raw = resp[0] if isinstance(resp, tuple) else resp
+    status = int(getattr(raw, "status", 200))
+    if 200 <= status <= 299:
+        return resp
+    try:
+        body = await raw.read()
+    finally:
+        raw.release()
+    exc = ApiException(status=status, reason=str(getattr(raw, "reason", "") or ""))
+    exc.body = body  # bytes, as a preloaded call's ApiException has it (``describe`` reads it as JSON)
+    exc.headers = getattr(raw, "headers", None)
+    raise exc
 
 
 def _items_and_version(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
