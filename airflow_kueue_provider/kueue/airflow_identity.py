@@ -54,14 +54,19 @@ class AirflowIdentity:
 
 
 def deterministic_job_name(
-    identity: AirflowIdentity, prefix: str | None = None, *, per_try: bool = False, variant: str = ""
+    identity: AirflowIdentity,
+    prefix: str | None = None,
+    *,
+    per_try: bool = False,
+    variant: str = "",
+    max_length: int = MAX_JOB_NAME_LENGTH,
 ) -> str:
     """A Job name for ``identity``: the same inputs always give the same name (so a retry can reattach).
 
     It differs per (dag_id, task_id, run_id, map_index), per try_number only when ``per_try``, and per
     ``variant`` (a second Job of the same try, e.g. a deadline spill) when one is given. The result
-    is a DNS-1123 label of at most 52 characters: a readable part (``prefix``, or ``<dag>-<task>[-<map>]``,
-    lower-cased and truncated) + ``-`` + 10 hex of a sha256 over the identity.
+    is a DNS-1123 label of at most ``max_length`` (52) characters: a readable part (``prefix``, or
+    ``<dag>-<task>[-<map>]``, lower-cased and truncated) + ``-`` + 10 hex of a sha256 over the identity.
     """
     parts = [identity.dag_id, identity.task_id, identity.run_id, str(identity.map_index)]
     if per_try:
@@ -75,5 +80,5 @@ def deterministic_job_name(
             readable += f"-{identity.map_index}"
     else:
         readable = prefix
-    readable = dns_fragment(readable)[: MAX_JOB_NAME_LENGTH - HASH_LENGTH - 1].rstrip("-")
+    readable = dns_fragment(readable)[: max(max_length - HASH_LENGTH - 1, 0)].rstrip("-")
     return f"{readable}-{digest}" if readable else f"job-{digest}"

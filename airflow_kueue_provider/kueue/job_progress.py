@@ -71,10 +71,15 @@ class JobView:
         )
 
 
+FINISHED_CONDITION_TYPES = ("Complete", "Failed", "Completed")
+"""A Job's (Complete, Failed) and a JobSet's (Completed, Failed) terminal conditions."""
+
+
 def finished_condition(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The Job's Complete or Failed condition when it is True (the two never both are), else None."""
+    """The Job's Complete or Failed condition when it is True (the two never both are), else None; a JobSet's
+    Completed or Failed one too (the same rules hold for deleting it)."""
     for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+        if cond.get("type") in FINISHED_CONDITION_TYPES and cond.get("status") == "True":
             return cond  # type: ignore[no-any-return]
     return None
 

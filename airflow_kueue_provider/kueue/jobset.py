@@ -16,15 +16,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .airflow_identity import AirflowIdentity, deterministic_job_name
 from .index_set import IndexSet
 from .job_spec import QUEUE_NAME_LABEL, InvalidJobSpec
-from .k8s_names import is_dns1123_label
+from .k8s_names import DNS1123_LABEL_MAX_LENGTH, MAX_JOB_NAME_LENGTH, is_dns1123_label
 
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 MAX_REPLICATED_JOB_NAME = 20
 """Child Job names are ``<jobset>-<replicated job>-<replica>``, pod names add more: keep this part short."""
+POD_NAME_SUFFIX = len("-abcde")
+"""The random part the Job controller appends to a pod name (the JobSet webhook counts it too)."""
+NAME_PREFIX_FOR_DNS1035 = "js-"
 
 
 @dataclass(frozen=True)
@@ -37,17 +42,65 @@ class ReplicatedJob:
     replicas: int = 1
 
 
+def longest_pod_name_part(rj: ReplicatedJob) -> int:
+    """Characters a pod name of ``rj`` adds to its JobSet's name: ``-<rj>-<replica>-<index>-abcde``."""
+    completions = int((rj.job.get("spec") or {}).get("completions") or 1)
+    return len(f"-{rj.name}-{max(rj.replicas - 1, 0)}-{completions - 1}") + POD_NAME_SUFFIX
+
+
+def jobset_name_budget(replicated_jobs: Sequence[ReplicatedJob]) -> int:
+    """The longest JobSet name whose pod names all stay within 63 characters (the JobSet webhook's rule)."""
+    longest = max((longest_pod_name_part(rj) for rj in replicated_jobs), default=0)
+    return min(MAX_JOB_NAME_LENGTH, DNS1123_LABEL_MAX_LENGTH - longest)
+
+
+def jobset_name_for(
+    identity: AirflowIdentity, prefix: str | None, replicated_jobs: Sequence[ReplicatedJob]
+) -> str:
+    """The try's deterministic JobSet name, short enough for its pod names and starting with a letter
+    (JobSet names are DNS-1035 labels: a DAG id may start with a digit)."""
+    budget = jobset_name_budget(replicated_jobs)
+    name = deterministic_job_name(identity, prefix, per_try=True, max_length=budget)
+    if not name[:1].isalpha():
+        name = NAME_PREFIX_FOR_DNS1035 + deterministic_job_name(
+            identity, prefix, per_try=True, max_length=budget - len(NAME_PREFIX_FOR_DNS1035)
+        )
+    if len(name) > budget:
+        raise InvalidJobSpec(
+            [
+                (
+                    "replicated_jobs",
+                    f"the pod names of this JobSet would be longer than {DNS1123_LABEL_MAX_LENGTH} "
+                    "characters even with the shortest JobSet name: shorten the replicated job names or "
+                    "lower completions/replicas",
+                )
+            ]
+        )
+    return name
+
+
 def build_jobset(
-    name: str, queue_name: str, replicated_jobs: Sequence[ReplicatedJob], labels: Mapping[str, str]
+    name: str,
+    queue_name: str,
+    replicated_jobs: Sequence[ReplicatedJob],
+    labels: Mapping[str, str],
+    *,
+    namespace: str | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The JobSet, suspended and labelled for ``queue_name``; a success needs every replicated job."""
-    problems = _problems(replicated_jobs)
+    problems = replicated_job_problems(replicated_jobs)
+    if not problems and len(name) > jobset_name_budget(replicated_jobs):
+        problems.append(
+            f"JobSet name {name!r} is too long: its pod names would exceed {DNS1123_LABEL_MAX_LENGTH} "
+            f"characters (at most {jobset_name_budget(replicated_jobs)} for these replicated jobs)"
+        )
     if problems:
         raise InvalidJobSpec([("replicated_jobs", problem) for problem in problems])
     return {
         "apiVersion": JOBSET_API_VERSION,
         "kind": "JobSet",
-        "metadata": {"name": name, "labels": {**labels, QUEUE_NAME_LABEL: queue_name}},
+        "metadata": _metadata(name, namespace, {**labels, QUEUE_NAME_LABEL: queue_name}, annotations),
         "spec": {
             "suspend": True,
             "replicatedJobs": [_replicated(rj) for rj in replicated_jobs],
@@ -57,7 +110,18 @@ def build_jobset(
     }
 
 
-def _problems(replicated_jobs: Sequence[ReplicatedJob]) -> list[str]:
+def _metadata(
+    name: str, namespace: str | None, labels: Mapping[str, str], annotations: Mapping[str, str] | None
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": dict(labels)}
+    if namespace:
+        meta["namespace"] = namespace
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
+def replicated_job_problems(replicated_jobs: Sequence[ReplicatedJob]) -> list[str]:
     problems = []
     if not replicated_jobs:
         problems.append("replicated_jobs is empty: give at least one ReplicatedJob")

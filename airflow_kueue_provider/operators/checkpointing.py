@@ -194,8 +194,9 @@ class CheckpointSession:
         return job_name + SAS_SECRET_SUFFIX
 
     def sas_secret(self, job: dict[str, Any], token: str) -> dict[str, Any]:
-        """The Secret that hands the Job's pods their SAS, owned by the Job: it goes when the Job goes."""
+        """The Secret that hands the Job's pods their SAS, owned by the Job (or JobSet): it goes with it."""
         meta = job["metadata"]
+        owner = {"apiVersion": job.get("apiVersion") or "batch/v1", "kind": job.get("kind") or "Job"}
         return {
             "apiVersion": "v1",
             "kind": "Secret",
@@ -205,9 +206,7 @@ class CheckpointSession:
                 "namespace": meta["namespace"],
                 "labels": dict(meta.get("labels") or {}),
                 "annotations": dict(meta.get("annotations") or {}),
-                "ownerReferences": [
-                    {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"]}
-                ],
+                "ownerReferences": [{**owner, "name": meta["name"], "uid": meta["uid"]}],
             },
             "stringData": {SAS_SECRET_KEY: token},
         }

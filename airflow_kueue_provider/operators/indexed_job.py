@@ -16,7 +16,6 @@ from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.blob_store import BlobConfigError, BlobStoreError
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
-from ..kueue.api_time import parse_api_time
 from ..kueue.cost import VmPrice, estimate_cost
 from ..kueue.deadline import (
     DEADLINE_ANNOTATION,
@@ -46,6 +45,7 @@ from .job_submission import create_or_adopt, reattachable
 from .k8s_models import from_secrets, plain, secret_names
 from .kueue_link import KueueJobLink
 from .settings import configured_pod_policy
+from .task_facts import created_epoch, seconds, task_identity
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -244,9 +244,9 @@ class KueueIndexedJobOperator(BaseOperator):
         self.backoff_limit_per_index = backoff_limit_per_index
         self.max_failed_indexes = max_failed_indexes
         self.ttl_seconds_after_finished = ttl_seconds_after_finished
-        self.queue_timeout = None if queue_timeout is None else _seconds(queue_timeout)
-        self.workload_timeout = _seconds(workload_timeout)
-        self.start_timeout = _seconds(start_timeout)
+        self.queue_timeout = None if queue_timeout is None else seconds(queue_timeout)
+        self.workload_timeout = seconds(workload_timeout)
+        self.start_timeout = seconds(start_timeout)
         self.keep_job_on_failure = keep_job_on_failure
         self.job_template = _TemplateFile.wrap(plain(job_template))
         self.labels = labels
@@ -258,7 +258,7 @@ class KueueIndexedJobOperator(BaseOperator):
         self.parallelism_ramp = ParallelismRamp.from_param(parallelism_ramp)
         self.vm_price = VmPrice.from_param(vm_price)
         self.deadline = deadline
-        self.deadline_margin = timedelta(seconds=_seconds(deadline_margin))
+        self.deadline_margin = timedelta(seconds=seconds(deadline_margin))
         try:
             self.on_deadline_risk = DeadlineEscalation.from_param(on_deadline_risk)
             if deadline is not None and not (isinstance(deadline, str) and "{{" in deadline):
@@ -368,7 +368,7 @@ class KueueIndexedJobOperator(BaseOperator):
 
     # --- 2. submit or reattach, then wait -------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
-        identity = _identity(context)
+        identity = task_identity(context)
         manifest = self.build_manifest(identity)
         session = self._checkpoint_session(identity)
         hook = KueueHook(self.kubernetes_conn_id)
@@ -434,7 +434,7 @@ class KueueIndexedJobOperator(BaseOperator):
             kubernetes_conn_id=self.kubernetes_conn_id,
             max_failed_indexes=self.max_failed_indexes,
             queue_timeout=self.queue_timeout,
-            submitted_at=_created_epoch(job),
+            submitted_at=created_epoch(job),
             ledger=session.trigger_ledger() if session else None,
             ramp=self._ramp_for(job),
             job_uid=job["metadata"].get("uid"),
@@ -493,7 +493,7 @@ class KueueIndexedJobOperator(BaseOperator):
         job = hook.get_job(namespace, name)
         if job is None:
             raise KueueJobFailed(f"Job {namespace}/{name} is gone (deleted while the task escalated)", event)
-        identity = _identity(context)
+        identity = task_identity(context)
         session = self._checkpoint_session(identity, check=False)
         steps = list(event.get("escalations") or [])
         escalation, queue_name, spill_pending = self.on_deadline_risk, None, False
@@ -632,7 +632,7 @@ class KueueIndexedJobOperator(BaseOperator):
         if status == "deadline_risk":
             return self._escalate(context, event)
         result = {k: v for k, v in event.items() if k not in ("status", "message")}
-        session = self._checkpoint_session(_identity(context), check=False)
+        session = self._checkpoint_session(task_identity(context), check=False)
         if session is not None and "completed_indexes" in result:
             result = self._record_in_ledger(session, result, "succeeded" if status == "success" else "failed")
         if "running_seconds" in result:
@@ -719,17 +719,6 @@ async def _first_event(trigger: KueueJobTrigger) -> dict[str, Any]:
     raise KueueJobFailed("the trigger ended without an event", {})
 
 
-def _identity(context: Context) -> AirflowIdentity:
-    ti = context["ti"]
-    return AirflowIdentity(
-        dag_id=ti.dag_id,
-        task_id=ti.task_id,
-        run_id=ti.run_id,
-        try_number=int(ti.try_number or 1),
-        map_index=int(getattr(ti, "map_index", -1)),
-    )
-
-
 def _env_items(env: Any) -> list[Any]:
     if env is None:
         return []
@@ -769,12 +758,3 @@ class _TemplateFile:
         return self.path
 
     __repr__ = __str__
-
-
-def _seconds(value: timedelta | float) -> float:
-    return value.total_seconds() if isinstance(value, timedelta) else value
-
-
-def _created_epoch(job: dict[str, Any]) -> float | None:
-    created = parse_api_time(job["metadata"].get("creationTimestamp"))
-    return created.timestamp() if created else None

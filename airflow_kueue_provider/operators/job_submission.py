@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,7 @@ def reattachable(previous: list[dict[str, Any]], *, completed_counts: bool = Tru
     live = [j for j in previous if _finished(j) is None]
     if live:
         return Submission(live[-1], True, "a Job of this task is still running")
-    complete = [j for j in previous if _finished(j) == "Complete"]
+    complete = [j for j in previous if _finished(j) in ("Complete", "Completed")]  # a Job's, a JobSet's
     if complete and completed_counts:
         return Submission(complete[-1], True, "a Job of this task already completed")
     return None
@@ -62,23 +63,34 @@ def reattachable(previous: list[dict[str, Any]], *, completed_counts: bool = Tru
 def create_or_adopt(hook: KueueHook, manifest: dict[str, Any], identity: AirflowIdentity) -> Submission:
     """Create this try's Job. Its name is deterministic per try, so a worker that died right after creating
     it finds it again through the 409 and adopts it (after checking it is really this task's)."""
+    return create_or_adopt_object(hook.create_job, hook.get_job, manifest, identity, "Job")
+
+
+def create_or_adopt_object(
+    create: Callable[[dict[str, Any]], dict[str, Any]],
+    read: Callable[[str, str], dict[str, Any] | None],
+    manifest: dict[str, Any],
+    identity: AirflowIdentity,
+    kind: str,
+) -> Submission:
+    """``create_or_adopt`` for any kind the provider submits (a Job, a JobSet)."""
     namespace = manifest["metadata"]["namespace"]
     try:
-        return Submission(hook.create_job(manifest), False, "created")
+        return Submission(create(manifest), False, "created")
     except ApiException as exc:
         if exc.status != 409 and WEBHOOK_FAILURE in str(exc.body or ""):
             raise KueueWebhookUnavailable(
-                f"creating Job {namespace}/{manifest['metadata']['name']} failed after retries because an "
-                f"admission webhook did not answer ({_api_message(exc)}). Kueue's webhook must answer for a "
-                "queued Job to be created: check that the Kueue controller runs and is ready "
+                f"creating {kind} {namespace}/{manifest['metadata']['name']} failed after retries because "
+                f"an admission webhook did not answer ({_api_message(exc)}). Kueue's webhook must answer "
+                f"for a queued {kind} to be created: check that the Kueue controller runs and is ready "
                 "(kueue-controller-manager) and its MutatingWebhookConfiguration. Nothing was created."
             ) from None  # the message has what matters; the response's headers do not belong in a task log
         if exc.status != 409:
             raise
-    job = hook.get_job(namespace, manifest["metadata"]["name"])
+    job = read(namespace, manifest["metadata"]["name"])
     if job is None or not belongs_to_try(job, identity):
         raise JobNotOurs(
-            f"Job {namespace}/{manifest['metadata']['name']} exists but was not created for this task "
+            f"{kind} {namespace}/{manifest['metadata']['name']} exists but was not created for this task "
             "instance and try; it is left alone: delete it yourself, or set job_name_prefix to another name"
         )
-    return Submission(job, True, "this try's Job already exists (the worker restarted)")
+    return Submission(job, True, f"this try's {kind} already exists (the worker restarted)")

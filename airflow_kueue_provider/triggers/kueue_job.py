@@ -23,6 +23,7 @@ from ..kueue.start_guard import DEFAULT_START_TIMEOUT, start_overdue, stuck_reas
 from ..kueue.workload_state import WorkloadPhase
 from .ledger_writer import LedgerWriter, Progress
 from .namespace_watch import Following, JobSnapshot, NamespaceWatch
+from .progress_log import ProgressLog, human_duration
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,6 @@ POSITION_FIRST_AFTER = (
 POSITION_FIRST_REFRESH = 30.0  # then every 30 s, doubling up to POSITION_MAX_REFRESH while still queued
 POSITION_MAX_REFRESH = 600.0
 LEDGER_FLUSH_SECONDS = 60.0  # at the end, how long to wait for the last ledger write (Blob may be away)
-LINE_EVERY = 10.0  # "running 5/9 done" -> "6/9 done" at most this often
 START_RECHECK_SECONDS = 30.0  # after start_timeout, how often to look at pods that are still not ready
 CONFIRM_RETRY_SECONDS = 2.0  # after a re-read the apiserver could not answer
 UNMANAGED_GRACE_SECONDS = 10.0  # how long "no Workload" must hold, then on a fresh read, before a delete
@@ -124,7 +124,7 @@ class KueueJobTrigger(BaseTrigger):
                 await writer.close()
 
     async def _until_outcome(self, following: Following, writer: LedgerWriter | None) -> dict[str, Any]:
-        progress = _ProgressLog(self.log, f"{self.namespace}/{self.job_name}")
+        progress = ProgressLog(self.log, f"{self.namespace}/{self.job_name}")
         handling = _HandlingTimes()
         admission_clock, finish_clock = AdmissionClock(), FinishClock(0)
         position: tuple[int, int] | None = None
@@ -344,9 +344,9 @@ class KueueJobTrigger(BaseTrigger):
         async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
             await hook.delete_job(self.namespace, self.job_name, uid=snapshot.job["metadata"]["uid"])
         message = (
-            f"Job {self.namespace}/{self.job_name} was admitted {_human(since)} ago but its pods cannot "
-            f"start ({reason}); it was deleted to release its quota "
-            f"(start_timeout={_human(self.start_timeout)})"
+            f"Job {self.namespace}/{self.job_name} was admitted {human_duration(since)} ago but its pods "
+            f"cannot start ({reason}); it was deleted to release its quota "
+            f"(start_timeout={human_duration(self.start_timeout)})"
         )
         self.log.error("%s", message)
         return self._event(Outcome("failed", message), view, snapshot.job)
@@ -368,8 +368,9 @@ class KueueJobTrigger(BaseTrigger):
         async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
             await hook.delete_job(self.namespace, self.job_name, uid=job["metadata"]["uid"])
         message = (
-            f"waited {_human(time.time() - self.submitted_at)} in queue {self.queue_name}{where}{why}, "
-            f"more than queue_timeout={_human(self.queue_timeout or 0)}; deleted Job "
+            f"waited {human_duration(time.time() - self.submitted_at)} in queue "
+            f"{self.queue_name}{where}{why}, "
+            f"more than queue_timeout={human_duration(self.queue_timeout or 0)}; deleted Job "
             f"{self.namespace}/{self.job_name}"
         )
         return self._event(Outcome("timeout", message), view, job)
@@ -429,15 +430,6 @@ _KILL_OUTCOMES = {
 }
 
 
-def _human(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-
-
 class _HandlingTimes:
     """How long each status change took to handle (from the snapshot to the next wait, awaits included:
     rarely any), summed up in the trigger's last line: a 100,000-index Job's statuses are large."""
@@ -469,28 +461,6 @@ class _HandlingTimes:
             f"handled {self._count} status changes, {1000 * recent[len(recent) // 2]:.2f} ms each at the "
             f"median, {1000 * self._most:.2f} ms at most"
         )
-
-
-class _ProgressLog:
-    """Log each changed progress line, except that "running N/M done" lines come at most every LINE_EVERY
-    seconds (the last one is forced out at the end): 1,000 indexes do not make 1,000 lines. Other kinds
-    (queued with a new position, admitted, evicted, requeued) change rarely and are always worth a line."""
-
-    def __init__(self, log: Any, job: str) -> None:
-        self._log = log
-        self._job = job
-        self._last = ""
-        self._last_at = float("-inf")
-
-    def offer(self, line: str, force: bool = False) -> None:
-        if line == self._last:
-            return
-        now = time.monotonic()
-        running_again = line.startswith("running ") and self._last.startswith("running ")
-        if running_again and not force and now - self._last_at < LINE_EVERY:
-            return
-        self._log.info("%s: %s", self._job, line)
-        self._last, self._last_at = line, now
 
 
 def _ledger_progress(view: JobView, status: str) -> Progress:

@@ -26,15 +26,17 @@ import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from ..hooks.kueue_api import JOB_UID_LABEL
 from ..hooks.kueue_async_hook import AsyncKueueHook, api_status, is_connection_error
 from ..hooks.retry import describe, retry_after
+from ..kueue.jobset import JOBSET_NAME_LABEL
 from .gc_freeze import followers_changed, freeze_once
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+S = TypeVar("S")
 
 # Each watch round asks the apiserver to end it after about RESYNC_SECONDS; the hub then LISTs again. A LIST
 # is the safety net against a watch that stays open, gets its bookmarks, yet misses changes: seen here under
@@ -48,6 +50,17 @@ ANY_JOB = ""
 """The follower key of one that wakes on a change of any Job or Workload of the namespace (no Job is named
 ""): the UI's queue page, which redraws when a Job of the namespace is admitted, evicted or finishes."""
 DEBUG_SIGNAL_ENV = "AIRFLOW_KUEUE_DEBUG_SIGNAL"  # set: SIGUSR2 logs every hub's state and asyncio task
+BASE_KINDS = frozenset({"jobs", "workloads"})
+JOBSET_KEY_PREFIX = "jobset/"
+"""Follower keys of JobSets: ``jobset/<name>`` (a Job name never has a ``/``)."""
+
+
+def jobset_key(name: str) -> str:
+    return JOBSET_KEY_PREFIX + name
+
+
+class KindsChanged(Exception):
+    """A follower needs a kind the hub does not watch yet (JobSets): list every kind again, at once."""
 
 
 class WatchStalled(RuntimeError):
@@ -57,6 +70,14 @@ class WatchStalled(RuntimeError):
 @dataclass(frozen=True)
 class JobSnapshot:
     job: dict[str, Any] | None
+    workload: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class JobSetSnapshot:
+    jobset: dict[str, Any] | None
+    jobs: tuple[dict[str, Any], ...]
+    """Its child Jobs (the JobSet controller's ``jobset.sigs.k8s.io/jobset-name`` label)."""
     workload: dict[str, Any] | None
 
 
@@ -77,6 +98,10 @@ class NamespaceWatch:
         self.jobs: dict[str, dict[str, Any]] = {}
         self.workloads: dict[str, dict[str, Any]] = {}  # by the job-uid label
         self._names_by_uid: dict[str, str] = {}
+        self.jobsets: dict[str, dict[str, Any]] = {}  # only once a JobSet follower joined (watch_jobsets)
+        self._jobset_names_by_uid: dict[str, str] = {}
+        self.watch_jobsets = False
+        self._kinds_changed = asyncio.Event()
         self.followers: dict[str, set[_Follower]] = {}
         self.synced = asyncio.Event()
         self.error: BaseException | None = None
@@ -85,12 +110,34 @@ class NamespaceWatch:
         self._task: asyncio.Task[None] | None = None
         self.failures = 0  # consecutive broken rounds; a successful LIST resets it
         self.lists = 0  # LISTs made so far (both kinds): each one a fresh, trusted view
-        self.events: dict[str, int] = {"jobs": 0, "workloads": 0}  # watch events applied, bookmarks too
+        self.events: dict[str, int] = {"jobs": 0, "workloads": 0, "jobsets": 0}  # watch events, bookmarks too
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        """What the hub lists and watches: Jobs and Workloads, and JobSets once a JobSet follower asked (a
+        cluster without the JobSet CRD is never asked for them)."""
+        return BASE_KINDS | {"jobsets"} if self.watch_jobsets else BASE_KINDS
 
     # --- following ------------------------------------------------------------------------------------
     @classmethod
     @asynccontextmanager
     async def follow(cls, conn_id: str, namespace: str, job_name: str) -> AsyncIterator[Following]:
+        """Follow one Job (or, with ANY_JOB, every change of the namespace)."""
+        async with cls._joined(conn_id, namespace, job_name) as (hub, follower):
+            yield Following(hub, follower)
+
+    @classmethod
+    @asynccontextmanager
+    async def follow_jobset(cls, conn_id: str, namespace: str, name: str) -> AsyncIterator[FollowingJobSet]:
+        """Follow one JobSet, its Jobs and its Workload; the hub starts watching JobSets if it did not."""
+        async with cls._joined(conn_id, namespace, jobset_key(name), jobsets=True) as (hub, follower):
+            yield FollowingJobSet(hub, follower)
+
+    @classmethod
+    @asynccontextmanager
+    async def _joined(
+        cls, conn_id: str, namespace: str, follower_key: str, jobsets: bool = False
+    ) -> AsyncIterator[tuple[NamespaceWatch, _Follower]]:
         key = (conn_id, namespace)
         hub = cls._hubs.get(key)
         if hub is None:
@@ -98,12 +145,16 @@ class NamespaceWatch:
             hub._task = asyncio.get_running_loop().create_task(hub._run(), name=f"kueue-watch-{namespace}")
             if os.environ.get(DEBUG_SIGNAL_ENV):
                 _install_debug_signal(asyncio.get_running_loop())
-        follower = _Follower(job_name)
-        hub.followers.setdefault(job_name, set()).add(follower)
+        if jobsets and not hub.watch_jobsets:
+            hub.watch_jobsets = True
+            hub._mark_unsynced()  # nobody reads until JobSets are listed too
+            hub._kinds_changed.set()
+        follower = _Follower(follower_key)
+        hub.followers.setdefault(follower_key, set()).add(follower)
         NamespaceWatch._follower_count += 1
         followers_changed(NamespaceWatch._follower_count)
         try:
-            yield Following(hub, follower)
+            yield hub, follower
         finally:
             NamespaceWatch._follower_count -= 1
             hub._unfollow(follower)
@@ -118,9 +169,16 @@ class NamespaceWatch:
             self.followers.pop(follower.job_name, None)
 
     def snapshot(self, job_name: str) -> JobSnapshot:
+        """The Job and its Workload -- for a JobSet's Job, the JobSet's Workload (Kueue admits it whole)."""
         job = self.jobs.get(job_name)
-        uid = (job or {}).get("metadata", {}).get("uid")
+        uid = _workload_owner_uid(job) if job else None
         return JobSnapshot(job, self.workloads.get(uid) if uid else None)
+
+    def jobset_snapshot(self, name: str) -> JobSetSnapshot:
+        jobset = self.jobsets.get(name)
+        uid = (jobset or {}).get("metadata", {}).get("uid")
+        children = tuple(j for j in self.jobs.values() if _jobset_of(j) == name)
+        return JobSetSnapshot(jobset, children, self.workloads.get(uid) if uid else None)
 
     def _wake(self, job_name: str | None = None) -> None:
         if job_name is None:
@@ -143,17 +201,29 @@ class NamespaceWatch:
             try:
                 async with AsyncKueueHook(self.conn_id).session() as hook:
                     self.hook = hook
-                    try:
-                        await _first_failure(
-                            self._list_and_watch("jobs", hook.list_jobs, hook.watch_jobs, self._apply_job),
+                    self._kinds_changed.clear()
+                    loops = [
+                        self._list_and_watch("jobs", hook.list_jobs, hook.watch_jobs, self._apply_job),
+                        self._list_and_watch(
+                            "workloads", hook.list_workloads, hook.watch_workloads, self._apply_workload
+                        ),
+                        self._until_kinds_change(),
+                    ]
+                    if self.watch_jobsets:
+                        loops.append(
                             self._list_and_watch(
-                                "workloads", hook.list_workloads, hook.watch_workloads, self._apply_workload
-                            ),
+                                "jobsets", hook.list_jobsets, hook.watch_jobsets, self._apply_jobset
+                            )
                         )
+                    try:
+                        await _first_failure(*loops)
                     finally:
                         self.hook = None
             except asyncio.CancelledError:
                 raise
+            except KindsChanged:
+                self._mark_unsynced()
+                continue
             except Exception as exc:
                 self._mark_unsynced()
                 self.failures += 1
@@ -173,6 +243,10 @@ class NamespaceWatch:
                     delay,
                 )
                 await asyncio.sleep(delay)
+
+    async def _until_kinds_change(self) -> None:
+        await self._kinds_changed.wait()
+        raise KindsChanged("JobSets are followed now")
 
     def _mark_unsynced(self) -> None:
         """Until the next LIST the cache may lack changes: followers that ask now wait for it."""
@@ -200,7 +274,7 @@ class NamespaceWatch:
             self.lists += 1
             self.failures = 0
             self._synced_kinds.add(kind)
-            if self._synced_kinds == {"jobs", "workloads"}:
+            if self._synced_kinds >= self.kinds:
                 self.synced.set()  # wakes the followers waiting for a first (or a fresh) view
                 freeze_once(NamespaceWatch._follower_count)
             # Only the followers whose Job or Workload changed: a LIST every RESYNC_SECONDS that woke all
@@ -227,10 +301,14 @@ class NamespaceWatch:
     def _replace(self, kind: str, items: list[dict[str, Any]]) -> set[str]:
         """Take a LIST as the cache; returns the names of the Jobs whose object of this kind differs from
         what the cache held (changes the watch had not delivered, when the cache was in sync)."""
-        before = self.jobs if kind == "jobs" else self.workloads
+        before = {"jobs": self.jobs, "workloads": self.workloads, "jobsets": self.jobsets}[kind]
         known = {key: o["metadata"].get("resourceVersion") for key, o in before.items()}
         items = [_slim(item) for item in items]
-        if kind == "jobs":
+        if kind == "jobsets":
+            self.jobsets = {js["metadata"]["name"]: js for js in items}
+            self._jobset_names_by_uid = {js["metadata"]["uid"]: name for name, js in self.jobsets.items()}
+            after = self.jobsets
+        elif kind == "jobs":
             self.jobs = {j["metadata"]["name"]: j for j in items}
             self._names_by_uid = {j["metadata"]["uid"]: name for name, j in self.jobs.items()}
             after = self.jobs
@@ -243,9 +321,14 @@ class NamespaceWatch:
             after = self.workloads
         now = {key: o["metadata"].get("resourceVersion") for key, o in after.items()}
         keys = {key for key, rv in now.items() if known.get(key) != rv} | (set(known) - set(now))
-        if kind == "jobs":
-            return keys  # by name; a namesake that replaced a Job has a new resourceVersion too
-        return {self._names_by_uid[uid] for uid in keys if uid in self._names_by_uid}
+        if kind == "jobsets":
+            return {jobset_key(name) for name in keys}
+        if kind == "jobs":  # by name; a namesake that replaced a Job has a new resourceVersion too
+            owners = {_jobset_of(o) for name in keys for o in (before.get(name), after.get(name)) if o}
+            return keys | {jobset_key(owner) for owner in owners if owner}
+        return {self._names_by_uid[uid] for uid in keys if uid in self._names_by_uid} | {
+            jobset_key(self._jobset_names_by_uid[uid]) for uid in keys if uid in self._jobset_names_by_uid
+        }
 
     def _apply_job(self, event_type: str, job: dict[str, Any]) -> None:
         job = _slim(job)
@@ -257,6 +340,19 @@ class NamespaceWatch:
             self.jobs[name] = job
             self._names_by_uid[job["metadata"]["uid"]] = name
         self._wake(name)
+        if owner := _jobset_of(job):
+            self._wake(jobset_key(owner))
+
+    def _apply_jobset(self, event_type: str, jobset: dict[str, Any]) -> None:
+        jobset = _slim(jobset)
+        name = jobset["metadata"]["name"]
+        if event_type == "DELETED":
+            self.jobsets.pop(name, None)
+            self._jobset_names_by_uid.pop(jobset["metadata"]["uid"], None)
+        else:
+            self.jobsets[name] = jobset
+            self._jobset_names_by_uid[jobset["metadata"]["uid"]] = name
+        self._wake(jobset_key(name))
 
     def _apply_workload(self, event_type: str, workload: dict[str, Any]) -> None:
         workload = _slim(workload)
@@ -270,17 +366,22 @@ class NamespaceWatch:
             self.workloads[uid] = workload
         if name := self._names_by_uid.get(uid):
             self._wake(name)
+        if name := self._jobset_names_by_uid.get(uid):
+            self._wake(jobset_key(name))
 
 
-class Following:
-    """A trigger's view of one Job through the shared hub."""
+class _FollowingBase(Generic[S]):
+    """A follower's view of its object(s) through the shared hub."""
 
     def __init__(self, hub: NamespaceWatch, follower: _Follower) -> None:
         self._hub = hub
         self._follower = follower
         self._first = True
 
-    async def next(self) -> JobSnapshot:
+    def _snapshot(self) -> S:
+        raise NotImplementedError
+
+    async def next(self) -> S:
         """The current state at first, then the newest state after each change; never a half-resynced
         cache (after a break, the hub lists Jobs and Workloads again before anyone reads)."""
         await self._hub.synced.wait()
@@ -293,7 +394,13 @@ class Following:
             await self._hub.synced.wait()
         if self._hub.error is not None:
             raise self._hub.error
-        return self._hub.snapshot(self._follower.job_name)
+        return self._snapshot()
+
+    def current(self) -> S:
+        """The newest state without waiting for a change."""
+        if self._hub.error is not None:
+            raise self._hub.error
+        return self._snapshot()
 
     async def _read(self, call: Callable[[AsyncKueueHook], Awaitable[T]]) -> T:
         """A one-off read over the hub's open client while its watch is healthy, else over a client of its
@@ -308,6 +415,13 @@ class Following:
                 # the hub's session closed under us: its watch broke just now
         async with AsyncKueueHook(self._hub.conn_id).session() as own:
             return await call(own)
+
+
+class Following(_FollowingBase[JobSnapshot]):
+    """A trigger's view of one Job through the shared hub."""
+
+    def _snapshot(self) -> JobSnapshot:
+        return self._hub.snapshot(self._follower.job_name)
 
     async def pending_position(self, local_queue: str, workload: str) -> tuple[int, int] | None:
         """The Workload's place in its LocalQueue (Kueue's visibility API)."""
@@ -329,11 +443,21 @@ class Following:
         ns, name = self._hub.namespace, self._follower.job_name
         return await self._read(lambda hook: hook.pods_and_events_of_job(ns, name))
 
-    def current(self) -> JobSnapshot:
-        """The newest state without waiting for a change."""
-        if self._hub.error is not None:
-            raise self._hub.error
-        return self._hub.snapshot(self._follower.job_name)
+
+class FollowingJobSet(_FollowingBase[JobSetSnapshot]):
+    """A trigger's view of one JobSet (its Jobs and Workload too) through the shared hub."""
+
+    @property
+    def name(self) -> str:
+        return self._follower.job_name[len(JOBSET_KEY_PREFIX) :]
+
+    def _snapshot(self) -> JobSetSnapshot:
+        return self._hub.jobset_snapshot(self.name)
+
+    async def confirm(self) -> JobSetSnapshot:
+        """The JobSet, its Jobs and its Workload read from the apiserver now (before a delete or the end)."""
+        ns, name = self._hub.namespace, self.name
+        return await self._read(lambda hook: _read_jobset_snapshot(hook, ns, name))
 
 
 def _install_debug_signal(loop: asyncio.AbstractEventLoop) -> None:
@@ -386,6 +510,30 @@ async def _read_snapshot(hook: AsyncKueueHook, namespace: str, job_name: str) ->
     return JobSnapshot(job, await hook.workload_for_job(namespace, job["metadata"]["uid"]))
 
 
+async def _read_jobset_snapshot(hook: AsyncKueueHook, namespace: str, name: str) -> JobSetSnapshot:
+    jobset = await hook.get_jobset(namespace, name)
+    if jobset is None:
+        return JobSetSnapshot(None, (), None)
+    children = tuple(await hook.jobset_children(namespace, name))
+    return JobSetSnapshot(jobset, children, await hook.workload_for_job(namespace, jobset["metadata"]["uid"]))
+
+
+def _jobset_of(job: dict[str, Any]) -> str | None:
+    """The JobSet a Job belongs to (the JobSet controller's label), if any."""
+    owner = (job.get("metadata", {}).get("labels") or {}).get(JOBSET_NAME_LABEL)
+    return str(owner) if owner else None
+
+
+def _workload_owner_uid(job: dict[str, Any]) -> str | None:
+    """Whose Workload the Job runs under: its JobSet's (its controller owner) or its own."""
+    meta = job.get("metadata", {})
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "JobSet" and ref.get("controller"):
+            return str(ref.get("uid"))
+    uid = meta.get("uid")
+    return str(uid) if uid else None
+
+
 def _job_uid(workload: dict[str, Any]) -> str | None:
     uid = workload.get("metadata", {}).get("labels", {}).get(JOB_UID_LABEL)
     return str(uid) if uid else None
@@ -398,6 +546,9 @@ def _slim(obj: dict[str, Any]) -> dict[str, Any]:
     (obj.get("metadata") or {}).pop("managedFields", None)
     spec = obj.get("spec") or {}
     spec.pop("template", None)
+    for replicated in spec.get("replicatedJobs") or []:  # a JobSet's templates: its Jobs' specs
+        if isinstance(replicated, dict):
+            replicated.pop("template", None)
     for pod_set in spec.get("podSets") or []:
         if isinstance(pod_set, dict):
             pod_set.pop("template", None)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.triggers import kueue_job
+from airflow_kueue_provider.triggers import progress_log
 
 
 class Recorder:
@@ -21,9 +21,9 @@ def test_running_lines_are_rate_limited_but_others_and_the_last_are_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     clock = iter([0.0, 1.0, 2.0, 3.0, 4.0, 15.0, 16.0])
-    monkeypatch.setattr(kueue_job.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(progress_log.time, "monotonic", lambda: next(clock))
     rec = Recorder()
-    log = kueue_job._ProgressLog(rec, "ns/job")
+    log = progress_log.ProgressLog(rec, "ns/job")
 
     log.offer("queued in lq: waiting for quota")  # 0
     log.offer("queued in lq (position 1, 10 s): waiting for quota")  # 1: the position is news

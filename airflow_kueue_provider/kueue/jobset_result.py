@@ -1,0 +1,136 @@
+"""A JobSet run as the task sees it: its progress line, its result (XCom ``return_value``), and the verdict
+on a JobSet Kueue does not manage. Pure: the trigger reads the objects, this decides what they mean.
+
+The result's keys are a contract like ``JobResult``'s: ``replicated_jobs`` lists, per replicated job, its
+completions, how many finished and which indexes failed, named by child Job (``genomics-workers-0: 3``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from .api_time import parse_api_time
+from .jobset import JobSetView, ReplicatedJobProgress
+from .quota_guard import Unmanaged
+from .workload_state import WorkloadPhase, WorkloadState
+
+JOBSET_LIKELY_CAUSES = (
+    "Kueue's JobSet integration is not enabled (integrations.frameworks must list jobset.x-k8s.io/jobset, "
+    "and the JobSet CRD must exist when Kueue starts); the namespace is not managed by Kueue; the Kueue "
+    "controller is not running; or the queue-name label was removed. Check `kubectl get workloads -n {ns}` "
+    "and the Kueue controller's log"
+)
+
+
+@dataclass(frozen=True)
+class ReplicatedJobResult:
+    name: str
+    replicas: int
+    completions: int
+    """Indexes over all of its Jobs (replicas x the Job's completions)."""
+    succeeded: int
+    failed_indexes: str
+    """Per child Job, e.g. ``"genomics-workers-0: 3,7"``; empty when none failed."""
+
+
+@dataclass(frozen=True)
+class JobSetResult:
+    jobset_name: str
+    namespace: str
+    workload_name: str | None
+    cluster_queue: str | None
+    queued_seconds: float | None
+    running_seconds: float | None
+    evictions: int
+    replicated_jobs: tuple[ReplicatedJobResult, ...]
+    eviction_causes: str | None = None
+    worker_cluster: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["replicated_jobs"] = [asdict(rj) for rj in self.replicated_jobs]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JobSetResult:
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["replicated_jobs"] = tuple(
+            ReplicatedJobResult(**rj) for rj in data.get("replicated_jobs") or ()
+        )
+        return cls(**fields)
+
+
+def jobset_progress_line(view: JobSetView, workload: WorkloadState | None) -> str:
+    """Queued / admitted / evicted as Kueue says, then per replicated job once pods run, e.g.
+    ``running: coordinator 1/1 done, 0 active; workers 5/8 done, 3 active``."""
+    if workload is None:
+        return "submitted; waiting for Kueue to create the JobSet's Workload"
+    running = workload.phase is WorkloadPhase.Running or (
+        workload.phase is WorkloadPhase.Admitted and not view.suspended
+    )
+    if running and view.replicated:
+        where = f" on worker cluster {workload.worker_cluster}" if workload.worker_cluster else ""
+        return f"running{where}: {view.progress_line()}"
+    return workload.describe()
+
+
+def jobset_result_of(
+    jobset: Mapping[str, Any], view: JobSetView, workload: WorkloadState | None, now: datetime
+) -> JobSetResult:
+    """The task's result, with queue and run times from the JobSet's and Workload's timestamps."""
+    created = parse_api_time((jobset.get("metadata") or {}).get("creationTimestamp"))
+    admitted = workload.admitted_at if workload else None
+    ended = parse_api_time((view.finished or {}).get("lastTransitionTime")) or now
+    causes = workload.eviction_causes if workload else ()
+    return JobSetResult(
+        jobset_name=view.name,
+        namespace=view.namespace,
+        workload_name=workload.workload_name if workload else None,
+        cluster_queue=workload.cluster_queue if workload else None,
+        queued_seconds=(admitted - created).total_seconds() if admitted and created else None,
+        running_seconds=max((ended - admitted).total_seconds(), 0.0) if admitted else None,
+        evictions=workload.eviction_count if workload else 0,
+        replicated_jobs=tuple(_replicated_result(rj) for rj in view.replicated),
+        eviction_causes=", ".join(f"{cause}: {n}" for cause, n in causes) or None,
+        worker_cluster=workload.worker_cluster if workload else None,
+    )
+
+
+def _replicated_result(rj: ReplicatedJobProgress) -> ReplicatedJobResult:
+    per_job = rj.jobs[0].completions if rj.jobs else 0
+    return ReplicatedJobResult(
+        name=rj.name,
+        replicas=rj.replicas,
+        completions=max(rj.completions, per_job * rj.replicas),
+        succeeded=rj.completed,
+        failed_indexes="; ".join(rj.failed_indexes()),
+    )
+
+
+def unmanaged_jobset_verdict(
+    view: JobSetView, has_workload: bool, seconds_since_submit: float, workload_timeout: float
+) -> Unmanaged | None:
+    """None while Kueue manages the JobSet (it has a Workload), it finished, or Kueue still has time.
+
+    The JobSet is created suspended; one that runs without a Workload runs outside every quota."""
+    if view.finished is not None or has_workload:
+        return None
+    where = f"JobSet {view.namespace}/{view.name}"
+    causes = JOBSET_LIKELY_CAUSES.format(ns=view.namespace)
+    active = sum(rj.active for rj in view.replicated)
+    if not view.suspended:
+        return Unmanaged(
+            f"{where} was unsuspended without a Kueue Workload ({active} pod(s) active), outside any quota; "
+            f"it was deleted. Likely: {causes}",
+            running_outside_quota=True,
+        )
+    if seconds_since_submit >= workload_timeout:
+        return Unmanaged(
+            f"Kueue did not create a Workload for {where} within workload_timeout={workload_timeout:.0f}s, "
+            f"so it is not queued anywhere (no pod ran); it was deleted. Likely: {causes}",
+            running_outside_quota=False,
+        )
+    return None

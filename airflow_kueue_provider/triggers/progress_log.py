@@ -1,0 +1,39 @@
+"""The lines a trigger writes to the task log while it follows a Job or JobSet."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+LINE_EVERY = 10.0  # "running 5/9 done" -> "6/9 done" at most this often
+
+
+def human_duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class ProgressLog:
+    """Log each changed progress line, except that "running N/M done" lines come at most every LINE_EVERY
+    seconds (the last one is forced out at the end): 1,000 indexes do not make 1,000 lines. Other kinds
+    (queued with a new position, admitted, evicted, requeued) change rarely and are always worth a line."""
+
+    def __init__(self, log: Any, job: str) -> None:
+        self._log = log
+        self._job = job
+        self._last = ""
+        self._last_at = float("-inf")
+
+    def offer(self, line: str, force: bool = False) -> None:
+        if line == self._last:
+            return
+        now = time.monotonic()
+        running_again = line.startswith("running") and self._last.startswith("running")
+        if running_again and not force and now - self._last_at < LINE_EVERY:
+            return
+        self._log.info("%s: %s", self._job, line)
+        self._last, self._last_at = line, now
