@@ -4,7 +4,8 @@
 references, its pods and its Kueue Workload. The sweep is the backstop: Jobs submitted with the TTL turned
 off, a retention shorter than the TTL, or a cluster where the TTL controller lags. A Job is finished when its
 Complete or Failed condition is True, and stale once it finished longer ago than the retention. Queued,
-suspended and running Jobs are never stale, however old.
+suspended and running Jobs are never stale, however old. Nor is a JobSet's Job: its JobSet would create it
+again while it runs (a finished coordinator would run twice); the JobSet's own TTL removes it with its Jobs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from .api_time import parse_api_time
 from .job_progress import finished_condition
+from .jobset import jobset_membership
 
 
 @dataclass(frozen=True)
@@ -33,9 +35,9 @@ class FinishedJob:
 
 
 def finished_job(job: Mapping[str, Any]) -> FinishedJob | None:
-    """The Job's finish, or None while it is not finished (or is already being deleted)."""
+    """The Job's finish, or None while it is not finished (or is already being deleted, or its JobSet's)."""
     metadata = job.get("metadata") or {}
-    if metadata.get("deletionTimestamp"):
+    if metadata.get("deletionTimestamp") or jobset_membership(job) is not None:
         return None
     cond = finished_condition(job)
     if cond is None:

@@ -219,6 +219,24 @@ class JobSetView:
         return "failed", f"{where} failed ({why}){named}"
 
 
+def jobset_membership(job: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(JobSet, replicated job) of a JobSet's Job, from the JobSet controller's labels; else None."""
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    jobset, replicated = labels.get(JOBSET_NAME_LABEL), labels.get(REPLICATED_JOB_LABEL)
+    return (str(jobset), str(replicated)) if jobset and replicated else None
+
+
+def workload_owner_uid(job: Mapping[str, Any]) -> str | None:
+    """The UID Kueue's Workload of the Job is labelled with: its JobSet's (Kueue admits a JobSet whole, its
+    Jobs have no Workload of their own) or, for any other Job, its own."""
+    meta = job.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "JobSet" and ref.get("controller") and ref.get("uid"):
+            return str(ref["uid"])
+    uid = meta.get("uid")
+    return str(uid) if uid else None
+
+
 def jobset_view(jobset: Mapping[str, Any], child_jobs: Iterable[Mapping[str, Any]]) -> JobSetView:
     """The JobSet and its Jobs (listed by ``JOBSET_NAME_LABEL``) as one view, per replicated job."""
     meta, spec, status = jobset.get("metadata") or {}, jobset.get("spec") or {}, jobset.get("status") or {}

@@ -192,7 +192,8 @@ class KueueJobSetOperator(BaseOperator):
     def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
         namespace = self.resolved_namespace()
         replicated = [
-            ReplicatedJob(rj.name, self._job(rj, namespace), rj.replicas) for rj in self.replicated_jobs
+            ReplicatedJob(rj.name, self._job(rj, namespace, identity), rj.replicas)
+            for rj in self.replicated_jobs
         ]
         try:
             name = jobset_name_for(identity, self.jobset_name_prefix, replicated)
@@ -213,8 +214,9 @@ class KueueJobSetOperator(BaseOperator):
             manifest["spec"]["ttlSecondsAfterFinished"] = self.ttl_seconds_after_finished
         return manifest
 
-    def _job(self, rj: KueueReplicatedJob, namespace: str) -> dict[str, Any]:
-        """The replicated job's Job, built and checked as ``KueueIndexedJobOperator``'s is."""
+    def _job(self, rj: KueueReplicatedJob, namespace: str, identity: AirflowIdentity) -> dict[str, Any]:
+        """The replicated job's Job, built and checked as ``KueueIndexedJobOperator``'s is; it carries the
+        task instance's labels and annotations, so its Jobs are the task's (UI, sweepers, ownership)."""
         spec = IndexedJobSpec(
             name=rj.name,
             namespace=namespace,
@@ -243,6 +245,7 @@ class KueueJobSetOperator(BaseOperator):
             security_context=plain(rj.security_context),
             container_security_context=plain(rj.container_security_context),
             job_template=rj.job_template,
+            identity=identity,
         )
         try:
             validate(spec)

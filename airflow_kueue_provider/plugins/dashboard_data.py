@@ -18,10 +18,11 @@ from ..kueue.deadline import deadline_of
 from ..kueue.eta import Estimate, FinishClock, average_finish
 from ..kueue.index_grid import IndexGrid, index_grid, likely_running
 from ..kueue.job_progress import JobView, progress_line, view_of
+from ..kueue.jobset import jobset_membership, workload_owner_uid
 from ..kueue.queue_overview import QueueRow, queue_rows
 from ..kueue.workload_state import WorkloadPhase
 
-KUEUE_OPERATORS = frozenset({"KueueIndexedJobOperator"})
+KUEUE_OPERATORS = frozenset({"KueueIndexedJobOperator", "KueueJobSetOperator"})
 """Operators whose task instances make Kueue Jobs (by class name, as Airflow records a task's operator)."""
 
 
@@ -67,6 +68,10 @@ class JobPanel:
     timeline: list[TimelineStep]
     worker_cluster: str | None = None
     """The MultiKueue worker cluster the Job was dispatched to, on a manager cluster."""
+    jobset: str | None = None
+    """For a Job of a ``KueueJobSetOperator`` task: its JobSet (admitted as one Workload) ..."""
+    replicated_job: str | None = None
+    """... and which of its replicated jobs it runs."""
 
     @property
     def summary(self) -> str:
@@ -84,6 +89,8 @@ class JobPanel:
             "workload_name": self.workload_name,
             "cluster_queue": self.cluster_queue,
             "worker_cluster": self.worker_cluster,
+            "jobset": self.jobset,
+            "replicated_job": self.replicated_job,
             "summary": self.summary,
             "eta": self.live.eta.to_dict() if self.live.eta else None,
             "deadline": self.live.deadline.isoformat() if self.live.deadline else None,
@@ -175,7 +182,8 @@ def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
     (Kueue's visibility API), and the Events of the Job and of the Workload."""
     meta = job["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    workload = hook.workload_for_job(namespace, meta["uid"])
+    workload = hook.workload_for_job(namespace, workload_owner_uid(job) or meta["uid"])
+    membership = jobset_membership(job)
     events = hook.events_of(namespace, "Job", name)
     if workload is not None:
         events += hook.events_of(namespace, "Workload", workload["metadata"]["name"])
@@ -190,6 +198,8 @@ def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
         workload_name=workload["metadata"]["name"] if workload else None,
         cluster_queue=view.workload.cluster_queue if view.workload else None,
         worker_cluster=view.workload.worker_cluster if view.workload else None,
+        jobset=membership[0] if membership else None,
+        replicated_job=membership[1] if membership else None,
         live=live_state(job, workload, time.time(), position=position),
         timeline=admission_timeline(job, workload, events),
     )

@@ -215,6 +215,8 @@ def _panel(panel: JobPanel) -> str:
         meta += f", ClusterQueue {panel.cluster_queue}"
     if panel.worker_cluster:
         meta += f", worker cluster {panel.worker_cluster} (MultiKueue)"
+    if panel.jobset:
+        meta += f", replicated job {panel.replicated_job} of JobSet {panel.jobset} (admitted as one Workload)"
     steps = "".join(
         f"<tr{' class=warn' if step.warning else ''}><td>{escape(step.at.strftime('%Y-%m-%d %H:%M:%S'))}</td>"
         f"<td>{escape(step.what)}</td><td>{escape(step.detail)}</td>"

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from ..hooks.kueue_api import JOB_UID_LABEL
 from ..hooks.kueue_async_hook import AsyncKueueHook, api_status, is_connection_error
 from ..hooks.retry import describe, retry_after
-from ..kueue.jobset import JOBSET_NAME_LABEL
+from ..kueue.jobset import JOBSET_NAME_LABEL, workload_owner_uid
 from .gc_freeze import followers_changed, freeze_once
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ class NamespaceWatch:
     def snapshot(self, job_name: str) -> JobSnapshot:
         """The Job and its Workload -- for a JobSet's Job, the JobSet's Workload (Kueue admits it whole)."""
         job = self.jobs.get(job_name)
-        uid = _workload_owner_uid(job) if job else None
+        uid = workload_owner_uid(job) if job else None
         return JobSnapshot(job, self.workloads.get(uid) if uid else None)
 
     def jobset_snapshot(self, name: str) -> JobSetSnapshot:
@@ -522,16 +522,6 @@ def _jobset_of(job: dict[str, Any]) -> str | None:
     """The JobSet a Job belongs to (the JobSet controller's label), if any."""
     owner = (job.get("metadata", {}).get("labels") or {}).get(JOBSET_NAME_LABEL)
     return str(owner) if owner else None
-
-
-def _workload_owner_uid(job: dict[str, Any]) -> str | None:
-    """Whose Workload the Job runs under: its JobSet's (its controller owner) or its own."""
-    meta = job.get("metadata", {})
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == "JobSet" and ref.get("controller"):
-            return str(ref.get("uid"))
-    uid = meta.get("uid")
-    return str(uid) if uid else None
 
 
 def _job_uid(workload: dict[str, Any]) -> str | None:

@@ -25,9 +25,11 @@ from kubernetes.client.rest import ApiException
 
 from airflow_kueue_provider.airflow_compat import AirflowException
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
+from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.finished_job_sweep import KueueFinishedJobSweepOperator
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 
 from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
@@ -359,3 +361,63 @@ def test_the_multikueue_worker_identity_handles_jobs_and_workloads_and_reads_not
         ("delete", "namespaces", ""),
     ]:
         assert not allowed(verb, resource, group), f"the MultiKueue identity may {verb} {resource}"
+
+
+def test_the_worker_identity_runs_a_jobset_task_with_checkpointing_and_reaches_nothing_else(
+    kueue_env_factory: Any, identity: Any, devcluster_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env, other = kueue_env_factory(cpu="8"), kueue_env_factory()
+    worker = identity("worker-triggerer.yaml", env.namespace)
+    blob = {
+        "conn_type": "wasb",
+        "extra": {"connection_string": devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_RBAC_BLOB", json.dumps(blob))
+    base = f"rbac-js-{env.namespace[-6:]}"
+    requests = {"requests": {"cpu": "1", "memory": "1Gi"}}
+    operator = KueueJobSetOperator(
+        task_id="shards",
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        deferrable=False,
+        kubernetes_conn_id=worker.conn_id,
+        checkpointing=Checkpointing("rbac_blob", base),
+        replicated_jobs=[
+            KueueReplicatedJob("coordinator", image="example.invalid/c:1", resources=requests),
+            KueueReplicatedJob(
+                "workers", image="example.invalid/w:1", completions=4, resources=requests, checkpoint=True
+            ),
+        ],
+    )
+    result = operator.execute({"ti": _ti("jobset")})  # type: ignore[arg-type]
+    assert [(rj["name"], rj["succeeded"]) for rj in result["replicated_jobs"]] == [
+        ("coordinator", 1),
+        ("workers", 4),
+    ], result
+    # The workers' pods were told where to checkpoint, with a SAS Secret the JobSet owns.
+    name = result["jobset_name"]
+    jobset = env.cluster.custom.get_namespaced_custom_object(
+        JOBSET_GROUP, JOBSET_VERSION, env.namespace, JOBSET_PLURAL, name
+    )
+    secret = env.cluster.core.read_namespaced_secret(f"{name}-checkpoint", env.namespace)
+    assert secret.metadata.owner_references[0].uid == jobset["metadata"]["uid"]
+    (workers_job,) = [j for j in env.jobs() if j.metadata.name == f"{name}-workers-0"]
+    env_names = {e.name for e in workers_job.spec.template.spec.containers[0].env}
+    assert {
+        "AIRFLOW_KUEUE_CHECKPOINT_URL",
+        "AIRFLOW_KUEUE_CHECKPOINT_SAS",
+        "AIRFLOW_KUEUE_SHARDS",
+    } <= env_names
+    service = BlobServiceClient.from_connection_string(devcluster_env["AZURE_STORAGE_CONNECTION_STRING"])
+    for container in service.list_containers(name_starts_with=base):
+        service.delete_container(container.name)
+
+    custom = client.CustomObjectsApi(worker.api)
+    with pytest.raises(ApiException) as denied:
+        custom.list_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, other.namespace, JOBSET_PLURAL)
+    assert denied.value.status == 403, "no JobSet access outside its namespace"
+    with pytest.raises(ApiException) as denied:
+        custom.patch_namespaced_custom_object(
+            JOBSET_GROUP, JOBSET_VERSION, env.namespace, JOBSET_PLURAL, name, {"spec": {"suspend": False}}
+        )
+    assert denied.value.status == 403, "it cannot unsuspend a JobSet (only Kueue may)"

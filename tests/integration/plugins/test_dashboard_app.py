@@ -14,11 +14,13 @@ from airflow_kueue_provider.hooks.kueue_hook import KueueHook
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.job_manifest import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 
 from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
 from ..request_count import counted_client
 
+RUN_1S = {"kwok.airflow-kueue.io/run-duration": "1s"}
 TI = {"dag_id": "ui", "run_id": f"manual__2026-11-30-{short_id()}", "task_id": "shards"}
 """Unique per session, so the every-namespace lookup finds this session's Jobs only."""
 
@@ -187,3 +189,38 @@ def test_the_task_view_names_the_multikueue_worker_cluster_that_ran_the_job(
     assert job["worker_cluster"] == "worker-2" and job["grid"]["counts"]["done"] == 4
     html = _client([mk.manager.namespace]).get("/task", params=ti).text
     assert "worker cluster worker-2 (MultiKueue)" in html
+
+
+def test_the_task_view_of_a_jobset_task_shows_each_replicated_job_with_the_jobsets_workload(
+    kueue_env_factory: Callable[..., KueueEnv],
+) -> None:
+    env = kueue_env_factory(cpu="8")
+    ti = {**TI, "dag_id": "ui_jobset"}
+    requests = {"requests": {"cpu": "1", "memory": "1Gi"}}
+    op = KueueJobSetOperator(
+        task_id=ti["task_id"],
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        deferrable=False,
+        replicated_jobs=[
+            KueueReplicatedJob(
+                "coordinator", image="example.invalid/c:1", resources=requests, annotations=RUN_1S
+            ),
+            KueueReplicatedJob(
+                "workers", image="example.invalid/w:1", completions=6, resources=requests, annotations=RUN_1S
+            ),
+        ],
+    )
+    result = op.execute({"ti": SimpleNamespace(**ti, try_number=1, map_index=-1)})  # type: ignore[arg-type]
+    name = result["jobset_name"]
+
+    panels = _client([env.namespace]).get("/api/task", params=ti).json()["jobs"]
+    by_job = {p["replicated_job"]: p for p in panels}
+    assert sorted(by_job) == ["coordinator", "workers"], panels
+    workers = by_job["workers"]
+    assert workers["name"] == f"{name}-workers-0" and workers["jobset"] == name
+    # Kueue admitted the JobSet as one Workload: both Jobs show it and its ClusterQueue.
+    assert workers["workload_name"] == result["workload_name"] == by_job["coordinator"]["workload_name"]
+    assert workers["cluster_queue"] == env.cluster_queue and workers["grid"]["counts"]["done"] == 6
+    html = _client([env.namespace]).get("/task", params=ti).text
+    assert f"replicated job workers of JobSet {name}" in html

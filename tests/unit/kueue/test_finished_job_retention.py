@@ -57,3 +57,13 @@ def test_stale_means_finished_longer_ago_than_the_retention_oldest_first() -> No
     assert [j.name for j in stale_finished_jobs(jobs, NOW, timedelta(0))] == ["week", "day-and-a-bit", "hour"]
     assert stale_finished_jobs(jobs, NOW, timedelta(days=30)) == []
     assert str(stale_finished_jobs(jobs, NOW, timedelta(days=1))[0]) == "ns/week"
+
+
+def test_a_jobsets_finished_job_is_left_to_its_jobset() -> None:
+    """A JobSet that still runs would create its finished coordinator again (and run it twice)."""
+    labels = {
+        "jobset.sigs.k8s.io/jobset-name": "genomics",
+        "jobset.sigs.k8s.io/replicatedjob-name": "coordinator",
+    }
+    coordinator = job("genomics-coordinator-0", ("Complete", "True", "2026-01-01T00:00:00Z"), labels=labels)
+    assert finished_job(coordinator) is None

@@ -1,0 +1,115 @@
+"""The shared watch follows JobSets only once a JobSet follower joins (a cluster without the JobSet CRD is
+never asked for them); a JobSet follower wakes on its JobSet, its Jobs and its Workload."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, ClassVar
+
+import pytest
+
+from airflow_kueue_provider.triggers import namespace_watch
+from airflow_kueue_provider.triggers.namespace_watch import NamespaceWatch
+
+JOBSET_LABELS = {
+    "jobset.sigs.k8s.io/jobset-name": "genomics",
+    "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+}
+
+
+def _child(active: int) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "genomics-workers-0",
+            "uid": "child-uid",
+            "resourceVersion": str(10 + active),
+            "labels": JOBSET_LABELS,
+            "ownerReferences": [{"kind": "JobSet", "uid": "js-uid", "controller": True}],
+        },
+        "status": {"active": active},
+    }
+
+
+JOBSET = {
+    "metadata": {"name": "genomics", "uid": "js-uid", "resourceVersion": "5"},
+    "spec": {"suspend": False},
+}
+WORKLOAD = {
+    "metadata": {
+        "name": "jobset-genomics",
+        "uid": "wl",
+        "resourceVersion": "7",
+        "labels": {"kueue.x-k8s.io/job-uid": "js-uid"},
+    }
+}
+
+
+class FakeHook:
+    listed: ClassVar[list[str]] = []
+
+    def __init__(self, conn_id: str) -> None:
+        pass
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[FakeHook]:
+        yield self
+
+    async def list_jobs(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+        FakeHook.listed.append("jobs")
+        return [_child(2)], "1"
+
+    async def list_workloads(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+        FakeHook.listed.append("workloads")
+        return [dict(WORKLOAD)], "1"
+
+    async def list_jobsets(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+        FakeHook.listed.append("jobsets")
+        return [dict(JOBSET)], "1"
+
+    def _never(self, *args: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        async def events() -> AsyncIterator[tuple[str, dict[str, Any]]]:
+            await asyncio.Event().wait()
+            yield "BOOKMARK", {}
+
+        return events()
+
+    watch_jobs = watch_workloads = watch_jobsets = _never
+
+
+def test_jobsets_are_watched_once_asked_for_and_their_jobs_and_workload_wake_their_follower(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(namespace_watch, "AsyncKueueHook", FakeHook)
+    FakeHook.listed = []
+
+    async def scenario() -> None:
+        async with NamespaceWatch.follow("c", "ns", "genomics-workers-0") as job_follower:
+            job = await asyncio.wait_for(job_follower.next(), 5)
+            assert sorted(FakeHook.listed) == [
+                "jobs",
+                "workloads",
+            ]  # no JobSet LIST without a JobSet follower
+            assert job.workload is not None and job.workload["metadata"]["name"] == "jobset-genomics"
+            async with NamespaceWatch.follow_jobset("c", "ns", "genomics") as following:
+                snap = await asyncio.wait_for(following.next(), 5)
+                assert "jobsets" in FakeHook.listed and FakeHook.listed.count("jobs") == 2  # all listed again
+                assert snap.jobset is not None and snap.jobset["metadata"]["uid"] == "js-uid"
+                assert [j["metadata"]["name"] for j in snap.jobs] == ["genomics-workers-0"]
+                assert snap.workload is not None and snap.workload["metadata"]["name"] == "jobset-genomics"
+                hub = NamespaceWatch._hubs[("c", "ns")]
+                hub._apply_job("MODIFIED", _child(5))  # a child Job changed: the JobSet's follower wakes
+                snap = await asyncio.wait_for(following.next(), 5)
+                assert snap.jobs[0]["status"]["active"] == 5
+                hub._apply_workload(
+                    "MODIFIED", {**WORKLOAD, "metadata": {**WORKLOAD["metadata"], "resourceVersion": "8"}}
+                )
+                snap = await asyncio.wait_for(following.next(), 5)
+                assert snap.workload is not None and snap.workload["metadata"]["resourceVersion"] == "8"
+                hub._apply_jobset("DELETED", dict(JOBSET))
+                snap = await asyncio.wait_for(following.next(), 5)
+                assert snap.jobset is None
+        assert NamespaceWatch._hubs == {}
+
+    asyncio.run(scenario())
