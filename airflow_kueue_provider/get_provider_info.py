@@ -27,6 +27,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "Kueue",
                 "python-modules": [
                     "airflow_kueue_provider.operators.indexed_job",
+                    "airflow_kueue_provider.operators.jobset",
                     "airflow_kueue_provider.operators.checkpoint_sweep",
                     "airflow_kueue_provider.operators.finished_job_sweep",
                     "airflow_kueue_provider.operators.queue_setup",
@@ -39,13 +40,20 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_kueue_provider.hooks.kueue_hook",
                     "airflow_kueue_provider.hooks.kueue_async_hook",
+                    "airflow_kueue_provider.hooks.jobset_hook",
                     "airflow_kueue_provider.hooks.blob_store",
                     "airflow_kueue_provider.hooks.queue_setup_hook",
                 ],
             }
         ],
         "triggers": [
-            {"integration-name": "Kueue", "python-modules": ["airflow_kueue_provider.triggers.kueue_job"]}
+            {
+                "integration-name": "Kueue",
+                "python-modules": [
+                    "airflow_kueue_provider.triggers.kueue_job",
+                    "airflow_kueue_provider.triggers.kueue_jobset",
+                ],
+            }
         ],
         "extra-links": ["airflow_kueue_provider.operators.kueue_link.KueueJobLink"],
         "config": {"kueue": {"description": "The Kueue provider: UI and pod policy.", "options": _OPTIONS}},

@@ -26,6 +26,7 @@ from ..triggers.kueue_jobset import KueueJobSetTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .job_submission import create_or_adopt_object, reattachable
 from .k8s_models import plain
+from .kueue_link import KueueJobLink
 from .settings import configured_pod_policy
 from .task_facts import created_epoch, seconds, task_identity
 
@@ -126,6 +127,7 @@ class KueueJobSetOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("queue_name", "namespace", "replicated_jobs", "labels", "annotations")
     ui_color = "#d4e9f7"
+    operator_extra_links = (KueueJobLink(),)
 
     def __init__(
         self,
