@@ -52,6 +52,7 @@ from airflow_kueue_provider.kueue.k8s_names import (
     is_valid_label_value,
     safe_label_value,
 )
+from airflow_kueue_provider.kueue.retry_policy import fail_index_rule
 
 __all__ = [
     "CONTAINER_NAME",
@@ -117,8 +118,11 @@ def build_indexed_job(spec: IndexedJobSpec) -> dict[str, Any]:
         job_spec["backoffLimitPerIndex"] = spec.backoff_limit_per_index
     if spec.max_failed_indexes is not None:
         job_spec["maxFailedIndexes"] = spec.max_failed_indexes
-    if spec.spot:
-        job_spec["podFailurePolicy"] = {"rules": [copy.deepcopy(dict(IGNORE_DISRUPTIONS_RULE))]}
+    rules = [copy.deepcopy(dict(IGNORE_DISRUPTIONS_RULE))] if spec.spot else []
+    if spec.non_retriable_exit_codes:
+        rules.append(fail_index_rule(spec.non_retriable_exit_codes))  # after Ignore: first match wins
+    if rules:
+        job_spec["podFailurePolicy"] = {"rules": rules}
 
     pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [_container(spec)]}
     if spec.service_account_name:

@@ -74,6 +74,8 @@ class IndexedJobSpec:
     spot: bool = False
     backoff_limit_per_index: int | None = None
     max_failed_indexes: int | None = None
+    non_retriable_exit_codes: Sequence[int] | None = None
+    """Exit codes that end their index at once (a ``FailIndex`` podFailurePolicy rule), with no retry."""
     ttl_seconds_after_finished: int | None = DEFAULT_TTL_SECONDS_AFTER_FINISHED
     labels: Mapping[str, str] | None = None
     """Pod template labels."""

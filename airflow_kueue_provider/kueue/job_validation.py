@@ -30,6 +30,7 @@ from airflow_kueue_provider.kueue.k8s_names import (
 )
 from airflow_kueue_provider.kueue.pod_spec_checks import check_pod_spec_inputs
 from airflow_kueue_provider.kueue.quantity import parse_quantity
+from airflow_kueue_provider.kueue.retry_policy import exit_code_problems
 
 _RESOURCES_KEYS = ("requests", "limits", "claims")
 
@@ -135,6 +136,8 @@ def _check_counts(spec: IndexedJobSpec, problems: _Problems) -> None:
             f"got {spec.backoff_limit_per_index!r}: "
             "set a non-negative integer (retries per index) or leave it unset",
         )
+    for problem in exit_code_problems(spec.non_retriable_exit_codes, spec.backoff_limit_per_index):
+        problems.add("non_retriable_exit_codes", problem)
     if spec.max_failed_indexes is not None:
         if spec.backoff_limit_per_index is None:
             problems.add(

@@ -29,11 +29,12 @@ from ..kueue.deadline import (
 )
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
-from ..kueue.job_template import template_main_container
+from ..kueue.job_template import as_mapping, template_main_container
 from ..kueue.parallelism_ramp import ELASTIC_JOB_ANNOTATION, ParallelismRamp
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.result import JobResult
+from ..kueue.retry_policy import per_index_retries
 from ..kueue.spill import SPILL_NAME_VARIANT, spill_taken
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..kueue.topology import TOPOLOGY_ANNOTATIONS, InvalidTopology, TopologyRequest
@@ -44,6 +45,7 @@ from .deadline_spill import SpillOutcome, spill
 from .job_submission import create_or_adopt, reattachable
 from .k8s_models import from_secrets, plain, secret_names
 from .kueue_link import KueueJobLink
+from .retry_defaults import PER_INDEX_DEFAULT, PerIndexDefault
 from .settings import configured_pod_policy
 from .task_facts import created_epoch, seconds, task_identity
 
@@ -96,6 +98,12 @@ class KueueIndexedJobOperator(BaseOperator):
         one domain of that level), ``{"preferred": "kubernetes.io/hostname"}`` (as few domains as fit) or
         ``TopologyRequest(level, required=...)``. The level must be one of the ResourceFlavor's Topology. The
         log and the result's ``topology_placement`` say where Kueue put the pods.
+    :param backoff_limit_per_index: retries of each index (default 1, or what ``job_template`` sets): an
+        index that fails more often fails alone, the others go on, and the task fails only by
+        ``max_failed_indexes`` (or at the end when any index failed). ``None``: Kubernetes' whole-Job
+        ``backoffLimit`` (6 pod failures anywhere fail every shard).
+    :param non_retriable_exit_codes: exit codes that end their index at once, without a retry (a bad
+        input): a ``podFailurePolicy`` rule with ``action: FailIndex``.
     :param queue_timeout: fail (and delete the Job) if it is not admitted within this time.
     :param workload_timeout: seconds Kueue has to create the Job's Workload (default 60). The Job is created
         suspended, so it runs only once Kueue admits it; a Job Kueue does not pick up (a namespace Kueue does
@@ -169,8 +177,9 @@ class KueueIndexedJobOperator(BaseOperator):
         container_resources: Mapping[str, Any] | Any | None = None,
         priority_class: str | None = None,
         spot: bool = False,
-        backoff_limit_per_index: int | None = None,
+        backoff_limit_per_index: int | PerIndexDefault | None = PER_INDEX_DEFAULT,
         max_failed_indexes: int | None = None,
+        non_retriable_exit_codes: Sequence[int] | None = None,
         ttl_seconds_after_finished: int | None = 86400,
         queue_timeout: timedelta | float | None = None,
         workload_timeout: timedelta | float = DEFAULT_WORKLOAD_TIMEOUT,
@@ -241,8 +250,12 @@ class KueueIndexedJobOperator(BaseOperator):
         self.container_security_context = plain(container_security_context)
         self.priority_class = priority_class
         self.spot = spot
-        self.backoff_limit_per_index = backoff_limit_per_index
+        self._backoff_given = not isinstance(backoff_limit_per_index, PerIndexDefault)
+        self.backoff_limit_per_index = (
+            None if isinstance(backoff_limit_per_index, PerIndexDefault) else backoff_limit_per_index
+        )
         self.max_failed_indexes = max_failed_indexes
+        self.non_retriable_exit_codes = non_retriable_exit_codes
         self.ttl_seconds_after_finished = ttl_seconds_after_finished
         self.queue_timeout = None if queue_timeout is None else seconds(queue_timeout)
         self.workload_timeout = seconds(workload_timeout)
@@ -303,8 +316,11 @@ class KueueIndexedJobOperator(BaseOperator):
             resources=self.job_resources,
             priority_class=self.priority_class,
             spot=self.spot,
-            backoff_limit_per_index=self.backoff_limit_per_index,
+            backoff_limit_per_index=per_index_retries(
+                self.backoff_limit_per_index, self._backoff_given, as_mapping((template or {}).get("spec"))
+            ),
             max_failed_indexes=self.max_failed_indexes,
+            non_retriable_exit_codes=self.non_retriable_exit_codes,
             ttl_seconds_after_finished=self.ttl_seconds_after_finished,
             labels=self.labels,
             annotations=self._pod_annotations(),

@@ -19,14 +19,17 @@ from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
 from ..kueue.job_spec import MANAGED_BY_LABEL, MANAGED_BY_VALUE, PRIORITY_CLASS_LABEL
+from ..kueue.job_template import as_mapping
 from ..kueue.jobset import ReplicatedJob, build_jobset, jobset_name_for, replicated_job_problems
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
+from ..kueue.retry_policy import per_index_retries
 from ..triggers.kueue_jobset import KueueJobSetTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .job_submission import create_or_adopt_object, reattachable
 from .k8s_models import plain
 from .kueue_link import KueueJobLink
+from .retry_defaults import PER_INDEX_DEFAULT, PerIndexDefault
 from .settings import configured_pod_policy
 from .task_facts import created_epoch, seconds, task_identity
 
@@ -73,8 +76,9 @@ class KueueReplicatedJob:
     arguments: list[str] | None = None
     env: Mapping[str, str] | list[Any] | None = None
     resources: Mapping[str, Any] | Any | None = None
-    backoff_limit_per_index: int | None = None
+    backoff_limit_per_index: int | PerIndexDefault | None = PER_INDEX_DEFAULT
     max_failed_indexes: int | None = None
+    non_retriable_exit_codes: Sequence[int] | None = None
     labels: Mapping[str, str] | None = None
     annotations: Mapping[str, str] | None = None
     node_selector: Mapping[str, str] | None = None
@@ -231,8 +235,15 @@ class KueueJobSetOperator(BaseOperator):
             env=plain(rj.env),
             resources=plain(rj.resources),
             spot=self.spot,
-            backoff_limit_per_index=rj.backoff_limit_per_index,
+            backoff_limit_per_index=per_index_retries(
+                None
+                if isinstance(rj.backoff_limit_per_index, PerIndexDefault)
+                else rj.backoff_limit_per_index,
+                not isinstance(rj.backoff_limit_per_index, PerIndexDefault),
+                as_mapping((rj.job_template or {}).get("spec")),
+            ),
             max_failed_indexes=rj.max_failed_indexes,
+            non_retriable_exit_codes=rj.non_retriable_exit_codes,
             ttl_seconds_after_finished=None,
             labels=rj.labels,
             annotations=rj.annotations,

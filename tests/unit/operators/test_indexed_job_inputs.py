@@ -201,3 +201,18 @@ def test_the_namespace_comes_from_the_connection_when_not_given(monkeypatch: pyt
     plain = KueueIndexedJobOperator(task_id="t", queue_name="lq", image="w", kubernetes_conn_id="k8s_no_ns")
     monkeypatch.setenv("AIRFLOW_CONN_K8S_NO_NS", json.dumps({"conn_type": "kubernetes"}))
     assert plain.build_manifest(IDENTITY)["metadata"]["namespace"] == "default"
+
+
+def test_retries_default_to_one_per_index_unless_the_user_or_the_template_chose() -> None:
+    def built(**kwargs: Any) -> dict[str, Any]:
+        op = KueueIndexedJobOperator(task_id="t", namespace="batch", queue_name="lq", image="w:1", **kwargs)
+        return dict(op.build_manifest(IDENTITY)["spec"])
+
+    assert built()["backoffLimitPerIndex"] == 1 and "backoffLimit" not in built()
+    assert "backoffLimitPerIndex" not in built(backoff_limit_per_index=None)  # Kubernetes' whole-Job limit
+    whole_job = {"apiVersion": "batch/v1", "kind": "Job", "spec": {"backoffLimit": 10}}
+    assert "backoffLimitPerIndex" not in built(job_template=whole_job)  # the template's choice is kept
+    assert built(job_template=whole_job)["backoffLimit"] == 10
+    assert built(non_retriable_exit_codes=[2])["podFailurePolicy"]["rules"][0]["action"] == "FailIndex"
+    with pytest.raises(AirflowFailException, match="non_retriable_exit_codes"):
+        built(backoff_limit_per_index=None, non_retriable_exit_codes=[2])
