@@ -9,7 +9,7 @@ from __future__ import annotations
 from .env import ShardEnv, split_checkpoint_url
 from .mapping import shard_id_for_index
 from .naming import checkpoint_name, checkpoint_seq, done_name
-from .shard import EXIT_SIGTERM, MAX_CHECKPOINT_BYTES, JsonStore, Progress, Shard
+from .shard import EXIT_SIGTERM, MAX_CHECKPOINT_BYTES, JsonStore, Progress, Shard, ShardAlreadyDone
 
 __all__ = [
     "EXIT_SIGTERM",
@@ -17,6 +17,7 @@ __all__ = [
     "JsonStore",
     "Progress",
     "Shard",
+    "ShardAlreadyDone",
     "ShardEnv",
     "checkpoint_name",
     "checkpoint_seq",

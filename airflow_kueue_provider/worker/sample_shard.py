@@ -25,6 +25,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--item-seconds", type=float, default=0.1, help="simulated work per item")
     parser.add_argument("--counter-file", required=True, help="append each processed item id here")
     parser.add_argument("--input-pattern", default="", help="the shard's input, e.g. chromosome_{shard}.bam")
+    parser.add_argument("--redo-done", action="store_true", help="run a shard already marked done again")
     return parser.parse_args(argv)
 
 
@@ -41,10 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
     log = logging.getLogger("sample_shard")
-    with Shard.from_env() as shard:
-        if shard.is_done():
-            log.info("shard %d (index %d) is already done", shard.shard_id, shard.index)
-            return 0
+    # A shard already marked done (a retried or duplicate pod) exits 0 here, before any work.
+    with Shard.from_env(skip_if_done=not args.redo_done) as shard:
         if args.input_pattern:
             log.info("shard %d reads %s", shard.shard_id, args.input_pattern.format(shard=shard.shard_id))
         state = shard.load() or {"next": 0}

@@ -2,9 +2,7 @@
 
 Typical use (see ``sample_shard.py``)::
 
-    with Shard.from_env() as shard:          # installs the SIGTERM handler; leaving the block restores it
-        if shard.is_done():
-            return
+    with Shard.from_env() as shard:          # a shard already marked done exits 0 here (see below);
         state = shard.load() or {"next": 0}  # resume from the most progressed checkpoint
         for i in range(state["next"], n):
             work(i)
@@ -15,6 +13,13 @@ Typical use (see ``sample_shard.py``)::
             if (i + 1) % k == 0:
                 shard.save(state, progress=i + 1)  # periodic checkpoint: one small upload
         shard.mark_done({"items": n})
+
+**Every shard once.** ``from_env`` looks for the shard's ``done.json`` first: a shard another pod (a retry, a
+duplicate pod of the same index, an earlier try of the task) already finished ends the process at once with
+exit code 0 (``ShardAlreadyDone``, a ``SystemExit``), before the program does any work, so Kubernetes counts
+the index done and nothing is redone. ``mark_done`` writes ``done.json`` only if it does not exist yet: the
+first pod to finish keeps its record. ``from_env(skip_if_done=False)`` opts out (a shard that must run again
+whatever it did before; its ``mark_done`` then overwrites).
 
 **Progress.** Every checkpoint carries the caller's ``progress`` (a number that grows with the work done, e.g.
 items finished). ``load()`` resumes from the checkpoint of highest progress (ties: the highest sequence
@@ -196,6 +201,15 @@ def _doc_progress(doc: Mapping[str, Any]) -> Progress | None:
         return None
 
 
+class ShardAlreadyDone(SystemExit):
+    """Raised by ``Shard.from_env`` when the shard is already marked done: the process ends with exit code 0
+    (the index succeeds) without redoing the work. Catch it only to do something else first."""
+
+    def __init__(self, shard_id: int, finished_at: str | None) -> None:
+        super().__init__(0)
+        self.shard_id, self.finished_at = shard_id, finished_at
+
+
 class Shard:
     """One shard of an IndexedJob: its id, its checkpoints, how it resumes and how it stops on SIGTERM."""
 
@@ -209,6 +223,7 @@ class Shard:
         grace_seconds: float = 25.0,
         keep: int = 3,
         flush_store: JsonStore | None = None,
+        skip_if_done: bool = True,
     ) -> None:
         """``flush_store`` (default ``store``) serves the SIGTERM flush; ``from_env`` gives it its own client
         so the flush never waits on a lock or connection the interrupted main thread holds."""
@@ -216,6 +231,7 @@ class Shard:
         self.shard_id, self.index, self.prefix = shard_id, index, prefix
         self.store, self.flush_store = store, flush_store or store
         self.grace_seconds, self.keep = grace_seconds, keep
+        self.skip_if_done = skip_if_done
         self.resumed_seq: int | None = None
         # (state, progress) as one tuple: one attribute write, so the flush thread never sees half of it
         self._current: tuple[dict[str, Any] | None, Progress | None] = (None, None)
@@ -248,9 +264,17 @@ class Shard:
 
     @classmethod
     def from_env(
-        cls, environ: Mapping[str, str] | None = None, *, handle_sigterm: bool = True, keep: int = 3
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        handle_sigterm: bool = True,
+        keep: int = 3,
+        skip_if_done: bool = True,
     ) -> Shard:
-        """The shard this pod runs, from the variables the operator injects (see :mod:`.env`)."""
+        """The shard this pod runs, from the variables the operator injects (see :mod:`.env`).
+
+        With ``skip_if_done`` (the default), a shard already marked done raises ``ShardAlreadyDone``: the
+        process exits 0 without redoing it."""
         env = ShardEnv.from_environ(os.environ if environ is None else environ)
         if env.connection_string:
             endpoint = account_url_from_connection_string(env.connection_string)
@@ -274,10 +298,29 @@ class Shard:
             grace_seconds=env.grace_seconds,
             keep=keep,
             flush_store=flush_store,
+            skip_if_done=skip_if_done,
         )
+        if skip_if_done:
+            shard.exit_if_done()
         if handle_sigterm:
             shard.handle_sigterm()
         return shard
+
+    def exit_if_done(self) -> None:
+        """Raise ``ShardAlreadyDone`` (exit code 0) when the shard's ``done.json`` exists."""
+        done = self.done_record()
+        if done is None:
+            return
+        finished_at = str(done.get("finished_at") or "") or None
+        log.info(
+            "shard %d (index %d) is already done (finished at %s, by an earlier pod or try); exiting "
+            "without redoing it",
+            self.shard_id,
+            self.index,
+            finished_at or "an unknown time",
+        )
+        self.close()
+        raise ShardAlreadyDone(self.shard_id, finished_at)
 
     # -- state -----------------------------------------------------------------------------------------------
 
@@ -377,7 +420,9 @@ class Shard:
         return seq
 
     def mark_done(self, output: Mapping[str, Any]) -> None:
-        """Record that the shard finished, with a small JSON ``output`` (``done.json``)."""
+        """Record that the shard finished, with a small JSON ``output`` (``done.json``). The first record
+        is kept (another pod of the index may have finished first); with ``skip_if_done=False`` it is
+        replaced."""
         doc = {
             "format": CHECKPOINT_FORMAT,
             "shard_id": self.shard_id,
@@ -385,10 +430,21 @@ class Shard:
             "finished_at": _now(),
             "output": dict(output),
         }
-        self.store.write_json(naming.done_name(self.prefix, self.shard_id), doc)
+        name = naming.done_name(self.prefix, self.shard_id)
+        try:
+            self.store.write_json(name, doc, if_none_match=self.skip_if_done)
+        except BlobPreconditionFailed:
+            log.info(
+                "shard %d was already marked done (another pod finished it too); its record is kept",
+                self.shard_id,
+            )
+
+    def done_record(self) -> dict[str, Any] | None:
+        """The shard's ``done.json``, or None while it is not done."""
+        return self.store.read_json(naming.done_name(self.prefix, self.shard_id))[0]
 
     def is_done(self) -> bool:
-        return self.store.read_json(naming.done_name(self.prefix, self.shard_id))[0] is not None
+        return self.done_record() is not None
 
     def _write(
         self,

@@ -176,3 +176,39 @@ def test_sigterm_mid_shard_flushes_and_a_restart_resumes_without_repeating(
     )  # fmt: skip
     assert third.returncode == 0 and "already done" in third.stderr
     assert len(lines(counter)) == items
+
+
+def test_a_duplicate_pod_of_a_done_shard_exits_0_without_redoing_it_unless_asked_to(
+    base: str, store: BlobStore, tmp_path: Path
+) -> None:
+    counter, items = tmp_path / "counter", 10
+    env = pod_env(base, index=2, shards=None)
+    first = subprocess.run(
+        sample(counter, items, every=5, seconds=0.01), env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    done, etag = store.read_json(f"{PREFIX}/shards/2/done.json")
+    assert done is not None and lines(counter) == [f"2:{i}" for i in range(items)]
+
+    # A second process of the same index (a retried pod, or Kubernetes' duplicate): the SDK sees done.json
+    # and the process exits 0 before the program's first item; the first pod's record stays.
+    duplicate = subprocess.run(
+        sample(counter, items, every=5, seconds=0.01), env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert duplicate.returncode == 0, duplicate.stderr
+    assert (
+        "shard 2 (index 2) is already done" in duplicate.stderr and "starts at item" not in duplicate.stderr
+    )
+    assert len(lines(counter)) == items, "no item ran twice"
+    assert store.read_json(f"{PREFIX}/shards/2/done.json")[1] == etag
+
+    # Opted out: the shard runs again (from its last checkpoint, which is at the end: no item redone) and
+    # its new record replaces the old one.
+    redo = subprocess.run(
+        [*sample(counter, items, every=5, seconds=0.01), "--redo-done"], env=env, cwd=tmp_path,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert redo.returncode == 0 and "starts at item" in redo.stderr, redo.stderr
+    assert store.read_json(f"{PREFIX}/shards/2/done.json")[1] != etag

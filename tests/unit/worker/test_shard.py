@@ -650,3 +650,21 @@ def test_worker_imports_without_airflow() -> None:
         "assert not [m for m in sys.modules if m.split('.')[0] == 'airflow']\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_shard_already_done_exits_0_before_any_work_and_the_first_done_record_is_kept() -> None:
+    from airflow_kueue_provider.worker.shard import ShardAlreadyDone
+
+    store = MemoryStore()
+    first = Shard(4, 0, store, prefix="p")
+    first.mark_done({"items": 3})
+    late = Shard(4, 0, store, prefix="p")  # a duplicate pod of the same index, finishing second
+    late.mark_done({"items": 99})
+    assert first.done_record() is not None and first.done_record()["output"] == {"items": 3}  # type: ignore[index]
+    with pytest.raises(ShardAlreadyDone) as exited:
+        Shard(4, 0, store, prefix="p").exit_if_done()
+    assert exited.value.code == 0 and exited.value.shard_id == 4
+    Shard(5, 1, store, prefix="p").exit_if_done()  # not done: nothing happens
+    redo = Shard(4, 0, store, prefix="p", skip_if_done=False)
+    redo.mark_done({"items": 7})  # opted out: the new record replaces the old one
+    assert redo.done_record()["output"] == {"items": 7}  # type: ignore[index]
