@@ -189,7 +189,7 @@ def progress_line(view: JobView, position: tuple[int, int] | None = None, waited
 
 def _admission_facts(wl: WorkloadState) -> str:
     """What the running line adds about how the Job was admitted: a partial admission, a TAS placement, the
-    MultiKueue worker cluster it runs on."""
+    MultiKueue worker cluster it runs on, and the quota Kueue took back in the tail (reclaimable pods)."""
     facts = []
     if wl.partially_admitted:
         facts.append(f"{wl.pods_admitted} of {wl.pods_requested} pods: partial admission")
@@ -197,6 +197,8 @@ def _admission_facts(wl: WorkloadState) -> str:
         facts.append(f"placed on {wl.topology.describe()}")
     if wl.worker_cluster:
         facts.append(f"on worker cluster {wl.worker_cluster}")
+    if wl.reclaimable_pods:
+        facts.append(f"quota of {wl.reclaimable_pods} pod(s) handed back: fewer indexes left than pods")
     return f" ({'; '.join(facts)})" if facts else ""
 
 

@@ -108,6 +108,9 @@ class WorkloadState:
     cluster; Kueue clears it when the Workload is evicted."""
     pending_checks: tuple[tuple[str, str], ...] = ()
     """AdmissionChecks not ``Ready`` yet, as (name, state[: message]) (``status.admissionChecks``)."""
+    reclaimable_pods: int = 0
+    """Pods of the admission Kueue no longer counts (``status.reclaimablePods``): in a Job's tail, once fewer
+    indexes are left than pods may run, the quota of the rest goes back to the queue (ReclaimablePods)."""
 
     @property
     def partially_admitted(self) -> bool:
@@ -228,6 +231,7 @@ def workload_state_from_dict(workload: Mapping[str, Any]) -> WorkloadState:
         topology=placement_of(status),
         worker_cluster=_str_or_none(status.get("clusterName")),
         pending_checks=_pending_checks(status),
+        reclaimable_pods=sum(_int(_mapping(p).get("count")) for p in _list(status.get("reclaimablePods"))),
         priority_class=_priority_class(spec),
         requeue_count=_int(requeue_state.get("count")),
         requeue_at=parse_api_time(requeue_state.get("requeueAt")),

@@ -146,3 +146,9 @@ def test_the_running_line_names_the_worker_cluster() -> None:
     dispatched = {**ADMITTED, "status": {**ADMITTED["status"], "clusterName": "worker-2"}}
     line = progress_line(view_of(job({"active": 2, "completedIndexes": "0"}), dispatched))
     assert line.endswith("(on worker cluster worker-2)"), line
+
+
+def test_the_running_line_says_when_kueue_takes_the_tails_quota_back() -> None:
+    tail = {**ADMITTED, "status": {**ADMITTED["status"], "reclaimablePods": [{"name": "main", "count": 3}]}}
+    line = progress_line(view_of(job({"active": 1, "completedIndexes": "0-2"}), tail))
+    assert line.endswith("(quota of 3 pod(s) handed back: fewer indexes left than pods)"), line
