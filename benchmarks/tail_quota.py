@@ -8,7 +8,8 @@ feature (beta, on by default since v0.15) the Job integration reports ``parallel
 many pods at once. This script measures it on the local cluster, against the anchor of the same run: the
 quota a Kueue without reclaimable pods would hold (the Job's full parallelism until it finishes).
 
-One ClusterQueue of ``--parallelism`` CPUs, two LocalQueues on it (team A, team B). Team A's Job:
+Team A's ClusterQueue of ``--parallelism`` CPUs and team B's, which owns none, in one cohort: B runs on
+what A does not use. Team A's Job:
 ``--shards`` indexes of 1 CPU at parallelism ``--parallelism``, each index running its own duration from a
 fixed distribution (``--min-seconds``..``--max-seconds``, seed ``--seed``;
 ``kwok.airflow-kueue.io/run-duration-N``).
@@ -54,6 +55,7 @@ from tests.integration.cluster import (  # noqa: E402
     is_true,
     wait_for,
 )
+from tests.integration.operators.tail_quota_queues import add_second_team  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 
@@ -90,11 +92,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cluster = Cluster(config.new_client_from_config(config_file=os.environ["KUBECONFIG"]))
     env = create_kueue_env(cluster, "tail-quota", cpu=str(args.parallelism), memory="1Ti")
     team_b = "team-b"
-    cluster.kueue_create(
-        "localqueues",
-        {"kind": "LocalQueue", "metadata": {"name": team_b}, "spec": {"clusterQueue": env.cluster_queue}},
-        env.namespace,
-    )
+    add_second_team(env, team_b)  # its own ClusterQueue, nominal 0, in a cohort with A's
     try:
         shard_seconds = durations(args)
         annotations = {

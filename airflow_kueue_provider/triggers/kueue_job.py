@@ -246,6 +246,7 @@ class KueueJobTrigger(BaseTrigger):
                     start_check_in,
                     unmanaged_in,
                     deadline_in,
+                    progress.due_in(),
                 )
                 if t is not None
             ]

@@ -151,7 +151,7 @@ class KueueJobSetTrigger(BaseTrigger):
                 snapshot = fresh or snapshot
                 continue
             # 5. Sleep until the watch has news, or a timeout is due.
-            waits = [t for t in (left, unmanaged_in) if t is not None]
+            waits = [t for t in (left, unmanaged_in, progress.due_in()) if t is not None]
             try:
                 snapshot = await asyncio.wait_for(
                     following.next(), timeout=max(min(waits), 0.05) if waits else None

@@ -198,6 +198,8 @@ class KueueEnv:
     local_queue: str
     priority_classes: list[str] = field(default_factory=list)
     owns_namespace: bool = True
+    extra_cluster_queues: list[str] = field(default_factory=list)
+    """Other ClusterQueues a test made over this flavor (deleted with it)."""
 
     def create_job(self, manifest: dict[str, Any]) -> dict[str, Any]:
         created = self.cluster.batch.create_namespaced_job(self.namespace, manifest)
@@ -328,7 +330,8 @@ def delete_kueue_env(env: KueueEnv) -> None:
     except ApiException as exc:
         if exc.status != 404:
             raise
-    c.kueue_delete("clusterqueues", env.cluster_queue)
+    for cq in [env.cluster_queue, *env.extra_cluster_queues]:
+        c.kueue_delete("clusterqueues", cq)
     c.kueue_delete("resourceflavors", env.flavor)
     for pc in env.priority_classes:
         c.kueue_delete("workloadpriorityclasses", pc)

@@ -41,3 +41,18 @@ def test_running_lines_are_rate_limited_but_others_and_the_last_are_not(
         "running 5/9 done, 0 failed, 4 active",
         "running 9/9 done, 0 failed, 0 active",
     ]
+
+
+def test_a_held_back_line_is_due_once_the_interval_passed(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [0.0]
+    monkeypatch.setattr(progress_log.time, "monotonic", lambda: now[0])
+    rec = Recorder()
+    log = progress_log.ProgressLog(rec, "ns/job")
+    log.offer("running 0/9 done, 0 failed, 9 active")
+    assert log.due_in() is None  # nothing held
+    now[0] = 4.0
+    log.offer("running 6/9 done, 0 failed, 3 active")  # held back: the last line is 4 s old
+    assert log.due_in() == 6.0  # the trigger wakes then, with no news, and offers it again
+    now[0] = 10.0
+    log.offer("running 6/9 done, 0 failed, 3 active")
+    assert rec.lines[-1].endswith("running 6/9 done, 0 failed, 3 active") and log.due_in() is None
