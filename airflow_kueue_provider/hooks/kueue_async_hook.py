@@ -182,7 +182,13 @@ class AsyncKueueHook:
         if self._version is None:
             cached = _VERSIONS.get(self.kubernetes_conn_id)
             if cached is None:
-                cached = kueue_api.pick_version(await self.get_raw(f"/apis/{kueue_api.KUEUE_GROUP}"))
+                try:
+                    group = await self.get_raw(f"/apis/{kueue_api.KUEUE_GROUP}")
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                    group = {}  # the group is not served at all: pick_version says so
+                cached = kueue_api.pick_version(group)
                 _VERSIONS[self.kubernetes_conn_id] = cached
             self._version = cached
         return self._version

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
+from kubernetes.client.rest import ApiException
 
 from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.blob_store import BlobConfigError
@@ -281,7 +282,23 @@ class KueueJobSetOperator(BaseOperator):
         self._check_local_queue(hook)
         namespace = self.resolved_namespace()
         # 1. Reattach to a JobSet of this task instance that still runs (or completed) ...
-        submission = reattachable(hook.task_instance_jobsets(namespace, identity))
+        try:
+            previous = hook.task_instance_jobsets(namespace, identity)
+        except ApiException as exc:
+            if exc.status not in (403, 404):
+                raise
+            raise AirflowFailException(
+                f"{self.task_id}: cannot list JobSets in namespace {namespace} (HTTP {exc.status}): "
+                + (
+                    "the cluster does not serve jobset.x-k8s.io/v1alpha2; install the JobSet controller and "
+                    "enable Kueue's jobset.x-k8s.io/jobset integration"
+                    if exc.status == 404
+                    else "the kubernetes connection's identity may not; apply the jobsets rule of "
+                    "deploy/rbac/worker-triggerer.yaml"
+                )
+                + ". Nothing was created."
+            ) from None
+        submission = reattachable(previous)
         if submission is None:
             # 2. ... or create this try's (a worker that died after creating it adopts it through the 409).
             token = session.prepare_pod_access() if session is not None else None

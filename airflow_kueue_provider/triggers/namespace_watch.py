@@ -59,6 +59,14 @@ def jobset_key(name: str) -> str:
     return JOBSET_KEY_PREFIX + name
 
 
+JOBSET_FATAL_STATUSES = frozenset({403, 404})
+"""JobSets not served (no CRD) or not allowed (RBAC): fatal to the JobSet followers at once, to no other."""
+
+
+class JobSetsUnavailable(RuntimeError):
+    """The hub cannot list JobSets in its namespace; only its JobSet followers end, with this."""
+
+
 class KindsChanged(Exception):
     """A follower needs a kind the hub does not watch yet (JobSets): list every kind again, at once."""
 
@@ -101,6 +109,7 @@ class NamespaceWatch:
         self.jobsets: dict[str, dict[str, Any]] = {}  # only once a JobSet follower joined (watch_jobsets)
         self._jobset_names_by_uid: dict[str, str] = {}
         self.watch_jobsets = False
+        self.jobsets_error: BaseException | None = None  # why JobSets cannot be followed here
         self._kinds_changed = asyncio.Event()
         self.followers: dict[str, set[_Follower]] = {}
         self.synced = asyncio.Event()
@@ -146,7 +155,7 @@ class NamespaceWatch:
             if os.environ.get(DEBUG_SIGNAL_ENV):
                 _install_debug_signal(asyncio.get_running_loop())
         if jobsets and not hub.watch_jobsets:
-            hub.watch_jobsets = True
+            hub.watch_jobsets, hub.jobsets_error = True, None
             hub._mark_unsynced()  # nobody reads until JobSets are listed too
             hub._kinds_changed.set()
         follower = _Follower(follower_key)
@@ -225,6 +234,8 @@ class NamespaceWatch:
                 self._mark_unsynced()
                 continue
             except Exception as exc:
+                if self._jobsets_failed(exc):
+                    continue  # the Jobs and Workloads are listed again at once, without JobSets
                 self._mark_unsynced()
                 self.failures += 1
                 fatal = api_status(exc) in FATAL_STATUSES
@@ -244,6 +255,25 @@ class NamespaceWatch:
                 )
                 await asyncio.sleep(delay)
 
+    def _jobsets_failed(self, exc: BaseException) -> bool:
+        """A JobSet LIST or WATCH refused for good (no CRD, no RBAC): stop watching JobSets and end only the
+        JobSet followers, naming the fix; the hub goes on with Jobs and Workloads."""
+        if getattr(exc, "watch_kind", None) != "jobsets" or api_status(exc) not in JOBSET_FATAL_STATUSES:
+            return False
+        self._mark_unsynced()
+        self.watch_jobsets = False
+        self.jobsets_error = JobSetsUnavailable(
+            f"JobSets cannot be listed in namespace {self.namespace} ({describe(exc)}): install the JobSet "
+            "controller (its CRD jobsets.jobset.x-k8s.io), and let this identity list and watch jobsets "
+            "(deploy/rbac/worker-triggerer.yaml)"
+        )
+        log.error("%s", self.jobsets_error)
+        for key, group in self.followers.items():
+            if key.startswith(JOBSET_KEY_PREFIX):
+                for follower in group:
+                    follower.changed.set()
+        return True
+
     async def _until_kinds_change(self) -> None:
         await self._kinds_changed.wait()
         raise KindsChanged("JobSets are followed now")
@@ -254,6 +284,19 @@ class NamespaceWatch:
         self._synced_kinds.clear()
 
     async def _list_and_watch(
+        self,
+        kind: str,
+        list_fn: Callable[..., Any],
+        watch_fn: Callable[..., Any],
+        apply: Callable[[str, dict[str, Any]], None],
+    ) -> None:
+        try:
+            await self._list_and_watch_rounds(kind, list_fn, watch_fn, apply)
+        except Exception as exc:
+            exc.watch_kind = kind  # type: ignore[attr-defined]  # which kind failed (see _jobsets_failed)
+            raise
+
+    async def _list_and_watch_rounds(
         self,
         kind: str,
         list_fn: Callable[..., Any],
@@ -452,6 +495,8 @@ class FollowingJobSet(_FollowingBase[JobSetSnapshot]):
         return self._follower.job_name[len(JOBSET_KEY_PREFIX) :]
 
     def _snapshot(self) -> JobSetSnapshot:
+        if self._hub.jobsets_error is not None:
+            raise self._hub.jobsets_error
         return self._hub.jobset_snapshot(self.name)
 
     async def confirm(self) -> JobSetSnapshot:

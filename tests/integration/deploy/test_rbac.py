@@ -421,3 +421,9 @@ def test_the_worker_identity_runs_a_jobset_task_with_checkpointing_and_reaches_n
             JOBSET_GROUP, JOBSET_VERSION, env.namespace, JOBSET_PLURAL, name, {"spec": {"suspend": False}}
         )
     assert denied.value.status == 403, "it cannot unsuspend a JobSet (only Kueue may)"
+
+    # An identity without the jobsets rule (the UI's, read-only): the task fails at once, naming the rule.
+    ui = identity("ui.yaml", env.namespace)
+    operator.kubernetes_conn_id = ui.conn_id
+    with pytest.raises(AirflowException, match=r"apply the jobsets rule of deploy/rbac/worker-trigger"):
+        operator.execute({"ti": _ti("jobset-ui")})  # type: ignore[arg-type]

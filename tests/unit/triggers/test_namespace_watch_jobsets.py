@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 
 import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from airflow_kueue_provider.triggers import namespace_watch
 from airflow_kueue_provider.triggers.namespace_watch import NamespaceWatch
@@ -111,5 +112,32 @@ def test_jobsets_are_watched_once_asked_for_and_their_jobs_and_workload_wake_the
                 snap = await asyncio.wait_for(following.next(), 5)
                 assert snap.jobset is None
         assert NamespaceWatch._hubs == {}
+
+    asyncio.run(scenario())
+
+
+class NoJobSetCrd(FakeHook):
+    async def list_jobsets(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+        FakeHook.listed.append("jobsets")
+        raise ApiException(status=404, reason="Not Found")
+
+
+def test_jobsets_not_served_end_only_the_jobset_followers_naming_the_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(namespace_watch, "AsyncKueueHook", NoJobSetCrd)
+    FakeHook.listed = []
+
+    async def scenario() -> None:
+        async with NamespaceWatch.follow("c", "ns", "genomics-workers-0") as job_follower:
+            await asyncio.wait_for(job_follower.next(), 5)
+            async with NamespaceWatch.follow_jobset("c", "ns", "genomics") as following:
+                with pytest.raises(namespace_watch.JobSetsUnavailable, match="install the JobSet controller"):
+                    await asyncio.wait_for(following.next(), 5)
+            hub = NamespaceWatch._hubs[("c", "ns")]
+            assert hub.error is None and not hub.watch_jobsets  # the Jobs' followers go on
+            hub._apply_job("MODIFIED", _child(7))
+            job = await asyncio.wait_for(job_follower.next(), 5)
+            assert job.job is not None and job.job["status"]["active"] == 7
 
     asyncio.run(scenario())
