@@ -22,6 +22,7 @@ from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_j
 from ..kueue.job_spec import MANAGED_BY_LABEL, MANAGED_BY_VALUE, PRIORITY_CLASS_LABEL
 from ..kueue.job_template import as_mapping
 from ..kueue.jobset import ReplicatedJob, build_jobset, jobset_name_for, replicated_job_problems
+from ..kueue.k8s_names import is_dns1123_subdomain, is_valid_label_value
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.retry_policy import per_index_retries
@@ -174,6 +175,13 @@ class KueueJobSetOperator(BaseOperator):
             raise AirflowFailException(
                 f"{self.task_id}: checkpointing= and a replicated job with checkpoint=True go together: "
                 "set both or neither"
+            )
+        if priority_class is not None and not (
+            is_dns1123_subdomain(priority_class) and is_valid_label_value(priority_class)
+        ):
+            raise AirflowFailException(
+                f"{self.task_id}: priority_class {priority_class!r} is not a valid WorkloadPriorityClass "
+                "name: use at most 63 lowercase letters, digits, '-' and '.'"
             )
         self.queue_name = queue_name
         self.namespace = namespace
