@@ -24,7 +24,6 @@ Steps reported (the anchor is the ideal, completions x run / parallelism):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -39,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bed_env import key_value_table, load_devcluster_env, write_results  # noqa: E402
 from kubernetes import config, watch  # noqa: E402
 
 from airflow_kueue_provider.kueue.job_manifest import build_indexed_job  # noqa: E402
@@ -50,16 +50,7 @@ from tests.integration.cluster import (  # noqa: E402
     wait_for,
 )
 
-RESULTS = REPO / "benchmarks" / "results"
 INDEX = "batch.kubernetes.io/job-completion-index"
-
-
-def load_devcluster_env() -> None:
-    state = Path(os.environ.get("DEVCLUSTER_STATE", REPO / ".devcluster"))
-    for line in (state / "env").read_text().splitlines():
-        if line.startswith("export "):
-            key, _, value = line[len("export ") :].partition("=")
-            os.environ.setdefault(key, value.strip("'\""))
 
 
 class Stamps:
@@ -207,10 +198,6 @@ def summarise(
     }
 
 
-def markdown(result: dict[str, Any]) -> str:
-    return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in result.items()) + "\n"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=1000)
@@ -221,10 +208,7 @@ def main() -> int:
     args = parser.parse_args()
     load_devcluster_env()
     result = run(args)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / f"{args.name}.md").write_text(markdown(result))
-    print(markdown(result))
+    write_results(args.name, result, key_value_table(result, leave_out=("trace",)))
     return 0
 
 

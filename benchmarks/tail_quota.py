@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import platform
 import random
@@ -44,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bed_env import key_value_table, load_devcluster_env, write_results  # noqa: E402
 from kubernetes import config  # noqa: E402
 
 from airflow_kueue_provider.kueue.index_set import IndexSet  # noqa: E402
@@ -57,8 +57,6 @@ from tests.integration.cluster import (  # noqa: E402
 )
 from tests.integration.operators.tail_quota_queues import add_second_team  # noqa: E402
 
-RESULTS = REPO / "benchmarks" / "results"
-
 
 @dataclass
 class Sample:
@@ -67,14 +65,6 @@ class Sample:
     finished: int  # completed + failed indexes
     reclaimable: int
     b_admitted: bool
-
-
-def load_devcluster_env() -> None:
-    state = Path(os.environ.get("DEVCLUSTER_STATE", REPO / ".devcluster"))
-    for line in (state / "env").read_text().splitlines():
-        if line.startswith("export "):
-            key, _, value = line[len("export ") :].partition("=")
-            os.environ.setdefault(key, value.strip("'\""))
 
 
 def durations(args: argparse.Namespace) -> list[int]:
@@ -194,11 +184,6 @@ def summarise(
     }
 
 
-def markdown(result: dict[str, Any]) -> str:
-    rows = [(k, v) for k, v in result.items() if k != "trace"]
-    return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=200)
@@ -212,10 +197,7 @@ def main() -> int:
     args = parser.parse_args()
     load_devcluster_env()
     result = run(args)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / f"{args.name}.md").write_text(markdown(result))
-    print(markdown(result))
+    write_results(args.name, result, key_value_table(result, leave_out=("trace",)))
     return 0
 
 

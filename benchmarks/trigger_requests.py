@@ -25,7 +25,6 @@ import math
 import os
 import platform
 import re
-import shlex
 import ssl
 import subprocess
 import sys
@@ -48,6 +47,8 @@ from urllib.parse import parse_qsl, urlsplit
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from bed_env import load_devcluster_env  # noqa: E402  (triggerer_load uses it as tr.load_devcluster_env)
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "airflow-kueue-provider"}
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=airflow-kueue-provider"
@@ -74,16 +75,6 @@ def ensure_cluster() -> None:
     if status.returncode != 0:
         log.warning("devcluster status exited %s; running devcluster up", status.returncode)
         subprocess.run([sys.executable, "-m", "devcluster", "up"], cwd=REPO, check=True)
-
-
-def load_devcluster_env() -> Path:
-    """Export ``.devcluster/env`` (KUBECONFIG, AIRFLOW_CONN_KUBERNETES_DEFAULT) unless already exported."""
-    state = Path(os.environ.get("DEVCLUSTER_STATE", REPO / ".devcluster"))
-    for line in (state / "env").read_text().splitlines():
-        if line.startswith("export "):
-            key, _, value = line[len("export ") :].partition("=")
-            os.environ.setdefault(key, shlex.split(value)[0] if value else "")
-    return state
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 from .api_time import parse_api_time
 from .jobset import JobSetView, ReplicatedJobProgress
-from .quota_guard import Unmanaged
+from .quota_guard import Unmanaged, no_workload_verdict
 from .workload_state import WorkloadPhase, WorkloadState
 
 JOBSET_LIKELY_CAUSES = (
@@ -118,19 +118,7 @@ def unmanaged_jobset_verdict(
     The JobSet is created suspended; one that runs without a Workload runs outside every quota."""
     if view.finished is not None or has_workload:
         return None
-    where = f"JobSet {view.namespace}/{view.name}"
-    causes = JOBSET_LIKELY_CAUSES.format(ns=view.namespace)
     active = sum(rj.active for rj in view.replicated)
-    if not view.suspended:
-        return Unmanaged(
-            f"{where} was unsuspended without a Kueue Workload ({active} pod(s) active), outside any quota; "
-            f"it was deleted. Likely: {causes}",
-            running_outside_quota=True,
-        )
-    if seconds_since_submit >= workload_timeout:
-        return Unmanaged(
-            f"Kueue did not create a Workload for {where} within workload_timeout={workload_timeout:.0f}s, "
-            f"so it is not queued anywhere (no pod ran); it was deleted. Likely: {causes}",
-            running_outside_quota=False,
-        )
-    return None
+    running = None if view.suspended else f"was unsuspended ({active} pod(s) active)"
+    where, causes = f"JobSet {view.namespace}/{view.name}", JOBSET_LIKELY_CAUSES.format(ns=view.namespace)
+    return no_workload_verdict(where, causes, running, seconds_since_submit, workload_timeout)

@@ -37,11 +37,20 @@ def unmanaged_verdict(
     """None while Kueue manages the Job (it has a Workload), it finished, or Kueue still has time."""
     if view.finished_condition is not None or view.workload is not None:
         return None
-    where = f"Job {view.namespace}/{view.name}"
-    causes = LIKELY_CAUSES.format(ns=view.namespace)
-    if not view.suspended and view.active > 0:
+    running = f"ran {view.active} pod(s)" if not view.suspended and view.active > 0 else None
+    where, causes = f"Job {view.namespace}/{view.name}", LIKELY_CAUSES.format(ns=view.namespace)
+    return no_workload_verdict(where, causes, running, seconds_since_submit, workload_timeout)
+
+
+def no_workload_verdict(
+    where: str, causes: str, running: str | None, seconds_since_submit: float, workload_timeout: float
+) -> Unmanaged | None:
+    """The verdict on an unfinished object (``where``: "Job ns/name", "JobSet ns/name") that has no Kueue
+    Workload: ``running`` (e.g. "ran 3 pod(s)") when it runs anyway, outside any quota: at once; else once
+    Kueue's ``workload_timeout`` is over. ``causes``: the likely reasons, for the message."""
+    if running is not None:
         return Unmanaged(
-            f"{where} ran {view.active} pod(s) without a Kueue Workload, outside any quota; it was deleted. "
+            f"{where} {running} without a Kueue Workload, outside any quota; it was deleted. "
             f"Likely: {causes}",
             running_outside_quota=True,
         )

@@ -19,13 +19,22 @@ DEFAULT_BACKOFF_LIMIT_PER_INDEX = 1
 MAX_EXIT_CODE_VALUES = 255  # Kubernetes' limit on onExitCodes.values
 
 
-def per_index_retries(
-    given: int | None, given_explicitly: bool, template_spec: Mapping[str, Any]
-) -> int | None:
+class PerIndexDefault:
+    """``backoff_limit_per_index`` left out: ``None`` already means Kubernetes' whole-Job limit, so "not
+    given" needs a value of its own (1 retry per index, or what the ``job_template`` sets)."""
+
+    def __repr__(self) -> str:
+        return "PER_INDEX_DEFAULT"
+
+
+PER_INDEX_DEFAULT = PerIndexDefault()
+
+
+def per_index_retries(given: int | PerIndexDefault | None, template_spec: Mapping[str, Any]) -> int | None:
     """The ``backoffLimitPerIndex`` to build: what the user gave (``None`` = Kubernetes' whole-Job
     ``backoffLimit``), else what a ``job_template`` sets (per index, or a whole-Job limit: kept), else the
     default."""
-    if given_explicitly:
+    if not isinstance(given, PerIndexDefault):
         return given
     if "backoffLimitPerIndex" in template_spec:
         return int(template_spec["backoffLimitPerIndex"])

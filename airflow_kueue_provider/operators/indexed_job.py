@@ -34,7 +34,7 @@ from ..kueue.parallelism_ramp import ELASTIC_JOB_ANNOTATION, ParallelismRamp
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.result import JobResult
-from ..kueue.retry_policy import per_index_retries
+from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault, per_index_retries
 from ..kueue.spill import SPILL_NAME_VARIANT, spill_taken
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..kueue.topology import TOPOLOGY_ANNOTATIONS, InvalidTopology, TopologyRequest
@@ -45,7 +45,6 @@ from .deadline_spill import SpillOutcome, spill
 from .job_submission import create_or_adopt, reattachable
 from .k8s_models import from_secrets, plain, secret_names
 from .kueue_link import KueueJobLink
-from .retry_defaults import PER_INDEX_DEFAULT, PerIndexDefault
 from .settings import configured_pod_policy
 from .task_facts import created_epoch, seconds, task_identity
 
@@ -250,10 +249,7 @@ class KueueIndexedJobOperator(BaseOperator):
         self.container_security_context = plain(container_security_context)
         self.priority_class = priority_class
         self.spot = spot
-        self._backoff_given = not isinstance(backoff_limit_per_index, PerIndexDefault)
-        self.backoff_limit_per_index = (
-            None if isinstance(backoff_limit_per_index, PerIndexDefault) else backoff_limit_per_index
-        )
+        self.backoff_limit_per_index = backoff_limit_per_index
         self.max_failed_indexes = max_failed_indexes
         self.non_retriable_exit_codes = non_retriable_exit_codes
         self.ttl_seconds_after_finished = ttl_seconds_after_finished
@@ -317,7 +313,7 @@ class KueueIndexedJobOperator(BaseOperator):
             priority_class=self.priority_class,
             spot=self.spot,
             backoff_limit_per_index=per_index_retries(
-                self.backoff_limit_per_index, self._backoff_given, as_mapping((template or {}).get("spec"))
+                self.backoff_limit_per_index, as_mapping((template or {}).get("spec"))
             ),
             max_failed_indexes=self.max_failed_indexes,
             non_retriable_exit_codes=self.non_retriable_exit_codes,

@@ -25,13 +25,12 @@ from ..kueue.jobset import ReplicatedJob, build_jobset, jobset_name_for, replica
 from ..kueue.k8s_names import is_dns1123_subdomain, is_valid_label_value
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
-from ..kueue.retry_policy import per_index_retries
+from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault, per_index_retries
 from ..triggers.kueue_jobset import KueueJobSetTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .job_submission import create_or_adopt_object, reattachable
 from .k8s_models import plain
 from .kueue_link import KueueJobLink
-from .retry_defaults import PER_INDEX_DEFAULT, PerIndexDefault
 from .settings import configured_pod_policy
 from .task_facts import created_epoch, seconds, task_identity
 
@@ -245,11 +244,7 @@ class KueueJobSetOperator(BaseOperator):
             resources=plain(rj.resources),
             spot=self.spot,
             backoff_limit_per_index=per_index_retries(
-                None
-                if isinstance(rj.backoff_limit_per_index, PerIndexDefault)
-                else rj.backoff_limit_per_index,
-                not isinstance(rj.backoff_limit_per_index, PerIndexDefault),
-                as_mapping((rj.job_template or {}).get("spec")),
+                rj.backoff_limit_per_index, as_mapping((rj.job_template or {}).get("spec"))
             ),
             max_failed_indexes=rj.max_failed_indexes,
             non_retriable_exit_codes=rj.non_retriable_exit_codes,

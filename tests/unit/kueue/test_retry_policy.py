@@ -3,12 +3,15 @@ that end an index at once."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from airflow_kueue_provider.kueue.job_manifest import build_indexed_job
 from airflow_kueue_provider.kueue.job_spec import InvalidJobSpec
 from airflow_kueue_provider.kueue.retry_policy import (
     DEFAULT_BACKOFF_LIMIT_PER_INDEX,
+    PER_INDEX_DEFAULT,
     exit_code_problems,
     per_index_retries,
 )
@@ -17,20 +20,18 @@ from .job_specs import spec
 
 
 @pytest.mark.parametrize(
-    ("given", "explicitly", "template_spec", "expected"),
+    ("given", "template_spec", "expected"),
     [
-        (None, False, {}, DEFAULT_BACKOFF_LIMIT_PER_INDEX),  # nothing said: one retry per index
-        (3, True, {}, 3),
-        (None, True, {}, None),  # None asked for: Kubernetes' whole-Job backoffLimit
-        (None, False, {"backoffLimitPerIndex": 4}, 4),  # the template's per-index limit
-        (None, False, {"backoffLimit": 10}, None),  # the template's whole-Job limit is kept
-        (0, True, {"backoffLimit": 10}, 0),  # the parameter wins over the template
+        (PER_INDEX_DEFAULT, {}, DEFAULT_BACKOFF_LIMIT_PER_INDEX),  # nothing said: one retry per index
+        (3, {}, 3),
+        (None, {}, None),  # None asked for: Kubernetes' whole-Job backoffLimit
+        (PER_INDEX_DEFAULT, {"backoffLimitPerIndex": 4}, 4),  # the template's per-index limit
+        (PER_INDEX_DEFAULT, {"backoffLimit": 10}, None),  # the template's whole-Job limit is kept
+        (0, {"backoffLimit": 10}, 0),  # the parameter wins over the template
     ],
 )
-def test_per_index_retries(
-    given: int | None, explicitly: bool, template_spec: dict, expected: int | None
-) -> None:
-    assert per_index_retries(given, explicitly, template_spec) == expected
+def test_per_index_retries(given: Any, template_spec: dict, expected: int | None) -> None:
+    assert per_index_retries(given, template_spec) == expected
 
 
 def test_listed_exit_codes_become_a_fail_index_rule_after_the_spot_rule() -> None:
