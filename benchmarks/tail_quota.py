@@ -32,6 +32,7 @@ import itertools
 import os
 import platform
 import random
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -47,6 +48,7 @@ from bed_env import key_value_table, load_devcluster_env, write_results  # noqa:
 from kubernetes import config  # noqa: E402
 
 from airflow_kueue_provider.kueue.index_set import IndexSet  # noqa: E402
+from devcluster.manifests import KUEUE_FEATURE_GATES_ENV  # noqa: E402
 from tests.integration.cluster import (  # noqa: E402
     Cluster,
     create_kueue_env,
@@ -70,6 +72,14 @@ class Sample:
 def durations(args: argparse.Namespace) -> list[int]:
     rng = random.Random(args.seed)
     return [rng.randint(args.min_seconds, args.max_seconds) for _ in range(args.shards)]
+
+
+def restart_kueue(feature_gates: str | None) -> None:
+    """``devcluster up`` with Kueue's feature gates set (or back to the defaults): it restarts Kueue."""
+    env = {k: v for k, v in os.environ.items() if k != KUEUE_FEATURE_GATES_ENV}
+    if feature_gates:
+        env[KUEUE_FEATURE_GATES_ENV] = feature_gates
+    subprocess.run([sys.executable, "-m", "devcluster", "up"], cwd=REPO, env=env, check=True)
 
 
 def reclaimable_pods(workload: dict[str, Any] | None) -> int:
@@ -193,11 +203,27 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--interval", type=float, default=0.25)
     parser.add_argument("--timeout", type=float, default=900)
-    parser.add_argument("--name", default="tail_quota")
+    parser.add_argument("--name", default=None, help="default: tail_quota[_without_reclaimable_pods]")
+    parser.add_argument(
+        "--without-reclaimable-pods",
+        action="store_true",
+        help="the anchor, run for real: Kueue restarted with ReclaimablePods=false, and restored after",
+    )
     args = parser.parse_args()
     load_devcluster_env()
-    result = run(args)
-    write_results(args.name, result, key_value_table(result, leave_out=("trace",)))
+    name = args.name or (
+        "tail_quota_without_reclaimable_pods" if args.without_reclaimable_pods else "tail_quota"
+    )
+    if not args.without_reclaimable_pods:
+        result = run(args)
+    else:
+        restart_kueue("ReclaimablePods=false")
+        try:
+            result = run(args)
+        finally:
+            restart_kueue(None)
+    result["kueue_feature_gates"] = "ReclaimablePods=false" if args.without_reclaimable_pods else "defaults"
+    write_results(name, result, key_value_table(result, leave_out=("trace",)))
     return 0
 
 

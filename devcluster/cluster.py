@@ -284,7 +284,12 @@ def bring_up(layout: Layout, bin_dir: Path, spot: int, system: int) -> Kubectl:
     write_kubeconfig(layout.pki, layout.kubeconfig, layout.ports.apiserver)
     # A component whose configuration changed since it started is restarted with the new one.
     if _write_if_changed(
-        layout.kueue / KUEUE_CONFIG, manifests.kueue_config(layout.kueue / "webhook-certs", layout.ports)
+        layout.kueue / KUEUE_CONFIG,
+        manifests.kueue_config(
+            layout.kueue / "webhook-certs",
+            layout.ports,
+            manifests.kueue_feature_gates(os.environ.get(manifests.KUEUE_FEATURE_GATES_ENV)),
+        ),
     ):
         procs.stop(layout, "kueue")
     if _write_if_changed(layout.kwok / KWOK_CONFIG, manifests.kwok_stages()):

@@ -50,8 +50,26 @@ def kwok_stages() -> str:
     return text
 
 
-def kueue_config(webhook_cert_dir: Path, ports: Ports = PORTS) -> str:
-    config = {
+KUEUE_FEATURE_GATES_ENV = "DEVCLUSTER_KUEUE_FEATURE_GATES"
+"""``Name=false,Other=true``: Kueue feature gates for a benchmark's anchor run (``ReclaimablePods=false``);
+unset in every test run. ``devcluster up`` restarts Kueue when they change."""
+
+
+def kueue_feature_gates(raw: str | None) -> dict[str, bool]:
+    gates: dict[str, bool] = {}
+    for item in (raw or "").split(","):
+        if item.strip():
+            name, _, value = item.partition("=")
+            if value.strip().lower() not in ("true", "false"):
+                raise ValueError(f"{KUEUE_FEATURE_GATES_ENV}: {item!r} is not Name=true or Name=false")
+            gates[name.strip()] = value.strip().lower() == "true"
+    return gates
+
+
+def kueue_config(
+    webhook_cert_dir: Path, ports: Ports = PORTS, feature_gates: dict[str, bool] | None = None
+) -> str:
+    config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "namespace": KUEUE_NAMESPACE,
@@ -69,6 +87,8 @@ def kueue_config(webhook_cert_dir: Path, ports: Ports = PORTS) -> str:
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
         "clientConnection": {"qps": 200, "burst": 400},
     }
+    if feature_gates:
+        config["featureGates"] = dict(feature_gates)
     return yaml.safe_dump(config, sort_keys=False)
 
 
