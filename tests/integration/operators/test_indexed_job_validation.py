@@ -31,7 +31,16 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         "resources",
     ),
     ("resources typo", {"resources": {"request": {"cpu": "1"}}}, "resources"),
-    ("max_failed_indexes without per-index backoff", {"max_failed_indexes": 1}, "max_failed_indexes"),
+    (
+        "max_failed_indexes with Kubernetes' whole-Job backoff",
+        {"max_failed_indexes": 1, "backoff_limit_per_index": None},
+        "max_failed_indexes",
+    ),
+    (
+        "non-retriable exit codes with Kubernetes' whole-Job backoff",
+        {"non_retriable_exit_codes": [3], "backoff_limit_per_index": None},
+        "non_retriable_exit_codes",
+    ),
     (
         "max_failed_indexes above completions",
         {"backoff_limit_per_index": 0, "max_failed_indexes": 50},
