@@ -67,6 +67,19 @@ def _containers(pod: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]
             yield f"{kind}[{container.get('name', '?')}]", container
 
 
+def service_account_violation(
+    account: object, policy: PodPolicy, field: str = "serviceAccountName"
+) -> str | None:
+    """Why the pods may not run as ``account`` (None: they may, or none is asked for)."""
+    allowed = policy.allowed_service_accounts
+    if not account or allowed is None or account in allowed:
+        return None
+    return (
+        f"{field} {account!r} is not in [kueue] allowed_service_accounts ({', '.join(sorted(allowed))}): "
+        "use one of them"
+    )
+
+
 def violations(job: Mapping[str, Any], policy: PodPolicy) -> list[str]:
     """Every way the Job breaks ``policy``, each naming the field and what to do; [] when it complies."""
     found: list[str] = []
@@ -77,13 +90,10 @@ def violations(job: Mapping[str, Any], policy: PodPolicy) -> list[str]:
             f"({', '.join(sorted(policy.allowed_namespaces))}): run the task in one of them"
         )
     pod = _pod_spec(job)
-    account = pod.get("serviceAccountName") or pod.get("serviceAccount")
-    allowed_accounts = policy.allowed_service_accounts
-    if account and allowed_accounts is not None and account not in allowed_accounts:
-        found.append(
-            f"serviceAccountName {account!r} is not in [kueue] allowed_service_accounts "
-            f"({', '.join(sorted(allowed_accounts))}): use one of them"
-        )
+    if refused := service_account_violation(
+        pod.get("serviceAccountName") or pod.get("serviceAccount"), policy
+    ):
+        found.append(refused)
     if not policy.allow_host_namespaces:
         found += [
             f"spec.template.spec.{key} is true: pods may not share the node's namespaces; remove it"

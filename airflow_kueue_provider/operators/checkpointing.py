@@ -29,6 +29,7 @@ from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import view_of
 from ..kueue.job_spec import MIN_PARALLELISM_ANNOTATION
 from ..kueue.ledger import Attempt, RunLedger, ledger_prefix
+from ..kueue.pod_policy import PodPolicy, service_account_violation
 from ..kueue.result import JobResult
 from ..kueue.spill import SPILLED_STATUS
 from ..storage.blob_auth import container_url_of
@@ -80,6 +81,13 @@ class Checkpointing:
                 "lowercase letters, digits and single hyphens, starting and ending with a letter or digit"
             )
         credential_window(datetime.now(timezone.utc), self.credential_ttl)  # validates the TTL
+
+    def pod_policy_problem(self, policy: PodPolicy) -> str | None:
+        """The workload identity's ServiceAccount is the pods' too: the cluster's pod policy must allow it
+        (checked before anything is created; the Job's own check ran before checkpointing shaped it)."""
+        return service_account_violation(
+            self.workload_identity_service_account, policy, "Checkpointing workload_identity_service_account"
+        )
 
     @classmethod
     def from_param(cls, value: Checkpointing | dict[str, Any] | str | None) -> Checkpointing | None:

@@ -615,6 +615,8 @@ class KueueIndexedJobOperator(BaseOperator):
         session = CheckpointSession(config, identity, self.completions)
         if not check:
             return session
+        if problem := config.pod_policy_problem(configured_pod_policy()):
+            raise AirflowFailException(f"{self.task_id}: checkpointing: {problem}")
         try:
             session.check()
         except BlobConfigError as exc:

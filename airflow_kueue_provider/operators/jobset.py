@@ -361,6 +361,8 @@ class KueueJobSetOperator(BaseOperator):
     def _checkpoint_session(self, identity: AirflowIdentity) -> CheckpointSession | None:
         if self.checkpointing is None:
             return None
+        if problem := self.checkpointing.pod_policy_problem(configured_pod_policy()):
+            raise AirflowFailException(f"{self.task_id}: checkpointing: {problem}")
         rj = next(rj for rj in self.replicated_jobs if rj.checkpoint)
         session = CheckpointSession(self.checkpointing, identity, rj.completions)
         try:

@@ -11,7 +11,9 @@ from airflow.exceptions import TaskDeferred
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 
 from ..airflow_runner import AirflowHome
 from ..cluster import HOLD, KueueEnv, wait_for
@@ -88,6 +90,30 @@ def test_pod_policy_breaches_fail_before_anything_is_created(
     with pytest.raises(AirflowFailException) as err:
         _operator(kueue_env, job_template=template).execute({"ti": _ti("policy")})  # type: ignore[arg-type]
     assert "pod policy" in str(err.value) and expected in str(err.value), str(err.value)
+    assert kueue_env.jobs() == []
+
+
+def test_a_workload_identity_account_outside_the_allowed_ones_is_refused(
+    kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checkpointing's workload identity becomes the pods' ServiceAccount after the Job's own policy check:
+    it is checked against [kueue] allowed_service_accounts too, before anything is created."""
+    monkeypatch.setenv("AIRFLOW__KUEUE__ALLOWED_SERVICE_ACCOUNTS", "genomics-sa")
+    checkpointing = Checkpointing("any_blob", workload_identity_service_account="cluster-admin-sa")
+    match = (
+        r"workload_identity_service_account 'cluster-admin-sa' is not in \[kueue\] allowed_service_accounts"
+    )
+    with pytest.raises(AirflowFailException, match=match):
+        _operator(kueue_env, checkpointing=checkpointing).execute({"ti": _ti("wi")})  # type: ignore[arg-type]
+    jobset = KueueJobSetOperator(
+        task_id="shards",
+        namespace=kueue_env.namespace,
+        queue_name=kueue_env.local_queue,
+        checkpointing=checkpointing,
+        replicated_jobs=[KueueReplicatedJob("workers", image="example.invalid/w:1", checkpoint=True)],
+    )
+    with pytest.raises(AirflowFailException, match=match):
+        jobset.execute({"ti": _ti("wi-jobset")})  # type: ignore[arg-type]
     assert kueue_env.jobs() == []
 
 
