@@ -50,15 +50,31 @@ def up(manager: Layout, count: int = WORKERS) -> None:
 def _up(manager: Layout, count: int) -> None:
     bin_dir = build_binaries()
     manager_kubectl = Kubectl(bin_dir, manager)
+    objects = {}
     for worker in worker_layouts(manager, count):
         kubectl = bring_up(worker, bin_dir, WORKER_SPOT_NODES, WORKER_SYSTEM_NODES)
         # The manager's identity on the worker, and a kubeconfig for it kept in the manager's kueue-system.
         kubectl.apply(list(yaml.safe_load_all(WORKER_RBAC.read_text())))
-        manager_kubectl.apply(_manager_objects(worker, _wait_for_token(kubectl, worker)))
+        objects[worker.name] = _manager_objects(worker, _wait_for_token(kubectl, worker))
+        manager_kubectl.apply(objects[worker.name])
     manager_kubectl.apply(_dispatch_objects(count))
     for worker in worker_layouts(manager, count):
-        manager_kubectl("wait", "--for=condition=Active", f"multikueuecluster/{worker.name}", "--timeout=90s")
+        _wait_active(manager_kubectl, worker, objects[worker.name])
     manager_kubectl("wait", "--for=condition=Active", f"admissioncheck/{ADMISSION_CHECK}", "--timeout=60s")
+
+
+def _wait_active(manager_kubectl: Kubectl, worker: Layout, objects: list[dict[str, Any]]) -> None:
+    """Until the manager's Kueue is connected to ``worker``. A MultiKueueCluster whose worker was down
+    (``multikueue down`` leaves it on the manager) reconnects with a back-off that doubles up to minutes
+    (5 s ... 320 s, seen in Kueue's log): if it is not Active soon, it is made again, and a new object
+    connects at once. Only then: a healthy one is never touched while other tests use it."""
+    cluster = f"multikueuecluster/{worker.name}"
+    if manager_kubectl("wait", "--for=condition=Active", cluster, "--timeout=20s", check=False):
+        return
+    say(f"multikueue: {worker.name} not connected yet (Kueue's reconnect back-off); making it again")
+    manager_kubectl("delete", cluster, "--ignore-not-found", "--wait=true")
+    manager_kubectl.apply(objects)
+    manager_kubectl("wait", "--for=condition=Active", cluster, "--timeout=90s")
 
 
 def _wait_for_token(kubectl: Kubectl, worker: Layout) -> str:
