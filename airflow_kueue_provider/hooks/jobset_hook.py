@@ -10,7 +10,7 @@ from kubernetes.client.rest import ApiException
 
 from ..kueue.airflow_identity import DAG_ID_LABEL, RUN_ID_LABEL, TASK_ID_LABEL, AirflowIdentity
 from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
-from ..kueue.jobset import JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_VERSION
+from ..kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from . import kueue_api
 from .kueue_hook import DELETE_ATTEMPTS, KueueApiError, KueueHook
 from .retry import call_with_retry
@@ -76,10 +76,6 @@ class JobSetHook(KueueHook):
             if belongs_to_task_instance(js, identity) and js["metadata"].get("deletionTimestamp") is None
         ]
         return sorted(jobsets, key=lambda js: js["metadata"].get("creationTimestamp") or "")
-
-    def jobset_children(self, namespace: str, name: str) -> list[dict[str, Any]]:
-        """The JobSet's Jobs (the JobSet controller labels them with its name)."""
-        return self.find_jobs(namespace, {JOBSET_NAME_LABEL: name})
 
     def delete_jobset_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
         """Delete the JobSet (and with it its Jobs, pods and Workload) if it is still queued or running:

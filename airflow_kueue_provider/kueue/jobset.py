@@ -18,13 +18,14 @@ from typing import Any
 
 from .airflow_identity import AirflowIdentity, deterministic_job_name
 from .index_set import IndexSet
+from .job_progress import finished_condition
 from .job_spec import QUEUE_NAME_LABEL, InvalidJobSpec
 from .k8s_names import DNS1123_LABEL_MAX_LENGTH, MAX_JOB_NAME_LENGTH, is_dns1123_label
 
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
+JOBSET_API_VERSION = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
 MAX_REPLICATED_JOB_NAME = 20
 """Child Job names are ``<jobset>-<replicated job>-<replica>``, pod names add more: keep this part short."""
 POD_NAME_SUFFIX = len("-abcde")
@@ -161,8 +162,6 @@ class ChildJob:
     completed: IndexSet
     failed: IndexSet
     active: int
-    finished: str | None = None
-    """``Complete`` or ``Failed`` when the Job has finished."""
 
 
 @dataclass(frozen=True)
@@ -239,7 +238,7 @@ def workload_owner_uid(job: Mapping[str, Any]) -> str | None:
 
 def jobset_view(jobset: Mapping[str, Any], child_jobs: Iterable[Mapping[str, Any]]) -> JobSetView:
     """The JobSet and its Jobs (listed by ``JOBSET_NAME_LABEL``) as one view, per replicated job."""
-    meta, spec, status = jobset.get("metadata") or {}, jobset.get("spec") or {}, jobset.get("status") or {}
+    meta, spec = jobset.get("metadata") or {}, jobset.get("spec") or {}
     by_replicated: dict[str, list[ChildJob]] = {}
     for job in child_jobs:
         labels = (job.get("metadata") or {}).get("labels") or {}
@@ -252,38 +251,21 @@ def jobset_view(jobset: Mapping[str, Any], child_jobs: Iterable[Mapping[str, Any
         )
         for rj in spec.get("replicatedJobs") or []
     )
-    finished = next(
-        (
-            c
-            for c in status.get("conditions") or []
-            if c.get("type") in ("Completed", "Failed") and c.get("status") == "True"
-        ),
-        None,
-    )
     return JobSetView(
         name=str(meta.get("name") or ""),
         namespace=str(meta.get("namespace") or ""),
         suspended=bool(spec.get("suspend")),
         replicated=replicated,
-        finished=finished,
+        finished=finished_condition(jobset),  # a JobSet's Completed or Failed condition
     )
 
 
 def _child(job: Mapping[str, Any]) -> ChildJob:
     meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
-    finished = next(
-        (
-            str(c.get("type"))
-            for c in status.get("conditions") or []
-            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-        ),
-        None,
-    )
     return ChildJob(
         name=str(meta.get("name") or ""),
         completions=int(spec.get("completions") or 1),
         completed=IndexSet.parse(status.get("completedIndexes")),
         failed=IndexSet.parse(status.get("failedIndexes")),
         active=int(status.get("active") or 0),
-        finished=finished,
     )
