@@ -24,6 +24,7 @@ import fcntl
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -39,10 +40,13 @@ from typing import Any
 
 import httpx
 
+from .loop_sampler import LoopThreadSampler, LoopUsage
+
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "airflow-kueue-deployment"
 BLOCKED_THREAD = "async thread was blocked"  # airflow/jobs/triggerer_job_runner.py, block_watchdog()
+BLOCKED_FOR = re.compile(r"blocked for ([0-9.]+) seconds")
 START_MARKER = "\n===== "  # opens each start's part of a component log
 TEMPLATE_DB = "airflow"
 TRIGGERER_NICENESS = -10  # as root; see AirflowDeployment._argv
@@ -354,6 +358,33 @@ class Component:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
+@dataclass(frozen=True)
+class LoopStall:
+    """One "async thread was blocked for N seconds" warning of a triggerer."""
+
+    when: datetime  # when the watchdog logged it, at the stall's end
+    seconds: float
+    line: str
+    usage: LoopUsage | None  # None: the loop thread was not sampled across the stall
+
+    @classmethod
+    def from_line(cls, line: str, sampler: LoopThreadSampler | None) -> LoopStall:
+        when = datetime.fromisoformat(line.split()[0].replace("Z", "+00:00"))
+        found = BLOCKED_FOR.search(line)
+        seconds = float(found.group(1)) if found else 0.0
+        end = when.timestamp()
+        usage = sampler.usage(end - seconds, end) if sampler else None
+        return cls(when, seconds, line, usage)
+
+    @property
+    def starved(self) -> bool:
+        """The loop waited for a CPU; no trigger held it (LoopUsage.explains_as_starvation)."""
+        return self.usage is not None and self.usage.explains_as_starvation(self.seconds)
+
+    def describe(self) -> str:
+        return f"{self.line}\n    ({self.usage.describe() if self.usage else 'loop thread not sampled'})"
+
+
 @dataclass
 class AirflowDeployment:
     """The processes of one Airflow deployment on one PostgreSQL database."""
@@ -367,6 +398,7 @@ class AirflowDeployment:
     triggerer_jobs: dict[str, int] = field(default_factory=dict)  # component -> TriggererJob id, latest start
     triggerer_job_history: dict[str, list[int]] = field(default_factory=dict)  # ... of each start, in order
     component_env: dict[str, dict[str, str]] = field(default_factory=dict)  # "triggerer" -> its extra env
+    loop_samplers: dict[int, LoopThreadSampler] = field(default_factory=dict)  # TriggererJob id -> sampler
     _rest: RestClient | None = None
 
     @classmethod
@@ -457,14 +489,21 @@ class AirflowDeployment:
     def start_triggerer(self, name: str, timeout: float = 240) -> int:
         """Start (or restart) a triggerer; returns the id of its new TriggererJob row."""
         before = set(self.triggerer_job_ids())
-        self.start_component(name)
+        comp = self.start_component(name)
+        assert comp.pid is not None
+        sampler = LoopThreadSampler(comp.pid)
 
         def new_job() -> int | None:
             self.check_alive()
             ids = set(self.triggerer_job_ids(running=True)) - before
             return max(ids) if ids else None
 
-        job_id = int(wait_until(f"{name}'s TriggererJob row", new_job, timeout=timeout))
+        try:
+            job_id = int(wait_until(f"{name}'s TriggererJob row", new_job, timeout=timeout))
+        except BaseException:
+            sampler.stop()
+            raise
+        self.loop_samplers[job_id] = sampler
         self.triggerer_jobs[name] = job_id
         self.triggerer_job_history.setdefault(name, []).append(job_id)
         return job_id
@@ -492,6 +531,8 @@ class AirflowDeployment:
     def stop(self) -> None:
         for name in reversed(list(self.components)):
             self.components[name].stop()
+        for sampler in self.loop_samplers.values():
+            sampler.stop()
 
     # --- database ---
     def sql(self, query: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -525,14 +566,16 @@ class AirflowDeployment:
         """The triggerers' "async thread was blocked for N seconds" warnings, as logged."""
         return [line for line in self.logs("triggerer").splitlines() if BLOCKED_THREAD in line]
 
-    def blocked_thread_stalls(self) -> dict[int, list[tuple[datetime, str]]]:
-        """TriggererJob id -> (when, line) of each "async thread was blocked" warning its process logged."""
-        stalls: dict[int, list[tuple[datetime, str]]] = {}
+    def blocked_thread_stalls(self) -> dict[int, list[LoopStall]]:
+        """TriggererJob id -> each "async thread was blocked" warning its process logged, with what its loop
+        thread did meanwhile (see loop_sampler)."""
+        stalls: dict[int, list[LoopStall]] = {}
         for name, job_ids in self.triggerer_job_history.items():
             sections = self.components[name].log().split(START_MARKER)[1:]  # one per start, in order
             for job_id, section in zip(job_ids, sections, strict=False):  # a start may lack its job
+                sampler = self.loop_samplers.get(job_id)
                 stalls[job_id] = [
-                    (datetime.fromisoformat(line.split()[0].replace("Z", "+00:00")), line)
+                    LoopStall.from_line(line, sampler)
                     for line in section.splitlines()
                     if BLOCKED_THREAD in line
                 ]

@@ -227,20 +227,22 @@ def heavy_trigger_imports() -> tuple[str, ...]:
 
 
 def assert_never_blocked(deployment: AirflowDeployment, dag_id: str) -> None:
-    """No triggerer logged Airflow's "async thread was blocked" while running or taking over our triggers.
+    """No triggerer logged Airflow's "async thread was blocked" while running or taking over our triggers,
+    unless its loop thread was starved of a CPU meanwhile rather than held (loop_sampler).
 
-    One stall per triggerer process is allowed, as it starts its first trigger of ours: Airflow imports a
+    One stall per triggerer process is also allowed as it starts its first trigger of ours: Airflow imports a
     trigger's module on its event loop then (about 40 ms of CPU when the module imports only light code,
     which a busy 2-core machine can stretch past the 0.2 s threshold). While the module imports the client
     libraries at its top (heavy_trigger_imports: about 1 s of CPU), the test ends as xfail naming them.
     """
     first = deployment.first_trigger_starts(dag_id)
-    unexplained, at_first_pickup = [], []
+    unexplained, at_first_pickup, starved = [], [], []
     for job_id, stalls in deployment.blocked_thread_stalls().items():
         pickup = first.get(job_id)
-        tolerated = [s for s in stalls if pickup and abs(s[0] - pickup) <= FIRST_PICKUP_WINDOW][:1]
-        at_first_pickup += [line for _, line in tolerated]
-        unexplained += [line for stall, line in stalls if (stall, line) not in tolerated]
+        tolerated = [s for s in stalls if pickup and abs(s.when - pickup) <= FIRST_PICKUP_WINDOW][:1]
+        at_first_pickup += [s.describe() for s in tolerated]
+        starved += [s.describe() for s in stalls if s not in tolerated and s.starved]
+        unexplained += [s.describe() for s in stalls if s not in tolerated and not s.starved]
     assert not unexplained, "the triggerer's event loop was blocked:\n" + "\n".join(unexplained)
     heavy = heavy_trigger_imports()
     if heavy:
@@ -250,6 +252,8 @@ def assert_never_blocked(deployment: AirflowDeployment, dag_id: str) -> None:
         )
     if at_first_pickup:
         print("stalls at a triggerer's first trigger (its import):", *at_first_pickup, sep="\n")
+    if starved:
+        print("stalls while the loop waited for a CPU (no trigger held it):", *starved, sep="\n")
 
 
 class Stopwatch:
