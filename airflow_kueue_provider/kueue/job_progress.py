@@ -13,6 +13,7 @@ A long queue wait is never an outcome here: only the trigger's ``queue_timeout``
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +22,7 @@ from typing import Any, Literal
 from .api_time import parse_api_time
 from .index_set import IndexSet
 from .job_spec import MULTIKUEUE_CONTROLLER
+from .released_quota import ReleasedQuota
 from .result import JobResult, job_result_from_status
 from .workload_state import WorkloadPhase, WorkloadState, workload_state_from_dict
 
@@ -202,19 +204,47 @@ def _admission_facts(wl: WorkloadState) -> str:
     return f" ({'; '.join(facts)})" if facts else ""
 
 
-def result_of(view: JobView, job: Mapping[str, Any], now: datetime) -> JobResult:
-    """The task's result, with queue and run times measured from the Job's and Workload's timestamps."""
-    admitted_at = view.workload.admitted_at if view.workload else None
-    finished_at = (
+def finished_at(view: JobView) -> datetime | None:
+    """When the Job's Complete or Failed condition turned true; None while it runs."""
+    return (
         parse_api_time(view.finished_condition.get("lastTransitionTime")) if view.finished_condition else None
     )
+
+
+def result_of(
+    view: JobView, job: Mapping[str, Any], now: datetime, released: ReleasedQuota | None = None
+) -> JobResult:
+    """The task's result, with queue and run times measured from the Job's and Workload's timestamps, and
+    the quota Kueue released in the tail as the trigger measured it (``released``, closed at the end)."""
+    admitted_at = view.workload.admitted_at if view.workload else None
+    ended_at = finished_at(view)
     queued = (admitted_at or now) - view.created_at if view.created_at else None
-    running = ((finished_at or now) - admitted_at) if admitted_at else None
-    return job_result_from_status(
+    running = ((ended_at or now) - admitted_at) if admitted_at else None
+    result = job_result_from_status(
         job,
         view.workload,
         queued_seconds=round(queued.total_seconds(), 3) if queued is not None else None,
         running_seconds=round(running.total_seconds(), 3) if running is not None else None,
+    )
+    if released is None:
+        return result
+    total = released.closed_at((ended_at or now).timestamp())
+    return dataclasses.replace(
+        result,
+        quota_released_pod_seconds=round(total.pod_seconds, 1),
+        quota_released_cpu_seconds=round(total.cpu_seconds, 1) if total.cpu_seconds is not None else None,
+    )
+
+
+def released_line(released: ReleasedQuota, view: JobView, now: datetime) -> str | None:
+    """What the end of the task logs about the quota Kueue gave back in the tail; None when it gave none."""
+    total = released.closed_at((finished_at(view) or now).timestamp())
+    if total.pod_seconds <= 0:
+        return None
+    cpu = f"{total.cpu_seconds:.1f} CPU-seconds, " if total.cpu_seconds is not None else ""
+    return (
+        f"Kueue released {cpu}{total.pod_seconds:.1f} pod-seconds of quota to the queue while the last "
+        "indexes ran (ReclaimablePods)"
     )
 
 

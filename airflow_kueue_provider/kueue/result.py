@@ -42,6 +42,11 @@ class JobResult:
     ``"kubernetes.io/hostname: aks-spot-0 (3), aks-spot-1 (1)"``; None without TAS."""
     worker_cluster: str | None = None
     """The MultiKueue worker cluster that ran the Job (its MultiKueueCluster name); None on one cluster."""
+    quota_released_pod_seconds: float | None = None
+    """Pod-seconds of quota Kueue gave back to the queue before the Job ended, once fewer indexes were left
+    than pods admitted (ReclaimablePods; see released_quota); None when not measured."""
+    quota_released_cpu_seconds: float | None = None
+    """The same in CPU-seconds, from the admission's CPU per pod; None when the admission had no CPU."""
 
     @property
     def completed(self) -> IndexSet:

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from .api_time import parse_api_time
+from .quantity import parse_quantity
 from .topology import TopologyPlacement, placement_of
 
 
@@ -111,6 +112,9 @@ class WorkloadState:
     reclaimable_pods: int = 0
     """Pods of the admission Kueue no longer counts (``status.reclaimablePods``): in a Job's tail, once fewer
     indexes are left than pods may run, the quota of the rest goes back to the queue (ReclaimablePods)."""
+    cpu_per_pod: float | None = None
+    """CPU cores the admission counts per pod (``podSetAssignments[].resourceUsage.cpu`` over its pods);
+    None without an admission or without CPU in it."""
 
     @property
     def partially_admitted(self) -> bool:
@@ -228,6 +232,7 @@ def workload_state_from_dict(workload: Mapping[str, Any]) -> WorkloadState:
         flavors=_flavors(status),
         pods_requested=sum(_int(_mapping(p).get("count")) for p in _list(spec.get("podSets"))),
         pods_admitted=_admitted_pods(status),
+        cpu_per_pod=_cpu_per_pod(status),
         topology=placement_of(status),
         worker_cluster=_str_or_none(status.get("clusterName")),
         pending_checks=_pending_checks(status),
@@ -336,6 +341,22 @@ def _admitted_pods(status: Mapping[str, Any]) -> int | None:
             return None
         total += count
     return total if assignments else None
+
+
+def _cpu_per_pod(status: Mapping[str, Any]) -> float | None:
+    cpu, pods = 0.0, 0
+    for assignment in _list(_mapping(status.get("admission")).get("podSetAssignments")):
+        assignment = _mapping(assignment)
+        usage = _mapping(assignment.get("resourceUsage")).get("cpu")
+        count = assignment.get("count")
+        if usage is None or not isinstance(count, int) or count <= 0:
+            continue
+        try:
+            cpu += float(parse_quantity(usage))
+        except ValueError:
+            return None
+        pods += count
+    return cpu / pods if pods else None
 
 
 def _priority_class(spec: Mapping[str, Any]) -> str | None:

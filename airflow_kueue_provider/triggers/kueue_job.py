@@ -17,8 +17,17 @@ from ..hooks.retry import describe, is_transient
 from ..kueue.deadline import DeadlinePlan, EtaHistory, at_risk
 from ..kueue.eta import AdmissionClock, Estimate, FinishClock, eta_line
 from ..kueue.job_ownership import is_same_object
-from ..kueue.job_progress import JobView, Outcome, outcome_of, progress_line, result_of, view_of
+from ..kueue.job_progress import (
+    JobView,
+    Outcome,
+    outcome_of,
+    progress_line,
+    released_line,
+    result_of,
+    view_of,
+)
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT, Unmanaged, unmanaged_verdict
+from ..kueue.released_quota import ReleasedQuota
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT, start_overdue, stuck_reason
 from ..kueue.workload_state import WorkloadPhase
 from .ledger_writer import LedgerWriter, Progress
@@ -78,6 +87,7 @@ class KueueJobTrigger(BaseTrigger):
         self.start_timeout = start_timeout
         self.deadline = DeadlinePlan.from_dict(deadline) if deadline else None
         self._eta_history = EtaHistory(self.deadline.eta_history if self.deadline else ())
+        self._released = ReleasedQuota()  # what Kueue gave back in the tail, as this trigger saw it
         self._next_ramp_at: float | None = None
         self._next_start_check_at = 0.0
         self._unmanaged_since: float | None = None
@@ -146,6 +156,7 @@ class KueueJobTrigger(BaseTrigger):
             job = snapshot.job
             assert job is not None
             view = view_of(job, snapshot.workload)
+            self._released = _observe_released(self._released, view)
             # 2. Never outside Kueue's quota: a Job Kueue does not manage is deleted, the task fails -- once
             #    the verdict has held for UNMANAGED_GRACE_SECONDS and on a fresh read (an apiserver that just
             #    restarted can list no Workload for a moment).
@@ -178,6 +189,8 @@ class KueueJobTrigger(BaseTrigger):
                 progress.offer(progress_line(view), force=True)
                 handling.stop()
                 self.log.info("%s/%s: %s", self.namespace, self.job_name, handling.summary())
+                if released := released_line(self._released, view, datetime.now(timezone.utc)):
+                    self.log.info("%s/%s: %s", self.namespace, self.job_name, released)
                 if writer is not None and not await writer.flush(LEDGER_FLUSH_SECONDS):
                     self.log.warning("the ledger could not be written now; the operator writes it again")
                 return self._event(outcome, view, job)
@@ -395,7 +408,7 @@ class KueueJobTrigger(BaseTrigger):
         if self.job_uid:
             event["job_uid"] = self.job_uid
         if view is not None and job is not None:
-            event.update(result_of(view, job, datetime.now(timezone.utc)).to_dict())
+            event.update(result_of(view, job, datetime.now(timezone.utc), self._released).to_dict())
         if self.deadline is not None:
             event["deadline"] = self.deadline.deadline.isoformat()
             event["eta_history"] = list(self._eta_history.samples)
@@ -462,6 +475,16 @@ class _HandlingTimes:
             f"handled {self._count} status changes, {1000 * recent[len(recent) // 2]:.2f} ms each at the "
             f"median, {1000 * self._most:.2f} ms at most"
         )
+
+
+def _observe_released(released: ReleasedQuota, view: JobView) -> ReleasedQuota:
+    """Count Kueue's reclaimable pods while the Job runs; a finished Job's count is closed in result_of."""
+    wl = view.workload
+    if view.finished_condition is not None:
+        return released
+    if wl is None or not view.admitted:
+        return released.observe(time.time(), 0, None)
+    return released.observe(time.time(), wl.reclaimable_pods, wl.cpu_per_pod)
 
 
 def _ledger_progress(view: JobView, status: str) -> Progress:

@@ -1,6 +1,6 @@
 """The tail of a sharded task: once fewer indexes are left than pods may run, Kueue hands the rest of the
 quota back (reclaimable pods), a second team's Job in the cohort is admitted while the task still runs, the
-task's log says so, and every shard runs exactly once."""
+task's log and result say so (with the quota released, measured), and every shard runs exactly once."""
 
 from __future__ import annotations
 
@@ -61,7 +61,12 @@ def test_a_second_teams_job_gets_the_tails_quota_while_the_task_still_runs(
     finally:
         background.kill()
     assert run.succeeded, run.output[-6000:]
-    assert returned_result(run)["completed_indexes"] == "0-7"
+    result = returned_result(run)
+    assert result["completed_indexes"] == "0-7"
+    # 2 pods' quota was back from team B's admission until the end: a measured figure, at 1 CPU per pod.
+    assert result["quota_released_pod_seconds"] > 0, result
+    assert result["quota_released_cpu_seconds"] == result["quota_released_pod_seconds"], result
+    assert re.search(r"Kueue released [0-9.]+ CPU-seconds, [0-9.]+ pod-seconds of quota", run.output)
     per_index = [p["metadata"]["annotations"][INDEX] for p in env.pods(name)]
     assert sorted(per_index) == [str(i) for i in range(8)], "every shard exactly once"
     wait_for("team B complete", lambda: is_true(env.job("team-b"), "Complete"), timeout=120)

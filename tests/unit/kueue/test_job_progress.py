@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.kueue.job_progress import outcome_of, progress_line, result_of, view_of
+from airflow_kueue_provider.kueue.job_progress import (
+    outcome_of,
+    progress_line,
+    released_line,
+    result_of,
+    view_of,
+)
+from airflow_kueue_provider.kueue.released_quota import ReleasedQuota
 
 
 def job(status: dict[str, Any] | None = None, completions: int = 4) -> dict[str, Any]:
@@ -152,3 +159,23 @@ def test_the_running_line_says_when_kueue_takes_the_tails_quota_back() -> None:
     tail = {**ADMITTED, "status": {**ADMITTED["status"], "reclaimablePods": [{"name": "main", "count": 3}]}}
     line = progress_line(view_of(job({"active": 1, "completedIndexes": "0-2"}), tail))
     assert line.endswith("(quota of 3 pod(s) handed back: fewer indexes left than pods)"), line
+
+
+def test_the_result_and_the_last_line_give_the_quota_released_up_to_the_jobs_end() -> None:
+    admission = {
+        "clusterQueue": "cq",
+        "podSetAssignments": [{"name": "main", "count": 4, "resourceUsage": {"cpu": "2", "memory": "4Gi"}}],
+    }
+    tail = {**ADMITTED, "status": {**ADMITTED["status"], "admission": admission}}
+    view = view_of(job({"active": 1, "completedIndexes": "0-2"}), tail)
+    assert view.workload is not None and view.workload.cpu_per_pod == 0.5
+    seen = datetime(2026, 11, 30, 10, 4, 0, tzinfo=timezone.utc).timestamp()
+    meter = ReleasedQuota().observe(seen, 3, view.workload.cpu_per_pod)
+    done = view_of(job({"completedIndexes": "0-3", "conditions": [cond("Complete")]}), tail)  # at 10:05
+    later = datetime(2026, 11, 30, 11, 0, tzinfo=timezone.utc)
+    result = result_of(done, job({"completedIndexes": "0-3"}), later, meter)
+    assert (result.quota_released_pod_seconds, result.quota_released_cpu_seconds) == (180.0, 90.0)
+    line = released_line(meter, done, later)
+    assert line is not None and line.startswith("Kueue released 90.0 CPU-seconds, 180.0 pod-seconds"), line
+    assert released_line(ReleasedQuota(), done, later) is None
+    assert result_of(done, job(), later).quota_released_pod_seconds is None  # not measured

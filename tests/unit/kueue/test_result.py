@@ -26,6 +26,8 @@ CONTRACT_KEYS = {
     "topology_placement",
     "eviction_causes",
     "worker_cluster",
+    "quota_released_pod_seconds",
+    "quota_released_cpu_seconds",
 }
 
 

@@ -1,0 +1,33 @@
+"""The meter of quota Kueue gave back in a Job's tail (reclaimable pods over time)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_kueue_provider.kueue.released_quota import ReleasedQuota
+
+
+def test_nothing_is_counted_before_kueue_reclaims_a_pod() -> None:
+    meter = ReleasedQuota().observe(100.0, 0, 2.0).observe(110.0, 0, 2.0)
+    assert meter.closed_at(120.0).pod_seconds == 0.0
+
+
+def test_each_span_counts_the_pods_reclaimable_during_it() -> None:
+    meter = ReleasedQuota().observe(100.0, 0, 2.0)
+    meter = meter.observe(110.0, 2, 2.0)  # 2 pods back from 110 s
+    meter = meter.observe(115.0, 3, 2.0)  # 3 from 115 s
+    total = meter.closed_at(125.0)  # the Job ended at 125 s
+    assert total.pod_seconds == pytest.approx(2 * 5 + 3 * 10)
+    assert total.cpu_seconds == pytest.approx(2.0 * 40)
+
+
+def test_a_span_is_closed_at_the_jobs_end_not_when_the_trigger_saw_it() -> None:
+    meter = ReleasedQuota().observe(100.0, 4, 1.0)
+    assert meter.closed_at(103.0).pod_seconds == pytest.approx(12.0)
+    assert meter.closed_at(99.0).pod_seconds == 0.0  # seen after its end: nothing more
+
+
+def test_unknown_cpu_per_pod_leaves_cpu_seconds_unknown_but_pod_seconds_counted() -> None:
+    total = ReleasedQuota().observe(0.0, 2, None).closed_at(10.0)
+    assert total.pod_seconds == pytest.approx(20.0)
+    assert total.cpu_seconds is None
