@@ -182,6 +182,10 @@ class ReplicatedJobProgress:
     def active(self) -> int:
         return sum(j.active for j in self.jobs)
 
+    @property
+    def failed(self) -> int:
+        return sum(len(j.failed) for j in self.jobs)
+
     def failed_indexes(self) -> list[str]:
         """``"workers-0: 3,7"`` per child Job with failed indexes."""
         return [f"{j.name}: {j.failed}" for j in self.jobs if j.failed]

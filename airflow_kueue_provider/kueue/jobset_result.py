@@ -2,7 +2,8 @@
 on a JobSet Kueue does not manage. Pure: the trigger reads the objects, this decides what they mean.
 
 The result's keys are a contract like ``JobResult``'s: ``replicated_jobs`` lists, per replicated job, its
-completions, how many finished and which indexes failed, named by child Job (``genomics-workers-0: 3``).
+completions, how many finished and which indexes failed, named by child Job (``genomics-workers-0: 3``);
+``completions``, ``succeeded`` and ``failed`` add them up (the queue page's run history reads those).
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ class JobSetResult:
     replicated_jobs: tuple[ReplicatedJobResult, ...]
     eviction_causes: str | None = None
     worker_cluster: str | None = None
+    completions: int = 0
+    """Indexes over every replicated job (each ``replicated_jobs`` entry's completions, added up)."""
+    succeeded: int = 0
+    """Completed indexes over every replicated job."""
+    failed: int = 0
+    """Failed indexes over every replicated job."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -85,6 +92,7 @@ def jobset_result_of(
     admitted = workload.admitted_at if workload else None
     ended = parse_api_time((view.finished or {}).get("lastTransitionTime")) or now
     causes = workload.eviction_causes if workload else ()
+    replicated = tuple(_replicated_result(rj) for rj in view.replicated)
     return JobSetResult(
         jobset_name=view.name,
         namespace=view.namespace,
@@ -93,9 +101,12 @@ def jobset_result_of(
         queued_seconds=(admitted - created).total_seconds() if admitted and created else None,
         running_seconds=max((ended - admitted).total_seconds(), 0.0) if admitted else None,
         evictions=workload.eviction_count if workload else 0,
-        replicated_jobs=tuple(_replicated_result(rj) for rj in view.replicated),
+        replicated_jobs=replicated,
         eviction_causes=", ".join(f"{cause}: {n}" for cause, n in causes) or None,
         worker_cluster=workload.worker_cluster if workload else None,
+        completions=sum(r.completions for r in replicated),
+        succeeded=sum(r.succeeded for r in replicated),
+        failed=sum(rj.failed for rj in view.replicated),
     )
 
 

@@ -2,7 +2,8 @@
 
 One ``airflow api-server`` and one browser for the module. The server runs under a base path (``/airflow``,
 as behind a reverse proxy), so the tab's URL must be relative to Airflow's base URL to work at all. A DAG
-with an unmapped and a mapped KueueIndexedJobOperator task and an EmptyOperator runs once with
+with an unmapped and a mapped KueueIndexedJobOperator task, a KueueJobSetOperator task and an EmptyOperator
+runs once with
 ``dag.test()`` on the local cluster, while the server and the browser start. The browser logs in through
 the UI's login form; each test opens a task instance's page, clicks its "Kueue" tab, reads the page inside
 the tab's iframe and saves a screenshot to ``.test-reports/screenshots/<test>.png``.
@@ -21,6 +22,7 @@ import pytest
 from playwright.sync_api import Browser, FrameLocator, Page
 
 from airflow_kueue_provider.kueue.airflow_identity import MAP_INDEX_LABEL, TASK_ID_LABEL
+from airflow_kueue_provider.kueue.jobset import REPLICATED_JOB_LABEL
 
 from ..airflow_runner import AirflowHome
 from ..browser import chromium, log_in, needs_chromium, screenshot
@@ -35,6 +37,7 @@ from datetime import datetime
 from airflow.sdk import DAG
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 
 common = dict(
     namespace={namespace!r}, queue_name={queue!r}, image="example.invalid/shard:1",
@@ -51,6 +54,16 @@ with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=Fal
     ).expand(completions=[1, 2, 3, 5])
     report = EmptyOperator(task_id="report")
     shards >> report
+    run_1s = {{"kwok.airflow-kueue.io/run-duration": "1s"}}
+    KueueJobSetOperator(  # a coordinator and 3 indexed workers, admitted as one Workload
+        task_id="gang", namespace={namespace!r}, queue_name={queue!r},
+        replicated_jobs=[
+            KueueReplicatedJob("coordinator", image="example.invalid/c:1", resources=common["resources"],
+                               annotations=run_1s),
+            KueueReplicatedJob("workers", image="example.invalid/w:1", completions=3,
+                               resources=common["resources"], annotations=run_1s),
+        ],
+    )
 """
 
 pytestmark = needs_chromium
@@ -64,13 +77,14 @@ class Ui:
     browser: Browser
     env: KueueEnv
 
-    def job_name(self, task_id: str, map_index: int = -1) -> str:
-        """The one Job the task instance made, read from the cluster."""
+    def job_name(self, task_id: str, map_index: int = -1, replicated_job: str | None = None) -> str:
+        """The one Job the task instance made (of ``replicated_job``, for a JobSet task), from the cluster."""
         names = [
             job.metadata.name
             for job in self.env.jobs()
             if job.metadata.labels.get(TASK_ID_LABEL) == task_id
             and job.metadata.labels.get(MAP_INDEX_LABEL, "-1") == str(map_index)
+            and (replicated_job is None or job.metadata.labels.get(REPLICATED_JOB_LABEL) == replicated_job)
         ]
         assert len(names) == 1, names
         return str(names[0])
@@ -166,6 +180,31 @@ def test_mapped_task_instance_tab_shows_its_own_job(ui: Ui, request: pytest.Fixt
         page.close()
 
 
+def test_jobset_task_tab_shows_each_replicated_job_with_the_jobsets_workload(
+    ui: Ui, request: pytest.FixtureRequest
+) -> None:
+    page, frame = _open_kueue_tab(ui, "tasks/gang")
+    try:
+        assert frame.locator("h2").inner_text() == f"{DAG_ID} / gang / {ui.run_id}"
+        jobs = {ui.job_name("gang", replicated_job=part): part for part in ("coordinator", "workers")}
+        assert sorted(frame.locator("h3").all_inner_texts()) == sorted(
+            f"Job {ui.env.namespace}/{job}" for job in jobs
+        )
+        (jobset,) = {job.rsplit("-", 2)[0] for job in jobs}
+        workloads = set()
+        for job, part in jobs.items():
+            section = frame.locator(f'section[data-job="{job}"]')
+            meta = section.locator("p.muted").first.inner_text()
+            assert f"replicated job {part} of JobSet {jobset} (admitted as one Workload)" in meta, meta
+            workloads.add(re.search(r"Workload (\S+),", meta)[1])  # type: ignore[index]
+            cells = section.locator(".grid .cell").evaluate_all("cells => cells.map(c => c.title)")
+            assert cells == [f"index {i}: done" for i in range(3 if part == "workers" else 1)], cells
+        assert len(workloads) == 1, workloads  # the JobSet's one Workload, on both Jobs
+    finally:
+        _screenshot(page, request)
+        page.close()
+
+
 def test_another_operators_tab_says_it_has_no_kueue_job(ui: Ui, request: pytest.FixtureRequest) -> None:
     page, frame = _open_kueue_tab(ui, "tasks/report")
     try:
@@ -188,9 +227,9 @@ def test_queue_dashboard_opens_from_the_browse_menu(ui: Ui, request: pytest.Fixt
         frame = page.frame_locator('iframe[title="Kueue queues"]')
         row = frame.locator('[data-part="queues"] tr', has_text=ui.env.namespace)
         assert ui.env.cluster_queue in row.inner_text()
-        # Recent runs: the DAG's five Kueue task instances, from their results (the EmptyOperator has none).
+        # Recent runs: the DAG's six Kueue task instances, from their results (the EmptyOperator has none).
         history = frame.locator("table", has=frame.locator("td", has_text="per_sample [3]"))
-        assert history.locator("tr", has_text=DAG_ID).count() == 5
+        assert history.locator("tr", has_text=DAG_ID).count() == 6
     finally:
         _screenshot(page, request)
         page.close()

@@ -13,6 +13,7 @@ from airflow_kueue_provider.kueue.jobset_result import (
     jobset_result_of,
     unmanaged_jobset_verdict,
 )
+from airflow_kueue_provider.kueue.run_history import RunRecord
 from airflow_kueue_provider.kueue.workload_state import WorkloadPhase, WorkloadState
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
@@ -85,6 +86,9 @@ def test_the_result_lists_each_replicated_job_and_names_failed_indexes_by_job() 
         ("coordinator", 1, 1, ""),
         ("workers", 8, 7, "genomics-workers-0: 3"),
     ]
+    assert (result.completions, result.succeeded, result.failed) == (9, 8, 1)  # over every replicated job
+    record = RunRecord.from_result("d", "r", "t", -1, T0, result.to_dict())
+    assert record is not None and (record.completions, record.succeeded, record.failed) == (9, 8, 1)
     assert JobSetResult.from_dict(result.to_dict()) == result  # XCom round trip
     status, message = view.outcome() or ("", "")
     assert status == "failed" and message.endswith("failed indexes: genomics-workers-0: 3")
