@@ -162,6 +162,8 @@ class ChildJob:
     completed: IndexSet
     failed: IndexSet
     active: int
+    ready: int = 0
+    """``status.ready``: pods that passed their readiness (running, for a pod without a probe)."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +210,17 @@ class JobSetView:
 
     def progress_line(self) -> str:
         return "; ".join(rj.describe() for rj in self.replicated)
+
+    @property
+    def jobs(self) -> tuple[ChildJob, ...]:
+        """Every child Job, replicated job by replicated job."""
+        return tuple(job for rj in self.replicated for job in rj.jobs)
+
+    @property
+    def unstarted_jobs(self) -> tuple[ChildJob, ...]:
+        """Child Jobs with no pod ready and no index finished: in a gang, one such Job (workers whose image
+        never pulls) holds the whole JobSet's quota while the others run."""
+        return tuple(job for job in self.jobs if not (job.ready or job.completed or job.failed))
 
     def outcome(self) -> tuple[str, str] | None:
         """``("success" | "failed", message)`` once the JobSet finished; None while it runs."""
@@ -272,4 +285,5 @@ def _child(job: Mapping[str, Any]) -> ChildJob:
         completed=IndexSet.parse(status.get("completedIndexes")),
         failed=IndexSet.parse(status.get("failedIndexes")),
         active=int(status.get("active") or 0),
+        ready=int(status.get("ready") or 0),
     )

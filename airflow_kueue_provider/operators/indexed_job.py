@@ -46,7 +46,7 @@ from .job_submission import create_or_adopt, reattachable
 from .k8s_models import from_secrets, plain, secret_names
 from .kueue_link import KueueJobLink
 from .settings import configured_pod_policy
-from .task_facts import created_epoch, seconds, task_identity
+from .task_facts import check_positive_seconds, created_epoch, seconds, task_identity
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -351,13 +351,9 @@ class KueueIndexedJobOperator(BaseOperator):
             raise AirflowFailException(
                 f"{self.task_id}: queue_timeout must be positive, got {self.queue_timeout}"
             )
-        for name in ("workload_timeout", "start_timeout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise AirflowFailException(
-                    f"{self.task_id}: {name} must be a positive number of seconds or a timedelta, "
-                    f"got {value!r}"
-                )
+        check_positive_seconds(
+            self.task_id, workload_timeout=self.workload_timeout, start_timeout=self.start_timeout
+        )
         # The merged Job (template included) against the platform's pod policy, with safe defaults.
         job = with_restricted_defaults(build_indexed_job(spec))
         if problems := violations(job, configured_pod_policy()):

@@ -26,13 +26,14 @@ from ..kueue.k8s_names import is_dns1123_subdomain, is_valid_label_value
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault, per_index_retries
+from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..triggers.kueue_jobset import KueueJobSetTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .job_submission import create_or_adopt_object, reattachable
 from .k8s_models import plain
 from .kueue_link import KueueJobLink
 from .settings import configured_pod_policy
-from .task_facts import created_epoch, seconds, task_identity
+from .task_facts import check_positive_seconds, created_epoch, seconds, task_identity
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -127,6 +128,10 @@ class KueueJobSetOperator(BaseOperator):
     :param checkpointing: a Blob connection id or ``Checkpointing(...)``: the replicated job with
         ``checkpoint=True`` gets a checkpoint location (a SAS Secret owned by the JobSet, or workload
         identity).
+    :param start_timeout: once admitted, how long the JobSet's pods may take to start (default 600 s). After
+        that, pods that cannot start (an image that never pulls, a container config error, no node that fits)
+        fail the task with that reason, named by child Job and pod, and the JobSet is deleted to free its
+        quota.
     :param keep_jobset_on_failure: keep a JobSet that still runs when the task fails (default: delete it).
     """
 
@@ -145,6 +150,7 @@ class KueueJobSetOperator(BaseOperator):
         ttl_seconds_after_finished: int | None = 86400,
         queue_timeout: timedelta | float | None = None,
         workload_timeout: timedelta | float = DEFAULT_WORKLOAD_TIMEOUT,
+        start_timeout: timedelta | float = DEFAULT_START_TIMEOUT,
         keep_jobset_on_failure: bool = False,
         labels: Mapping[str, str] | None = None,
         annotations: Mapping[str, str] | None = None,
@@ -189,10 +195,12 @@ class KueueJobSetOperator(BaseOperator):
         self.ttl_seconds_after_finished = ttl_seconds_after_finished
         self.queue_timeout = None if queue_timeout is None else seconds(queue_timeout)
         self.workload_timeout = seconds(workload_timeout)
+        self.start_timeout = seconds(start_timeout)
         if self.queue_timeout is not None and self.queue_timeout <= 0:
             raise AirflowFailException(f"{self.task_id}: queue_timeout must be positive, got {queue_timeout}")
-        if self.workload_timeout <= 0:
-            raise AirflowFailException(f"{self.task_id}: workload_timeout must be positive")
+        check_positive_seconds(
+            self.task_id, workload_timeout=self.workload_timeout, start_timeout=self.start_timeout
+        )
         self.keep_jobset_on_failure = keep_jobset_on_failure
         self.labels = labels
         self.annotations = annotations
@@ -332,6 +340,7 @@ class KueueJobSetOperator(BaseOperator):
             queue_timeout=self.queue_timeout,
             submitted_at=created_epoch(jobset),
             workload_timeout=self.workload_timeout,
+            start_timeout=self.start_timeout,
         )
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")

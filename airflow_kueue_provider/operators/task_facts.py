@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from ..airflow_compat import AirflowFailException
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.api_time import parse_api_time
 
@@ -26,6 +27,17 @@ def task_identity(context: Context) -> AirflowIdentity:
 
 def seconds(value: timedelta | float) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+def check_positive_seconds(task_id: str, **durations: float | None) -> None:
+    """Each duration (seconds, already from a timedelta) must be a positive number; None is left alone."""
+    for name, value in durations.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise AirflowFailException(
+                f"{task_id}: {name} must be a positive number of seconds or a timedelta, got {value!r}"
+            )
 
 
 def created_epoch(obj: dict[str, Any]) -> float | None:

@@ -18,19 +18,24 @@ from ..kueue.job_ownership import is_same_object
 from ..kueue.jobset import JobSetView, jobset_view
 from ..kueue.jobset_result import jobset_progress_line, jobset_result_of, unmanaged_jobset_verdict
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
+from ..kueue.start_guard import DEFAULT_START_TIMEOUT, jobset_start_overdue, stuck_reason
 from ..kueue.workload_state import WorkloadPhase, WorkloadState, workload_state_from_dict
-from .kueue_job import CONFIRM_RETRY_SECONDS, UNMANAGED_GRACE_SECONDS
+from .kueue_job import CONFIRM_RETRY_SECONDS, START_RECHECK_SECONDS, UNMANAGED_GRACE_SECONDS
 from .namespace_watch import FollowingJobSet, JobSetSnapshot, NamespaceWatch
 from .progress_log import ProgressLog, human_duration
 
 log = logging.getLogger(__name__)
+
+START_CHECK_JOBS = 8  # child Jobs whose pods one stuck-start check reads, at most (one LIST each)
 
 
 class KueueJobSetTrigger(BaseTrigger):
     """Wait for a JobSet through Kueue's queue and its replicated jobs; one final event.
 
     ``queue_timeout`` (seconds from ``submitted_at``) is the only thing that turns a long wait into a failure;
-    the JobSet is then deleted. A JobSet Kueue does not manage is deleted too (never outside quota).
+    the JobSet is then deleted. A JobSet Kueue does not manage is deleted too (never outside quota), and so is
+    one admitted ``start_timeout`` ago whose pods cannot start (an image that never pulls, a pod no node
+    takes): it would hold its quota for ever.
     """
 
     def __init__(
@@ -44,6 +49,7 @@ class KueueJobSetTrigger(BaseTrigger):
         queue_timeout: float | None = None,
         submitted_at: float | None = None,
         workload_timeout: float = DEFAULT_WORKLOAD_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.jobset_name = jobset_name
@@ -54,7 +60,9 @@ class KueueJobSetTrigger(BaseTrigger):
         self.queue_timeout = queue_timeout
         self.submitted_at = submitted_at if submitted_at is not None else time.time()
         self.workload_timeout = workload_timeout
+        self.start_timeout = start_timeout
         self._unmanaged_since: float | None = None
+        self._next_start_check_at = 0.0
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -68,6 +76,7 @@ class KueueJobSetTrigger(BaseTrigger):
                 "queue_timeout": self.queue_timeout,
                 "submitted_at": self.submitted_at,
                 "workload_timeout": self.workload_timeout,
+                "start_timeout": self.start_timeout,
             },
         )
 
@@ -150,14 +159,57 @@ class KueueJobSetTrigger(BaseTrigger):
                         return self._event("timeout", message, fresh.jobset, fresh_view, fresh_workload)
                 snapshot = fresh or snapshot
                 continue
-            # 5. Sleep until the watch has news, or a timeout is due.
-            waits = [t for t in (left, unmanaged_in, progress.due_in()) if t is not None]
+            # 5. Never stuck after admission: pods of the JobSet that cannot start end the task.
+            start_check_in = await self._check_start(following, view, workload)
+            if isinstance(start_check_in, dict):
+                return start_check_in
+            # 6. Sleep until the watch has news, or a timeout is due.
+            waits = [t for t in (left, unmanaged_in, start_check_in, progress.due_in()) if t is not None]
             try:
                 snapshot = await asyncio.wait_for(
                     following.next(), timeout=max(min(waits), 0.05) if waits else None
                 )
             except asyncio.TimeoutError:
                 snapshot = following.current()
+
+    async def _check_start(
+        self, following: FollowingJobSet, view: JobSetView, workload: WorkloadState | None
+    ) -> float | dict[str, Any] | None:
+        """The final event when the JobSet's pods cannot start (start_guard); else seconds until the next look
+        (None: none due). The child Jobs that have not started are read one by one, up to START_CHECK_JOBS,
+        until one names why."""
+        admitted_at = workload.admitted_at if workload else None
+        since = time.time() - admitted_at.timestamp() if admitted_at else None
+        if since is None or view.finished is not None or not view.unstarted_jobs:
+            return None
+        if not jobset_start_overdue(view, since, self.start_timeout):
+            return self.start_timeout - since
+        now = time.monotonic()
+        if now < self._next_start_check_at:
+            return self._next_start_check_at - now
+        self._next_start_check_at = now + START_RECHECK_SECONDS
+        reason = None
+        for job in view.unstarted_jobs[:START_CHECK_JOBS]:
+            pods, events = await following.pods_and_events(job.name)
+            if found := stuck_reason(pods, events):
+                reason = f"Job {job.name}, {found}"
+                break
+        if reason is None:
+            return START_RECHECK_SECONDS
+        fresh = await self._fresh(following)
+        if fresh is None or not is_same_object(fresh.jobset, self.jobset_uid):
+            return START_RECHECK_SECONDS if fresh is None else None
+        assert fresh.jobset is not None
+        fresh_view = jobset_view(fresh.jobset, fresh.jobs)
+        if fresh_view.finished is not None or not fresh_view.unstarted_jobs:
+            return None
+        await self._delete(fresh.jobset)
+        message = (
+            f"{self._where} was admitted {human_duration(since)} ago but its pods cannot start ({reason}); "
+            f"it was deleted to release its quota (start_timeout={human_duration(self.start_timeout)})"
+        )
+        self.log.error("%s", message)
+        return self._event("failed", message, fresh.jobset, fresh_view, workload)
 
     def _unmanaged_wait(self, view: JobSetView, snapshot: JobSetSnapshot) -> float | None:
         """Seconds until an unmanaged verdict may be acted on (<= 0: now); None while Kueue manages it."""

@@ -504,6 +504,11 @@ class FollowingJobSet(_FollowingBase[JobSetSnapshot]):
         ns, name = self._hub.namespace, self.name
         return await self._read(lambda hook: _read_jobset_snapshot(hook, ns, name))
 
+    async def pods_and_events(self, job_name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """One child Job's pods (or, with none, its Events), read now: asked only when pods seem stuck."""
+        ns = self._hub.namespace
+        return await self._read(lambda hook: hook.pods_and_events_of_job(ns, job_name))
+
 
 def _install_debug_signal(loop: asyncio.AbstractEventLoop) -> None:
     """Diagnostics for a trigger that stopped reacting: on SIGUSR2, log each hub's counters and the stack of

@@ -1,7 +1,7 @@
 """``KueueJobSetOperator`` on the bed's JobSet controller and Kueue: a coordinator and 8 indexed workers wait
 as one Workload, are admitted together and succeed, with per-replicated-job progress in the log and result;
-a failing worker index fails the task and is named by its Job; a restarted try reattaches; on_kill and a bad
-input behave as for the Indexed Job operator."""
+a failing worker index fails the task and is named by its Job; a restarted try reattaches; pods that cannot
+start fail the task after start_timeout; on_kill and a bad input behave as for the Indexed Job operator."""
 
 from __future__ import annotations
 
@@ -175,6 +175,43 @@ def test_a_restarted_try_reattaches_and_on_kill_deletes_the_jobset_and_its_pods(
     assert errors and "deleted before it finished" in str(errors[0]), errors
 
 
+def test_workers_whose_image_never_pulls_fail_the_task_within_start_timeout_and_the_jobset_is_deleted(
+    kueue_env: KueueEnv,
+) -> None:
+    """Admitted, the coordinator runs but the workers' image never pulls: without start_timeout the JobSet
+    would hold its quota for ever."""
+    op = KueueJobSetOperator(
+        task_id="genomics",
+        namespace=kueue_env.namespace,
+        queue_name=kueue_env.local_queue,
+        deferrable=False,
+        start_timeout=15,
+        replicated_jobs=[
+            KueueReplicatedJob(
+                "coordinator", image="example.invalid/c:1", resources=REQUESTS, annotations=HOLD
+            ),
+            KueueReplicatedJob(
+                "workers",
+                image="example.invalid/w:1",
+                completions=2,
+                resources=REQUESTS,
+                annotations={"kwok.airflow-kueue.io/image-pull": "fail"},
+            ),
+        ],
+    )
+    with pytest.raises(Exception) as failure:
+        op.execute({"ti": _ti()})  # type: ignore[arg-type]
+    message = str(failure.value)
+    match = re.search(
+        r"was admitted (\d+)s ago but its pods cannot start \(Job (\S+), pod \S+: (\w+)", message
+    )
+    assert match, message
+    assert 15 <= int(match.group(1)) <= 75, message
+    assert match.group(2).endswith("-workers-0") and match.group(3) in ("ImagePullBackOff", "ErrImagePull")
+    assert "deleted to release its quota (start_timeout=15s)" in message
+    wait_for("the JobSet gone", lambda: not _jobsets(kueue_env), timeout=60)
+
+
 def test_bad_input_fails_early_and_creates_nothing(kueue_env: KueueEnv) -> None:
     with pytest.raises(AirflowFailException, match="replicated job name 'workers' is used twice"):
         KueueJobSetOperator(
@@ -185,6 +222,14 @@ def test_bad_input_fails_early_and_creates_nothing(kueue_env: KueueEnv) -> None:
                 KueueReplicatedJob("workers", image="x:1"),
                 KueueReplicatedJob("workers", image="x:1"),
             ],
+        )
+    with pytest.raises(AirflowFailException, match="start_timeout must be a positive number of seconds"):
+        KueueJobSetOperator(
+            task_id="t",
+            namespace=kueue_env.namespace,
+            queue_name=kueue_env.local_queue,
+            start_timeout=0,
+            replicated_jobs=[KueueReplicatedJob("workers", image="x:1")],
         )
     with pytest.raises(AirflowFailException, match="LocalQueue 'nope' does not exist"):
         _operator(kueue_env, queue_name="nope").execute({"ti": _ti()})  # type: ignore[arg-type]
