@@ -76,8 +76,16 @@ def _steal() -> float:
 
 
 def _children(pid: int) -> list[int]:
+    """The process's children: /proc's list (CONFIG_PROC_CHILDREN), else psutil's scan of /proc."""
     try:
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        import psutil
+
+        try:
+            return [child.pid for child in psutil.Process(pid).children()]
+        except psutil.Error:
+            return []
     except (OSError, ValueError):
         return []
 
