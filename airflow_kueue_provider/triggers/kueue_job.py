@@ -33,6 +33,7 @@ from ..kueue.workload_state import WorkloadPhase
 from .ledger_writer import LedgerWriter, Progress
 from .namespace_watch import Following, JobSnapshot, NamespaceWatch
 from .progress_log import ProgressLog, human_duration
+from .start_check import START_RECHECK_SECONDS, StartCheckPacing
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,6 @@ POSITION_FIRST_AFTER = (
 POSITION_FIRST_REFRESH = 30.0  # then every 30 s, doubling up to POSITION_MAX_REFRESH while still queued
 POSITION_MAX_REFRESH = 600.0
 LEDGER_FLUSH_SECONDS = 60.0  # at the end, how long to wait for the last ledger write (Blob may be away)
-START_RECHECK_SECONDS = 30.0  # after start_timeout, how often to look at pods that are still not ready
 CONFIRM_RETRY_SECONDS = 2.0  # after a re-read the apiserver could not answer
 UNMANAGED_GRACE_SECONDS = 10.0  # how long "no Workload" must hold, then on a fresh read, before a delete
 
@@ -89,7 +89,7 @@ class KueueJobTrigger(BaseTrigger):
         self._eta_history = EtaHistory(self.deadline.eta_history if self.deadline else ())
         self._released = ReleasedQuota()  # what Kueue gave back in the tail, as this trigger saw it
         self._next_ramp_at: float | None = None
-        self._next_start_check_at = 0.0
+        self._start_checks = StartCheckPacing(start_timeout)
         self._unmanaged_since: float | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -340,12 +340,9 @@ class KueueJobTrigger(BaseTrigger):
         since = time.time() - admitted_at.timestamp() if admitted_at else None
         if since is None or not view.admitted or view.ready or view.completed or view.failed:
             return None
-        if not start_overdue(view, since, self.start_timeout):
-            return self.start_timeout - since
-        now = time.monotonic()
-        if now < self._next_start_check_at:
-            return self._next_start_check_at - now
-        self._next_start_check_at = now + START_RECHECK_SECONDS
+        wait = self._start_checks.due_in(since, start_overdue(view, since, self.start_timeout))
+        if wait is not None:
+            return wait
         pods, events = await following.pods_and_events()
         reason = stuck_reason(pods, events)
         if reason is None:

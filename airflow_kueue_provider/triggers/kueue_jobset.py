@@ -20,9 +20,10 @@ from ..kueue.jobset_result import jobset_progress_line, jobset_result_of, unmana
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT, jobset_start_overdue, stuck_reason
 from ..kueue.workload_state import WorkloadPhase, WorkloadState, workload_state_from_dict
-from .kueue_job import CONFIRM_RETRY_SECONDS, START_RECHECK_SECONDS, UNMANAGED_GRACE_SECONDS
+from .kueue_job import CONFIRM_RETRY_SECONDS, UNMANAGED_GRACE_SECONDS
 from .namespace_watch import FollowingJobSet, JobSetSnapshot, NamespaceWatch
 from .progress_log import ProgressLog, human_duration
+from .start_check import START_RECHECK_SECONDS, StartCheckPacing
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class KueueJobSetTrigger(BaseTrigger):
         self.workload_timeout = workload_timeout
         self.start_timeout = start_timeout
         self._unmanaged_since: float | None = None
-        self._next_start_check_at = 0.0
+        self._start_checks = StartCheckPacing(start_timeout)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -182,12 +183,9 @@ class KueueJobSetTrigger(BaseTrigger):
         since = time.time() - admitted_at.timestamp() if admitted_at else None
         if since is None or view.finished is not None or not view.unstarted_jobs:
             return None
-        if not jobset_start_overdue(view, since, self.start_timeout):
-            return self.start_timeout - since
-        now = time.monotonic()
-        if now < self._next_start_check_at:
-            return self._next_start_check_at - now
-        self._next_start_check_at = now + START_RECHECK_SECONDS
+        wait = self._start_checks.due_in(since, jobset_start_overdue(view, since, self.start_timeout))
+        if wait is not None:
+            return wait
         reason = None
         for job in view.unstarted_jobs[:START_CHECK_JOBS]:
             pods, events = await following.pods_and_events(job.name)
