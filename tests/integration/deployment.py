@@ -562,6 +562,17 @@ class AirflowDeployment:
     def logs(self, prefix: str) -> str:
         return "".join(c.log() for n, c in self.components.items() if n.startswith(prefix))
 
+    def executor_events(self, dag_id: str, task_id: str) -> int:
+        """How many executor events (one per exit of a worker process, a deferral included) the scheduler has
+        taken in for the task: a trigger that fires before the last one is in meets Airflow 3.3's
+        "state mismatch" race (scenarios.state_mismatch_kills)."""
+        key = f"TaskInstanceKey(dag_id='{dag_id}', task_id='{task_id}'"
+        return sum(
+            1
+            for line in self.logs("scheduler").splitlines()
+            if "Received executor event" in line and key in line
+        )
+
     def blocked_thread_lines(self) -> list[str]:
         """The triggerers' "async thread was blocked for N seconds" warnings, as logged."""
         return [line for line in self.logs("triggerer").splitlines() if BLOCKED_THREAD in line]
