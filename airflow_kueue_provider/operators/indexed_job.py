@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -449,12 +450,13 @@ class KueueIndexedJobOperator(BaseOperator):
             workload_timeout=self.workload_timeout,
             start_timeout=self.start_timeout,
             deadline=plan.to_dict() if plan else None,
+            deferred_at=time.time(),
         )
 
     def _wait(self, context: Context, trigger: KueueJobTrigger) -> dict[str, Any]:
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
-        return self.execute_complete(context, asyncio.run(_first_event(trigger)))
+        return self.execute_complete(context, asyncio.run(trigger.first_event()))
 
     def _deadline_plan(self, context: Context, hook: KueueHook) -> DeadlinePlan | None:
         """The rendered ``deadline`` against the DAG run's start; the escalation's priority class checked."""
@@ -721,12 +723,6 @@ class KueueIndexedJobOperator(BaseOperator):
                 self.resolved_namespace(), self._job_name, uid=self._job_uid
             )
             self.log.info("task killed; Job %s/%s: %s", self.resolved_namespace(), self._job_name, what)
-
-
-async def _first_event(trigger: KueueJobTrigger) -> dict[str, Any]:
-    async for event in trigger.run():
-        return dict(event.payload)
-    raise KueueJobFailed("the trigger ended without an event", {})
 
 
 def _env_items(env: Any) -> list[Any]:

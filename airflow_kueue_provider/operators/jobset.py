@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import timedelta
@@ -341,10 +342,11 @@ class KueueJobSetOperator(BaseOperator):
             submitted_at=created_epoch(jobset),
             workload_timeout=self.workload_timeout,
             start_timeout=self.start_timeout,
+            deferred_at=time.time(),
         )
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
-        return self.execute_complete(context, asyncio.run(_first_event(trigger)))
+        return self.execute_complete(context, asyncio.run(trigger.first_event()))
 
     def _give_checkpoint_env(self, manifest: dict[str, Any], session: CheckpointSession) -> None:
         """The checkpointed replicated job's pods learn where (and with which SAS Secret, named after the
@@ -453,9 +455,3 @@ class KueueJobSetOperator(BaseOperator):
                 self.resolved_namespace(), self._jobset_name, uid=self._jobset_uid
             )
             self.log.info("task killed; JobSet %s/%s: %s", self.resolved_namespace(), self._jobset_name, what)
-
-
-async def _first_event(trigger: KueueJobSetTrigger) -> dict[str, Any]:
-    async for event in trigger.run():
-        return dict(event.payload)
-    raise KueueJobSetFailed("the trigger ended without an event", {})

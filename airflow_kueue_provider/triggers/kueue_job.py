@@ -33,6 +33,7 @@ from ..kueue.workload_state import WorkloadPhase
 from .ledger_writer import LedgerWriter, Progress
 from .namespace_watch import Following, JobSnapshot, NamespaceWatch
 from .progress_log import ProgressLog, human_duration
+from .resume_guard import ResumeGuard
 from .start_check import START_RECHECK_SECONDS, StartCheckPacing
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class KueueJobTrigger(BaseTrigger):
         workload_timeout: float = DEFAULT_WORKLOAD_TIMEOUT,
         start_timeout: float = DEFAULT_START_TIMEOUT,
         deadline: dict[str, Any] | None = None,
+        deferred_at: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.job_name = job_name
@@ -91,6 +93,8 @@ class KueueJobTrigger(BaseTrigger):
         self._next_ramp_at: float | None = None
         self._start_checks = StartCheckPacing(start_timeout)
         self._unmanaged_since: float | None = None
+        self.deferred_at = deferred_at
+        self._resume_guard = ResumeGuard(deferred_at)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -108,19 +112,26 @@ class KueueJobTrigger(BaseTrigger):
                 "job_uid": self.job_uid,
                 "workload_timeout": self.workload_timeout,
                 "start_timeout": self.start_timeout,
+                "deferred_at": self.deferred_at,
                 "deadline": self.deadline.to_dict() if self.deadline else None,
             },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        event = await self.first_event()
+        where = f"{self.namespace}/{self.job_name}: {event['status']}"
+        await self._resume_guard.wait_open(self.log, where)
+        yield TriggerEvent(event)  # type: ignore[no-untyped-call]
+
+    async def first_event(self) -> dict[str, Any]:
+        """The one event this trigger ends with (``run`` adds the resume guard a triggerer needs)."""
         try:
-            event = await self._follow()
+            return await self._follow()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a broken connection or RBAC: end the task with the reason, not silence
             log.exception("following Job %s/%s failed", self.namespace, self.job_name)
-            event = self._event(Outcome("error", f"{type(exc).__name__}: {exc}"), None, None)
-        yield TriggerEvent(event)  # type: ignore[no-untyped-call]
+            return self._event(Outcome("error", f"{type(exc).__name__}: {exc}"), None, None)
 
     async def _follow(self) -> dict[str, Any]:
         writer = LedgerWriter(self.ledger, self.job_name) if self.ledger else None

@@ -23,6 +23,7 @@ from ..kueue.workload_state import WorkloadPhase, WorkloadState, workload_state_
 from .kueue_job import CONFIRM_RETRY_SECONDS, UNMANAGED_GRACE_SECONDS
 from .namespace_watch import FollowingJobSet, JobSetSnapshot, NamespaceWatch
 from .progress_log import ProgressLog, human_duration
+from .resume_guard import ResumeGuard
 from .start_check import START_RECHECK_SECONDS, StartCheckPacing
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class KueueJobSetTrigger(BaseTrigger):
         submitted_at: float | None = None,
         workload_timeout: float = DEFAULT_WORKLOAD_TIMEOUT,
         start_timeout: float = DEFAULT_START_TIMEOUT,
+        deferred_at: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.jobset_name = jobset_name
@@ -64,6 +66,8 @@ class KueueJobSetTrigger(BaseTrigger):
         self.start_timeout = start_timeout
         self._unmanaged_since: float | None = None
         self._start_checks = StartCheckPacing(start_timeout)
+        self.deferred_at = deferred_at
+        self._resume_guard = ResumeGuard(deferred_at)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -78,6 +82,7 @@ class KueueJobSetTrigger(BaseTrigger):
                 "submitted_at": self.submitted_at,
                 "workload_timeout": self.workload_timeout,
                 "start_timeout": self.start_timeout,
+                "deferred_at": self.deferred_at,
             },
         )
 
@@ -86,17 +91,22 @@ class KueueJobSetTrigger(BaseTrigger):
         return f"JobSet {self.namespace}/{self.jobset_name}"
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        event = await self.first_event()
+        await self._resume_guard.wait_open(self.log, f"{self._where}: {event['status']}")
+        yield TriggerEvent(event)  # type: ignore[no-untyped-call]
+
+    async def first_event(self) -> dict[str, Any]:
+        """The one event this trigger ends with (``run`` adds the resume guard a triggerer needs)."""
         try:
             async with NamespaceWatch.follow_jobset(
                 self.kubernetes_conn_id, self.namespace, self.jobset_name
             ) as following:
-                event = await self._until_outcome(following)
+                return await self._until_outcome(following)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a broken connection or RBAC: end the task with the reason, not silence
             log.exception("following %s failed", self._where)
-            event = self._event("error", f"{type(exc).__name__}: {exc}")
-        yield TriggerEvent(event)  # type: ignore[no-untyped-call]
+            return self._event("error", f"{type(exc).__name__}: {exc}")
 
     async def _until_outcome(self, following: FollowingJobSet) -> dict[str, Any]:
         progress = ProgressLog(self.log, f"{self.namespace}/{self.jobset_name}")

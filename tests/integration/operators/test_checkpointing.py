@@ -282,12 +282,7 @@ def test_two_triggers_writing_the_ledger_at_once_lose_no_index(
         )
 
     async def both() -> list[Any]:
-        async def first(t: KueueJobTrigger) -> dict[str, Any]:
-            async for event in t.run():
-                return dict(event.payload)
-            raise AssertionError
-
-        return await asyncio.gather(first(trigger()), first(trigger()))
+        return await asyncio.gather(trigger().first_event(), trigger().first_event())
 
     events = asyncio.run(both())
     assert [e["status"] for e in events] == ["success", "success"]

@@ -37,9 +37,7 @@ def _trigger(env: KueueEnv, job: dict[str, Any]) -> KueueJobTrigger:
 
 
 async def _first_event(trigger: KueueJobTrigger) -> dict[str, Any]:
-    async for event in trigger.run():
-        return dict(event.payload)
-    raise AssertionError("no event")
+    return await trigger.first_event()  # run() adds only the resume guard (tests/unit/triggers)
 
 
 def _recreate(trigger: KueueJobTrigger) -> KueueJobTrigger:
