@@ -35,6 +35,9 @@ class ReplicatedJobResult:
     succeeded: int
     failed_indexes: str
     """Per child Job, e.g. ``"genomics-workers-0: 3,7"``; empty when none failed."""
+    topology_placement: str | None = None
+    """Where Kueue's topology-aware scheduling put its pods (its ``topology``), e.g.
+    ``"kubernetes.io/hostname: aks-spot-0 (4)"``; None when it placed none."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ class JobSetResult:
 
 def jobset_progress_line(view: JobSetView, workload: WorkloadState | None) -> str:
     """Queued / admitted / evicted as Kueue says, then per replicated job once pods run, e.g.
-    ``running: coordinator 1/1 done, 0 active; workers 5/8 done, 3 active``."""
+    ``running: coordinator 1/1 done, 0 active; workers 5/8 done, 3 active`` (with where Kueue's TAS placed
+    each replicated job, when it did)."""
     if workload is None:
         return "submitted; waiting for Kueue to create the JobSet's Workload"
     running = workload.phase is WorkloadPhase.Running or (
@@ -80,6 +84,8 @@ def jobset_progress_line(view: JobSetView, workload: WorkloadState | None) -> st
     )
     if running and view.replicated:
         where = f" on worker cluster {workload.worker_cluster}" if workload.worker_cluster else ""
+        if placed := workload.placement_text():
+            where += f" (placed: {placed})"
         return f"running{where}: {view.progress_line()}"
     return workload.describe()
 
@@ -92,7 +98,8 @@ def jobset_result_of(
     admitted = workload.admitted_at if workload else None
     ended = parse_api_time((view.finished or {}).get("lastTransitionTime")) or now
     causes = workload.eviction_causes if workload else ()
-    replicated = tuple(_replicated_result(rj) for rj in view.replicated)
+    placed = {name: p.describe() for name, p in workload.placements} if workload else {}
+    replicated = tuple(_replicated_result(rj, placed.get(rj.name)) for rj in view.replicated)
     return JobSetResult(
         jobset_name=view.name,
         namespace=view.namespace,
@@ -110,7 +117,7 @@ def jobset_result_of(
     )
 
 
-def _replicated_result(rj: ReplicatedJobProgress) -> ReplicatedJobResult:
+def _replicated_result(rj: ReplicatedJobProgress, placement: str | None) -> ReplicatedJobResult:
     per_job = rj.jobs[0].completions if rj.jobs else 0
     return ReplicatedJobResult(
         name=rj.name,
@@ -118,6 +125,7 @@ def _replicated_result(rj: ReplicatedJobProgress) -> ReplicatedJobResult:
         completions=max(rj.completions, per_job * rj.replicas),
         succeeded=rj.completed,
         failed_indexes="; ".join(rj.failed_indexes()),
+        topology_placement=placement,
     )
 
 

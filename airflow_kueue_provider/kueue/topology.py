@@ -80,18 +80,40 @@ class TopologyPlacement:
         return f"{'/'.join(self.levels)}: {', '.join(shown)}" + (f" and {more} more" if more > 0 else "")
 
 
+def with_topology(
+    annotations: Mapping[str, str] | None, request: TopologyRequest | None
+) -> Mapping[str, str] | None:
+    """Pod template ``annotations`` with ``request``'s Kueue annotation: set through ``topology=`` only."""
+    if request is None:
+        return annotations
+    if set(annotations or {}) & set(TOPOLOGY_ANNOTATIONS):
+        raise InvalidTopology(
+            "annotations sets a Kueue topology annotation and topology= is given: use topology= alone"
+        )
+    return {**(annotations or {}), **request.pod_annotations()}
+
+
 def placement_of(status: Mapping[str, Any]) -> TopologyPlacement | None:
-    """The TAS placement in a Workload's ``status`` (None without one, or when it cannot be read)."""
+    """The TAS placement in a Workload's ``status`` (its first pod set's; None without one, or when it
+    cannot be read)."""
+    placements = placements_of(status)
+    return placements[0][1] if placements else None
+
+
+def placements_of(status: Mapping[str, Any]) -> tuple[tuple[str, TopologyPlacement], ...]:
+    """Every pod set's TAS placement in a Workload's ``status``, as (pod set name, placement): a JobSet's
+    pod sets are its replicated jobs. A pod set whose assignment cannot be read is left out."""
     admission = status.get("admission")
     assignments = admission.get("podSetAssignments") if isinstance(admission, Mapping) else None
+    placements: list[tuple[str, TopologyPlacement]] = []
     for assignment in assignments if isinstance(assignments, list) else []:
         topology = assignment.get("topologyAssignment") if isinstance(assignment, Mapping) else None
         if isinstance(topology, Mapping):
             try:
-                return _decode(topology)
+                placements.append((str(assignment.get("name") or ""), _decode(topology)))
             except (KeyError, TypeError, ValueError, IndexError):
-                return None
-    return None
+                continue
+    return tuple(placements)
 
 
 def _decode(topology: Mapping[str, Any]) -> TopologyPlacement:

@@ -27,7 +27,7 @@ from typing import Any
 
 from .api_time import parse_api_time
 from .quantity import parse_quantity
-from .topology import TopologyPlacement, placement_of
+from .topology import TopologyPlacement, placements_of
 
 
 class WorkloadPhase(str, enum.Enum):
@@ -102,8 +102,9 @@ class WorkloadState:
     pods_admitted: int | None = None
     """Pods its admission holds quota for (``status.admission.podSetAssignments[].count``); fewer than
     requested after a partial admission."""
-    topology: TopologyPlacement | None = None
-    """Where Kueue's topology-aware scheduling placed the pods, when it did."""
+    placements: tuple[tuple[str, TopologyPlacement], ...] = ()
+    """Where Kueue's topology-aware scheduling placed each pod set's pods, as (pod set, placement), for the
+    pod sets it placed (a Job has one pod set; a JobSet one per replicated job)."""
     worker_cluster: str | None = None
     """The MultiKueue worker cluster the Workload was dispatched to (``status.clusterName``), on a manager
     cluster; Kueue clears it when the Workload is evicted."""
@@ -115,6 +116,18 @@ class WorkloadState:
     cpu_per_pod: float | None = None
     """CPU cores the admission counts per pod (``podSetAssignments[].resourceUsage.cpu`` over its pods);
     None without an admission or without CPU in it."""
+
+    @property
+    def topology(self) -> TopologyPlacement | None:
+        """The first pod set's placement: a Job's only one."""
+        return self.placements[0][1] if self.placements else None
+
+    def placement_text(self) -> str | None:
+        """``kubernetes.io/hostname: n1 (4)``; per pod set (``coordinator on ...; workers on ...``) when
+        Kueue placed several; None when it placed none."""
+        if len(self.placements) == 1:
+            return self.placements[0][1].describe()
+        return "; ".join(f"{name} on {p.describe()}" for name, p in self.placements) or None
 
     @property
     def partially_admitted(self) -> bool:
@@ -166,8 +179,8 @@ class WorkloadState:
             if self.partially_admitted
             else ""
         )
-        if self.topology is not None:
-            partial += f", placed on {self.topology.describe()}"
+        if placed := self.placement_text():
+            partial += f", placed on {placed}"
         if self.worker_cluster:
             partial += f", on worker cluster {self.worker_cluster} (MultiKueue)"
         if phase is WorkloadPhase.Admitted:
@@ -233,7 +246,7 @@ def workload_state_from_dict(workload: Mapping[str, Any]) -> WorkloadState:
         pods_requested=sum(_int(_mapping(p).get("count")) for p in _list(spec.get("podSets"))),
         pods_admitted=_admitted_pods(status),
         cpu_per_pod=_cpu_per_pod(status),
-        topology=placement_of(status),
+        placements=placements_of(status),
         worker_cluster=_str_or_none(status.get("clusterName")),
         pending_checks=_pending_checks(status),
         reclaimable_pods=sum(_int(_mapping(p).get("count")) for p in _list(status.get("reclaimablePods"))),

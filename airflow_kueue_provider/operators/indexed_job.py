@@ -38,7 +38,7 @@ from ..kueue.result import JobResult
 from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault, per_index_retries
 from ..kueue.spill import SPILL_NAME_VARIANT, spill_taken
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
-from ..kueue.topology import TOPOLOGY_ANNOTATIONS, InvalidTopology, TopologyRequest
+from ..kueue.topology import InvalidTopology, TopologyRequest, with_topology
 from ..triggers.kueue_job import KueueJobTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .deadline_escalation import DeadlineEscalation, InvalidEscalation, take_steps
@@ -366,14 +366,10 @@ class KueueIndexedJobOperator(BaseOperator):
 
     def _pod_annotations(self) -> Mapping[str, str] | None:
         """``annotations``, with ``topology``'s Kueue annotation (set through ``topology=`` only)."""
-        if self.topology is None:
-            return self.annotations
-        if set(self.annotations or {}) & set(TOPOLOGY_ANNOTATIONS):
-            raise AirflowFailException(
-                f"{self.task_id}: annotations sets a Kueue topology annotation and topology= is given: "
-                "use topology= alone"
-            )
-        return {**(self.annotations or {}), **self.topology.pod_annotations()}
+        try:
+            return with_topology(self.annotations, self.topology)
+        except InvalidTopology as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
 
     # --- 2. submit or reattach, then wait -------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault, per_index_retries
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
+from ..kueue.topology import InvalidTopology, TopologyRequest, with_topology
 from ..triggers.kueue_jobset import KueueJobSetTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .job_submission import create_or_adopt_object, reattachable
@@ -64,7 +65,9 @@ class KueueReplicatedJob:
     are the container's requests/limits; ``job_template`` a batch/v1 Job mapping to start from), and go
     through the same checks and the cluster's pod policy. ``checkpoint=True`` (on at most one replicated
     job, with the operator's ``checkpointing=``) gives its pods the worker SDK's checkpoint location: each
-    index is a shard.
+    index is a shard. ``topology`` (as the Job operator's ``topology=``: a node label key, required, or
+    ``{"preferred": key}``) has Kueue's topology-aware scheduling put this replicated job's pods in one
+    domain of the flavor's Topology; the log and the result's ``topology_placement`` say where.
     ``image``, ``cmds``, ``arguments`` and ``env`` are templated.
     """
 
@@ -96,6 +99,18 @@ class KueueReplicatedJob:
     image_pull_policy: str | None = None
     job_template: Mapping[str, Any] | None = None
     checkpoint: bool = False
+    topology: TopologyRequest | str | Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            self.topology = TopologyRequest.from_param(self.topology)
+            with_topology(self.annotations, self.topology)
+        except InvalidTopology as exc:
+            raise InvalidTopology(f"replicated job {self.name!r}: {exc}") from None
+
+    @property
+    def topology_request(self) -> TopologyRequest | None:
+        return TopologyRequest.from_param(self.topology)
 
     @classmethod
     def from_param(cls, value: KueueReplicatedJob | Mapping[str, Any]) -> KueueReplicatedJob:
@@ -259,7 +274,7 @@ class KueueJobSetOperator(BaseOperator):
             non_retriable_exit_codes=rj.non_retriable_exit_codes,
             ttl_seconds_after_finished=None,
             labels=rj.labels,
-            annotations=rj.annotations,
+            annotations=with_topology(rj.annotations, rj.topology_request),
             node_selector=rj.node_selector,
             service_account_name=rj.service_account_name,
             tolerations=plain(rj.tolerations),

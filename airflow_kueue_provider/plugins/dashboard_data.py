@@ -20,7 +20,7 @@ from ..kueue.index_grid import IndexGrid, index_grid, likely_running
 from ..kueue.job_progress import JobView, progress_line, view_of
 from ..kueue.jobset import jobset_membership, workload_owner_uid
 from ..kueue.queue_overview import QueueRow, queue_rows
-from ..kueue.workload_state import WorkloadPhase
+from ..kueue.workload_state import WorkloadPhase, WorkloadState
 
 KUEUE_OPERATORS = frozenset({"KueueIndexedJobOperator", "KueueJobSetOperator"})
 """Operators whose task instances make Kueue Jobs (by class name, as Airflow records a task's operator)."""
@@ -72,6 +72,9 @@ class JobPanel:
     """For a Job of a ``KueueJobSetOperator`` task: its JobSet (admitted as one Workload) ..."""
     replicated_job: str | None = None
     """... and which of its replicated jobs it runs."""
+    placement: str | None = None
+    """Where Kueue's topology-aware scheduling put the Job's pods (its replicated job's pod set, for a
+    JobSet's Job), when it did."""
 
     @property
     def summary(self) -> str:
@@ -91,6 +94,7 @@ class JobPanel:
             "worker_cluster": self.worker_cluster,
             "jobset": self.jobset,
             "replicated_job": self.replicated_job,
+            "placement": self.placement,
             "summary": self.summary,
             "eta": self.live.eta.to_dict() if self.live.eta else None,
             "deadline": self.live.deadline.isoformat() if self.live.deadline else None,
@@ -200,9 +204,20 @@ def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
         worker_cluster=view.workload.worker_cluster if view.workload else None,
         jobset=membership[0] if membership else None,
         replicated_job=membership[1] if membership else None,
+        placement=_placement(view.workload, membership[1] if membership else None),
         live=live_state(job, workload, time.time(), position=position),
         timeline=admission_timeline(job, workload, events),
     )
+
+
+def _placement(workload: WorkloadState | None, replicated_job: str | None) -> str | None:
+    """The TAS placement of the Job's pods: a JobSet's Workload has one per replicated job."""
+    if workload is None:
+        return None
+    if replicated_job is None:
+        return workload.topology.describe() if workload.topology else None
+    placed = dict(workload.placements).get(replicated_job)
+    return placed.describe() if placed else None
 
 
 def _summary(view: JobView, max_failed_indexes: int | None, position: tuple[int, int] | None = None) -> str:

@@ -217,6 +217,8 @@ def _panel(panel: JobPanel) -> str:
         meta += f", worker cluster {panel.worker_cluster} (MultiKueue)"
     if panel.jobset:
         meta += f", replicated job {panel.replicated_job} of JobSet {panel.jobset} (admitted as one Workload)"
+    if panel.placement:
+        meta += f", placed on {panel.placement}"
     steps = "".join(
         f"<tr{' class=warn' if step.warning else ''}><td>{escape(step.at.strftime('%Y-%m-%d %H:%M:%S'))}</td>"
         f"<td>{escape(step.what)}</td><td>{escape(step.detail)}</td>"

@@ -14,6 +14,7 @@ from airflow_kueue_provider.kueue.jobset_result import (
     unmanaged_jobset_verdict,
 )
 from airflow_kueue_provider.kueue.run_history import RunRecord
+from airflow_kueue_provider.kueue.topology import TopologyPlacement
 from airflow_kueue_provider.kueue.workload_state import WorkloadPhase, WorkloadState
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
@@ -106,3 +107,20 @@ def test_a_jobset_kueue_does_not_manage_is_refused_in_time_or_at_once_if_it_runs
     assert outside is not None and outside.running_outside_quota and "8 pod(s) active" in outside.message
     done = jobset_view(_jobset(finished="Completed"), [])
     assert unmanaged_jobset_verdict(done, False, 600, 60) is None
+
+
+def test_each_replicated_job_reports_where_kueues_tas_put_it() -> None:
+    children = [_job("coordinator", 1, "0"), _job("workers", 4, "0-3")]
+    view = jobset_view(_jobset(finished="Completed"), children)
+    host = "kubernetes.io/hostname"
+    one = TopologyPlacement((host,), ((("n2",), 4),))
+    wl = _workload(WorkloadPhase.Running, placements=(("workers", one),))
+    assert jobset_progress_line(jobset_view(_jobset(), children), wl).startswith(
+        f"running (placed: {host}: n2 (4)): "
+    )
+    result = jobset_result_of(_jobset(finished="Completed"), view, wl, T0)
+    assert [(r.name, r.topology_placement) for r in result.replicated_jobs] == [
+        ("coordinator", None),
+        ("workers", f"{host}: n2 (4)"),
+    ]
+    assert JobSetResult.from_dict(result.to_dict()) == result

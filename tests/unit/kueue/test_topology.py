@@ -10,6 +10,8 @@ from airflow_kueue_provider.kueue.topology import (
     InvalidTopology,
     TopologyRequest,
     placement_of,
+    placements_of,
+    with_topology,
 )
 from airflow_kueue_provider.kueue.workload_state import workload_state_from_dict
 
@@ -99,3 +101,45 @@ def test_a_long_placement_is_shortened() -> None:
     ]
     placement = placement_of(_status({"levels": [HOST], "slices": slices}))
     assert placement is not None and placement.describe().endswith("n7 (1) and 4 more")
+
+
+def _one_host(host: str, pods: int) -> dict[str, object]:
+    slices = [{"domainCount": 1, "valuesPerLevel": [{"universal": host}], "podCounts": {"universal": pods}}]
+    return {"levels": [HOST], "slices": slices}
+
+
+def test_each_pod_set_of_a_jobset_has_its_own_placement() -> None:
+    status = {
+        "admission": {
+            "clusterQueue": "cq",
+            "podSetAssignments": [
+                {"name": "coordinator", "count": 1, "topologyAssignment": _one_host("n1", 1)},
+                {"name": "workers", "count": 4, "topologyAssignment": _one_host("n2", 4)},
+                {"name": "sidecars", "count": 1},  # not topology-aware
+            ],
+        }
+    }
+    placements = placements_of(status)
+    assert [(name, p.describe()) for name, p in placements] == [
+        ("coordinator", f"{HOST}: n1 (1)"),
+        ("workers", f"{HOST}: n2 (4)"),
+    ]
+    state = workload_state_from_dict({"metadata": {"name": "w"}, "spec": {}, "status": status})
+    assert state.topology == placements[0][1]  # a Job's one pod set
+    assert state.placement_text() == f"coordinator on {HOST}: n1 (1); workers on {HOST}: n2 (4)"
+    single = workload_state_from_dict(
+        {"metadata": {"name": "w"}, "spec": {}, "status": _status(_one_host("n3", 4))}
+    )
+    assert single.placement_text() == f"{HOST}: n3 (4)"
+    assert (
+        workload_state_from_dict({"metadata": {"name": "w"}, "spec": {}, "status": {}}).placement_text()
+        is None
+    )
+
+
+def test_topology_and_a_topology_annotation_are_refused_together() -> None:
+    request = TopologyRequest(ZONE)
+    assert with_topology({"a": "b"}, request) == {"a": "b", REQUIRED_TOPOLOGY_ANNOTATION: ZONE}
+    assert with_topology({"a": "b"}, None) == {"a": "b"}
+    with pytest.raises(InvalidTopology, match="use topology= alone"):
+        with_topology({PREFERRED_TOPOLOGY_ANNOTATION: HOST}, request)

@@ -67,3 +67,43 @@ def test_bad_templates_and_pod_names_too_long_fail_before_anything_is_created() 
     )
     name = long_prefix.build_manifest(IDENTITY)["metadata"]["name"]
     assert len(name) + len(f"-{'w' * 20}-99-99999-abcde") <= 63
+
+
+def test_a_replicated_job_asks_for_its_own_topology_domain() -> None:
+    jobset = _op(
+        replicated_jobs=[
+            KueueReplicatedJob("coordinator", image="c:1"),
+            {"name": "workers", "image": "w:1", "completions": 4, "topology": {"preferred": "rack"}},
+            KueueReplicatedJob("reducers", image="r:1", topology="topology.kubernetes.io/zone"),
+        ]
+    ).build_manifest(IDENTITY)
+    coordinator, workers, reducers = (
+        rj["template"]["spec"]["template"]["metadata"].get("annotations") or {}
+        for rj in jobset["spec"]["replicatedJobs"]
+    )
+    assert not any(k.startswith("kueue.x-k8s.io/podset-") for k in coordinator)
+    assert workers["kueue.x-k8s.io/podset-preferred-topology"] == "rack"
+    assert reducers["kueue.x-k8s.io/podset-required-topology"] == "topology.kubernetes.io/zone"
+
+
+@pytest.mark.parametrize(
+    ("replicated", "message"),
+    [
+        (
+            {"name": "workers", "image": "w:1", "topology": "not a label"},
+            "replicated job 'workers': .*not a node label key",
+        ),
+        (
+            {
+                "name": "workers",
+                "image": "w:1",
+                "topology": "rack",
+                "annotations": {"kueue.x-k8s.io/podset-required-topology": "rack"},
+            },
+            "replicated job 'workers': annotations sets a Kueue topology annotation",
+        ),
+    ],
+)
+def test_a_bad_topology_fails_when_the_dag_is_parsed(replicated: dict[str, Any], message: str) -> None:
+    with pytest.raises(AirflowFailException, match=message):
+        _op(replicated_jobs=[replicated])
