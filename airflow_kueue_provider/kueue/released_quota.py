@@ -6,13 +6,17 @@ ClusterQueue, so other queues in the cohort are admitted while the last long sha
 sees each change of that count; this meter integrates it into pod-seconds (and CPU-seconds, from the
 admission's CPU per pod) for the task's result, so the quota a run handed back is a figure, not a claim.
 
-The meter holds what one trigger saw: after a triggerer restart or a re-deferral the count starts again,
-so the figure is then a lower bound.
+A re-deferral (the deadline hand-back, a spill) carries the totals to the next trigger (``totals`` and
+``carried``), so the figure spans the task's Jobs; the seconds between the hand-back and the next trigger's
+first look are not counted. After a triggerer restart the count starts again (trigger kwargs are fixed at
+the deferral), so the figure is then a lower bound.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,18 @@ class ReleasedQuota:
     cpu_per_pod: float | None = None
     since: float | None = None
     """When the current count was seen (epoch seconds); None before the first observation."""
+
+    @classmethod
+    def carried(cls, totals: Mapping[str, Any] | None) -> ReleasedQuota:
+        """A meter that starts from an earlier trigger's ``totals`` (None: from zero)."""
+        if not totals:
+            return cls()
+        cpu = totals.get("cpu_seconds")
+        return cls(float(totals.get("pod_seconds") or 0.0), None if cpu is None else float(cpu))
+
+    def totals(self) -> dict[str, float | None]:
+        """What a re-deferral hands to the next trigger (the current span closed by the caller)."""
+        return {"pod_seconds": self.pod_seconds, "cpu_seconds": self.cpu_seconds}
 
     def observe(self, at: float, pods: int, cpu_per_pod: float | None) -> ReleasedQuota:
         """Close the span that ends at ``at`` and start one with ``pods`` reclaimable pods."""

@@ -431,6 +431,7 @@ class KueueIndexedJobOperator(BaseOperator):
         session: CheckpointSession | None,
         plan: DeadlinePlan | None,
         queue_name: str | None = None,
+        released_before: dict[str, Any] | None = None,
     ) -> KueueJobTrigger:
         return KueueJobTrigger(
             job_name=job["metadata"]["name"],
@@ -447,6 +448,7 @@ class KueueIndexedJobOperator(BaseOperator):
             start_timeout=self.start_timeout,
             deadline=plan.to_dict() if plan else None,
             deferred_at=time.time(),
+            released_before=released_before,
         )
 
     def _wait(self, context: Context, trigger: KueueJobTrigger) -> dict[str, Any]:
@@ -525,7 +527,13 @@ class KueueIndexedJobOperator(BaseOperator):
             eta_history=tuple(event.get("eta_history") or ()),
             spill_pending=spill_pending,
         )
-        return self._wait(context, self._trigger_for(job, session, plan, queue_name))
+        released = None  # the quota Kueue released so far: the next trigger counts on from it
+        if event.get("quota_released_pod_seconds") is not None:
+            released = {
+                "pod_seconds": event["quota_released_pod_seconds"],
+                "cpu_seconds": event.get("quota_released_cpu_seconds"),
+            }
+        return self._wait(context, self._trigger_for(job, session, plan, queue_name, released))
 
     def _spill(
         self,

@@ -73,6 +73,7 @@ class KueueJobTrigger(BaseTrigger):
         start_timeout: float = DEFAULT_START_TIMEOUT,
         deadline: dict[str, Any] | None = None,
         deferred_at: float | None = None,
+        released_before: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.job_name = job_name
@@ -89,7 +90,9 @@ class KueueJobTrigger(BaseTrigger):
         self.start_timeout = start_timeout
         self.deadline = DeadlinePlan.from_dict(deadline) if deadline else None
         self._eta_history = EtaHistory(self.deadline.eta_history if self.deadline else ())
-        self._released = ReleasedQuota()  # what Kueue gave back in the tail, as this trigger saw it
+        self.released_before = released_before
+        # what Kueue gave back in the tail: as this trigger sees it, after what earlier deferrals saw
+        self._released = ReleasedQuota.carried(released_before)
         self._next_ramp_at: float | None = None
         self._start_checks = StartCheckPacing(start_timeout)
         self._unmanaged_since: float | None = None
@@ -113,6 +116,7 @@ class KueueJobTrigger(BaseTrigger):
                 "workload_timeout": self.workload_timeout,
                 "start_timeout": self.start_timeout,
                 "deferred_at": self.deferred_at,
+                "released_before": self.released_before,
                 "deadline": self.deadline.to_dict() if self.deadline else None,
             },
         )

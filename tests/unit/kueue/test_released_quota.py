@@ -31,3 +31,14 @@ def test_unknown_cpu_per_pod_leaves_cpu_seconds_unknown_but_pod_seconds_counted(
     total = ReleasedQuota().observe(0.0, 2, None).closed_at(10.0)
     assert total.pod_seconds == pytest.approx(20.0)
     assert total.cpu_seconds is None
+
+
+def test_a_re_deferral_carries_the_totals_and_counts_on_from_them() -> None:
+    first = ReleasedQuota().observe(100.0, 2, 1.0).closed_at(110.0)  # 20 pod-seconds before the hand-back
+    carried = ReleasedQuota.carried(first.totals())
+    assert (carried.pod_seconds, carried.cpu_seconds) == (20.0, 20.0)
+    total = carried.observe(200.0, 1, 1.0).closed_at(205.0)
+    assert (total.pod_seconds, total.cpu_seconds) == (25.0, 25.0)
+    assert ReleasedQuota.carried(None) == ReleasedQuota()
+    unknown_cpu = ReleasedQuota.carried({"pod_seconds": 7.0, "cpu_seconds": None})
+    assert unknown_cpu.observe(0.0, 1, 2.0).closed_at(1.0).cpu_seconds is None  # stays unknown

@@ -117,3 +117,45 @@ def test_the_steps_are_taken_once_each_and_a_failing_notifier_is_listed_not_rais
     hook = Hook()
     (step,) = take_steps(DeadlineEscalation("urgent"), hook, running, {**event, "escalations": []}, {})  # type: ignore[arg-type]
     assert hook.calls == [] and step["detail"].startswith("skipped: the Job already holds quota")
+
+
+def test_a_hand_back_hands_the_released_quota_to_the_next_trigger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deadline hand-back re-defers: the quota Kueue released so far goes on in the next trigger's
+    count, so the result's figure is not restarted by the escalation."""
+    from types import SimpleNamespace
+
+    try:
+        from airflow.sdk.exceptions import TaskDeferred
+    except ImportError:  # Airflow 3.1
+        from airflow.exceptions import TaskDeferred  # type: ignore[no-redef]
+
+    from airflow_kueue_provider.operators import indexed_job
+
+    job = {
+        "metadata": {"name": "j", "namespace": "n", "uid": "u", "creationTimestamp": "2026-12-02T06:00:00Z"}
+    }
+
+    class Hook:
+        def __init__(self, conn_id: str) -> None:
+            pass
+
+        def get_job(self, namespace: str, name: str) -> dict[str, object]:
+            return job
+
+    monkeypatch.setattr(indexed_job, "KueueHook", Hook)
+    op = KueueIndexedJobOperator(
+        task_id="t", namespace="n", queue_name="q", image="i:1", completions=2, deadline=timedelta(hours=1)
+    )
+    ti = SimpleNamespace(dag_id="d", task_id="t", run_id="r", try_number=1, map_index=-1)
+    event = {
+        "status": "deadline_risk",
+        "job_name": "j",
+        "deadline": "2026-12-02T07:00:00+00:00",
+        "quota_released_pod_seconds": 12.5,
+        "quota_released_cpu_seconds": 25.0,
+    }
+    with pytest.raises(TaskDeferred) as deferred:
+        op._escalate({"ti": ti}, event)  # type: ignore[arg-type]
+    trigger = deferred.value.trigger
+    assert trigger.released_before == {"pod_seconds": 12.5, "cpu_seconds": 25.0}
+    assert KueueJobTrigger(**trigger.serialize()[1])._released.pod_seconds == 12.5
