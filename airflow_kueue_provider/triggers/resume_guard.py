@@ -28,11 +28,13 @@ class ResumeGuard:
     """The earliest moment a trigger's event may go out: ``RESUME_GUARD_SECONDS`` after the deferral."""
 
     def __init__(self, deferred_at: float | None = None, seconds: float = RESUME_GUARD_SECONDS) -> None:
+        self._seconds = seconds
         self._opens_at = (time.time() if deferred_at is None else deferred_at) + seconds
 
     def holds_for(self) -> float:
-        """Seconds the event must still wait (0 once the guard is open)."""
-        return max(self._opens_at - time.time(), 0.0)
+        """Seconds the event must still wait (0 once the guard is open); never more than the guard's own
+        length, whatever the skew between the worker's clock (``deferred_at``) and the triggerer's."""
+        return min(max(self._opens_at - time.time(), 0.0), self._seconds)
 
     async def wait_open(self, log: Any, what: str) -> None:
         """Sleep until the guard opens, saying so in the task's log (``what``: the event, for a human)."""

@@ -51,6 +51,8 @@ def test_an_early_event_waits_out_the_guard_and_says_why(
 def test_the_guard_counts_from_the_deferral_so_a_recreated_trigger_is_not_held(clock: _Clock) -> None:
     assert ResumeGuard(deferred_at=clock.now - 4).holds_for() == pytest.approx(RESUME_GUARD_SECONDS - 4)
     assert ResumeGuard(deferred_at=clock.now - 600).holds_for() == 0  # a triggerer restart, long after
+    # a worker clock 5 minutes ahead of the triggerer's holds no longer than the guard itself
+    assert ResumeGuard(deferred_at=clock.now + 300).holds_for() == RESUME_GUARD_SECONDS
 
 
 def test_the_deferral_time_survives_serialization() -> None:
