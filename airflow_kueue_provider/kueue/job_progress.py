@@ -236,6 +236,15 @@ def result_of(
     )
 
 
+def released_so_far(result: Mapping[str, Any]) -> dict[str, float | None] | None:
+    """The released-quota totals in a trigger event's result keys, which a re-deferral hands to the next
+    trigger (``ReleasedQuota.carried``); None when the event has none."""
+    pod_seconds = result.get("quota_released_pod_seconds")
+    if pod_seconds is None:
+        return None
+    return {"pod_seconds": pod_seconds, "cpu_seconds": result.get("quota_released_cpu_seconds")}
+
+
 def released_line(released: ReleasedQuota, view: JobView, now: datetime) -> str | None:
     """What the end of the task logs about the quota Kueue gave back in the tail; None when it gave none."""
     total = released.closed_at((finished_at(view) or now).timestamp())

@@ -6,10 +6,10 @@ ClusterQueue, so other queues in the cohort are admitted while the last long sha
 sees each change of that count; this meter integrates it into pod-seconds (and CPU-seconds, from the
 admission's CPU per pod) for the task's result, so the quota a run handed back is a figure, not a claim.
 
-A re-deferral (the deadline hand-back, a spill) carries the totals to the next trigger (``totals`` and
-``carried``), so the figure spans the task's Jobs; the seconds between the hand-back and the next trigger's
-first look are not counted. After a triggerer restart the count starts again (trigger kwargs are fixed at
-the deferral), so the figure is then a lower bound.
+A re-deferral (the deadline hand-back, a spill) carries the totals to the next trigger
+(``job_progress.released_so_far`` and ``carried``), so the figure spans the task's Jobs; the seconds between
+the hand-back and the next trigger's first look are not counted. After a triggerer restart the count starts
+again (trigger kwargs are fixed at the deferral), so the figure is then a lower bound.
 """
 
 from __future__ import annotations
@@ -38,10 +38,6 @@ class ReleasedQuota:
             return cls()
         cpu = totals.get("cpu_seconds")
         return cls(float(totals.get("pod_seconds") or 0.0), None if cpu is None else float(cpu))
-
-    def totals(self) -> dict[str, float | None]:
-        """What a re-deferral hands to the next trigger (the current span closed by the caller)."""
-        return {"pod_seconds": self.pod_seconds, "cpu_seconds": self.cpu_seconds}
 
     def observe(self, at: float, pods: int, cpu_per_pod: float | None) -> ReleasedQuota:
         """Close the span that ends at ``at`` and start one with ``pods`` reclaimable pods."""

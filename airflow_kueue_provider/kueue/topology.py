@@ -93,13 +93,6 @@ def with_topology(
     return {**(annotations or {}), **request.pod_annotations()}
 
 
-def placement_of(status: Mapping[str, Any]) -> TopologyPlacement | None:
-    """The TAS placement in a Workload's ``status`` (its first pod set's; None without one, or when it
-    cannot be read)."""
-    placements = placements_of(status)
-    return placements[0][1] if placements else None
-
-
 def placements_of(status: Mapping[str, Any]) -> tuple[tuple[str, TopologyPlacement], ...]:
     """Every pod set's TAS placement in a Workload's ``status``, as (pod set name, placement): a JobSet's
     pod sets are its replicated jobs. A pod set whose assignment cannot be read is left out."""

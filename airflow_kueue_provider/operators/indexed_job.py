@@ -30,6 +30,7 @@ from ..kueue.deadline import (
 )
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
+from ..kueue.job_progress import released_so_far
 from ..kueue.job_template import as_mapping, template_main_container
 from ..kueue.parallelism_ramp import ELASTIC_JOB_ANNOTATION, ParallelismRamp
 from ..kueue.pod_policy import violations, with_restricted_defaults
@@ -527,12 +528,7 @@ class KueueIndexedJobOperator(BaseOperator):
             eta_history=tuple(event.get("eta_history") or ()),
             spill_pending=spill_pending,
         )
-        released = None  # the quota Kueue released so far: the next trigger counts on from it
-        if event.get("quota_released_pod_seconds") is not None:
-            released = {
-                "pod_seconds": event["quota_released_pod_seconds"],
-                "cpu_seconds": event.get("quota_released_cpu_seconds"),
-            }
+        released = released_so_far(event)  # the next trigger counts on from the quota released so far
         return self._wait(context, self._trigger_for(job, session, plan, queue_name, released))
 
     def _spill(

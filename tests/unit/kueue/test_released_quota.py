@@ -35,7 +35,7 @@ def test_unknown_cpu_per_pod_leaves_cpu_seconds_unknown_but_pod_seconds_counted(
 
 def test_a_re_deferral_carries_the_totals_and_counts_on_from_them() -> None:
     first = ReleasedQuota().observe(100.0, 2, 1.0).closed_at(110.0)  # 20 pod-seconds before the hand-back
-    carried = ReleasedQuota.carried(first.totals())
+    carried = ReleasedQuota.carried({"pod_seconds": first.pod_seconds, "cpu_seconds": first.cpu_seconds})
     assert (carried.pod_seconds, carried.cpu_seconds) == (20.0, 20.0)
     total = carried.observe(200.0, 1, 1.0).closed_at(205.0)
     assert (total.pod_seconds, total.cpu_seconds) == (25.0, 25.0)

@@ -8,8 +8,8 @@ from airflow_kueue_provider.kueue.topology import (
     PREFERRED_TOPOLOGY_ANNOTATION,
     REQUIRED_TOPOLOGY_ANNOTATION,
     InvalidTopology,
+    TopologyPlacement,
     TopologyRequest,
-    placement_of,
     placements_of,
     with_topology,
 )
@@ -32,6 +32,11 @@ def test_a_request_is_a_level_or_a_mode_and_a_level() -> None:
     ):
         with pytest.raises(InvalidTopology, match=says):
             TopologyRequest.from_param(bad)  # type: ignore[arg-type]
+
+
+def placement_of(status: dict[str, object]) -> TopologyPlacement | None:
+    """The placement a Job's Workload state reports (its one pod set's)."""
+    return workload_state_from_dict({"metadata": {"name": "w"}, "spec": {}, "status": status}).topology
 
 
 def _status(topology: dict[str, object]) -> dict[str, object]:
