@@ -23,6 +23,7 @@ from playwright.sync_api import Browser, FrameLocator, Page
 
 from airflow_kueue_provider.kueue.airflow_identity import MAP_INDEX_LABEL, TASK_ID_LABEL
 from airflow_kueue_provider.kueue.jobset import REPLICATED_JOB_LABEL
+from devcluster.manifests import TOPOLOGY_NAME
 
 from ..airflow_runner import AirflowHome
 from ..browser import chromium, log_in, needs_chromium, screenshot
@@ -61,7 +62,8 @@ with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=Fal
             KueueReplicatedJob("coordinator", image="example.invalid/c:1", resources=common["resources"],
                                annotations=run_1s),
             KueueReplicatedJob("workers", image="example.invalid/w:1", completions=3,
-                               resources=common["resources"], annotations=run_1s),
+                               resources=common["resources"], annotations=run_1s,
+                               topology="kubernetes.io/hostname"),  # the queue's flavor is topology-aware
         ],
     )
 """
@@ -92,7 +94,8 @@ class Ui:
 
 @pytest.fixture(scope="module")
 def tab_env(cluster: Cluster) -> Iterator[KueueEnv]:
-    env = create_kueue_env(cluster, "browser-tab", cpu="4", memory="16Gi")
+    # Topology-aware (the bed's Topology over its Spot nodes), so the JobSet's workers get a TAS placement.
+    env = create_kueue_env(cluster, "browser-tab", cpu="4", memory="16Gi", topology=TOPOLOGY_NAME)
     yield env
     delete_kueue_env(env)
 
@@ -197,6 +200,8 @@ def test_jobset_task_tab_shows_each_replicated_job_with_the_jobsets_workload(
             meta = section.locator("p.muted").first.inner_text()
             assert f"replicated job {part} of JobSet {jobset} (admitted as one Workload)" in meta, meta
             workloads.add(re.search(r"Workload (\S+),", meta)[1])  # type: ignore[index]
+            if part == "workers":  # its topology=: Kueue's TAS put its 3 pods on one node
+                assert re.search(r"placed on kubernetes\.io/hostname: [\w-]+ \(3\)$", meta), meta
             cells = section.locator(".grid .cell").evaluate_all("cells => cells.map(c => c.title)")
             assert cells == [f"index {i}: done" for i in range(3 if part == "workers" else 1)], cells
         assert len(workloads) == 1, workloads  # the JobSet's one Workload, on both Jobs
