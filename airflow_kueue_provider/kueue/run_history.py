@@ -34,6 +34,12 @@ class RunRecord:
     running_seconds: float | None
     evictions: int
     cost_usd: float | None
+    admitted_parallelism: int | None = None
+    """Pods Kueue admitted the Job with (below its parallelism after a partial admission); None when the
+    result does not say (a JobSet's, or an older result)."""
+    attempts: int | None = None
+    """How many attempts the result's figures add up (the length of its ``attempt_figures``, when it has
+    them: ``running_seconds``, ``queued_seconds`` and the cost are then totals over every attempt)."""
 
     @classmethod
     def from_result(
@@ -58,6 +64,8 @@ class RunRecord:
                 running_seconds=_number(result.get("running_seconds")),
                 evictions=int(result.get("evictions") or 0),
                 cost_usd=_number(result.get("estimated_cost_usd")),
+                admitted_parallelism=_count(result.get("admitted_parallelism")),
+                attempts=len(figures) if isinstance(figures := result.get("attempt_figures"), list) else None,
             )
         except (TypeError, ValueError):
             return None
@@ -96,3 +104,8 @@ def queue_histories(records: Iterable[RunRecord], per_queue: int = RUNS_PER_QUEU
 
 def _number(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _count(value: Any) -> int | None:
+    """A positive count, None for anything else (read defensively: the result's keys grow over releases)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

@@ -38,3 +38,15 @@ def test_what_is_not_one_of_our_results_is_left_out() -> None:
     for value in (None, "text", [1], {"cluster_queue": "q"}, {**_result("q", 1.0), "completions": "x"}):
         assert RunRecord.from_result("d", "r", "t", -1, T0, value) is None
     assert RunRecord.from_result("d", "r", "t", -1, T0, {**_result("q", 1.0), "cluster_queue": None}) is None
+
+
+def test_newer_result_keys_are_read_defensively() -> None:
+    """``admitted_parallelism`` and ``attempt_figures`` (the attempts the totals add up) when present."""
+    newer = {**_result("q", 1.0), "admitted_parallelism": 4, "attempt_figures": [{}, {}]}
+    record = RunRecord.from_result("d", "r", "t", -1, T0, newer)
+    assert record is not None and (record.admitted_parallelism, record.attempts) == (4, 2)
+    odd = {**_result("q", 1.0), "admitted_parallelism": "4", "attempt_figures": "two"}
+    record = RunRecord.from_result("d", "r", "t", -1, T0, odd)
+    assert record is not None and (record.admitted_parallelism, record.attempts) == (None, None)
+    older = RunRecord.from_result("d", "r", "t", -1, T0, _result("q", 1.0))
+    assert older is not None and (older.admitted_parallelism, older.attempts) == (None, None)
