@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -28,9 +29,17 @@ from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.eta import FinishClock
 from ..kueue.run_history import RunRecord, queue_histories
+from ..kueue.run_trends import QueueSample, QueueSampleRing, TaskTrend, task_trend
 from . import dashboard_pages, live_feed
-from .dashboard_data import JobPanel, TaskInstanceFacts, live_state, queue_dashboard, task_panels
-from .run_history_source import airflow_run_records
+from .dashboard_data import (
+    QUEUE_SAMPLES,
+    JobPanel,
+    TaskInstanceFacts,
+    live_state,
+    queue_dashboard,
+    task_panels,
+)
+from .run_history_source import airflow_run_records, airflow_task_run_records
 
 log = logging.getLogger(__name__)
 
@@ -147,13 +156,17 @@ def create_app(
     task_instances: Callable[[str, str, str, int], TaskInstanceFacts | None] = airflow_task_instance,
     run_records: Callable[[Collection[str] | None], list[RunRecord]] = airflow_run_records,
     readable_dags: Callable[..., Collection[str] | None] | None = None,
+    task_runs: Callable[[str, str, int], list[RunRecord]] = airflow_task_run_records,
+    queue_samples: QueueSampleRing = QUEUE_SAMPLES,
 ) -> FastAPI:
     """The app; tests pass their own hook factory and namespaces, and may swap the login and access checks
     (``dependencies``: every route; ``task_access``: the task routes; ``queues_access``: the queue routes)
     and the lookup of a task instance's operator in Airflow's database (``task_instances``), the read of
     the operator's results for the run history (``run_records``) and the DAGs whose results the user may
     see (``readable_dags``, a dependency; by default Airflow's auth manager decides for the logged-in user,
-    and without Airflow's login, in tests, every DAG).
+    and without Airflow's login, in tests, every DAG), the read of one task's results for the task view's
+    plot (``task_runs``: its DAG is the one the task route authorized) and where the ClusterQueues' samples
+    are kept (``queue_samples``).
 
     The hook is made on the first request and then reused: a new one would load the kubeconfig and ask
     for the Kueue API version again on every page.
@@ -196,11 +209,19 @@ def create_app(
     def index() -> RedirectResponse:
         return RedirectResponse("queues")
 
+    def samples_now() -> tuple[dict[str, list[QueueSample]], float]:
+        now = time.time()
+        return {name: queue_samples.samples(name, now) for name in queue_samples.names()}, now
+
+    def trend_of(dag_id: str, task_id: str, map_index: int) -> TaskTrend:
+        """Only the results of the DAG the route authorized, whatever ``task_runs`` returns."""
+        return task_trend(task_runs(dag_id, task_id, map_index), dag_id, task_id, map_index)
+
     @app.get("/api/queues", dependencies=for_queues)
     def queues_json(dag_ids: Collection[str] | None = Depends(readable_dags)) -> dict[str, Any]:
         histories = queue_histories(run_records(dag_ids))
         return {
-            "queues": [row.to_dict() for row in queue_dashboard(hook(), namespaces())],
+            "queues": [row.to_dict() for row in queue_dashboard(hook(), namespaces(), queue_samples)],
             "history": [
                 {"cluster_queue": h.cluster_queue, "runs": [dataclasses.asdict(r) for r in h.runs]}
                 for h in histories
@@ -209,20 +230,21 @@ def create_app(
 
     @app.get("/queues", response_class=HTMLResponse, dependencies=for_queues)
     def queues_html(dag_ids: Collection[str] | None = Depends(readable_dags)) -> str:
-        rows = queue_dashboard(hook(), namespaces())
+        rows = queue_dashboard(hook(), namespaces(), queue_samples)
         histories = queue_histories(run_records(dag_ids))
-        return dashboard_pages.queues_page(rows, histories, stream="api/queues/stream")
+        samples, now = samples_now()
+        return dashboard_pages.queues_page(rows, histories, "api/queues/stream", samples, now)
 
     @app.get("/api/queues/stream", dependencies=for_queues)
     async def queues_stream(request: Request) -> StreamingResponse:
         """The queue table after each change of a Job or Workload in the namespaces shown (those of
         ``[kueue] ui_namespaces``, else those of the LocalQueues on the page)."""
-        rows = await run_in_threadpool(queue_dashboard, hook(), namespaces())
+        rows = await run_in_threadpool(queue_dashboard, hook(), namespaces(), queue_samples)
         watched = list(namespaces()) or sorted({row.namespace for row in rows})
 
         async def read_html() -> str:
-            fresh = await run_in_threadpool(queue_dashboard, hook(), namespaces())
-            return dashboard_pages.queues_table(fresh)
+            fresh = await run_in_threadpool(queue_dashboard, hook(), namespaces(), queue_samples)
+            return dashboard_pages.queues_part(fresh, *samples_now())
 
         conn_id = hook().kubernetes_conn_id
         return _stream(live_feed.queue_events(conn_id, watched, read_html, request.is_disconnected))
@@ -248,12 +270,15 @@ def create_app(
                 raise
             return dashboard_pages.task_page(title, [], facts)
         facts = None if panels else task_instances(dag_id, run_id, task_id, index)
+        trend = None
+        if panels or facts is None or facts.makes_kueue_jobs:  # not another operator's task
+            trend = trend_of(dag_id, task_id, index)
         stream = None
         if panels and not panels[-1].live.finished:
             stream = f"api/task/stream?{request.url.query}&job={panels[-1].name}"
         elif not panels and facts is not None and facts.makes_kueue_jobs:
             stream = f"api/task/stream?{request.url.query}&job="  # reloads once the task makes its Job
-        return dashboard_pages.task_page(title, panels, facts, stream)
+        return dashboard_pages.task_page(title, panels, facts, stream, trend)
 
     @app.get("/api/task/stream", dependencies=for_task)
     async def task_stream(

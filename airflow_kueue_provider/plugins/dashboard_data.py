@@ -20,14 +20,22 @@ from ..kueue.index_grid import IndexGrid, index_grid, likely_running
 from ..kueue.job_progress import JobView, progress_line, view_of
 from ..kueue.jobset import jobset_membership, workload_owner_uid
 from ..kueue.queue_overview import QueueRow, queue_rows
+from ..kueue.run_trends import QueueSampleRing
 from ..kueue.workload_state import WorkloadPhase, WorkloadState
 
 KUEUE_OPERATORS = frozenset({"KueueIndexedJobOperator", "KueueJobSetOperator"})
 """Operators whose task instances make Kueue Jobs (by class name, as Airflow records a task's operator)."""
 
+QUEUE_SAMPLES = QueueSampleRing()
+"""Each ClusterQueue's status over time in this API server process: a sample of every read of the
+ClusterQueues below (the queue page's loads and live stream), no read of its own."""
 
-def queue_dashboard(hook: KueueHook, namespaces: Sequence[str]) -> list[QueueRow]:
-    """Every LocalQueue in ``namespaces`` (all namespaces when empty) with its ClusterQueue's usage."""
+
+def queue_dashboard(
+    hook: KueueHook, namespaces: Sequence[str], samples: QueueSampleRing | None = QUEUE_SAMPLES
+) -> list[QueueRow]:
+    """Every LocalQueue in ``namespaces`` (all namespaces when empty) with its ClusterQueue's usage; the
+    ClusterQueues read are also sampled into ``samples``."""
     if namespaces:
         local_queues = [q for ns in namespaces for q in hook.list_local_queues(ns)]
     else:
@@ -38,6 +46,8 @@ def queue_dashboard(hook: KueueHook, namespaces: Sequence[str]) -> list[QueueRow
         if exc.status != 403:
             raise
         cluster_queues = []  # namespace-scoped RBAC: the rows show the LocalQueues only
+    if samples is not None:
+        samples.record(cluster_queues, time.time())
     return queue_rows(local_queues, cluster_queues)
 
 

@@ -4,13 +4,15 @@ sends the parts that changed, already rendered here, and the script swaps them i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 
 from ..kueue.index_grid import IndexGrid
 from ..kueue.queue_overview import QueueRow
 from ..kueue.run_history import QueueHistory, RunRecord
+from ..kueue.run_trends import QueueSample, TaskTrend
 from .dashboard_data import KUEUE_OPERATORS, JobPanel, LiveState, TaskInstanceFacts
+from .trend_pages import queue_runs_chart, queues_over_time_html, task_trend_html
 
 GRID_CELL_LIMIT = 2_000
 """Up to this many indexes the grid draws one cell per index; above it, one band per run of a state."""
@@ -25,8 +27,11 @@ th{background:#f0f4f8}.num{text-align:right}.warn{color:#b42318}.muted{color:#62
 .done{background:#2f9e44}.failed{background:#e03131}.running{background:#1c7ed6}.waiting{background:#ced4da}
 .legend span{display:inline-block;margin-right:1rem}.legend i{display:inline-block;width:10px;height:10px;
 margin-right:.3rem}.live{font-size:.8rem}
+.charts{display:flex;flex-wrap:wrap;gap:1rem}.chart{display:block;margin:.3rem 0 .8rem}
+.trend-summary{margin:.3rem 0}details{margin:.3rem 0 1.5rem}
 @media (prefers-color-scheme:dark){body{background:#1a202c;color:#e2e8f0}th{background:#2d3748}
-th,td{border-color:#4a5568}.muted{color:#a0aec0}.warn{color:#fc8181}.waiting{background:#4a5568}}
+th,td{border-color:#4a5568}.muted{color:#a0aec0}.warn{color:#fc8181}.waiting{background:#4a5568}
+.chart .gridline{stroke:#2d3748}}
 """
 
 # One script for both pages: each ``event: part`` names an element (``data-part``) and brings its new HTML
@@ -64,10 +69,25 @@ def part_id(kind: str, job_name: str) -> str:
 
 
 def queues_page(
-    rows: Sequence[QueueRow], histories: Sequence[QueueHistory] = (), stream: str | None = None
+    rows: Sequence[QueueRow],
+    histories: Sequence[QueueHistory] = (),
+    stream: str | None = None,
+    samples: Mapping[str, list[QueueSample]] | None = None,
+    now: float = 0.0,
 ) -> str:
-    body = f'<div data-part="queues">{queues_table(rows)}</div>' + history_html(histories)
+    """``samples``: each ClusterQueue's status over time (its plots), None for none."""
+    body = f'<div data-part="queues">{queues_part(rows, samples, now)}</div>' + history_html(histories)
     return _page("Kueue queues", body, stream)
+
+
+def queues_part(
+    rows: Sequence[QueueRow], samples: Mapping[str, list[QueueSample]] | None = None, now: float = 0.0
+) -> str:
+    """What the live stream redraws: the table, and the plots of the table's ClusterQueues over time."""
+    if samples is None:
+        return queues_table(rows)
+    names = sorted({row.cluster_queue for row in rows if row.cluster_queue_pending is not None})
+    return queues_table(rows) + queues_over_time_html(names, dict(samples), now)
 
 
 _HISTORY_HEAD = "".join(
@@ -101,6 +121,7 @@ def history_html(histories: Sequence[QueueHistory]) -> str:
             f"<h4>ClusterQueue {escape(history.cluster_queue)}</h4>"
             f"<p class=muted>last {len(history.runs)} runs: median queue wait "
             f"{_seconds(history.median_queued_seconds)}, {history.evictions} evictions{cost}</p>"
+            f"{queue_runs_chart(history)}"
             f"<table><tr>{_HISTORY_HEAD}</tr>{''.join(_history_row(r) for r in history.runs)}</table>"
         )
     return "".join(out)
@@ -164,14 +185,19 @@ def _share(share: int | None) -> str:
 
 
 def task_page(
-    title: str, panels: Sequence[JobPanel], facts: TaskInstanceFacts | None = None, stream: str | None = None
+    title: str,
+    panels: Sequence[JobPanel],
+    facts: TaskInstanceFacts | None = None,
+    stream: str | None = None,
+    trend: TaskTrend | None = None,
 ) -> str:
     """The task instance's Jobs, newest try first; without any, a plain sentence saying why (``facts``:
     what Airflow knows about the task instance, None when that could not be read). ``stream`` only while
-    the newest Job runs."""
+    the newest Job runs. ``trend``: the task's recent runs, plotted below (also when its Jobs are gone)."""
+    after = task_trend_html(trend) if trend is not None else ""
     if not panels:
-        return _page(title, f"<p>{escape(no_job_message(facts))}</p>")
-    return _page(title, "".join(_panel(panel) for panel in reversed(panels)), stream)
+        return _page(title, f"<p>{escape(no_job_message(facts))}</p>{after}")
+    return _page(title, "".join(_panel(panel) for panel in reversed(panels)) + after, stream)
 
 
 def summary_html(live: LiveState) -> str:

@@ -1,6 +1,6 @@
 """The operator's results from Airflow's database (the API server's own session), for the queue page's run
-history: the newest ``return_value`` XComs of KueueIndexedJobOperator task instances, of the DAGs the user
-may read."""
+history and the task view's plot: the newest ``return_value`` XComs of the Kueue operators' task instances,
+of the DAGs the user may read (or of the one task the task view, authorized for its DAG, shows)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 from collections.abc import Collection
 
 from ..kueue.run_history import RunRecord
+from ..kueue.run_trends import RUNS_PER_TASK
 from .dashboard_data import KUEUE_OPERATORS
 
 log = logging.getLogger(__name__)
@@ -21,6 +22,17 @@ def airflow_run_records(dag_ids: Collection[str] | None, limit: int = HISTORY_RO
     leaves the history empty: the queues above it do not depend on it."""
     if dag_ids is not None and not dag_ids:
         return []
+    return _read(dag_ids, None, limit)
+
+
+def airflow_task_run_records(
+    dag_id: str, task_id: str, map_index: int, limit: int = RUNS_PER_TASK
+) -> list[RunRecord]:
+    """The newest results of one task (the same map index) of one DAG, over its DAG runs."""
+    return _read([dag_id], (task_id, map_index), limit)
+
+
+def _read(dag_ids: Collection[str] | None, task: tuple[str, int] | None, limit: int) -> list[RunRecord]:
     try:
         from airflow.models.taskinstance import TaskInstance
         from airflow.models.xcom import XComModel
@@ -49,6 +61,8 @@ def airflow_run_records(dag_ids: Collection[str] | None, limit: int = HISTORY_RO
         )
         if dag_ids is not None:
             query = query.where(XComModel.dag_id.in_(sorted(dag_ids)))
+        if task is not None:
+            query = query.where(XComModel.task_id == task[0], XComModel.map_index == task[1])
         with create_session() as session:
             rows = session.execute(query).all()
         records = []
