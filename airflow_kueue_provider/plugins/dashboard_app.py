@@ -220,8 +220,16 @@ def create_app(
     @app.get("/api/queues", dependencies=for_queues)
     def queues_json(dag_ids: Collection[str] | None = Depends(readable_dags)) -> dict[str, Any]:
         histories = queue_histories(run_records(dag_ids))
+        rows = queue_dashboard(hook(), namespaces(), queue_samples)
+        samples, _ = samples_now()
+        shown = {row.cluster_queue for row in rows}
         return {
-            "queues": [row.to_dict() for row in queue_dashboard(hook(), namespaces(), queue_samples)],
+            "queues": [row.to_dict() for row in rows],
+            "over_time": {
+                name: [dataclasses.asdict(s) for s in found]
+                for name, found in samples.items()
+                if name in shown
+            },
             "history": [
                 {"cluster_queue": h.cluster_queue, "runs": [dataclasses.asdict(r) for r in h.runs]}
                 for h in histories

@@ -142,7 +142,11 @@ def test_the_queue_page_samples_the_cluster_queues_it_reads_anyway() -> None:
     assert "ClusterQueue spot: quota reserved, percent of nominal" in html
     assert "ClusterQueue spot: pending and admitted Workloads" in html
     assert "5 pending, 1 admitted; quota reserved spot cpu 75% of nominal" in html
-    assert client.get("/api/queues").status_code == 200
+    over_time = client.get("/api/queues").json()["over_time"]
+    assert [s["pending"] for s in over_time["spot"]] == [2, 5, 5], "its own read: the newest"
+    assert over_time["spot"][-1]["quota"] == [
+        {"flavor": "spot", "resource": "cpu", "reserved": 3.0, "nominal": 4.0}
+    ]
 
 
 def test_a_task_without_results_says_so() -> None:
