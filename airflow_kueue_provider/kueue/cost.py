@@ -1,4 +1,4 @@
-"""A run's estimated VM cost (pure): requested resources x run time x a price table.
+"""The price table and a pod's share of a VM (pure): what ``attempt_figures`` prices each Job with.
 
 Each pod is charged the share of one VM it requests (the larger of its CPU and memory share), for the time
 the Job ran, at the Spot or on-demand hourly price. With every slot busy for the whole run this is an upper
@@ -41,18 +41,3 @@ def vm_share(requests: Mapping[str, Any] | None, vm: VmPrice) -> Decimal:
     cpu = parse_quantity(requests["cpu"]) / vm.cpu if "cpu" in requests else Decimal(0)
     memory = parse_quantity(requests["memory"]) / GIB / vm.memory_gib if "memory" in requests else Decimal(0)
     return max(cpu, memory, Decimal("0.001"))
-
-
-def estimate_cost(
-    requests: Mapping[str, Any] | None, pods: int, running_seconds: float | None, spot: bool, vm: VmPrice
-) -> dict[str, Any]:
-    """``{"estimated_cost_usd", "cost_basis"}`` for ``pods`` pods running ``running_seconds``."""
-    hours = Decimal(str(running_seconds or 0)) / 3600
-    rate = Decimal(str(vm.spot_per_hour if spot else vm.on_demand_per_hour))
-    share = vm_share(requests, vm)
-    cost = share * pods * hours * rate
-    basis = (
-        f"{pods} pods x {float(share):.3f} {vm.name} x {float(hours):.3f} h x ${rate}/h "
-        f"({'Spot' if spot else 'on-demand'})"
-    )
-    return {"estimated_cost_usd": round(float(cost), 4), "cost_basis": basis}

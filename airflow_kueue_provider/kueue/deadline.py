@@ -31,7 +31,10 @@ ESCALATIONS_ANNOTATION = "airflow-kueue.io/escalations"
 DEADLINE_RESULT_KEYS = ("deadline", "eta_history", "escalations")
 """What a run with a deadline adds to the task's result (besides the Job's ``JobResult``)."""
 DEFAULT_MARGIN = timedelta(minutes=10)
-"""Escalate once the late end of the ETA comes within this of the deadline."""
+"""The largest default margin: escalate once the late end of the ETA comes within this of the deadline."""
+DEFAULT_MARGIN_SHARE = 0.1
+"""With no ``deadline_margin``, the margin is this share of the time from submit to the deadline, at most
+``DEFAULT_MARGIN``: 10 minutes for a nightly run with hours to go, 30 s for a deadline 5 minutes away."""
 
 _TIME_OF_DAY = re.compile(r"^(?P<h>\d{1,2}):(?P<m>\d{2})(?::(?P<s>\d{2}))?(?:\s+(?P<zone>\S+))?$")
 
@@ -111,6 +114,40 @@ def at_risk(estimate: Estimate | None, now: datetime, deadline: datetime, margin
     if estimate is not None and estimate.at + estimate.margin > deadline - margin:
         return True
     return now >= deadline - margin
+
+
+def default_margin(deadline: datetime, now: datetime) -> timedelta:
+    """The margin when the task sets none: a tenth of the time left, at most ``DEFAULT_MARGIN``."""
+    left = max(deadline - now, timedelta(0))
+    return min(DEFAULT_MARGIN, left * DEFAULT_MARGIN_SHARE)
+
+
+def submit_warning(deadline: datetime, margin: timedelta, now: datetime, escalates: bool) -> str | None:
+    """What the task log says when the deadline less its margin has already passed at submit: the run is
+    AT RISK from its first progress line (and escalates at once); None when there is time left."""
+    if deadline - margin > now:
+        return None
+    late = "has passed" if deadline <= now else f"leaves {deadline - now} before it, inside the margin"
+    then = "; on_deadline_risk is taken at once" if escalates else ""
+    return (
+        f"deadline {deadline:%Y-%m-%d %H:%M:%S} UTC {late} (deadline_margin {margin}): the run is AT RISK "
+        f"from its first line{then}. Move the deadline later or lower deadline_margin"
+    )
+
+
+def margin_covers_relative_deadline(deadline: object, margin: timedelta | None) -> str | None:
+    """At parse time: a relative deadline (a timedelta or seconds from the run's start) that its explicit
+    margin covers whole is always at risk; what to change, or None."""
+    after = deadline if isinstance(deadline, timedelta) else None
+    if isinstance(deadline, (int, float)) and not isinstance(deadline, bool):
+        after = timedelta(seconds=deadline)
+    if after is None or margin is None or margin < after:
+        return None
+    return (
+        f"deadline_margin {margin} is not shorter than deadline {after} from the run's start: every run is "
+        "AT RISK from its first line. Lower deadline_margin (or leave it unset: a tenth of the time left, "
+        "at most 10 min) or move the deadline"
+    )
 
 
 @dataclass(frozen=True)
@@ -201,3 +238,12 @@ def deadline_of(job: dict[str, Any]) -> tuple[datetime | None, list[dict[str, st
         steps = []
     valid = [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
     return at, [{str(k): str(v) for k, v in s.items()} for s in valid]
+
+
+def taken_before(jobs: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The escalations earlier Jobs of the task instance record (their annotations): ``on_deadline_risk`` is
+    taken once per task instance, so a retry that finds any does not escalate again."""
+    steps: list[dict[str, str]] = []
+    for job in jobs:
+        steps.extend(s for s in deadline_of(job)[1] if s not in steps)
+    return steps

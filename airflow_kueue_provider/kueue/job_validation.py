@@ -62,6 +62,39 @@ def validate(spec: IndexedJobSpec) -> None:
         raise InvalidJobSpec(problems.items)
 
 
+UNTEMPLATED_POD_INPUTS = (
+    "tolerations",
+    "affinity",
+    "image_pull_secrets",
+    "image_pull_policy",
+    "security_context",
+    "container_security_context",
+)
+"""Pod-spec inputs no operator renders with Jinja: checked when the DAG is parsed."""
+
+
+def validate_untemplated(spec: IndexedJobSpec) -> None:
+    """The checks of ``validate`` that no template can change (counts, retries, resources, the pod-spec
+    inputs of ``UNTEMPLATED_POD_INPUTS``), for an operator to run when the DAG is parsed: a bad value then
+    fails the DAG's import (``airflow dags list-import-errors``, a DagBag test) instead of a run."""
+    problems = _Problems()
+    _check_counts(spec, problems)
+    _check_resources(spec.resources, problems)
+    check_pod_spec_inputs(
+        IndexedJobSpec(
+            name=spec.name,
+            namespace=spec.namespace,
+            queue_name=spec.queue_name,
+            image=spec.image,
+            completions=spec.completions,
+            **{name: getattr(spec, name) for name in UNTEMPLATED_POD_INPUTS},
+        ),
+        problems.add,
+    )
+    if problems.items:
+        raise InvalidJobSpec(problems.items)
+
+
 def _check_names(spec: IndexedJobSpec, problems: _Problems) -> None:
     if not is_dns1123_label(spec.name, MAX_JOB_NAME_LENGTH):
         problems.add(

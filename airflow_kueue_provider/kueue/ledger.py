@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
 
+from .attempt_figures import AttemptFigures
 from .index_set import IndexSet
 
 LEDGER_VERSION = 1
@@ -32,6 +33,9 @@ class Attempt:
     status: str = "running"
     started_at: str | None = None
     finished_at: str | None = None
+    figures: AttemptFigures | None = None
+    """Its Job's pods, queue and run time and cost, recorded when the attempt ended (None before, and in
+    ledgers written before figures were kept)."""
 
     def merged(self, other: Attempt) -> Attempt:
         """Both writers' knowledge: completed/failed unions, the larger eviction count, a final status."""
@@ -43,6 +47,7 @@ class Attempt:
             evictions=max(self.evictions, other.evictions),
             status=final,
             finished_at=self.finished_at or other.finished_at,
+            figures=other.figures or self.figures,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -56,6 +61,7 @@ class Attempt:
             "status": self.status,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
+            **({"figures": self.figures.to_dict()} if self.figures else {}),
         }
 
     @classmethod
@@ -70,6 +76,7 @@ class Attempt:
             status=str(data.get("status") or "running"),
             started_at=data.get("started_at"),
             finished_at=data.get("finished_at"),
+            figures=AttemptFigures.from_dict(data["figures"]) if data.get("figures") else None,
         )
 
 
@@ -102,6 +109,21 @@ class RunLedger:
     def evictions(self) -> int:
         return sum(a.evictions for a in self.attempts)
 
+    def retry_plan(self) -> str:
+        """What a new attempt runs, in shard ids: ``298 of 300 shards done in 1 earlier attempt(s); running
+        the 2 unfinished (7,123) as Job indexes 0-1``."""
+        left = self.remaining
+        done = (
+            f"{len(self.completed)} of {self.shard_count} shards done in {len(self.attempts)} earlier "
+            "attempt(s)"
+        )
+        if not left:
+            return f"{done}; nothing left to run"
+        text = str(left)
+        text = text if len(text) <= 80 else text[:79].rsplit(",", 1)[0] + ",…"
+        indexes = "index 0" if len(left) == 1 else f"indexes 0-{len(left) - 1}"
+        return f"{done}; running the {len(left)} unfinished ({text}) as Job {indexes}"
+
     def attempt(self, job_name: str) -> Attempt | None:
         return next((a for a in self.attempts if a.job_name == job_name), None)
 
@@ -122,6 +144,7 @@ class RunLedger:
         evictions: int = 0,
         status: str = "running",
         finished_at: str | None = None,
+        figures: AttemptFigures | None = None,
     ) -> RunLedger:
         """Record a Job's progress, given in Job indexes, as shard ids of its attempt."""
         known = self.attempt(job_name)
@@ -134,6 +157,7 @@ class RunLedger:
             evictions=evictions,
             status=status,
             finished_at=finished_at,
+            figures=figures or known.figures,
         )
         return self.with_attempt(progress)
 

@@ -1,8 +1,8 @@
-"""Cost estimates from requests, run time and the price table."""
+"""A pod's share of a VM and the price table."""
 
 from __future__ import annotations
 
-from airflow_kueue_provider.kueue.cost import VmPrice, estimate_cost, vm_share
+from airflow_kueue_provider.kueue.cost import VmPrice, vm_share
 
 
 def test_share_is_the_larger_of_cpu_and_memory() -> None:
@@ -12,13 +12,6 @@ def test_share_is_the_larger_of_cpu_and_memory() -> None:
     assert float(vm_share({"cpu": "500m"}, vm)) == 0.03125
 
 
-def test_spot_run_of_50_pods_for_an_hour() -> None:
-    cost = estimate_cost(
-        {"cpu": "4", "memory": "16Gi"}, pods=50, running_seconds=3600, spot=True, vm=VmPrice()
-    )
-    assert cost["estimated_cost_usd"] == round(0.25 * 50 * 0.181, 4)
-    assert "Spot" in cost["cost_basis"] and "Standard_D16ds_v5" in cost["cost_basis"]
-    on_demand = estimate_cost(
-        {"cpu": "4"}, 50, 3600, spot=False, vm=VmPrice.from_param({"on_demand_per_hour": 1.0})
-    )
-    assert on_demand["estimated_cost_usd"] == 12.5
+def test_a_price_table_takes_partial_overrides() -> None:
+    vm = VmPrice.from_param({"on_demand_per_hour": 1.0})
+    assert vm.on_demand_per_hour == 1.0 and vm.spot_per_hour == VmPrice().spot_per_hour

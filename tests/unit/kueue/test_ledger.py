@@ -71,3 +71,25 @@ def test_no_two_task_instances_share_or_escape_a_prefix(
     if (d1, r1, t1) != (d2, r2, t2):
         assert ledger_prefix(d1, r1, t1) != ledger_prefix(d2, r2, t2)
     assert not b.startswith(a + "/") or (d1, r1, t1) == (d2, r2, t2), "one prefix never holds another's"
+
+
+def test_an_attempts_figures_are_kept_and_old_ledgers_still_read() -> None:
+    from airflow_kueue_provider.kueue.attempt_figures import CostModel
+    from airflow_kueue_provider.kueue.cost import VmPrice
+
+    figures = CostModel({"cpu": "1"}, VmPrice()).figures("job-a", 2, 1.0, 4.0, spot=True, try_number=2)
+    ledger = RunLedger(300).with_attempt(Attempt(2, "job-a", IndexSet.parse("7,123")))
+    ledger = ledger.with_job_progress("job-a", IndexSet.parse("0-1"), IndexSet(), figures=figures)
+    again = RunLedger.from_dict(ledger.to_dict())
+    assert again.attempt("job-a").figures == figures  # type: ignore[union-attr]
+    old = ledger.to_dict()
+    del old["attempts"][0]["figures"]
+    assert RunLedger.from_dict(old).attempt("job-a").figures is None  # type: ignore[union-attr]
+
+
+def test_the_retry_plan_speaks_in_shard_ids() -> None:
+    ledger = RunLedger(300).with_attempt(Attempt(1, "job-a", IndexSet.range(0, 300)))
+    ledger = ledger.with_job_progress("job-a", IndexSet.range(0, 300) - IndexSet.parse("7,123"), IndexSet())
+    assert ledger.retry_plan() == (
+        "298 of 300 shards done in 1 earlier attempt(s); running the 2 unfinished (7,123) as Job indexes 0-1"
+    )

@@ -1,0 +1,155 @@
+"""What each attempt of a task instance cost and how long it waited and ran, and the task instance's totals
+(pure).
+
+A task instance may run several Jobs: a retry's Job (with checkpointing, of the unfinished shards only) and a
+deadline's spill Job. The result's ``queued_seconds``, ``running_seconds`` and ``estimated_cost_usd`` are the
+sums over all of them, each Job counted at its own pod count and time; ``attempt_figures`` keeps one entry per
+Job. See docs/results.md for which result keys are per attempt and which per task instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from .api_time import parse_api_time
+from .cost import VmPrice, vm_share
+from .job_progress import finished_condition
+
+
+@dataclass(frozen=True)
+class AttemptFigures:
+    """One Job of a task instance: ``pods`` it ran (admitted parallelism, else its parallelism capped by its
+    completions), seconds from creation to admission and from admission to its end, and its estimated cost
+    at the Spot or on-demand price."""
+
+    job_name: str
+    pods: int
+    queued_seconds: float | None
+    running_seconds: float | None
+    spot: bool
+    cost_usd: float
+    try_number: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_name": self.job_name,
+            "try_number": self.try_number,
+            "pods": self.pods,
+            "queued_seconds": self.queued_seconds,
+            "running_seconds": self.running_seconds,
+            "spot": self.spot,
+            "estimated_cost_usd": self.cost_usd,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AttemptFigures:
+        return cls(
+            job_name=str(data["job_name"]),
+            pods=int(data.get("pods") or 0),
+            queued_seconds=_number(data.get("queued_seconds")),
+            running_seconds=_number(data.get("running_seconds")),
+            spot=bool(data.get("spot")),
+            cost_usd=float(data.get("estimated_cost_usd") or 0.0),
+            try_number=int(data["try_number"]) if data.get("try_number") is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """What every Job of one task costs per pod-hour: the pods' requests against one VM's price."""
+
+    requests: Mapping[str, Any] | None
+    vm: VmPrice
+
+    def figures(
+        self,
+        job_name: str,
+        pods: int,
+        queued_seconds: float | None,
+        running_seconds: float | None,
+        spot: bool,
+        try_number: int | None = None,
+    ) -> AttemptFigures:
+        hours = Decimal(str(running_seconds or 0)) / 3600
+        cost = vm_share(self.requests, self.vm) * max(pods, 0) * hours * self._rate(spot)
+        return AttemptFigures(
+            job_name, pods, queued_seconds, running_seconds, spot, round(float(cost), 6), try_number
+        )
+
+    def basis(self, attempts: Sequence[AttemptFigures]) -> str:
+        """How the total was made, one term per Job: ``30 pods x 45.0 s + 2 pods x 4.0 s of 0.250
+        Standard_D16ds_v5 at $0.181/h (Spot)``."""
+        share = f"{float(vm_share(self.requests, self.vm)):.3f} {self.vm.name}"
+        prices = sorted({f"${self._rate(a.spot)}/h ({'Spot' if a.spot else 'on-demand'})" for a in attempts})
+        terms = (
+            " + ".join(f"{a.pods} pods x {a.running_seconds or 0:.1f} s" for a in attempts) or "nothing ran"
+        )
+        return f"{terms} of {share} at {', '.join(prices) or 'no price (nothing ran)'}"
+
+    def _rate(self, spot: bool) -> Decimal:
+        return Decimal(str(self.vm.spot_per_hour if spot else self.vm.on_demand_per_hour))
+
+
+def job_figures(
+    job: Mapping[str, Any],
+    model: CostModel,
+    spot: bool,
+    try_number: int | None = None,
+    now: datetime | None = None,
+) -> AttemptFigures:
+    """A Job's figures from its own status, for a Job whose trigger's figures were not recorded (an earlier
+    try's, without checkpointing; the first Job of a spill, read as it is deleted): queued from creation to
+    ``status.startTime`` (set when Kueue unsuspends it; a Job never started waited until it ended, or until
+    ``now``), running from then to its Complete/Failed condition (or ``completionTime``). A Job evicted and
+    admitted again counts from its last start: a lower bound."""
+    meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
+    created = parse_api_time(meta.get("creationTimestamp"))
+    started = parse_api_time(status.get("startTime"))
+    ended = _ended_at(job)
+    completions = int(spec.get("completions") or 0)
+    pods = min(int(spec.get("parallelism") or completions), completions)
+    queued = _seconds(created, started or ended or now)
+    running = _seconds(started, ended)
+    return model.figures(str(meta.get("name") or ""), pods, queued, running, spot, try_number)
+
+
+def totals(attempts: Sequence[AttemptFigures], model: CostModel) -> dict[str, Any]:
+    """The result keys over every attempt: sums where known (None when no attempt knows), the cost basis
+    term by term, and ``attempt_figures``."""
+    queued = [a.queued_seconds for a in attempts if a.queued_seconds is not None]
+    running = [a.running_seconds for a in attempts if a.running_seconds is not None]
+    return {
+        "queued_seconds": round(sum(queued), 3) if queued else None,
+        "running_seconds": round(sum(running), 3) if running else None,
+        "estimated_cost_usd": round(sum(a.cost_usd for a in attempts), 6),
+        "cost_basis": model.basis(attempts),
+        "attempt_figures": [a.to_dict() for a in attempts],
+    }
+
+
+def merged(recorded: Iterable[AttemptFigures], from_jobs: Iterable[AttemptFigures]) -> list[AttemptFigures]:
+    """Every Job once: what was recorded when its attempt ended wins over what its object says now."""
+    by_name = {a.job_name: a for a in from_jobs}
+    by_name.update({a.job_name: a for a in recorded})
+    return sorted(by_name.values(), key=lambda a: (a.try_number or 0, a.job_name))
+
+
+def _ended_at(job: Mapping[str, Any]) -> datetime | None:
+    condition = finished_condition(job)
+    if condition is not None:
+        return parse_api_time(condition.get("lastTransitionTime"))
+    return parse_api_time((job.get("status") or {}).get("completionTime"))
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return round(max((end - start).total_seconds(), 0.0), 3)
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
