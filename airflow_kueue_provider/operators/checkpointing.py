@@ -19,6 +19,7 @@ from typing import Any
 from ..hooks.blob_containers import BlobAccountHook
 from ..hooks.ledger_store import LedgerStore
 from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.attempt_figures import AttemptFigures
 from ..kueue.checkpoint_access import (
     DEFAULT_CREDENTIAL_TTL,
     credential_window,
@@ -136,7 +137,7 @@ class CheckpointSession:
 
         return self.ledger.update(catch_up)
 
-    def record_spilled(self, job: dict[str, Any]) -> RunLedger:
+    def record_spilled(self, job: dict[str, Any], figures: AttemptFigures | None = None) -> RunLedger:
         """The final state of a Job whose unfinished shards go to a spill Job (it was deleted as read)."""
         name = job["metadata"]["name"]
         view = view_of(job, None)
@@ -148,7 +149,7 @@ class CheckpointSession:
             if ledger.attempt(name) is None:  # its submission's record was lost: its env says its shards
                 ledger = ledger.with_attempt(Attempt(self.identity.try_number, name, shards))
             return ledger.with_job_progress(
-                name, view.completed, view.failed, status=SPILLED_STATUS, finished_at=now
+                name, view.completed, view.failed, status=SPILLED_STATUS, finished_at=now, figures=figures
             )
 
         return self.ledger.update(record)
@@ -286,11 +287,20 @@ class CheckpointSession:
             "ledger": f"{self.config.container}/{self.ledger.name}",
         }
 
-    def finish(self, job_name: str, job_result: JobResult, status: str) -> RunLedger:
-        return self.ledger.update(lambda current: self.finished(current, job_name, job_result, status))
+    def finish(
+        self, job_name: str, job_result: JobResult, status: str, figures: AttemptFigures | None = None
+    ) -> RunLedger:
+        return self.ledger.update(
+            lambda current: self.finished(current, job_name, job_result, status, figures)
+        )
 
     def finished(
-        self, current: RunLedger | None, job_name: str, job_result: JobResult, status: str
+        self,
+        current: RunLedger | None,
+        job_name: str,
+        job_result: JobResult,
+        status: str,
+        figures: AttemptFigures | None = None,
     ) -> RunLedger:
         """``current`` with the attempt's end recorded (pure: what ``finish`` writes)."""
         ledger = current or RunLedger(self.shard_count)
@@ -303,6 +313,7 @@ class CheckpointSession:
             evictions=job_result.evictions,
             status=status,
             finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            figures=figures,
         )
 
     def result_without_ledger_write(

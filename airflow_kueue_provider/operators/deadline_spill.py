@@ -11,6 +11,7 @@ from typing import Any
 
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.attempt_figures import AttemptFigures
 from ..kueue.spill import WAITING, not_spillable_because, spill_manifest, spilled_detail
 from .checkpointing import CheckpointSession
 from .job_submission import create_or_adopt
@@ -37,9 +38,10 @@ def spill(
     session: CheckpointSession,
     hand_pods_their_sas: Callable[[dict[str, Any], str], None],
     why: str,
+    figures: AttemptFigures | None = None,
 ) -> SpillOutcome:
     """Spill ``job`` (as read just now) to ``queue_name`` as ``spill_name``, built from ``manifest`` (the
-    operator's Job for this try), or say why it waits."""
+    operator's Job for this try), or say why it waits. ``figures``: the first Job's, for the ledger."""
     meta = job["metadata"]
     namespace, name = str(meta["namespace"]), str(meta["name"])
 
@@ -57,7 +59,7 @@ def spill(
         log.warning("spill of Job %s/%s waits: %s", namespace, name, reason)
         return SpillOutcome(step(WAITING + reason), None)
     # 3. Its finished shards stay finished in the ledger; the others are what the spill Job runs.
-    ledger = session.record_spilled(job)
+    ledger = session.record_spilled(job, figures)
     shards = ledger.remaining
     # 4. The spill Job: the same shard mapping as a retry (index i runs the i-th unfinished shard), its own
     #    SAS for the task instance's checkpoint container, so shards resume from their checkpoints.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -17,21 +18,27 @@ from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.blob_store import BlobConfigError, BlobStoreError
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
-from ..kueue.cost import VmPrice, estimate_cost
+from ..kueue.attempt_figures import AttemptFigures, CostModel, job_figures
+from ..kueue.cost import VmPrice
 from ..kueue.deadline import (
     DEADLINE_ANNOTATION,
     DEADLINE_RESULT_KEYS,
-    DEFAULT_MARGIN,
     ESCALATIONS_ANNOTATION,
     DeadlinePlan,
     DeadlineValue,
     InvalidDeadline,
+    default_margin,
+    margin_covers_relative_deadline,
     resolve_deadline,
+    submit_warning,
+    taken_before,
 )
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
 from ..kueue.job_progress import released_so_far
 from ..kueue.job_template import as_mapping, template_main_container
+from ..kueue.job_validation import validate_untemplated
+from ..kueue.ledger import RunLedger
 from ..kueue.parallelism_ramp import ELASTIC_JOB_ANNOTATION, ParallelismRamp
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
@@ -47,6 +54,7 @@ from .deadline_spill import SpillOutcome, spill
 from .job_submission import create_or_adopt, reattachable
 from .k8s_models import from_secrets, plain, secret_names
 from .kueue_link import KueueJobLink
+from .run_figures import JobLister, event_figures, shard_summary, task_instance_totals
 from .settings import configured_pod_policy
 from .task_facts import check_positive_seconds, created_epoch, seconds, task_identity
 
@@ -127,12 +135,14 @@ class KueueIndexedJobOperator(BaseOperator):
         first after the DAG run started), an ISO date-time with an offset, an aware ``datetime``, or a
         ``timedelta`` (or seconds) from the run's start; templated. The trigger compares its ETA with it and
         logs "deadline 07:00 UTC: on track / AT RISK"; the result gets ``deadline`` and ``eta_history``.
-    :param deadline_margin: escalate once the late end of the ETA comes within this of the deadline (default
-        10 min). With no estimate yet (a queue that does not move, no index finished), once this much is
-        left.
-    :param on_deadline_risk: ``DeadlineEscalation(raise_priority=..., notify=...)`` or its dict: taken once,
-        when the run is at risk (the task resumes in a worker, escalates, and defers again); listed in the
-        result's ``escalations``.
+    :param deadline_margin: escalate once the late end of the ETA comes within this of the deadline (default:
+        a tenth of the time from submit to the deadline, at most 10 min). With no estimate yet (a queue that
+        does not move, no index finished), once this much is left. A deadline less its margin already past
+        at submit is logged as a warning (and at parse time, for a relative deadline the margin covers).
+    :param on_deadline_risk: ``DeadlineEscalation(raise_priority=..., notify=...)`` or its dict (from
+        ``airflow_kueue_provider.operators.deadline_escalation``): taken once per task instance, when the run
+        is at risk (the task resumes in a worker, escalates, and defers again; a retry does not escalate
+        again); listed in the result's ``escalations``.
     :param deferrable: True by default, whatever ``[operators] default_deferrable`` says: a queue wait can
         last an hour and must not hold a worker slot. False waits in the worker with the same async logic.
     """
@@ -206,7 +216,7 @@ class KueueIndexedJobOperator(BaseOperator):
         parallelism_ramp: ParallelismRamp | dict[str, Any] | None = None,
         vm_price: VmPrice | dict[str, Any] | None = None,
         deadline: DeadlineValue | None = None,
-        deadline_margin: timedelta | float = DEFAULT_MARGIN,
+        deadline_margin: timedelta | float | None = None,
         on_deadline_risk: DeadlineEscalation | dict[str, Any] | None = None,
         kubernetes_conn_id: str = "kubernetes_default",
         deferrable: bool = True,
@@ -237,7 +247,7 @@ class KueueIndexedJobOperator(BaseOperator):
         try:
             self.topology = TopologyRequest.from_param(topology)
         except InvalidTopology as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
         # BaseOperator.resources means executor resources; the pods' requests/limits live here.
         self.job_resources = plain(resources if resources is not None else container_resources)
         self.tolerations = plain(tolerations)
@@ -269,13 +279,17 @@ class KueueIndexedJobOperator(BaseOperator):
         self.parallelism_ramp = ParallelismRamp.from_param(parallelism_ramp)
         self.vm_price = VmPrice.from_param(vm_price)
         self.deadline = deadline
-        self.deadline_margin = timedelta(seconds=seconds(deadline_margin))
+        self.deadline_margin = (
+            None if deadline_margin is None else timedelta(seconds=seconds(deadline_margin))
+        )
         try:
             self.on_deadline_risk = DeadlineEscalation.from_param(on_deadline_risk)
             if deadline is not None and not (isinstance(deadline, str) and "{{" in deadline):
                 resolve_deadline(deadline, datetime.now(timezone.utc))  # the form, early; templated: at run
         except (InvalidEscalation, InvalidDeadline) as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
+        if warning := margin_covers_relative_deadline(deadline, self.deadline_margin):
+            self.log.warning("%s: %s", self.task_id, warning)
         if self.on_deadline_risk is not None and deadline is None:
             raise AirflowFailException(
                 f"{self.task_id}: on_deadline_risk needs a deadline= to compare the ETA with"
@@ -295,6 +309,55 @@ class KueueIndexedJobOperator(BaseOperator):
         self.deferrable = deferrable
         self._job_name: str | None = None
         self._job_uid: str | None = None
+        self._check_untemplated()
+
+    def _check_untemplated(self) -> None:
+        """Every check no template can change, when the DAG is parsed: a bad count, quantity, retry setting,
+        ramp or timeout fails the DAG's import with the message, and no run ever starts. (The rest, and these
+        again, are checked at run time, after rendering, before anything is created.)"""
+        template = self.job_template if isinstance(self.job_template, Mapping) else {}
+        spec = IndexedJobSpec(
+            name="parse-time-check",
+            namespace="default",
+            queue_name="parse-time-check",
+            image="parse-time-check",
+            completions=self.completions,
+            parallelism=self.parallelism_ramp.start if self.parallelism_ramp else self.parallelism,
+            min_parallelism=self.min_parallelism,
+            resources=self.job_resources,
+            spot=self.spot,
+            backoff_limit_per_index=per_index_retries(
+                self.backoff_limit_per_index, as_mapping(template.get("spec"))
+            ),
+            max_failed_indexes=self.max_failed_indexes,
+            non_retriable_exit_codes=self.non_retriable_exit_codes,
+            ttl_seconds_after_finished=self.ttl_seconds_after_finished,
+            tolerations=self.tolerations,
+            affinity=self.affinity,
+            image_pull_secrets=self.image_pull_secrets,
+            image_pull_policy=self.image_pull_policy,
+            security_context=self.security_context,
+            container_security_context=self.container_security_context,
+        )
+        try:
+            validate_untemplated(spec)
+        except InvalidJobSpec as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
+        ramp = self.parallelism_ramp
+        if ramp is not None and (problems := ramp.problems(self._target_parallelism())):
+            raise AirflowFailException(f"{self.task_id}: parallelism_ramp: {'; '.join(problems)}")
+        if ramp is not None and self.min_parallelism is not None:
+            raise AirflowFailException(
+                f"{self.task_id}: min_parallelism and parallelism_ramp do not go together (Kueue refuses a "
+                "parallelism change of a running Job that allows partial admission): set one of them"
+            )
+        if self.queue_timeout is not None and self.queue_timeout <= 0:
+            raise AirflowFailException(
+                f"{self.task_id}: queue_timeout must be positive, got {self.queue_timeout}"
+            )
+        check_positive_seconds(
+            self.task_id, workload_timeout=self.workload_timeout, start_timeout=self.start_timeout
+        )
 
     # --- 1. build and validate (no cluster call before this passes) ---------------------------------------
     def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
@@ -340,22 +403,7 @@ class KueueIndexedJobOperator(BaseOperator):
         try:
             validate(spec)
         except InvalidJobSpec as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
-        ramp = self.parallelism_ramp
-        if ramp is not None and (problems := ramp.problems(self._target_parallelism())):
-            raise AirflowFailException(f"{self.task_id}: parallelism_ramp: {'; '.join(problems)}")
-        if ramp is not None and self.min_parallelism is not None:
-            raise AirflowFailException(
-                f"{self.task_id}: min_parallelism and parallelism_ramp do not go together (Kueue refuses a "
-                "parallelism change of a running Job that allows partial admission): set one of them"
-            )
-        if self.queue_timeout is not None and self.queue_timeout <= 0:
-            raise AirflowFailException(
-                f"{self.task_id}: queue_timeout must be positive, got {self.queue_timeout}"
-            )
-        check_positive_seconds(
-            self.task_id, workload_timeout=self.workload_timeout, start_timeout=self.start_timeout
-        )
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
         # The merged Job (template included) against the platform's pod policy, with safe defaults.
         job = with_restricted_defaults(build_indexed_job(spec))
         if problems := violations(job, configured_pod_policy()):
@@ -370,7 +418,7 @@ class KueueIndexedJobOperator(BaseOperator):
         try:
             return with_topology(self.annotations, self.topology)
         except InvalidTopology as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
 
     # --- 2. submit or reattach, then wait -------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
@@ -389,6 +437,7 @@ class KueueIndexedJobOperator(BaseOperator):
         plan = self._deadline_plan(context, hook)  # a bad deadline or priority class: nothing is created
         # 1. Reattach to a Job of this task instance that still runs (or completed) ...
         previous = hook.task_instance_jobs(self.resolved_namespace(), identity)
+        plan = self._once_per_task_instance(plan, previous)
         submission = reattachable(previous, completed_counts=session is None)
         pod_sas: str | None = None
         if submission is None:
@@ -397,6 +446,8 @@ class KueueIndexedJobOperator(BaseOperator):
             if session is not None:
                 ledger = session.reconcile(previous)
                 shards = ledger.remaining
+                if ledger.attempts:
+                    self.log.info("%s", ledger.retry_plan())
                 if not shards:
                     self.log.info("every shard already finished in an earlier try; nothing to run")
                     return session.result(ledger, None)
@@ -466,7 +517,7 @@ class KueueIndexedJobOperator(BaseOperator):
         try:
             at = resolve_deadline(self.deadline, started)
         except InvalidDeadline as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
         escalation = self.on_deadline_risk
         raise_to = escalation.raise_priority if escalation is not None else None
         if raise_to and not self._priority_class_exists(hook, raise_to):
@@ -474,8 +525,25 @@ class KueueIndexedJobOperator(BaseOperator):
                 f"{self.task_id}: on_deadline_risk raise_priority={raise_to!r}: no such "
                 "WorkloadPriorityClass in the cluster; create it or name an existing one"
             )
-        self.log.info("deadline %s UTC (margin %s)", f"{at:%Y-%m-%d %H:%M:%S}", self.deadline_margin)
-        return DeadlinePlan(at, self.deadline_margin, escalate=escalation is not None)
+        now = datetime.now(timezone.utc)
+        margin = self.deadline_margin if self.deadline_margin is not None else default_margin(at, now)
+        self.log.info("deadline %s UTC (margin %s)", f"{at:%Y-%m-%d %H:%M:%S}", margin)
+        if warning := submit_warning(at, margin, now, escalates=escalation is not None):
+            self.log.warning("%s", warning)
+        return DeadlinePlan(at, margin, escalate=escalation is not None)
+
+    def _once_per_task_instance(
+        self, plan: DeadlinePlan | None, previous: list[dict[str, Any]]
+    ) -> DeadlinePlan | None:
+        """``on_deadline_risk`` is taken once per task instance: a retry (or a restarted worker) whose earlier
+        Jobs record escalations keeps the ETA and the record, and takes no step again."""
+        if plan is None or not plan.escalate or not (earlier := taken_before(previous)):
+            return plan
+        steps = ", ".join(sorted({s.get("step", "?") for s in earlier}))
+        self.log.info(
+            "on_deadline_risk was taken by an earlier try of this task instance (%s): not again", steps
+        )
+        return dataclasses.replace(plan, escalate=False, escalations=tuple(earlier))
 
     def _priority_class_exists(self, hook: KueueHook, name: str) -> bool:
         """WorkloadPriorityClasses are cluster-scoped; the workers' namespaced Role (deploy/rbac) may not read
@@ -522,7 +590,7 @@ class KueueIndexedJobOperator(BaseOperator):
         self._job_name, self._job_uid = job["metadata"]["name"], job["metadata"].get("uid")
         plan = DeadlinePlan(
             deadline=datetime.fromisoformat(str(event["deadline"])),
-            margin=self.deadline_margin,
+            margin=self._margin_of(event),
             escalate=False,
             escalations=tuple(steps),
             eta_history=tuple(event.get("eta_history") or ()),
@@ -530,6 +598,14 @@ class KueueIndexedJobOperator(BaseOperator):
         )
         released = released_so_far(event)  # the next trigger counts on from the quota released so far
         return self._wait(context, self._trigger_for(job, session, plan, queue_name, released))
+
+    def _margin_of(self, event: dict[str, Any]) -> timedelta:
+        """The margin the trigger used (a trigger of an earlier version did not send it)."""
+        if event.get("deadline_margin_seconds") is not None:
+            return timedelta(seconds=float(event["deadline_margin_seconds"]))
+        if self.deadline_margin is not None:
+            return self.deadline_margin
+        return default_margin(datetime.fromisoformat(str(event["deadline"])), datetime.now(timezone.utc))
 
     def _spill(
         self,
@@ -553,6 +629,9 @@ class KueueIndexedJobOperator(BaseOperator):
             session=session,
             hand_pods_their_sas=lambda made, token: self._hand_pods_their_sas(hook, session, made, token),
             why=str(event.get("message") or "deadline at risk"),
+            figures=job_figures(
+                job, self._cost_model(), self.spot, identity.try_number, now=datetime.now(timezone.utc)
+            ),
         )
 
     def _hand_pods_their_sas(
@@ -581,7 +660,7 @@ class KueueIndexedJobOperator(BaseOperator):
             try:
                 template = yaml.safe_load(template)
             except yaml.YAMLError as exc:
-                raise AirflowFailException(f"{self.task_id}: job_template is not valid YAML: {exc}") from exc
+                raise AirflowFailException(f"{self.task_id}: job_template is not valid YAML: {exc}") from None
             if not isinstance(template, Mapping):
                 raise AirflowFailException(
                     f"{self.task_id}: job_template must be a batch/v1 Job (a mapping), got "
@@ -618,7 +697,7 @@ class KueueIndexedJobOperator(BaseOperator):
         try:
             session.check()
         except BlobConfigError as exc:
-            raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from exc
+            raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from None
         return session
 
     def _check_local_queue(self, hook: KueueHook, name: str, param: str) -> None:
@@ -644,21 +723,26 @@ class KueueIndexedJobOperator(BaseOperator):
         if status == "deadline_risk":
             return self._escalate(context, event)
         result = {k: v for k, v in event.items() if k not in ("status", "message")}
-        session = self._checkpoint_session(task_identity(context), check=False)
+        identity = task_identity(context)
+        session = self._checkpoint_session(identity, check=False)
+        spot = self.spot and not spill_taken(event.get("escalations") or ())  # a spill runs on-demand
+        model = self._cost_model()
+        current = event_figures(event, model, self._target_parallelism(), spot, identity.try_number)
+        ledger = None
         if session is not None and "completed_indexes" in result:
-            result = self._record_in_ledger(session, result, "succeeded" if status == "success" else "failed")
-        if "running_seconds" in result:
-            template_resources = template_main_container(self._template()).get("resources")
-            requests = (self.job_resources or template_resources or {}).get("requests")
-            result.update(
-                estimate_cost(
-                    requests,
-                    self._target_parallelism(),
-                    result["running_seconds"],
-                    self.spot and not spill_taken(event.get("escalations") or ()),  # a spill runs on-demand
-                    self.vm_price,
-                )
+            outcome = "succeeded" if status == "success" else "failed"
+            result, ledger = self._record_in_ledger(session, result, outcome, current)
+        if current is not None:
+            spill_queue = self.on_deadline_risk.spill_to if self.on_deadline_risk else None
+            jobs = JobLister(
+                KueueHook(self.kubernetes_conn_id),
+                self.resolved_namespace(),
+                identity,
+                self.spot,
+                spill_queue,
             )
+            result.update(task_instance_totals(current, ledger, model, jobs))
+            message = shard_summary(message, result, ledger, current.job_name)
         if status == "success":
             self.log.info("%s; result: %s", message, json.dumps(result, sort_keys=True))
             if session is not None:
@@ -683,27 +767,28 @@ class KueueIndexedJobOperator(BaseOperator):
             return f"\n(could not delete Job {name}: {exc}; delete it yourself to free its quota)"
         return "; its Job was still running and has been deleted" if what == "deleted" else ""
 
-    def _record_in_ledger(
-        self, session: CheckpointSession, result: dict[str, Any], status: str
-    ) -> dict[str, Any]:
-        """Write the attempt's end to the ledger; Blob trouble costs the record, never the task's outcome.
-        The result is over every attempt, and keeps the deadline's keys (JobResult is one Job's)."""
-        deadline_keys = {k: result[k] for k in DEADLINE_RESULT_KEYS if k in result}
-        return {**self._ledger_result(session, result, status), **deadline_keys}
+    def _cost_model(self) -> CostModel:
+        template_resources = template_main_container(self._template()).get("resources")
+        return CostModel((self.job_resources or template_resources or {}).get("requests"), self.vm_price)
 
-    def _ledger_result(
-        self, session: CheckpointSession, result: dict[str, Any], status: str
-    ) -> dict[str, Any]:
+    def _record_in_ledger(
+        self, session: CheckpointSession, result: dict[str, Any], status: str, figures: AttemptFigures | None
+    ) -> tuple[dict[str, Any], RunLedger | None]:
+        """Write the attempt's end (and figures) to the ledger; Blob trouble costs the record, never the
+        task's outcome. The result is over every attempt, and keeps the deadline's keys (JobResult is one
+        Job's); the ledger is None when it could not be written."""
+        deadline_keys = {k: result[k] for k in DEADLINE_RESULT_KEYS if k in result}
         job_result = JobResult.from_dict(result)
         try:
-            ledger = session.finish(job_result.job_name, job_result, status)
+            ledger = session.finish(job_result.job_name, job_result, status, figures)
         except BlobStoreError as exc:
             self.log.warning(
                 "could not update the ledger (%s); a rerun of this task catches it up from the Job", exc
             )
             job = KueueHook(self.kubernetes_conn_id).get_job(self.resolved_namespace(), job_result.job_name)
-            return session.result_without_ledger_write(job, job_result, status)
-        return session.result(ledger, job_result)
+            written = session.result_without_ledger_write(job, job_result, status)
+            return {**written, **deadline_keys}, None
+        return {**session.result(ledger, job_result), **deadline_keys}, ledger
 
     def _log_tails(self, event: dict[str, Any]) -> str:
         indexes = list(IndexSet.parse(event["failed_indexes"]))[:LOG_TAIL_INDEXES]

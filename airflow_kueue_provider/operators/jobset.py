@@ -22,6 +22,7 @@ from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
 from ..kueue.job_spec import MANAGED_BY_LABEL, MANAGED_BY_VALUE, PRIORITY_CLASS_LABEL
 from ..kueue.job_template import as_mapping
+from ..kueue.job_validation import validate_untemplated
 from ..kueue.jobset import ReplicatedJob, build_jobset, jobset_name_for, replicated_job_problems
 from ..kueue.k8s_names import is_dns1123_subdomain, is_valid_label_value
 from ..kueue.pod_policy import violations, with_restricted_defaults
@@ -181,7 +182,7 @@ class KueueJobSetOperator(BaseOperator):
             self.replicated_jobs = [KueueReplicatedJob.from_param(rj) for rj in replicated_jobs]
             self.checkpointing = Checkpointing.from_param(checkpointing)
         except (TypeError, ValueError) as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
         if problems := replicated_job_problems(
             [ReplicatedJob(rj.name, {}, rj.replicas) for rj in self.replicated_jobs]
         ):
@@ -225,6 +226,7 @@ class KueueJobSetOperator(BaseOperator):
         self.deferrable = deferrable
         self._jobset_name: str | None = None
         self._jobset_uid: str | None = None
+        self._check_untemplated()
 
     # --- 1. build and validate (no cluster call before this passes) ---------------------------------------
     def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
@@ -247,15 +249,39 @@ class KueueJobSetOperator(BaseOperator):
                 annotations={**(self.annotations or {}), **identity.annotations()},
             )
         except InvalidJobSpec as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
         if self.ttl_seconds_after_finished is not None:
             manifest["spec"]["ttlSecondsAfterFinished"] = self.ttl_seconds_after_finished
         return manifest
 
+    def _check_untemplated(self) -> None:
+        """What no template changes, per replicated job, when the DAG is parsed (as the Job operator)."""
+        for rj in self.replicated_jobs:
+            try:
+                validate_untemplated(self._spec(rj, "default", None))
+            except InvalidJobSpec as exc:
+                raise AirflowFailException(f"{self.task_id}: replicated job {rj.name!r}: {exc}") from None
+
     def _job(self, rj: KueueReplicatedJob, namespace: str, identity: AirflowIdentity) -> dict[str, Any]:
         """The replicated job's Job, built and checked as ``KueueIndexedJobOperator``'s is; it carries the
         task instance's labels and annotations, so its Jobs are the task's (UI, sweepers, ownership)."""
-        spec = IndexedJobSpec(
+        spec = self._spec(rj, namespace, identity)
+        try:
+            validate(spec)
+            job = with_restricted_defaults(build_indexed_job(spec))
+        except InvalidJobSpec as exc:
+            raise AirflowFailException(f"{self.task_id}: replicated job {rj.name!r}: {exc}") from None
+        if problems := violations(job, configured_pod_policy()):
+            raise AirflowFailException(
+                f"{self.task_id}: replicated job {rj.name!r} breaks the cluster's pod policy "
+                "([kueue] config):\n- " + "\n- ".join(problems)
+            )
+        return job
+
+    def _spec(
+        self, rj: KueueReplicatedJob, namespace: str, identity: AirflowIdentity | None
+    ) -> IndexedJobSpec:
+        return IndexedJobSpec(
             name=rj.name,
             namespace=namespace,
             queue_name=self.queue_name,
@@ -288,17 +314,6 @@ class KueueJobSetOperator(BaseOperator):
             job_template=rj.job_template,
             identity=identity,
         )
-        try:
-            validate(spec)
-            job = with_restricted_defaults(build_indexed_job(spec))
-        except InvalidJobSpec as exc:
-            raise AirflowFailException(f"{self.task_id}: replicated job {rj.name!r}: {exc}") from exc
-        if problems := violations(job, configured_pod_policy()):
-            raise AirflowFailException(
-                f"{self.task_id}: replicated job {rj.name!r} breaks the cluster's pod policy "
-                "([kueue] config):\n- " + "\n- ".join(problems)
-            )
-        return job
 
     # --- 2. submit or reattach, then wait -------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
@@ -394,7 +409,7 @@ class KueueJobSetOperator(BaseOperator):
         try:
             session.check()
         except BlobConfigError as exc:
-            raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from exc
+            raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from None
         return session
 
     def _check_local_queue(self, hook: JobSetHook) -> None:

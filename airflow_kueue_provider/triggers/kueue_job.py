@@ -425,6 +425,8 @@ class KueueJobTrigger(BaseTrigger):
             event["deadline"] = self.deadline.deadline.isoformat()
             event["eta_history"] = list(self._eta_history.samples)
             event["escalations"] = [dict(e) for e in self.deadline.escalations]
+            if outcome.status == "deadline_risk":
+                event["deadline_margin_seconds"] = self.deadline.margin.total_seconds()
             if outcome.status == "deadline_risk" and not self.deadline.escalate:
                 event["spill_pending"] = True  # this hand-back is for the waiting spill alone
         return event

@@ -96,9 +96,8 @@ def test_invalid_input_fails_before_anything_is_created(
         "completions": 4,
         **overrides,
     }
-    op = KueueIndexedJobOperator(task_id="bad", **params)
-
-    with pytest.raises(AirflowFailException) as err:
+    with pytest.raises(AirflowFailException) as err:  # at parse time, or at run time after rendering
+        op = KueueIndexedJobOperator(task_id="bad", **params)
         op.execute(_context("bad"))  # type: ignore[arg-type]
 
     assert expected in str(err.value), f"{case}: {err.value}"

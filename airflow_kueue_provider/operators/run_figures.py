@@ -1,0 +1,102 @@
+"""The task instance's queue time, run time and cost over every Job it ran (orchestration of
+``kueue.attempt_figures``): the Job that just ended from its trigger's event, earlier ones from the ledger
+(with checkpointing) or from their Job objects (listed once, at the end)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..hooks.kueue_hook import KueueHook
+from ..kueue.airflow_identity import TRY_NUMBER_LABEL, AirflowIdentity
+from ..kueue.attempt_figures import AttemptFigures, CostModel, job_figures, merged, totals
+from ..kueue.job_spec import QUEUE_NAME_LABEL
+from ..kueue.ledger import RunLedger
+
+
+def event_figures(
+    event: Mapping[str, Any], model: CostModel, target_parallelism: int, spot: bool, try_number: int
+) -> AttemptFigures | None:
+    """The ended Job's figures from the trigger's event (times from the Workload's admission); None for an
+    event that carries no run (an error before the Job was followed)."""
+    if "running_seconds" not in event or not event.get("job_name"):
+        return None
+    completions = int(event.get("completions") or target_parallelism)
+    admitted = event.get("admitted_parallelism")
+    pods = min(int(admitted) if admitted else target_parallelism, completions)
+    return model.figures(
+        str(event["job_name"]),
+        pods,
+        _number(event.get("queued_seconds")),
+        _number(event.get("running_seconds")),
+        spot,
+        try_number,
+    )
+
+
+def task_instance_totals(
+    current: AttemptFigures | None,
+    ledger: RunLedger | None,
+    model: CostModel,
+    jobs: JobLister,
+) -> dict[str, Any]:
+    """The result's per-task-instance figures (see ``kueue.attempt_figures.totals``). The Jobs are listed
+    only when earlier Jobs may exist whose figures the ledger does not hold (a retry without checkpointing,
+    a ledger written before figures were kept)."""
+    recorded = [a.figures for a in (ledger.attempts if ledger else ()) if a.figures is not None]
+    if current is not None:
+        recorded.append(current)
+    complete = ledger is not None and all(
+        a.figures is not None or (current is not None and a.job_name == current.job_name)
+        for a in ledger.attempts
+    )
+    first_try_alone = ledger is None and current is not None and (current.try_number or 1) <= 1
+    from_jobs = [] if complete or first_try_alone else jobs.figures(model)
+    return totals(merged(recorded, from_jobs), model)
+
+
+class JobLister:
+    """The task instance's Jobs still in the cluster, as figures; ``spill_queue`` Jobs ran on-demand."""
+
+    def __init__(
+        self,
+        hook: KueueHook,
+        namespace: str,
+        identity: AirflowIdentity,
+        spot: bool,
+        spill_queue: str | None,
+    ) -> None:
+        self.hook, self.namespace, self.identity = hook, namespace, identity
+        self.spot, self.spill_queue = spot, spill_queue
+
+    def figures(self, model: CostModel) -> Sequence[AttemptFigures]:
+        found = []
+        for job in self.hook.task_instance_jobs(self.namespace, self.identity):
+            labels = job["metadata"].get("labels") or {}
+            on_spot = self.spot and labels.get(QUEUE_NAME_LABEL) != self.spill_queue
+            try_label = labels.get(TRY_NUMBER_LABEL)
+            try_number = int(try_label) if try_label and try_label.isdigit() else None
+            found.append(job_figures(job, model, on_spot, try_number))
+        return found
+
+
+def shard_summary(message: str, result: Mapping[str, Any], ledger: RunLedger | None, job_name: str) -> str:
+    """The end of a checkpointed try in shard ids, next to the trigger's line about its Job's indexes (a
+    retry's Job index 0 is not shard 0)."""
+    if ledger is None:
+        return message
+    attempt = ledger.attempt(job_name)
+    ran = f" (its {len(attempt.shards)} indexes ran shards {_short(str(attempt.shards))})" if attempt else ""
+    failed = result.get("failed_indexes") or "none"
+    return (
+        f"{message}{ran}; task: {result.get('succeeded')}/{result.get('completions')} shards done over "
+        f"{len(ledger.attempts)} attempt(s), failed shards: {_short(str(failed))}"
+    )
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rsplit(",", 1)[0] + ",…"
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -1,0 +1,53 @@
+"""Bad input that no template can change fails the DAG's import, so a CI DAG-integrity check
+(``airflow dags list-import-errors``, a DagBag test) catches it before any run; each message once."""
+
+from __future__ import annotations
+
+import json
+
+from ..airflow_runner import AirflowHome
+
+BAD_DAG = """
+from datetime import datetime
+
+from airflow.sdk import DAG
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+with DAG("{dag_id}", start_date=datetime(2026, 1, 1), schedule=None):
+    KueueIndexedJobOperator(
+        task_id="shards",
+        queue_name="lq",
+        image="example.invalid/shard:1",
+        {params}
+    )
+"""
+
+
+def test_list_import_errors_shows_each_bad_value_with_its_fix(airflow_home: AirflowHome) -> None:
+    airflow_home.write_dag(
+        "parse_bad_completions", BAD_DAG.format(dag_id="parse_bad_completions", params="completions=0,")
+    )
+    airflow_home.write_dag(
+        "parse_bad_quantity",
+        BAD_DAG.format(dag_id="parse_bad_quantity", params='resources={"requests": {"cpu": "4 cores"}},'),
+    )
+    try:
+        run = airflow_home.airflow("dags", "list-import-errors", "--local", "-o", "json")
+    finally:
+        for name in ("parse_bad_completions", "parse_bad_quantity"):
+            (airflow_home.home / "dags" / f"{name}.py").unlink()
+    errors = {row["filepath"].rsplit("/", 1)[-1]: row["error"] for row in json.loads(_json_part(run.output))}
+    completions = errors["parse_bad_completions.py"]
+    assert "shards: invalid KueueIndexedJob parameters" in completions
+    assert "completions: got 0: set an integer from 1 to 100000" in completions
+    quantity = errors["parse_bad_quantity.py"]
+    assert "requests.cpu: '4 cores' is not a Kubernetes quantity" in quantity
+    for error in (completions, quantity):
+        assert error.count("invalid KueueIndexedJob parameters") == 1, error
+        assert "direct cause" not in error and "During handling" not in error, error
+
+
+def _json_part(output: str) -> str:
+    """The JSON array in the command's output (log lines may come before it)."""
+    start = output.index("[")
+    return output[start : output.rindex("]") + 1]
