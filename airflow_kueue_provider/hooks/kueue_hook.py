@@ -314,13 +314,56 @@ class KueueHook:
                     pod["metadata"]["name"], namespace, tail_lines=lines, _request_timeout=10
                 )
             except Exception as exc:  # logs are a courtesy; their absence must not hide the real failure
-                tails[index] = f"(no logs: {_status_line(pod)}; {type(exc).__name__})"
+                tails[index] = no_logs_note(pod, exc)
         return tails
+
+
+def no_logs_note(pod: dict[str, Any], exc: Exception) -> str:
+    """What stands in for a failed pod's logs when they cannot be read: why, then how the pod ended.
+
+    A 404 for ``pods/log`` means the node's kubelet has no logs for the pod; a terminated container with no
+    ``containerID`` never ran in a container runtime: a fake pod of KWOK (the local cluster's nodes), which
+    has no logs at all. A 404 for the pod itself: it was deleted meanwhile. Any other error (403, a timeout,
+    ...) is named as it came."""
+    name = pod.get("metadata", {}).get("name", "?")
+    status = getattr(exc, "status", None)
+    body = _api_body(exc) if isinstance(exc, ApiException) else {}
+    if isinstance(exc, ApiException) and status == 404:
+        if (body.get("details") or {}).get("kind") == "pods":
+            why = f"pod {name} is gone: deleted before its logs were read"
+        elif _never_ran_in_a_runtime(pod):
+            why = (
+                f"pod {name}'s logs are not available: it is a fake pod (KWOK, no container runtime) "
+                "and has none"
+            )
+        else:
+            why = f"pod {name}'s logs are not available: its node's kubelet has none (HTTP 404)"
+    elif isinstance(exc, ApiException):
+        message = f": {str(body['message'])[:200]}" if body.get("message") else ""
+        why = f"pod {name}'s logs could not be read: HTTP {status} {exc.reason}{message}"
+    else:
+        why = f"pod {name}'s logs could not be read: {type(exc).__name__}: {str(exc)[:200]}"
+    return f"({why}; {_status_line(pod)})"
+
+
+def _never_ran_in_a_runtime(pod: dict[str, Any]) -> bool:
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    return bool(statuses) and not any(s.get("containerID") for s in statuses)
+
+
+def _api_body(exc: ApiException) -> dict[str, Any]:
+    try:
+        body = json.loads(exc.body or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def _status_line(pod: dict[str, Any]) -> str:
     for status in pod.get("status", {}).get("containerStatuses") or []:
         term = (status.get("state") or {}).get("terminated")
         if term:
-            return f"container {status.get('name')} exited {term.get('exitCode')} ({term.get('reason')})"
+            name, code = status.get("name"), term.get("exitCode")
+            said = ": ".join(str(part)[:200] for part in (term.get("reason"), term.get("message")) if part)
+            return f"container {name} exited with code {code}" + (f" ({said})" if said else "")
     return f"pod phase {pod.get('status', {}).get('phase')}"

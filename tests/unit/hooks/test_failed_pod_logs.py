@@ -1,0 +1,115 @@
+"""What stands in for a failed index's log tail when its pod's logs cannot be read."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from unittest import mock
+
+from kubernetes.client.exceptions import ApiException, NotFoundException
+
+from airflow_kueue_provider.hooks import kueue_hook
+from airflow_kueue_provider.hooks.kueue_hook import KueueHook, no_logs_note
+
+FAKE_FAILURE = "kwok: index failed on purpose (kwok.airflow-kueue.io/fail-indexes)"  # the bed's KWOK stage
+NO_LOG_SUBRESOURCE = json.dumps(  # what the apiserver answered for a KWOK pod's logs on the bed
+    {
+        "kind": "Status",
+        "message": "the server could not find the requested resource ( pods/log job-3-abcde)",
+        "reason": "NotFound",
+        "details": {"name": "job-3-abcde", "kind": "pods/log"},
+        "code": 404,
+    }
+)
+
+
+def not_found(body: str = NO_LOG_SUBRESOURCE) -> NotFoundException:
+    exc = NotFoundException(status=404, reason="Not Found")
+    exc.body = body
+    return exc
+
+
+def pod(name: str, index: int, container_id: str | None = None, message: str | None = None) -> dict[str, Any]:
+    terminated = {"exitCode": 1, "reason": "Error", **({"message": message} if message else {})}
+    status: dict[str, Any] = {"name": "main", "state": {"terminated": terminated}}
+    if container_id:
+        status["containerID"] = container_id
+    return {
+        "metadata": {
+            "name": name,
+            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+            "labels": {"batch.kubernetes.io/job-completion-index": str(index)},
+            "creationTimestamp": "2026-12-02T06:00:00Z",
+        },
+        "status": {"phase": "Failed", "containerStatuses": [status]},
+    }
+
+
+def test_a_fake_pod_has_no_logs_and_the_note_says_so_with_the_exit_code() -> None:
+    note = no_logs_note(pod("job-3-abcde", 3, message=FAKE_FAILURE), not_found())
+    assert note == (
+        "(pod job-3-abcde's logs are not available: it is a fake pod (KWOK, no container runtime) and has "
+        "none; container main exited with code 1 (Error: kwok: index failed on purpose "
+        "(kwok.airflow-kueue.io/fail-indexes)))"
+    )
+    assert "NotFoundException" not in note
+
+
+def test_a_pod_deleted_before_its_logs_were_read() -> None:
+    gone = json.dumps({"message": 'pods "job-3-abcde" not found', "details": {"kind": "pods"}, "code": 404})
+    assert no_logs_note(pod("job-3-abcde", 3), not_found(gone)) == (
+        "(pod job-3-abcde is gone: deleted before its logs were read; container main exited with code 1 "
+        "(Error))"
+    )
+
+
+def test_a_real_pod_without_logs_names_the_kubelet() -> None:
+    real = pod("job-3-abcde", 3, container_id="containerd://0123")
+    note = no_logs_note(real, not_found())
+    assert note == (
+        "(pod job-3-abcde's logs are not available: its node's kubelet has none (HTTP 404); container main "
+        "exited with code 1 (Error))"
+    )
+
+
+def test_other_errors_are_named_as_they_came() -> None:
+    forbidden = ApiException(status=403, reason="Forbidden")
+    forbidden.body = json.dumps(
+        {"message": 'pods "job-3-abcde" is forbidden: cannot get resource "pods/log"'}
+    )
+    assert no_logs_note(pod("job-3-abcde", 3), forbidden) == (
+        '(pod job-3-abcde\'s logs could not be read: HTTP 403 Forbidden: pods "job-3-abcde" is forbidden: '
+        'cannot get resource "pods/log"; container main exited with code 1 (Error))'
+    )
+    timeout = no_logs_note(pod("job-3-abcde", 3), TimeoutError("read timed out"))
+    assert timeout == (
+        "(pod job-3-abcde's logs could not be read: TimeoutError: read timed out; container main exited with "
+        "code 1 (Error))"
+    )
+    pending = {"metadata": {"name": "p"}, "status": {"phase": "Pending"}}
+    assert no_logs_note(pending, ApiException(status=404, reason="Not Found")) == (
+        "(pod p's logs are not available: its node's kubelet has none (HTTP 404); pod phase Pending)"
+    )
+
+
+def test_failed_index_log_tails_mixes_logs_and_notes() -> None:
+    hook = KueueHook.__new__(KueueHook)
+    hook.__dict__["api"] = mock.Mock()
+    pods = [pod("job-1-aaaaa", 1, container_id="containerd://1"), pod("job-3-bbbbb", 3)]
+
+    def read_log(name: str, namespace: str, **_: Any) -> str:
+        if name == "job-1-aaaaa":
+            return "Traceback ...\nValueError: bad input\n"
+        raise not_found()
+
+    core = mock.Mock(read_namespaced_pod_log=mock.Mock(side_effect=read_log))
+    with (
+        mock.patch.object(KueueHook, "pods_of_job", return_value=pods),
+        mock.patch.object(kueue_hook.client, "CoreV1Api", return_value=core),
+    ):
+        tails = hook.failed_index_log_tails("ns", "job", [1, 3, 5])
+    assert tails == {
+        1: "Traceback ...\nValueError: bad input\n",
+        3: "(pod job-3-bbbbb's logs are not available: it is a fake pod (KWOK, no container runtime) and has "
+        "none; container main exited with code 1 (Error))",
+    }
