@@ -450,7 +450,7 @@ class KueueIndexedJobOperator(BaseOperator):
                     self.log.info("%s", ledger.retry_plan())
                 if not shards:
                     self.log.info("every shard already finished in an earlier try; nothing to run")
-                    return session.result(ledger, None)
+                    return {**session.result(ledger, None), **self._totals(identity, None, ledger)}
                 session.shape_job(manifest, shards)
                 pod_sas = session.prepare_pod_access()  # before the Job: a bad connection creates nothing
             submission = create_or_adopt(hook, manifest, identity)
@@ -726,22 +726,15 @@ class KueueIndexedJobOperator(BaseOperator):
         identity = task_identity(context)
         session = self._checkpoint_session(identity, check=False)
         spot = self.spot and not spill_taken(event.get("escalations") or ())  # a spill runs on-demand
-        model = self._cost_model()
-        current = event_figures(event, model, self._target_parallelism(), spot, identity.try_number)
+        current = event_figures(
+            event, self._cost_model(), self._target_parallelism(), spot, identity.try_number
+        )
         ledger = None
         if session is not None and "completed_indexes" in result:
             outcome = "succeeded" if status == "success" else "failed"
             result, ledger = self._record_in_ledger(session, result, outcome, current)
         if current is not None:
-            spill_queue = self.on_deadline_risk.spill_to if self.on_deadline_risk else None
-            jobs = JobLister(
-                KueueHook(self.kubernetes_conn_id),
-                self.resolved_namespace(),
-                identity,
-                self.spot,
-                spill_queue,
-            )
-            result.update(task_instance_totals(current, ledger, model, jobs))
+            result.update(self._totals(identity, current, ledger))
             message = shard_summary(message, result, ledger, current.job_name)
         if status == "success":
             self.log.info("%s; result: %s", message, json.dumps(result, sort_keys=True))
@@ -766,6 +759,15 @@ class KueueIndexedJobOperator(BaseOperator):
         except Exception as exc:  # the failure itself matters more
             return f"\n(could not delete Job {name}: {exc}; delete it yourself to free its quota)"
         return "; its Job was still running and has been deleted" if what == "deleted" else ""
+
+    def _totals(
+        self, identity: AirflowIdentity, current: AttemptFigures | None, ledger: RunLedger | None
+    ) -> dict[str, Any]:
+        """The result's figures over every Job of the task instance (docs/results.md)."""
+        spill_queue = self.on_deadline_risk.spill_to if self.on_deadline_risk else None
+        hook = KueueHook(self.kubernetes_conn_id)
+        jobs = JobLister(hook, self.resolved_namespace(), identity, self.spot, spill_queue)
+        return task_instance_totals(current, ledger, self._cost_model(), jobs)
 
     def _cost_model(self) -> CostModel:
         template_resources = template_main_container(self._template()).get("resources")

@@ -95,6 +95,43 @@ def test_retry_runs_only_the_unfinished_shards_and_the_result_covers_all(
         (2, "2,5,8", "2,5,8", "succeeded"),
     ]
     _assert_no_secret(kueue_env, blob, run.output, result, prefix)
+    # The retry says what it runs, and the end speaks in shards (a retry's Job index 0 is shard 2).
+    assert (
+        "7 of 10 shards done in 1 earlier attempt(s); running the 3 unfinished (2,5,8) as Job indexes 0-2"
+        in (run.output)
+    )
+    assert "(its 3 indexes ran shards 2,5,8); task: 10/10 shards done over 2 attempt(s)" in run.output
+    _assert_figures_cover_both_jobs(jobs, result)
+
+
+def _assert_figures_cover_both_jobs(jobs: list[Any], result: dict[str, Any]) -> None:
+    """Queue time, run time and cost over both Jobs, each at its own pod count, as their own status says:
+    pods = min(parallelism, completions), queued = created -> startTime, running = startTime -> the
+    Complete/Failed condition. The provider measures admission from the Workload, a moment before the Job
+    controller sets startTime: within a second or two per Job."""
+    expected = []
+    for job in jobs:
+        ended = next(
+            c for c in job.status.conditions if c.type in ("Complete", "Failed") and c.status == "True"
+        )
+        pods = min(job.spec.parallelism, job.spec.completions)
+        queued = (job.status.start_time - job.metadata.creation_timestamp).total_seconds()
+        running = (ended.last_transition_time - job.status.start_time).total_seconds()
+        expected.append((job.metadata.name, pods, queued, running))
+    figures = result["attempt_figures"]
+    assert [(f["job_name"], f["pods"]) for f in figures] == [(n, p) for n, p, _, _ in expected], figures
+    assert [f["pods"] for f in figures] == [10, 3]
+    for figure, (_, _, queued, running) in zip(figures, expected, strict=True):
+        assert abs(figure["running_seconds"] - running) <= 2.5, (figure, running)
+        assert abs(figure["queued_seconds"] - queued) <= 2.5, (figure, queued)
+    assert result["running_seconds"] == round(sum(f["running_seconds"] for f in figures), 3)
+    assert abs(result["running_seconds"] - sum(r for *_, r in expected)) <= 5
+    # 250m CPU / 256Mi of a 16-CPU VM: a share of 250/16000 at the on-demand price (no spot=), each Job at
+    # its own pods (from its spec) and run time (checked against its status above)
+    share, rate = 0.25 / 16, 0.904
+    cost = sum(f["pods"] * f["running_seconds"] for f in figures) * share * rate / 3600
+    assert abs(result["estimated_cost_usd"] - cost) <= 2e-6, (result, cost)
+    assert result["cost_basis"].startswith(f"10 pods x {figures[0]['running_seconds']:.1f} s + 3 pods x")
 
 
 def _assert_no_secret(

@@ -135,3 +135,58 @@ def test_an_escalation_to_a_priority_class_that_does_not_exist_fails_before_anyt
     with pytest.raises(AirflowFailException, match=r"no-such-class'?: no such WorkloadPriorityClass"):
         op.execute({"ti": ti, "dag_run": SimpleNamespace(start_date=None)})  # type: ignore[arg-type]
     assert kueue_env.jobs() == []
+
+
+NOTIFY_ONCE_DAG = """
+from datetime import datetime, timedelta
+from airflow.sdk import DAG
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+
+def tell_the_owner(context, info):
+    print(f"DEADLINE-NOTIFIED try={{context['ti'].try_number}} job={{info['job_name']}}")
+
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+    KueueIndexedJobOperator(
+        task_id="shards", namespace={namespace!r}, queue_name={queue!r}, image="example.invalid/shard:1",
+        completions=3, parallelism=3, backoff_limit_per_index=0,
+        retries=1, retry_delay=timedelta(seconds=1),
+        resources={{"requests": {{"cpu": "250m", "memory": "256Mi"}}}},
+        annotations={{
+            "kwok.airflow-kueue.io/run-duration": "{{{{ '15s' if ti.try_number == 1 else '1s' }}}}",
+            "kwok.airflow-kueue.io/fail-indexes": "{{{{ '0' if ti.try_number == 1 else '' }}}}",
+        }},
+        deadline=timedelta(seconds=20), deadline_margin=60,
+        on_deadline_risk={{"notify": tell_the_owner}},
+    )
+"""
+
+
+def test_a_deadline_inside_its_margin_is_warned_and_notified_once_per_task_instance_across_a_retry(
+    kueue_env: Any, airflow_home: AirflowHome
+) -> None:
+    """The margin (60 s) covers the whole deadline (20 s after the run starts): a warning when the DAG is
+    parsed and when the Job is submitted; the notifier fires in try 1, whose Job then fails (index 0); try
+    2 runs to success without notifying again, and its result lists try 1's step."""
+    airflow_home.write_dag(
+        "deadline_once",
+        NOTIFY_ONCE_DAG.format(
+            dag_id="deadline_once", namespace=kueue_env.namespace, queue=kueue_env.local_queue
+        ),
+    )
+    run = airflow_home.test_dag("deadline_once", timeout=400)
+    assert run.succeeded, run.output[-8000:]
+    assert "is not shorter than deadline 0:00:20 from the run's start" in run.output  # parse time
+    assert "the run is AT RISK from its first line; on_deadline_risk is taken at once" in run.output
+    notified = [
+        line for line in run.output.splitlines() if "DEADLINE-NOTIFIED" in line and "print" not in line
+    ]
+    assert len({line[line.index("DEADLINE-NOTIFIED") :] for line in notified}) == 1, notified
+    assert "DEADLINE-NOTIFIED try=1" in notified[0]
+    assert (
+        "on_deadline_risk was taken by an earlier try of this task instance (notify): not again" in run.output
+    )
+    result = returned_result(run)
+    assert [(s["step"], s["detail"]) for s in result["escalations"]] == [("notify", "sent")], result
+    assert result["succeeded"] == 3 and len(result["attempt_figures"]) == 2, result

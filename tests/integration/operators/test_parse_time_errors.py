@@ -32,10 +32,11 @@ def test_list_import_errors_shows_each_bad_value_with_its_fix(airflow_home: Airf
         BAD_DAG.format(dag_id="parse_bad_quantity", params='resources={"requests": {"cpu": "4 cores"}},'),
     )
     try:
-        run = airflow_home.airflow("dags", "list-import-errors", "--local", "-o", "json")
+        run = airflow_home.airflow("dags", "list-import-errors", "--local", "-o", "json", check=False)
     finally:
         for name in ("parse_bad_completions", "parse_bad_quantity"):
             (airflow_home.home / "dags" / f"{name}.py").unlink()
+    assert run.returncode == 1, "the command fails when a DAG does not import: a CI check sees it"
     errors = {row["filepath"].rsplit("/", 1)[-1]: row["error"] for row in json.loads(_json_part(run.output))}
     completions = errors["parse_bad_completions.py"]
     assert "shards: invalid KueueIndexedJob parameters" in completions
@@ -49,5 +50,5 @@ def test_list_import_errors_shows_each_bad_value_with_its_fix(airflow_home: Airf
 
 def _json_part(output: str) -> str:
     """The JSON array in the command's output (log lines may come before it)."""
-    start = output.index("[")
+    start = output.index('[{"')
     return output[start : output.rindex("]") + 1]
