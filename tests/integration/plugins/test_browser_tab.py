@@ -19,14 +19,14 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, FrameLocator, Page
+from playwright.sync_api import Browser, FrameLocator, Locator, Page
 
 from airflow_kueue_provider.kueue.airflow_identity import MAP_INDEX_LABEL, TASK_ID_LABEL
 from airflow_kueue_provider.kueue.jobset import REPLICATED_JOB_LABEL
 from devcluster.manifests import TOPOLOGY_NAME
 
 from ..airflow_runner import AirflowHome
-from ..browser import chromium, log_in, needs_chromium, screenshot
+from ..browser import SCREENSHOTS, chromium, log_in, needs_chromium, screenshot
 from ..cluster import Cluster, KueueEnv, create_kueue_env, delete_kueue_env
 from .test_api_server import _login, start_api_server
 
@@ -157,11 +157,11 @@ def test_unmapped_task_tab_shows_its_job_and_index_grid(ui: Ui, request: pytest.
     page, frame = _open_kueue_tab(ui, "tasks/shards")
     try:
         assert frame.locator("h2").inner_text() == f"{DAG_ID} / shards / {ui.run_id}"
-        assert frame.locator("h3").all_inner_texts() == [f"Job {ui.env.namespace}/{ui.job_name('shards')}"]
+        assert frame.locator("section[data-job] h3").all_inner_texts() == [f"Job {ui.env.namespace}/{ui.job_name('shards')}"]
         assert _grid(frame) == ["done"] * 4 + ["failed", "done"]
         legend = frame.locator(".legend span").all_inner_texts()
         assert [" ".join(t.split()) for t in legend] == ["done 5", "failed 1", "running 0", "waiting 0"]
-        assert "admitted" in frame.locator("table").inner_text()
+        assert "admitted" in frame.locator("section[data-job] table").inner_text()
     finally:
         _screenshot(page, request)
         page.close()
@@ -172,7 +172,7 @@ def test_mapped_task_instance_tab_shows_its_own_job(ui: Ui, request: pytest.Fixt
     try:
         assert frame.locator("h2").inner_text() == f"{DAG_ID} / per_sample [3] / {ui.run_id}"
         job = ui.job_name("per_sample", map_index=3)
-        assert frame.locator("h3").all_inner_texts() == [f"Job {ui.env.namespace}/{job}"]
+        assert frame.locator("section[data-job] h3").all_inner_texts() == [f"Job {ui.env.namespace}/{job}"]
         assert _grid(frame) == ["done"] * 5  # completions[3] = 5
         # The UI has no Kueue tab on the mapped task as a whole; its URL, with the browser's login, says why.
         whole = {"dag_id": DAG_ID, "run_id": ui.run_id, "task_id": "per_sample", "map_index": "{MAP_INDEX}"}
@@ -190,7 +190,7 @@ def test_jobset_task_tab_shows_each_replicated_job_with_the_jobsets_workload(
     try:
         assert frame.locator("h2").inner_text() == f"{DAG_ID} / gang / {ui.run_id}"
         jobs = {ui.job_name("gang", replicated_job=part): part for part in ("coordinator", "workers")}
-        assert sorted(frame.locator("h3").all_inner_texts()) == sorted(
+        assert sorted(frame.locator("section[data-job] h3").all_inner_texts()) == sorted(
             f"Job {ui.env.namespace}/{job}" for job in jobs
         )
         (jobset,) = {job.rsplit("-", 2)[0] for job in jobs}
@@ -238,3 +238,78 @@ def test_queue_dashboard_opens_from_the_browse_menu(ui: Ui, request: pytest.Fixt
     finally:
         _screenshot(page, request)
         page.close()
+
+
+NIGHTS = ("2026-12-01T02:00:00+00:00", "2026-12-02T02:00:00+00:00")
+"""Two more runs of the DAG after the fixture's: the last test of the module, as it adds DAG runs."""
+
+
+def _element_screenshot(locator: Locator, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    locator.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+def test_the_tasks_recent_runs_and_the_queue_over_time_are_plotted(
+    ui: Ui, airflow_home: AirflowHome, request: pytest.FixtureRequest
+) -> None:
+    """The queue page stays open (its live stream reads the ClusterQueue at each change of a Job or Workload,
+    which samples it) while the DAG runs twice more; then a mapped task instance's Kueue tab plots its
+    task's three runs, and the queue page its ClusterQueue over that time: accessible inline SVG each."""
+    context = ui.browser.contexts[0]
+    watcher = context.new_page()
+    try:
+        watcher.goto(f"{ui.url}/kueue/queues")
+        watcher.locator("[data-stream]").wait_for()
+        for night in NIGHTS:
+            run = airflow_home.test_dag(DAG_ID, run_after=night, timeout=300)
+            assert run.succeeded, run.output[-6000:]
+    finally:
+        watcher.close()
+    bearer = {"Authorization": f"Bearer {_login(airflow_home, ui.url)}"}
+    runs = httpx.get(f"{ui.url}/api/v2/dags/{DAG_ID}/dagRuns", headers=bearer, timeout=30).json()
+    run_ids = {r["dag_run_id"] for r in runs["dag_runs"]}
+    assert len(run_ids) == 3, run_ids
+
+    page, frame = _open_kueue_tab(ui, "tasks/per_sample/mapped/3")
+    try:
+        trend = frame.locator('section[data-trend="task"]')
+        chart = trend.locator('svg[role="img"]')
+        title = chart.locator("title").first.text_content()
+        assert title == f"Run time against the ideal, and queue wait: {DAG_ID} / per_sample [3]", title
+        desc = chart.locator("desc").text_content() or ""
+        assert "Run time, ideal run time and queue wait of the last 3 runs" in desc, desc
+        tips = chart.locator("circle > title").all_text_contents()
+        assert {t.split(" (")[0] for t in tips} == run_ids, tips  # a run-time point per DAG run
+        assert all("5/5 shards" in t and "ideal -" not in t for t in tips), tips
+        assert chart.locator("rect > title").count() == 3, "a queue-wait point per run"
+        assert chart.locator("polyline").count() == 3, "run time, ideal and wait lines"
+        box = chart.bounding_box()
+        assert box is not None and box["width"] > 300 and box["height"] > 100, box
+        assert "Newest run" in trend.inner_text()
+        trend.scroll_into_view_if_needed()
+        _element_screenshot(trend, "kueue-task-trend")
+    finally:
+        _screenshot(page, request)
+        page.close()
+
+    queues = context.new_page()
+    try:
+        queues.goto(f"{ui.url}/kueue/queues")
+        over_time = queues.locator('section[data-trend="queues"]')
+        cq = ui.env.cluster_queue
+        text = over_time.inner_text()
+        assert f"ClusterQueue {cq} over time" in text and "at most the last 6 hours" in text, text
+        for kind in ("quota", "workloads"):
+            svg = over_time.locator(f'svg[role="img"][id^="{kind}-"]')
+            assert svg.count() == 1 and svg.locator("polyline").count() >= 1, kind
+            assert cq in (svg.locator("title").first.text_content() or "")
+        samples = queues.request.get(f"{ui.url}/kueue/api/queues").json()["over_time"][cq]
+        assert len(samples) >= 3 and max(s["admitted"] for s in samples) >= 1, samples
+        runs_chart = queues.locator('svg[role="img"][id^="runs-"]')
+        titles = runs_chart.locator("circle > title").all_text_contents()
+        assert titles and all(t.startswith(f"{DAG_ID} / ") for t in titles), titles
+        _element_screenshot(over_time, "kueue-queues-over-time")
+        _element_screenshot(runs_chart, "kueue-queues-recent-runs")
+    finally:
+        _screenshot(queues, request)
+        queues.close()
