@@ -157,7 +157,8 @@ def test_unmapped_task_tab_shows_its_job_and_index_grid(ui: Ui, request: pytest.
     page, frame = _open_kueue_tab(ui, "tasks/shards")
     try:
         assert frame.locator("h2").inner_text() == f"{DAG_ID} / shards / {ui.run_id}"
-        assert frame.locator("section[data-job] h3").all_inner_texts() == [f"Job {ui.env.namespace}/{ui.job_name('shards')}"]
+        jobs = frame.locator("section[data-job] h3").all_inner_texts()
+        assert jobs == [f"Job {ui.env.namespace}/{ui.job_name('shards')}"]
         assert _grid(frame) == ["done"] * 4 + ["failed", "done"]
         legend = frame.locator(".legend span").all_inner_texts()
         assert [" ".join(t.split()) for t in legend] == ["done 5", "failed 1", "running 0", "waiting 0"]
