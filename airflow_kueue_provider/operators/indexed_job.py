@@ -82,8 +82,9 @@ class KueueIndexedJobOperator(BaseOperator):
 
     Each pod gets ``JOB_COMPLETION_INDEX`` (its shard). The task defers while Kueue queues, admits, evicts
     and requeues the Job: a long queue wait is not a failure unless ``queue_timeout`` is set. It returns a
-    per-index result (see README) and fails only when the Job fails or more indexes fail than
-    ``max_failed_indexes``.
+    result whose times and cost cover every Job of the task instance (retries, a spill) and whose other keys
+    say which are per attempt (docs/results.md), and fails only when the Job fails or more indexes fail
+    than ``max_failed_indexes``. Bad input that no template changes fails when the DAG is parsed.
     A retry reattaches to a Job that still runs (or already completed) instead of creating another one.
 
     :param queue_name: the Kueue LocalQueue in ``namespace``.
