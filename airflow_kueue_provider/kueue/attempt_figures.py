@@ -132,10 +132,11 @@ def totals(attempts: Sequence[AttemptFigures], model: CostModel) -> dict[str, An
 
 
 def merged(recorded: Iterable[AttemptFigures], from_jobs: Iterable[AttemptFigures]) -> list[AttemptFigures]:
-    """Every Job once: what was recorded when its attempt ended wins over what its object says now."""
+    """Every Job once, by try and then in the order they came (the ledger's, the Jobs' creation): what was
+    recorded when its attempt ended wins over what its object says now."""
     by_name = {a.job_name: a for a in from_jobs}
     by_name.update({a.job_name: a for a in recorded})
-    return sorted(by_name.values(), key=lambda a: (a.try_number or 0, a.job_name))
+    return sorted(by_name.values(), key=lambda a: a.try_number or 0)
 
 
 def _ended_at(job: Mapping[str, Any]) -> datetime | None:
