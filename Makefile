@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv demo cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-unit test-integration lint typecheck screenshots
+.PHONY: venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-unit test-integration lint typecheck screenshots
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -17,6 +17,11 @@ venv: $(VENV)/.installed
 ## The nightly genomics example end to end on the local cluster (scaled to DEMO_SHARDS=40), then a summary.
 demo: venv
 	$(PY) tools/demo.py
+
+## The Monte Carlo example's scenario B on a real Airflow deployment of its own (.demo/fair-share): the research
+## batch borrows, the risk run preempts it (InCohortReclamation), both succeed; then a summary.
+demo-fair-share: venv
+	$(PY) tools/demo_fair_share.py
 
 ## Local cluster (etcd, kube-apiserver, controller-manager, scheduler, KWOK, Kueue, Azurite) as processes.
 cluster-up: venv

@@ -13,6 +13,12 @@ each own 80 vCPU and may borrow the other's idle quota. Every four hours this DA
 
 ``report`` then prints both outcomes (shards, ClusterQueue, queue wait, evictions).
 
+The preemption needs the two tasks to overlap: ``airflow dags test`` runs one task after the other, so there
+it never happens. ``make demo-fair-share`` runs this DAG's scheduled run on a real Airflow deployment
+(scheduler, triggerer, API server), holding the risk LocalQueue until the research batch runs, and prints the
+eviction and both results; ``tests/integration/examples/test_monte_carlo_fair_share.py`` runs the risk task in
+a second process instead.
+
 Set up the queues once (namespaces, Spot ResourceFlavor, the two ClusterQueues in their cohort, the
 LocalQueues and the two WorkloadPriorityClasses)::
 
