@@ -55,6 +55,16 @@ def _settled(cluster: Cluster, name: str) -> bool:
         raise
 
 
+def _unfinished_jobs(cluster: Cluster, namespace: str) -> list[str]:
+    jobs = cluster.batch.list_namespaced_job(namespace).items
+    done = {"Complete", "Failed"}
+    return [
+        j.metadata.name
+        for j in jobs
+        if not any(c.type in done and c.status == "True" for c in (j.status.conditions or []))
+    ]
+
+
 def _exists(cluster: Cluster, kind: str, name: str, namespace: str | None) -> bool:
     try:
         if kind == "Namespace":
@@ -73,8 +83,9 @@ def _exists(cluster: Cluster, kind: str, name: str, namespace: str | None) -> bo
 
 @pytest.fixture
 def leave_cluster_as_found(cluster: Cluster) -> Iterator[list[tuple[str, str, str | None]]]:
-    """Objects the README's queue file creates that did not exist before are deleted afterwards (a reader
-    following the README on the same cluster keeps theirs)."""
+    """Objects the README's queue file creates that did not exist before are deleted afterwards, unless a Job
+    still runs in its namespace (a reader following the README, or another session's run of this test, on the
+    same cluster keeps theirs)."""
     objects = _readme_objects(
         next(b.body for b in marked_blocks(_section(), "first-dag") if b.kind == "file")
     )
@@ -83,6 +94,9 @@ def leave_cluster_as_found(cluster: Cluster) -> Iterator[list[tuple[str, str, st
             wait_for(f"namespace {name} not terminating", partial(_settled, cluster, name), 120)
     existed = {obj for obj in objects if _exists(cluster, *obj)}
     yield objects
+    namespaces = [name for kind, name, _ in objects if kind == "Namespace"]
+    if any(_unfinished_jobs(cluster, ns) for ns in namespaces):
+        return
     for kind, name, namespace in reversed(objects):
         if (kind, name, namespace) in existed:
             continue
