@@ -10,7 +10,7 @@ Job. See docs/results.md for which result keys are per attempt and which per tas
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -133,9 +133,13 @@ def totals(attempts: Sequence[AttemptFigures], model: CostModel) -> dict[str, An
 
 def merged(recorded: Iterable[AttemptFigures], from_jobs: Iterable[AttemptFigures]) -> list[AttemptFigures]:
     """Every Job once, by try and then in the order they came (the ledger's, the Jobs' creation): what was
-    recorded when its attempt ended wins over what its object says now."""
+    recorded when its attempt ended wins over what its object says now, but for the try that made the Job,
+    which its label says (a cleared try that reattached to an earlier try's Job reports it too)."""
     by_name = {a.job_name: a for a in from_jobs}
-    by_name.update({a.job_name: a for a in recorded})
+    for a in recorded:
+        listed = by_name.get(a.job_name)
+        made_by = listed.try_number if listed is not None and listed.try_number else a.try_number
+        by_name[a.job_name] = replace(a, try_number=made_by)
     return sorted(by_name.values(), key=lambda a: a.try_number or 0)
 
 

@@ -157,7 +157,8 @@ class RunLedger:
             evictions=evictions,
             status=status,
             finished_at=finished_at,
-            figures=figures or known.figures,
+            # the try that made the Job, not the one that reports it (a cleared try reattaches)
+            figures=replace(figures, try_number=known.try_number) if figures else known.figures,
         )
         return self.with_attempt(progress)
 

@@ -44,8 +44,8 @@ def task_instance_totals(
     only when earlier Jobs may exist whose figures the ledger does not hold (a retry without checkpointing,
     a ledger written before figures were kept)."""
     recorded = [a.figures for a in (ledger.attempts if ledger else ()) if a.figures is not None]
-    if current is not None:
-        recorded.append(current)
+    if current is not None and all(r.job_name != current.job_name for r in recorded):
+        recorded.append(current)  # the ledger's record of it, when there is one, knows the try that made it
     complete = ledger is not None and all(
         a.figures is not None or (current is not None and a.job_name == current.job_name)
         for a in ledger.attempts

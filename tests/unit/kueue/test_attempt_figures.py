@@ -90,3 +90,11 @@ def test_a_job_that_never_started_waited_until_it_was_spilled() -> None:
     spilled_at = datetime(2026, 12, 2, 1, 0, 30, tzinfo=timezone.utc)
     figures = job_figures(job, MODEL, spot=True, now=spilled_at)
     assert (figures.queued_seconds, figures.running_seconds, figures.cost_usd) == (30.0, None, 0.0)
+
+
+def test_a_reattached_job_keeps_the_try_that_made_it() -> None:
+    """A cleared try 2 that reattaches to try 1's finished Job reports the same figures as try 1 did."""
+    reported = MODEL.figures("try-1-job", 2, 0.0, 3.0, spot=False, try_number=2)
+    listed = MODEL.figures("try-1-job", 2, 0.0, 2.5, spot=False, try_number=1)
+    (only,) = merged([reported], [listed])
+    assert only.try_number == 1 and only.running_seconds == 3.0

@@ -93,3 +93,13 @@ def test_the_retry_plan_speaks_in_shard_ids() -> None:
     assert ledger.retry_plan() == (
         "298 of 300 shards done in 1 earlier attempt(s); running the 2 unfinished (7,123) as Job indexes 0-1"
     )
+
+
+def test_figures_recorded_by_a_later_try_keep_the_try_that_made_the_job() -> None:
+    from airflow_kueue_provider.kueue.attempt_figures import CostModel
+    from airflow_kueue_provider.kueue.cost import VmPrice
+
+    ledger = RunLedger(4).with_attempt(Attempt(1, "job-a", IndexSet.range(0, 4)))
+    figures = CostModel(None, VmPrice()).figures("job-a", 4, 0.0, 2.0, spot=False, try_number=2)
+    ledger = ledger.with_job_progress("job-a", IndexSet.range(0, 4), IndexSet(), figures=figures)
+    assert ledger.attempt("job-a").figures.try_number == 1  # type: ignore[union-attr]
