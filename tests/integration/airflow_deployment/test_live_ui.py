@@ -169,7 +169,7 @@ def test_the_kueue_pages_follow_the_run_live(
 
     # The finished run is in the queue page's history (the task's result, from Airflow's database).
     page.goto(f"{deployment.url}/kueue/queues")
-    history = page.locator("h4", has_text=f"ClusterQueue {env.cluster_queue}")
+    history = page.get_by_role("heading", name=f"ClusterQueue {env.cluster_queue}", exact=True)
     history.wait_for(timeout=30_000)
     assert DAG_ID in page.locator("table", has=page.locator(f"td:text-is('{run_id}')")).inner_text()
     screenshot(page, "kueue-queues-history")
