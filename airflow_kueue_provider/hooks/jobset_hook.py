@@ -8,9 +8,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ..kueue.airflow_identity import DAG_ID_LABEL, RUN_ID_LABEL, TASK_ID_LABEL, AirflowIdentity
+from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
 from ..kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
+from ..kueue.names import DAG_ID_LABEL, RUN_ID_LABEL, TASK_ID_LABEL
 from . import kueue_api
 from .kueue_hook import DELETE_ATTEMPTS, KueueApiError, KueueHook
 from .retry import call_with_retry

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..kueue.names import INDEX_ANNOTATION
+
 KUEUE_GROUP = "kueue.x-k8s.io"
 SUPPORTED_VERSIONS = ("v1beta2", "v1beta1")  # newest first; v1beta1 is served up to Kueue 0.19
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
-JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
 
 class UnsupportedKueueVersion(RuntimeError):

@@ -26,7 +26,8 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 from ..kueue.job_ownership import delete_unless_finished_step
-from ..kueue.jobset import JOBSET_GROUP, JOBSET_NAME_LABEL, JOBSET_PLURAL, JOBSET_VERSION
+from ..kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
+from ..kueue.names import JOB_NAME_LABEL, JOB_UID_LABEL, JOBSET_NAME_LABEL
 from . import kueue_api
 from .retry import acall_with_retry
 
@@ -242,7 +243,7 @@ class AsyncKueueHook:
             lambda: _checked(
                 core.list_namespaced_pod(
                     namespace,
-                    label_selector=f"{kueue_api.JOB_NAME_LABEL}={job_name}",
+                    label_selector=f"{JOB_NAME_LABEL}={job_name}",
                     _preload_content=False,
                     _request_timeout=REQUEST_TIMEOUT,
                 )
@@ -278,7 +279,7 @@ class AsyncKueueHook:
                     version,
                     namespace,
                     "workloads",
-                    label_selector=f"{kueue_api.JOB_UID_LABEL}={job_uid}",
+                    label_selector=f"{JOB_UID_LABEL}={job_uid}",
                     _preload_content=False,
                     _request_timeout=REQUEST_TIMEOUT,
                 )
@@ -355,7 +356,7 @@ class AsyncKueueHook:
                 version,
                 namespace,
                 "workloads",
-                label_selector=kueue_api.JOB_UID_LABEL,
+                label_selector=JOB_UID_LABEL,
             ),
             "list Workloads",
         )
@@ -408,7 +409,7 @@ class AsyncKueueHook:
             resource_version,
             timeout_seconds,
             read_timeout,
-            label_selector=kueue_api.JOB_UID_LABEL,
+            label_selector=JOB_UID_LABEL,
         ):
             yield event
 

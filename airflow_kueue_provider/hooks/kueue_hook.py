@@ -10,9 +10,16 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ..kueue.airflow_identity import DAG_ID_LABEL, RUN_ID_LABEL, TASK_ID_LABEL, AirflowIdentity
+from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
-from ..kueue.job_spec import PRIORITY_CLASS_LABEL
+from ..kueue.names import (
+    DAG_ID_LABEL,
+    JOB_NAME_LABEL,
+    JOB_UID_LABEL,
+    PRIORITY_CLASS_LABEL,
+    RUN_ID_LABEL,
+    TASK_ID_LABEL,
+)
 from . import kueue_api
 from .retry import call_with_retry
 
@@ -272,7 +279,7 @@ class KueueHook:
                 self.kueue_version,
                 namespace,
                 "workloads",
-                label_selector=f"{kueue_api.JOB_UID_LABEL}={job_uid}",
+                label_selector=f"{JOB_UID_LABEL}={job_uid}",
             ),
             "list Workloads",
         )
@@ -281,9 +288,7 @@ class KueueHook:
     def pods_of_job(self, namespace: str, job_name: str) -> list[dict[str, Any]]:
         core = client.CoreV1Api(self.api)
         pods = call_with_retry(
-            lambda: core.list_namespaced_pod(
-                namespace, label_selector=f"{kueue_api.JOB_NAME_LABEL}={job_name}"
-            ),
+            lambda: core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME_LABEL}={job_name}"),
             "list pods",
         )
         return [self._json(p) for p in pods.items]

@@ -12,12 +12,7 @@ from airflow_kueue_provider.kueue.k8s_names import (
     short_hash,
 )
 
-PROVIDER_LABEL_PREFIX = "airflow-kueue.io/"
-DAG_ID_LABEL = "airflow-kueue.io/dag-id"
-TASK_ID_LABEL = "airflow-kueue.io/task-id"
-RUN_ID_LABEL = "airflow-kueue.io/run-id"
-TRY_NUMBER_LABEL = "airflow-kueue.io/try-number"
-MAP_INDEX_LABEL = "airflow-kueue.io/map-index"
+from .names import DAG_ID_LABEL, MAP_INDEX_LABEL, RUN_ID_LABEL, TASK_ID_LABEL, TRY_NUMBER_LABEL
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,8 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .eta import Estimate
+from .names import DEADLINE_ANNOTATION, ESCALATIONS_ANNOTATION
 
-DEADLINE_ANNOTATION = "airflow-kueue.io/deadline"
-"""On the Job: the resolved deadline (ISO 8601, UTC), for the UI and ``kubectl``."""
-ESCALATIONS_ANNOTATION = "airflow-kueue.io/escalations"
-"""On the Job: the escalations taken so far (a JSON list of {step, at, detail, why})."""
 DEADLINE_RESULT_KEYS = ("deadline", "eta_history", "escalations")
 """What a run with a deadline adds to the task's result (besides the Job's ``JobResult``)."""
 DEFAULT_MARGIN = timedelta(minutes=10)

@@ -16,78 +16,24 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_kueue_provider.kueue.airflow_identity import (
-    DAG_ID_LABEL,
-    MAP_INDEX_LABEL,
-    PROVIDER_LABEL_PREFIX,
-    RUN_ID_LABEL,
-    TASK_ID_LABEL,
-    TRY_NUMBER_LABEL,
-    AirflowIdentity,
-    deterministic_job_name,
-)
 from airflow_kueue_provider.kueue.job_spec import (
     CONTAINER_NAME,
-    DEFAULT_TTL_SECONDS_AFTER_FINISHED,
     IGNORE_DISRUPTIONS_RULE,
-    MANAGED_BY_LABEL,
-    MANAGED_BY_VALUE,
-    MAX_COMPLETIONS,
-    MAX_PARALLELISM,
-    MIN_PARALLELISM_ANNOTATION,
-    PRIORITY_CLASS_LABEL,
-    QUEUE_NAME_LABEL,
     SPOT_TOLERATION,
     EnvInput,
     IndexedJobSpec,
-    InvalidJobSpec,
 )
 from airflow_kueue_provider.kueue.job_template import merge_job_template
 from airflow_kueue_provider.kueue.job_validation import validate
-from airflow_kueue_provider.kueue.k8s_names import (
-    MAX_JOB_NAME_LENGTH,
-    is_dns1123_label,
-    is_dns1123_subdomain,
-    is_qualified_name,
-    is_valid_label_value,
-    safe_label_value,
-)
 from airflow_kueue_provider.kueue.retry_policy import fail_index_rule
 
-__all__ = [
-    "CONTAINER_NAME",
-    "DAG_ID_LABEL",
-    "DEFAULT_TTL_SECONDS_AFTER_FINISHED",
-    "IGNORE_DISRUPTIONS_RULE",
-    "MANAGED_BY_LABEL",
-    "MANAGED_BY_VALUE",
-    "MAP_INDEX_LABEL",
-    "MAX_COMPLETIONS",
-    "MAX_JOB_NAME_LENGTH",
-    "MAX_PARALLELISM",
-    "PRIORITY_CLASS_LABEL",
-    "PROVIDER_LABEL_PREFIX",
-    "QUEUE_NAME_LABEL",
-    "RUN_ID_LABEL",
-    "SPOT_TOLERATION",
-    "TASK_ID_LABEL",
-    "TRY_NUMBER_LABEL",
-    "AirflowIdentity",
-    "EnvInput",
-    "IndexedJobSpec",
-    "InvalidJobSpec",
-    "build_indexed_job",
-    "deterministic_job_name",
-    "is_dns1123_label",
-    "is_dns1123_subdomain",
-    "is_qualified_name",
-    "is_valid_label_value",
-    "merge_job_template",
-    "safe_label_value",
-    "validate",
-]
-"""Also re-exported here: the inputs and labels (``job_spec``), the checks (``job_validation``), the template
-merge (``job_template``), the Airflow identity (``airflow_identity``) and the name checks (``k8s_names``)."""
+from .names import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    MIN_PARALLELISM_ANNOTATION,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+)
 
 
 def build_indexed_job(spec: IndexedJobSpec) -> dict[str, Any]:

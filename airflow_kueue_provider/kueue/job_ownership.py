@@ -11,16 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_kueue_provider.kueue.airflow_identity import (
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.job_progress import finished_condition
+
+from .names import (
     DAG_ID_LABEL,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
     MAP_INDEX_LABEL,
     RUN_ID_LABEL,
     TASK_ID_LABEL,
     TRY_NUMBER_LABEL,
-    AirflowIdentity,
 )
-from airflow_kueue_provider.kueue.job_progress import finished_condition
-from airflow_kueue_provider.kueue.job_spec import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 
 _TASK_INSTANCE_KEYS = (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL, MAP_INDEX_LABEL)
 

@@ -13,12 +13,6 @@ from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 
 # -- label keys and limits --------------------------------------------------------------------------
 
-QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
-MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
-"""Kueue's partial admission: it may start the Job with fewer pods than ``parallelism``, down to this."""
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY_VALUE = "airflow-kueue-provider"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 """A Job's ``spec.managedBy`` on a MultiKueue manager: Kueue's webhook sets it when the Job's ClusterQueue
 dispatches through MultiKueue; the Job controller leaves such a Job alone and its pods run on a worker."""

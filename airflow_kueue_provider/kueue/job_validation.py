@@ -8,13 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from airflow_kueue_provider.kueue.airflow_identity import PROVIDER_LABEL_PREFIX, AirflowIdentity
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.job_spec import (
-    MANAGED_BY_LABEL,
     MAX_COMPLETIONS,
     MAX_PARALLELISM,
-    PRIORITY_CLASS_LABEL,
-    QUEUE_NAME_LABEL,
     EnvInput,
     IndexedJobSpec,
     InvalidJobSpec,
@@ -31,6 +28,8 @@ from airflow_kueue_provider.kueue.k8s_names import (
 from airflow_kueue_provider.kueue.pod_spec_checks import check_pod_spec_inputs
 from airflow_kueue_provider.kueue.quantity import parse_quantity
 from airflow_kueue_provider.kueue.retry_policy import exit_code_problems
+
+from .names import MANAGED_BY_LABEL, PRIORITY_CLASS_LABEL, PROVIDER_LABEL_PREFIX, QUEUE_NAME_LABEL
 
 _RESOURCES_KEYS = ("requests", "limits", "claims")
 

@@ -19,11 +19,10 @@ from typing import Any
 from .airflow_identity import AirflowIdentity, deterministic_job_name
 from .index_set import IndexSet
 from .job_progress import finished_condition
-from .job_spec import QUEUE_NAME_LABEL, InvalidJobSpec
+from .job_spec import InvalidJobSpec
 from .k8s_names import DNS1123_LABEL_MAX_LENGTH, MAX_JOB_NAME_LENGTH, is_dns1123_label
+from .names import JOBSET_NAME_LABEL, QUEUE_NAME_LABEL, REPLICATED_JOB_LABEL
 
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 JOBSET_API_VERSION = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
 MAX_REPLICATED_JOB_NAME = 20

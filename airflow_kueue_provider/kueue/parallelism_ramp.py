@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
-
 
 @dataclass(frozen=True)
 class ParallelismRamp:

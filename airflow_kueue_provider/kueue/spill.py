@@ -17,7 +17,7 @@ from typing import Any
 
 from .index_set import IndexSet
 from .job_progress import finished_condition
-from .job_spec import QUEUE_NAME_LABEL
+from .names import QUEUE_NAME_LABEL
 
 SPILL_NAME_VARIANT = "spill"
 """Hashed into the second Job's name: deterministic per try, never the first Job's name."""

@@ -14,10 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .k8s_names import is_qualified_name
+from .names import PREFERRED_TOPOLOGY_ANNOTATION, REQUIRED_TOPOLOGY_ANNOTATION, TOPOLOGY_ANNOTATIONS
 
-REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
-PREFERRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
-TOPOLOGY_ANNOTATIONS = (REQUIRED_TOPOLOGY_ANNOTATION, PREFERRED_TOPOLOGY_ANNOTATION)
 MAX_DOMAINS_SHOWN = 8
 
 

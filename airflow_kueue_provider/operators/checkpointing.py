@@ -28,22 +28,24 @@ from ..kueue.checkpoint_access import (
 )
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import view_of
-from ..kueue.job_spec import MIN_PARALLELISM_ANNOTATION
 from ..kueue.ledger import Attempt, RunLedger, ledger_prefix
+from ..kueue.names import (
+    CHECKPOINT_PREFIX_ENV,
+    CHECKPOINT_SAS_ENV,
+    CHECKPOINT_URL_ENV,
+    GRACE_ENV,
+    MIN_PARALLELISM_ANNOTATION,
+    SAS_SECRET_KEY,
+    SHARDS_ENV,
+    WORKLOAD_IDENTITY_LABEL,
+)
 from ..kueue.pod_policy import PodPolicy, service_account_violation
 from ..kueue.result import JobResult
 from ..kueue.spill import SPILLED_STATUS
 from ..storage.blob_auth import container_url_of
 from ..storage.blob_errors import BlobStoreError
 
-SHARDS_ENV = "AIRFLOW_KUEUE_SHARDS"
-CHECKPOINT_URL_ENV = "AIRFLOW_KUEUE_CHECKPOINT_URL"
-CHECKPOINT_PREFIX_ENV = "AIRFLOW_KUEUE_CHECKPOINT_PREFIX"
-GRACE_ENV = "AIRFLOW_KUEUE_GRACE_SECONDS"
-CHECKPOINT_SAS_ENV = "AIRFLOW_KUEUE_CHECKPOINT_SAS"
-SAS_SECRET_KEY = "sas-token"
 SAS_SECRET_SUFFIX = "-checkpoint"
-WORKLOAD_IDENTITY_LABEL = "azure.workload.identity/use"
 
 
 @dataclass(frozen=True)
@@ -67,15 +69,8 @@ class Checkpointing:
     workload_identity_service_account: str | None = None
     keep_after_success: bool = False
     credential_ttl: timedelta = DEFAULT_CREDENTIAL_TTL
-    credentials_secret: str | None = None  # removed: refused with the reason (see __post_init__)
 
     def __post_init__(self) -> None:
-        if self.credentials_secret is not None:
-            raise ValueError(
-                "Checkpointing(credentials_secret=...) was removed: it gave every pod the storage account's "
-                "key. Drop it: the operator now gives each Job's pods a SAS for their own task instance's "
-                "checkpoint container (or set workload_identity_service_account on AKS)"
-            )
         if not is_container_name(self.container):
             raise ValueError(
                 f"Checkpointing(container={self.container!r}) is not a valid Blob container name: use 3-63 "

@@ -10,7 +10,7 @@ from airflow.sdk import BaseOperator
 
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.finished_job_retention import stale_finished_jobs
-from ..kueue.job_spec import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from ..kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -21,9 +21,7 @@ from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.attempt_figures import AttemptFigures, CostModel, job_figures
 from ..kueue.cost import VmPrice
 from ..kueue.deadline import (
-    DEADLINE_ANNOTATION,
     DEADLINE_RESULT_KEYS,
-    ESCALATIONS_ANNOTATION,
     DeadlinePlan,
     DeadlineValue,
     InvalidDeadline,
@@ -34,12 +32,14 @@ from ..kueue.deadline import (
     taken_before,
 )
 from ..kueue.index_set import IndexSet
-from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
+from ..kueue.job_manifest import build_indexed_job
 from ..kueue.job_progress import released_so_far
+from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
 from ..kueue.job_template import as_mapping, template_main_container
-from ..kueue.job_validation import validate_untemplated
+from ..kueue.job_validation import validate, validate_untemplated
 from ..kueue.ledger import RunLedger
-from ..kueue.parallelism_ramp import ELASTIC_JOB_ANNOTATION, ParallelismRamp
+from ..kueue.names import DEADLINE_ANNOTATION, ELASTIC_JOB_ANNOTATION, ESCALATIONS_ANNOTATION
+from ..kueue.parallelism_ramp import ParallelismRamp
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.result import JobResult

@@ -19,12 +19,13 @@ from ..hooks.blob_store import BlobConfigError
 from ..hooks.jobset_hook import JobSetHook
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet
-from ..kueue.job_manifest import IndexedJobSpec, InvalidJobSpec, build_indexed_job, validate
-from ..kueue.job_spec import MANAGED_BY_LABEL, MANAGED_BY_VALUE, PRIORITY_CLASS_LABEL
+from ..kueue.job_manifest import build_indexed_job
+from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
 from ..kueue.job_template import as_mapping
-from ..kueue.job_validation import validate_untemplated
+from ..kueue.job_validation import validate, validate_untemplated
 from ..kueue.jobset import ReplicatedJob, build_jobset, jobset_name_for, replicated_job_problems
 from ..kueue.k8s_names import is_dns1123_subdomain, is_valid_label_value
+from ..kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE, PRIORITY_CLASS_LABEL
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault, per_index_retries

@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..hooks.kueue_hook import KueueHook
-from ..kueue.airflow_identity import TRY_NUMBER_LABEL, AirflowIdentity
+from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.attempt_figures import AttemptFigures, CostModel, job_figures, merged, totals
-from ..kueue.job_spec import QUEUE_NAME_LABEL
 from ..kueue.ledger import RunLedger
+from ..kueue.names import QUEUE_NAME_LABEL, TRY_NUMBER_LABEL
 
 
 def event_figures(

@@ -12,13 +12,14 @@ from kubernetes.client.rest import ApiException
 
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.admission_timeline import TimelineStep, admission_timeline
-from ..kueue.airflow_identity import TRY_NUMBER_LABEL, AirflowIdentity
+from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.api_time import parse_api_time
 from ..kueue.deadline import deadline_of
 from ..kueue.eta import Estimate, FinishClock, average_finish
 from ..kueue.index_grid import IndexGrid, index_grid, likely_running
 from ..kueue.job_progress import JobView, progress_line, view_of
 from ..kueue.jobset import jobset_membership, workload_owner_uid
+from ..kueue.names import TRY_NUMBER_LABEL
 from ..kueue.queue_overview import QueueRow, queue_rows
 from ..kueue.run_trends import QueueSampleRing
 from ..kueue.workload_state import WorkloadPhase, WorkloadState

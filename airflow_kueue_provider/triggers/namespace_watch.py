@@ -28,10 +28,10 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ..hooks.kueue_api import JOB_UID_LABEL
 from ..hooks.kueue_async_hook import AsyncKueueHook, api_status, is_connection_error
 from ..hooks.retry import describe, retry_after
-from ..kueue.jobset import JOBSET_NAME_LABEL, workload_owner_uid
+from ..kueue.jobset import workload_owner_uid
+from ..kueue.names import JOB_UID_LABEL, JOBSET_NAME_LABEL
 from .gc_freeze import followers_changed, freeze_once
 
 log = logging.getLogger(__name__)

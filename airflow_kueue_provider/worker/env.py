@@ -6,14 +6,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from ..kueue.names import (
+    CHECKPOINT_PREFIX_ENV,
+    CHECKPOINT_SAS_ENV,
+    CHECKPOINT_URL_ENV,
+    GRACE_ENV,
+    INDEX_ENV,
+    SHARDS_ENV,
+)
 from .mapping import shard_id_for_index
 
-INDEX = "JOB_COMPLETION_INDEX"
-SHARDS = "AIRFLOW_KUEUE_SHARDS"
-CHECKPOINT_URL = "AIRFLOW_KUEUE_CHECKPOINT_URL"
-CHECKPOINT_PREFIX = "AIRFLOW_KUEUE_CHECKPOINT_PREFIX"
-GRACE_SECONDS = "AIRFLOW_KUEUE_GRACE_SECONDS"
-CHECKPOINT_SAS = "AIRFLOW_KUEUE_CHECKPOINT_SAS"  # the operator's SAS for this task instance's container
 CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"  # local runs only: the operator never sends one
 DEFAULT_GRACE_SECONDS = 25.0
 
@@ -26,10 +28,12 @@ def split_checkpoint_url(url: str) -> tuple[str, str]:
     """
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"{CHECKPOINT_URL}={url!r} is not an http(s) URL of <account URL>/<container>")
+        raise ValueError(f"{CHECKPOINT_URL_ENV}={url!r} is not an http(s) URL of <account URL>/<container>")
     account_path, _, container = parts.path.strip("/").rpartition("/")
     if not container:
-        raise ValueError(f"{CHECKPOINT_URL}={url!r} names no container (expected <account URL>/<container>)")
+        raise ValueError(
+            f"{CHECKPOINT_URL_ENV}={url!r} names no container (expected <account URL>/<container>)"
+        )
     account_url = f"{parts.scheme}://{parts.netloc}/{account_path}".rstrip("/") + "/"
     return account_url, container
 
@@ -48,33 +52,33 @@ class ShardEnv:
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> ShardEnv:
         """Parse and check every variable; errors name the variable and what it should hold."""
-        raw_index = environ.get(INDEX)
+        raw_index = environ.get(INDEX_ENV)
         if raw_index is None or not raw_index.strip().isdigit():
             raise ValueError(
-                f"{INDEX}={raw_index!r}: run this as a pod of an Indexed Job (completionMode: Indexed)"
+                f"{INDEX_ENV}={raw_index!r}: run this as a pod of an Indexed Job (completionMode: Indexed)"
             )
         index = int(raw_index)
-        url = environ.get(CHECKPOINT_URL)
+        url = environ.get(CHECKPOINT_URL_ENV)
         if not url:
-            raise ValueError(f"{CHECKPOINT_URL} is not set (expected <account URL>/<container>)")
+            raise ValueError(f"{CHECKPOINT_URL_ENV} is not set (expected <account URL>/<container>)")
         account_url, container = split_checkpoint_url(url)
-        prefix = environ.get(CHECKPOINT_PREFIX, "").strip("/")
+        prefix = environ.get(CHECKPOINT_PREFIX_ENV, "").strip("/")
         if not prefix:
-            raise ValueError(f"{CHECKPOINT_PREFIX} is not set (e.g. 'dag/run/task')")
-        raw_grace = environ.get(GRACE_SECONDS, str(DEFAULT_GRACE_SECONDS))
+            raise ValueError(f"{CHECKPOINT_PREFIX_ENV} is not set (e.g. 'dag/run/task')")
+        raw_grace = environ.get(GRACE_ENV, str(DEFAULT_GRACE_SECONDS))
         try:
             grace = float(raw_grace)
         except ValueError:
-            raise ValueError(f"{GRACE_SECONDS}={raw_grace!r} is not a number of seconds") from None
+            raise ValueError(f"{GRACE_ENV}={raw_grace!r} is not a number of seconds") from None
         if grace <= 0:
-            raise ValueError(f"{GRACE_SECONDS}={raw_grace!r} must be > 0")
+            raise ValueError(f"{GRACE_ENV}={raw_grace!r} must be > 0")
         return cls(
             index=index,
-            shard_id=shard_id_for_index(index, environ.get(SHARDS)),
+            shard_id=shard_id_for_index(index, environ.get(SHARDS_ENV)),
             account_url=account_url,
             container=container,
             prefix=prefix,
             grace_seconds=grace,
             connection_string=environ.get(CONNECTION_STRING) or None,
-            sas_token=(environ.get(CHECKPOINT_SAS) or "").lstrip("?") or None,
+            sas_token=(environ.get(CHECKPOINT_SAS_ENV) or "").lstrip("?") or None,
         )

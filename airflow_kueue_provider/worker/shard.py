@@ -79,6 +79,7 @@ from types import FrameType, TracebackType
 from typing import Any, NoReturn, Protocol
 
 from ..kueue.checkpoint_retention import BlobInfo
+from ..kueue.names import CHECKPOINT_URL_ENV
 from ..storage.blob_store import (
     BlobPreconditionFailed,
     BlobStore,
@@ -89,7 +90,7 @@ from ..storage.blob_store import (
     redact,
 )
 from . import naming
-from .env import CHECKPOINT_URL, CONNECTION_STRING, ShardEnv
+from .env import CONNECTION_STRING, ShardEnv
 
 log = logging.getLogger("airflow_kueue_provider.worker")
 
@@ -283,7 +284,7 @@ class Shard:
                     "%s points at %s, %s at %s: using the connection string's endpoint",
                     CONNECTION_STRING,
                     redact(endpoint),
-                    CHECKPOINT_URL,
+                    CHECKPOINT_URL_ENV,
                     env.account_url,
                 )
         store = _store(env, RetryPolicy())

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.kueue.airflow_identity import DAG_ID_LABEL, MAP_INDEX_LABEL, RUN_ID_LABEL
+from airflow_kueue_provider.kueue.names import DAG_ID_LABEL, MAP_INDEX_LABEL, RUN_ID_LABEL
 
 from ..cluster import HOLD, KueueEnv, wait_for
 from ..deployment import AirflowDeployment

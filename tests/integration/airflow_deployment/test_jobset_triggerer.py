@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.kueue.airflow_identity import MAP_INDEX_LABEL
 from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
+from airflow_kueue_provider.kueue.names import MAP_INDEX_LABEL
 
 from ..cluster import HOLD, is_true, wait_for
 from ..deployment import AirflowDeployment

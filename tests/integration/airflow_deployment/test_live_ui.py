@@ -17,7 +17,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import Browser, FrameLocator, Page
 
-from airflow_kueue_provider.kueue.airflow_identity import TASK_ID_LABEL
+from airflow_kueue_provider.kueue.names import TASK_ID_LABEL
 
 from ..browser import chromium, log_in, needs_chromium, screenshot
 from ..cluster import KueueEnv, indexed_job, wait_for

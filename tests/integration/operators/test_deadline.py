@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from airflow_kueue_provider.kueue.deadline import ESCALATIONS_ANNOTATION
+from airflow_kueue_provider.kueue.names import ESCALATIONS_ANNOTATION
 
 from ..airflow_runner import AirflowHome
 from ..cluster import indexed_job, is_true, wait_for

@@ -9,10 +9,9 @@ from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
 
-from airflow_kueue_provider.kueue.deadline import ESCALATIONS_ANNOTATION
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.job_spec import QUEUE_NAME_LABEL
 from airflow_kueue_provider.kueue.ledger import ledger_prefix
+from airflow_kueue_provider.kueue.names import ESCALATIONS_ANNOTATION, QUEUE_NAME_LABEL
 
 from ..airflow_runner import AirflowHome
 from ..cluster import KueueEnv, indexed_job, is_true, wait_for

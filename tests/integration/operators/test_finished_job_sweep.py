@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow_kueue_provider.kueue.job_spec import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from airflow_kueue_provider.kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_kueue_provider.operators.finished_job_sweep import KueueFinishedJobSweepOperator
 
 from ..cluster import KueueEnv, indexed_job, is_true, wait_for

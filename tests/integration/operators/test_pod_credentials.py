@@ -25,9 +25,9 @@ from azure.storage.blob import (
 )
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
-from airflow_kueue_provider.kueue.airflow_identity import TASK_ID_LABEL
 from airflow_kueue_provider.kueue.ledger import ledger_prefix
-from airflow_kueue_provider.operators.checkpointing import CHECKPOINT_SAS_ENV, Checkpointing
+from airflow_kueue_provider.kueue.names import CHECKPOINT_SAS_ENV, TASK_ID_LABEL
+from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.worker.shard import Shard
 from devcluster.layout import AZURITE_KEY

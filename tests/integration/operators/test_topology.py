@@ -10,8 +10,8 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
-from airflow_kueue_provider.kueue.airflow_identity import RUN_ID_LABEL
 from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
+from airflow_kueue_provider.kueue.names import RUN_ID_LABEL
 from airflow_kueue_provider.plugins.dashboard_data import task_panels
 from airflow_kueue_provider.plugins.dashboard_pages import task_page
 from devcluster.manifests import SPOT_POOL, ZONE_LABEL, fake_node, topology

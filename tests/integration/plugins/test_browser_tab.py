@@ -21,8 +21,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, FrameLocator, Locator, Page
 
-from airflow_kueue_provider.kueue.airflow_identity import MAP_INDEX_LABEL, TASK_ID_LABEL
-from airflow_kueue_provider.kueue.jobset import REPLICATED_JOB_LABEL
+from airflow_kueue_provider.kueue.names import MAP_INDEX_LABEL, REPLICATED_JOB_LABEL, TASK_ID_LABEL
 from devcluster.manifests import TOPOLOGY_NAME
 
 from ..airflow_runner import AirflowHome

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
-from airflow_kueue_provider.kueue.job_manifest import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from airflow_kueue_provider.kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 from airflow_kueue_provider.plugins.dashboard_app import create_app

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_kueue_provider.hooks import kueue_api
+from airflow_kueue_provider.kueue.names import INDEX_ANNOTATION
 
 
 def test_prefers_v1beta2_and_falls_back_to_v1beta1() -> None:
@@ -31,9 +32,7 @@ def test_position_of_a_pending_workload() -> None:
 
 def test_pods_by_index_newest_first() -> None:
     def pod(index: str, created: str) -> dict[str, object]:
-        return {
-            "metadata": {"annotations": {kueue_api.INDEX_ANNOTATION: index}, "creationTimestamp": created}
-        }
+        return {"metadata": {"annotations": {INDEX_ANNOTATION: index}, "creationTimestamp": created}}
 
     grouped = kueue_api.pods_by_index(
         [pod("1", "2026-01-01T00:00:01Z"), pod("1", "2026-01-01T00:00:09Z"), pod("0", "2026-01-01T00:00:00Z")]

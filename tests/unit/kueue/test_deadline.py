@@ -76,7 +76,8 @@ def test_at_risk_when_the_late_end_of_the_eta_passes_the_deadline_minus_the_marg
 def test_the_job_records_its_deadline_and_escalations_for_the_ui() -> None:
     import json
 
-    from airflow_kueue_provider.kueue.deadline import DEADLINE_ANNOTATION, ESCALATIONS_ANNOTATION, deadline_of
+    from airflow_kueue_provider.kueue.deadline import deadline_of
+    from airflow_kueue_provider.kueue.names import DEADLINE_ANNOTATION, ESCALATIONS_ANNOTATION
 
     steps = [{"step": "raise_priority", "at": "2026-12-02T06:41:07+00:00", "detail": "urgent", "why": "x"}]
     job = {

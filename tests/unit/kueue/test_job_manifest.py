@@ -9,23 +9,20 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_kueue_provider.kueue.airflow_identity import (
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity, deterministic_job_name
+from airflow_kueue_provider.kueue.job_manifest import build_indexed_job
+from airflow_kueue_provider.kueue.job_validation import validate
+from airflow_kueue_provider.kueue.k8s_names import is_dns1123_label, is_valid_label_value
+from airflow_kueue_provider.kueue.names import (
     DAG_ID_LABEL,
+    MANAGED_BY_LABEL,
     MAP_INDEX_LABEL,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
     RUN_ID_LABEL,
     TASK_ID_LABEL,
     TRY_NUMBER_LABEL,
-    AirflowIdentity,
-    deterministic_job_name,
 )
-from airflow_kueue_provider.kueue.job_manifest import (
-    MANAGED_BY_LABEL,
-    PRIORITY_CLASS_LABEL,
-    QUEUE_NAME_LABEL,
-    build_indexed_job,
-    validate,
-)
-from airflow_kueue_provider.kueue.k8s_names import is_dns1123_label, is_valid_label_value
 
 from .job_specs import IDENTITY, RUN_ID, spec
 

@@ -11,7 +11,7 @@ from airflow_kueue_provider.kueue.job_ownership import (
     is_managed,
     is_same_object,
 )
-from airflow_kueue_provider.kueue.job_spec import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from airflow_kueue_provider.kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 
 COLON_RUN = "manual__2026-05-01T10:00:00+00:00"
 UNDERSCORE_RUN = "manual__2026-05-01T10_00_00_00_00"

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_kueue_provider.kueue.job_manifest import (
-    QUEUE_NAME_LABEL,
-    build_indexed_job,
-)
+from airflow_kueue_provider.kueue.job_manifest import build_indexed_job
+from airflow_kueue_provider.kueue.names import QUEUE_NAME_LABEL
 
 from .job_specs import spec, template
 

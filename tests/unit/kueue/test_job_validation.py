@@ -6,13 +6,11 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.kueue.airflow_identity import (
-    DAG_ID_LABEL,
-    AirflowIdentity,
-)
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.job_manifest import build_indexed_job
-from airflow_kueue_provider.kueue.job_spec import QUEUE_NAME_LABEL, InvalidJobSpec
+from airflow_kueue_provider.kueue.job_spec import InvalidJobSpec
 from airflow_kueue_provider.kueue.job_validation import validate
+from airflow_kueue_provider.kueue.names import DAG_ID_LABEL, QUEUE_NAME_LABEL
 
 from .job_specs import spec, template
 

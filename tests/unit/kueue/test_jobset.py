@@ -8,14 +8,9 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.kueue.job_manifest import build_indexed_job
-from airflow_kueue_provider.kueue.job_spec import QUEUE_NAME_LABEL, InvalidJobSpec
-from airflow_kueue_provider.kueue.jobset import (
-    JOBSET_NAME_LABEL,
-    REPLICATED_JOB_LABEL,
-    ReplicatedJob,
-    build_jobset,
-    jobset_view,
-)
+from airflow_kueue_provider.kueue.job_spec import InvalidJobSpec
+from airflow_kueue_provider.kueue.jobset import ReplicatedJob, build_jobset, jobset_view
+from airflow_kueue_provider.kueue.names import JOBSET_NAME_LABEL, QUEUE_NAME_LABEL, REPLICATED_JOB_LABEL
 
 from .job_specs import spec
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_kueue_provider.kueue.jobset import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL, jobset_view
+from airflow_kueue_provider.kueue.jobset import jobset_view
 from airflow_kueue_provider.kueue.jobset_result import (
     JobSetResult,
     jobset_progress_line,
     jobset_result_of,
     unmanaged_jobset_verdict,
 )
+from airflow_kueue_provider.kueue.names import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
 from airflow_kueue_provider.kueue.run_history import RunRecord
 from airflow_kueue_provider.kueue.topology import TopologyPlacement
 from airflow_kueue_provider.kueue.workload_state import WorkloadPhase, WorkloadState

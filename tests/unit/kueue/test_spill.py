@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.job_spec import QUEUE_NAME_LABEL
+from airflow_kueue_provider.kueue.names import QUEUE_NAME_LABEL
 from airflow_kueue_provider.kueue.spill import (
     not_spillable_because,
     spill_manifest,

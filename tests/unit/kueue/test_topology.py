@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_kueue_provider.kueue.names import PREFERRED_TOPOLOGY_ANNOTATION, REQUIRED_TOPOLOGY_ANNOTATION
 from airflow_kueue_provider.kueue.topology import (
-    PREFERRED_TOPOLOGY_ANNOTATION,
-    REQUIRED_TOPOLOGY_ANNOTATION,
     InvalidTopology,
     TopologyPlacement,
     TopologyRequest,

@@ -33,10 +33,6 @@ def test_checkpointing_parameter_forms() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        (
-            {"credentials_secret": "blob-credentials"},
-            "was removed: it gave every pod the storage account's key",
-        ),
         ({"container": "Checkpoints_2026"}, "not a valid Blob container name"),
         ({"container": "a--b"}, "not a valid Blob container name"),
         ({"credential_ttl": timedelta(days=8)}, "at most 7 days"),

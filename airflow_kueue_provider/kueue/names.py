@@ -1,0 +1,51 @@
+"""One home for the names the provider, the cluster and the shard containers share: label and annotation
+keys, and the pod environment contract (pure; the operators, triggers, UI and the worker SDK import it).
+"""
+
+from __future__ import annotations
+
+# --- Kubernetes and Kueue: labels and annotations the provider sets or reads
+
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+"""Kueue's partial admission: it may start the Job with fewer pods than ``parallelism``, down to this."""
+ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+TOPOLOGY_ANNOTATIONS = (REQUIRED_TOPOLOGY_ANNOTATION, PREFERRED_TOPOLOGY_ANNOTATION)
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+WORKLOAD_IDENTITY_LABEL = "azure.workload.identity/use"
+
+# --- The provider's own: which Jobs are its, whose, and what they record
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "airflow-kueue-provider"
+PROVIDER_LABEL_PREFIX = "airflow-kueue.io/"
+DAG_ID_LABEL = "airflow-kueue.io/dag-id"
+TASK_ID_LABEL = "airflow-kueue.io/task-id"
+RUN_ID_LABEL = "airflow-kueue.io/run-id"
+TRY_NUMBER_LABEL = "airflow-kueue.io/try-number"
+MAP_INDEX_LABEL = "airflow-kueue.io/map-index"
+DEADLINE_ANNOTATION = "airflow-kueue.io/deadline"
+"""On the Job: the resolved deadline (ISO 8601, UTC), for the UI and ``kubectl``."""
+ESCALATIONS_ANNOTATION = "airflow-kueue.io/escalations"
+"""On the Job: the escalations taken so far (a JSON list of {step, at, detail, why})."""
+
+# --- The pod environment contract: what the operator gives each shard container (the worker SDK reads it)
+
+INDEX_ENV = "JOB_COMPLETION_INDEX"
+"""Kubernetes' own, in every pod of an Indexed Job: the pod's index."""
+SHARDS_ENV = "AIRFLOW_KUEUE_SHARDS"
+"""The shard ids the Job runs (an interval string); index ``i`` runs the ``i``-th. Unset: shard id = index."""
+CHECKPOINT_URL_ENV = "AIRFLOW_KUEUE_CHECKPOINT_URL"
+CHECKPOINT_PREFIX_ENV = "AIRFLOW_KUEUE_CHECKPOINT_PREFIX"
+GRACE_ENV = "AIRFLOW_KUEUE_GRACE_SECONDS"
+"""How long the SDK's SIGTERM flush may take: the pod's grace period less 5 s (the kubelet's SIGKILL)."""
+CHECKPOINT_SAS_ENV = "AIRFLOW_KUEUE_CHECKPOINT_SAS"
+"""The Job's SAS for its task instance's shard container, from the Job's Secret (key ``SAS_SECRET_KEY``)."""
+SAS_SECRET_KEY = "sas-token"
