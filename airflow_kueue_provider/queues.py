@@ -9,9 +9,9 @@ import argparse
 import json
 import sys
 
+from .hooks.queue_declarations import apply_declarations, load_declarations, report
 from .hooks.queue_setup_hook import KueueQueueSetupHook
 from .kueue.queue_setup import InvalidQueueDeclaration
-from .operators.queue_setup import apply_declarations, load_declarations, report
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -895,7 +895,7 @@ def source_provenance() -> str:
 
     files = [
         "airflow_kueue_provider/triggers/kueue_job.py",
-        "airflow_kueue_provider/triggers/namespace_watch.py",
+        "airflow_kueue_provider/watch/namespace_watch.py",
         "airflow_kueue_provider/hooks/kueue_async_hook.py",
     ]
     hashes = ", ".join(

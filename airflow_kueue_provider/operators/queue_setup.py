@@ -7,56 +7,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from airflow.sdk import BaseOperator
 
 from ..airflow_compat import AirflowException, AirflowFailException
-from ..hooks.queue_setup_hook import ApplyOutcome, KueueQueueSetupHook
-from ..kueue.queue_setup import InvalidQueueDeclaration, QueueObject, in_apply_order, read_declarations
+from ..hooks.queue_declarations import apply_declarations, load_declarations, report
+from ..hooks.queue_setup_hook import KueueQueueSetupHook
+from ..kueue.queue_setup import InvalidQueueDeclaration
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-SUFFIXES = (".yaml", ".yml")
-
 
 class QueueDrift(AirflowException):
     """``check_only`` with ``fail_on_drift``: some declared object is missing or differs in the cluster."""
-
-
-def load_declarations(paths: Sequence[str | Path]) -> list[QueueObject]:
-    """The Kueue objects declared in ``paths`` (YAML files, or directories of them, read in name order),
-    checked and in apply order; nothing is applied when any document is wrong."""
-    documents: list[tuple[Path, list[Any]]] = []
-    for given in paths:
-        path = Path(given)
-        if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and p.is_file())
-        elif path.is_file():
-            files = [path]
-        else:
-            raise InvalidQueueDeclaration(f"{path}: no such file or directory of queue declarations")
-        for file in files:
-            try:
-                documents.append((file, list(yaml.safe_load_all(file.read_text()))))
-            except yaml.YAMLError as exc:
-                raise InvalidQueueDeclaration(f"{file}: not valid YAML: {exc}") from exc
-    return in_apply_order(obj for file, docs in documents for obj in read_declarations(docs, str(file)))
-
-
-def apply_declarations(
-    hook: KueueQueueSetupHook, objects: Sequence[QueueObject], *, check_only: bool = False
-) -> list[ApplyOutcome]:
-    return [hook.apply(obj, check_only=check_only) for obj in objects]
-
-
-def report(outcomes: Sequence[ApplyOutcome]) -> dict[str, Any]:
-    """The task's result: every object's outcome, and a count per outcome."""
-    counts: dict[str, int] = {}
-    for outcome in outcomes:
-        counts[outcome.action] = counts.get(outcome.action, 0) + 1
-    objects = [{"object": o.ref, "action": o.action, "drift": list(o.drift)} for o in outcomes]
-    return {"counts": counts, "objects": objects}
 
 
 class KueueQueueSetupOperator(BaseOperator):

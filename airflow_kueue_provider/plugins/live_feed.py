@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..kueue.eta import FinishClock
-from ..triggers.namespace_watch import ANY_JOB, Following, NamespaceWatch
+from ..watch.namespace_watch import ANY_JOB, Following, NamespaceWatch
 
 log = logging.getLogger(__name__)
 

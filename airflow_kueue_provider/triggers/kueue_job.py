@@ -30,8 +30,8 @@ from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT, Unmanaged, unmanaged_v
 from ..kueue.released_quota import ReleasedQuota
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT, start_overdue, stuck_reason
 from ..kueue.workload_state import WorkloadPhase
+from ..watch.namespace_watch import Following, JobSnapshot, NamespaceWatch
 from .ledger_writer import LedgerWriter, Progress
-from .namespace_watch import Following, JobSnapshot, NamespaceWatch
 from .progress_log import ProgressLog, human_duration
 from .resume_guard import ResumeGuard
 from .start_check import START_RECHECK_SECONDS, StartCheckPacing

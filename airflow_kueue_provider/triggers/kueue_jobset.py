@@ -20,8 +20,8 @@ from ..kueue.jobset_result import jobset_progress_line, jobset_result_of, unmana
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT, jobset_start_overdue, stuck_reason
 from ..kueue.workload_state import WorkloadPhase, WorkloadState, workload_state_from_dict
+from ..watch.namespace_watch import FollowingJobSet, JobSetSnapshot, NamespaceWatch
 from .kueue_job import CONFIRM_RETRY_SECONDS, UNMANAGED_GRACE_SECONDS
-from .namespace_watch import FollowingJobSet, JobSetSnapshot, NamespaceWatch
 from .progress_log import ProgressLog, human_duration
 from .resume_guard import ResumeGuard
 from .start_check import START_RECHECK_SECONDS, StartCheckPacing

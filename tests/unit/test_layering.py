@@ -12,14 +12,20 @@ PACKAGE = Path(__file__).resolve().parents[2] / "airflow_kueue_provider"
 
 # layer -> the provider's layers it must not import, and the external packages it must not import
 RULES: dict[str, tuple[set[str], set[str]]] = {
-    "kueue": ({"storage", "hooks", "triggers", "operators", "plugins", "worker"}, {"airflow", "kubernetes",
-              "kubernetes_asyncio", "azure", "aiohttp"}),
-    "storage": ({"hooks", "triggers", "operators", "plugins", "worker"}, {"airflow", "kubernetes"}),
-    "worker": ({"hooks", "triggers", "operators", "plugins"}, {"airflow", "kubernetes"}),
-    "hooks": ({"triggers", "operators", "plugins", "worker"}, set()),
-    "triggers": ({"operators", "plugins", "worker"}, set()),
-    "operators": ({"plugins", "worker"}, set()),
+    "kueue": ({"storage", "hooks", "watch", "triggers", "operators", "plugins", "worker", "queues"},
+              {"airflow", "kubernetes", "kubernetes_asyncio", "azure", "aiohttp"}),
+    "storage": ({"hooks", "watch", "triggers", "operators", "plugins", "worker", "queues"},
+                {"airflow", "kubernetes"}),
+    "worker": ({"hooks", "watch", "triggers", "operators", "plugins", "queues"}, {"airflow", "kubernetes"}),
+    "hooks": ({"watch", "triggers", "operators", "plugins", "worker", "queues"}, set()),
+    "watch": ({"triggers", "operators", "plugins", "worker", "queues"}, set()),
+    "triggers": ({"operators", "plugins", "worker", "queues"}, set()),
+    "operators": ({"plugins", "worker", "queues"}, set()),
+    # the UI plugin reads through hooks and the watch hub; it never runs a task's orchestration
+    "plugins": ({"triggers", "operators", "worker", "queues"}, set()),
 }  # fmt: skip
+CLI_MODULES = {"queues": {"triggers", "operators", "plugins", "worker", "watch"}}
+"""Command-line modules at the package's top: what they must not import (they work without a scheduler)."""
 
 
 def _imports(path: Path) -> set[str]:
@@ -29,9 +35,10 @@ def _imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: ..hooks.x from a layer's module, .x inside it
+            if node.level:  # relative: ..hooks.x from a layer's module (.hooks.x from the package's top)
                 parts = (node.module or "").split(".")
-                names.add(f"airflow_kueue_provider.{parts[0]}" if node.level == 2 else "")
+                top = path.parent == PACKAGE
+                names.add(f"airflow_kueue_provider.{parts[0]}" if node.level == (1 if top else 2) else "")
             else:
                 names.add(node.module or "")
     result = set()
@@ -52,3 +59,14 @@ def test_no_import_runs_back_up_a_layer(layer: str) -> None:
         if bad:
             problems.append(f"{path.relative_to(PACKAGE)} imports {sorted(bad)}")
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("module", sorted(CLI_MODULES))
+def test_a_command_line_module_imports_no_orchestration(module: str) -> None:
+    bad = _imports(PACKAGE / f"{module}.py") & CLI_MODULES[module]
+    assert not bad, f"{module}.py imports {sorted(bad)}"
+
+
+def test_every_layer_has_rules() -> None:
+    layers = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert layers == set(RULES), f"give these packages layering rules: {sorted(layers ^ set(RULES))}"

@@ -12,7 +12,7 @@ from airflow_kueue_provider.hooks.kueue_hook import KueueHook
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
-from airflow_kueue_provider.triggers.namespace_watch import NamespaceWatch
+from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
 
 from ..cluster import HOLD, KueueEnv, condition, indexed_job, is_true, wait_for
 

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_kueue_provider.kueue.eta import FinishClock
 from airflow_kueue_provider.plugins import live_feed
-from airflow_kueue_provider.triggers.namespace_watch import JobSnapshot, NamespaceWatch
+from airflow_kueue_provider.watch.namespace_watch import JobSnapshot, NamespaceWatch
 
 
 def _job(completed: str, active: int, complete: bool = False) -> dict[str, Any]:

@@ -13,14 +13,14 @@ import pytest
 from kubernetes_asyncio.client.rest import ApiException
 
 from airflow_kueue_provider.hooks.kueue_async_hook import AsyncKueueHook
-from airflow_kueue_provider.triggers import namespace_watch
+from airflow_kueue_provider.watch import namespace_watch
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
-from airflow_kueue_provider.triggers.namespace_watch import NamespaceWatch
+from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
 from devcluster.layout import PORTS
 
 from ..cluster import KueueEnv, wait_for
 from ..tcp_proxy import FreezableProxy, kubeconfig_through
-from .test_kueue_job_trigger import _first_event, _submit, _trigger
+from ..triggers.test_kueue_job_trigger import _first_event, _submit, _trigger
 
 
 def test_trigger_completes_across_many_server_side_watch_timeouts(

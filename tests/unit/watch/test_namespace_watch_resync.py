@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.triggers.namespace_watch import NamespaceWatch, _Follower
+from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch, _Follower
 
 
 class RoundsOver(Exception):

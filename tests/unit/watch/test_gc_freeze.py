@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from airflow_kueue_provider.triggers import gc_freeze
+from airflow_kueue_provider.watch import gc_freeze
 
 
 @pytest.fixture

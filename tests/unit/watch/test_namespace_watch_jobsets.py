@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from airflow_kueue_provider.triggers import namespace_watch
-from airflow_kueue_provider.triggers.namespace_watch import NamespaceWatch
+from airflow_kueue_provider.watch import namespace_watch
+from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
 
 JOBSET_LABELS = {
     "jobset.sigs.k8s.io/jobset-name": "genomics",
