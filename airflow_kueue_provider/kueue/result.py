@@ -1,6 +1,6 @@
 """The result of one Indexed Job run: the operator's XCom ``return_value``, the final trigger event's fields.
 
-The keys of ``JobResult.to_dict()`` are a contract (DESIGN.md): users' DAGs read them.
+The keys of ``JobResult.to_dict()`` are a contract (docs/design.md, docs/results.md): users' DAGs read them.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from typing import Any
@@ -150,13 +149,11 @@ class KueueJobTrigger(BaseTrigger):
 
     async def _until_outcome(self, following: Following, writer: LedgerWriter | None) -> dict[str, Any]:
         progress = ProgressLog(self.log, f"{self.namespace}/{self.job_name}")
-        handling = _HandlingTimes()
         admission_clock, finish_clock = AdmissionClock(), FinishClock(0)
         position: tuple[int, int] | None = None
         next_position_at, position_interval = time.monotonic() + POSITION_FIRST_AFTER, POSITION_FIRST_REFRESH
         snapshot = await following.next()
         while True:
-            handling.start()
             # 1. The Job is gone (asked the apiserver, not only the cache), or a namesake replaced it.
             if not is_same_object(snapshot.job, self.job_uid):
                 reread = await self._fresh(following)
@@ -202,8 +199,6 @@ class KueueJobTrigger(BaseTrigger):
                 writer.offer(_ledger_progress(view, status))
             if outcome is not None:
                 progress.offer(progress_line(view), force=True)
-                handling.stop()
-                self.log.info("%s/%s: %s", self.namespace, self.job_name, handling.summary())
                 if released := released_line(self._released, view, datetime.now(timezone.utc)):
                     self.log.info("%s/%s: %s", self.namespace, self.job_name, released)
                 if writer is not None and not await writer.flush(LEDGER_FLUSH_SECONDS):
@@ -240,7 +235,6 @@ class KueueJobTrigger(BaseTrigger):
             progress.offer(f"{line}; {eta}" if eta else line, force=deadline_in == 0)
             if deadline_in == 0:
                 risk = Outcome("deadline_risk", f"{self.namespace}/{self.job_name}: {deadline_line}")
-                handling.stop()
                 return self._event(risk, view, job)
             # 5. The queue timeout, if the user set one, is the only way a wait becomes a failure; it acts on
             #    the objects as the apiserver has them now, never on a stale "queued".
@@ -278,7 +272,6 @@ class KueueJobTrigger(BaseTrigger):
                 )
                 if t is not None
             ]
-            handling.stop()
             try:
                 snapshot = await asyncio.wait_for(
                     following.next(), timeout=max(min(waits), 0.05) if waits else None
@@ -456,39 +449,6 @@ _KILL_OUTCOMES = {
     "finished": "kept: it had already finished",
     "gone": "was already gone",
 }
-
-
-class _HandlingTimes:
-    """How long each status change took to handle (from the snapshot to the next wait, awaits included:
-    rarely any), summed up in the trigger's last line: a 100,000-index Job's statuses are large."""
-
-    KEPT = 4096  # the median is of the last ones: a run of many hours keeps no unbounded list
-
-    def __init__(self) -> None:
-        self._recent: deque[float] = deque(maxlen=self.KEPT)
-        self._count = 0
-        self._most = 0.0
-        self._started: float | None = None
-
-    def start(self) -> None:
-        self._started = time.perf_counter()
-
-    def stop(self) -> None:
-        if self._started is not None:
-            took = time.perf_counter() - self._started
-            self._recent.append(took)
-            self._count += 1
-            self._most = max(self._most, took)
-            self._started = None
-
-    def summary(self) -> str:
-        if not self._count:
-            return "no status change handled"
-        recent = sorted(self._recent)
-        return (
-            f"handled {self._count} status changes, {1000 * recent[len(recent) // 2]:.2f} ms each at the "
-            f"median, {1000 * self._most:.2f} ms at most"
-        )
 
 
 def _observe_released(released: ReleasedQuota, view: JobView) -> ReleasedQuota:

@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md hold: no import runs back up a layer, and the pure model and the worker side need
+"""The layers of docs/design.md hold: no import runs back up a layer, and the pure model and the worker side need
 no Airflow."""
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ import pytest
 from kubernetes_asyncio.client.rest import ApiException
 
 from airflow_kueue_provider.hooks.kueue_async_hook import AsyncKueueHook
-from airflow_kueue_provider.watch import namespace_watch
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
+from airflow_kueue_provider.watch import namespace_watch
 from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
 from devcluster.layout import PORTS
 

@@ -22,7 +22,7 @@ CONTRACT_KEYS = {
     "queued_seconds",
     "running_seconds",
     "evictions",
-    "admitted_parallelism",  # added after DESIGN.md's list: keys more, none changed
+    "admitted_parallelism",  # added later: keys are only ever added (docs/design.md)
     "topology_placement",
     "eviction_causes",
     "worker_cluster",
