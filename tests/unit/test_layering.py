@@ -1,5 +1,5 @@
-"""The layers of docs/design.md hold: no import runs back up a layer, and the pure model and the worker side need
-no Airflow."""
+"""The layers of docs/design.md hold: no import runs back up a layer, and the pure model and the worker
+side need no Airflow."""
 
 from __future__ import annotations
 
