@@ -92,13 +92,13 @@ def main() -> int:
             shard_handler(signum, frame)
 
         signal.signal(signal.SIGTERM, observe)
-        hard_exit = shard._hard_exit
+        hard_exit = shard.sigterm._hard_exit
 
         def report_hard_exit(code: int) -> None:  # the flush thread's backstop: the main thread did not exit
             os.write(1, b"HARD-EXIT\n")
             hard_exit(code)
 
-        shard._hard_exit = report_hard_exit
+        shard.sigterm._hard_exit = report_hard_exit
         os.write(1, b"READY\n")
         if shard.is_done():
             return 0

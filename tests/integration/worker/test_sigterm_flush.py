@@ -40,7 +40,7 @@ import pytest
 
 from airflow_kueue_provider.storage.blob_store import BlobStore
 from airflow_kueue_provider.worker import EXIT_SIGTERM, Shard
-from airflow_kueue_provider.worker.shard import FLUSH_MARGIN_SECONDS
+from airflow_kueue_provider.worker.sigterm_flush import FLUSH_MARGIN_SECONDS
 
 from ..tcp_proxy import FreezableProxy
 

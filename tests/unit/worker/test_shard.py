@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from airflow_kueue_provider.kueue.checkpoint_retention import BlobInfo
 from airflow_kueue_provider.storage.blob_store import BlobPreconditionFailed, BlobUnavailable
 from airflow_kueue_provider.worker import EXIT_SIGTERM, MAX_CHECKPOINT_BYTES, Shard
-from airflow_kueue_provider.worker.shard import EXIT_WAIT_SECONDS, FLUSH_MARGIN_SECONDS
+from airflow_kueue_provider.worker.sigterm_flush import EXIT_WAIT_SECONDS, FLUSH_MARGIN_SECONDS
 
 PREFIX = "dag/run/task"
 REPO = Path(__file__).resolve().parents[3]
@@ -113,7 +113,7 @@ def exits() -> list[int]:
 def shard(store: MemoryStore, exits: list[int]) -> Iterator[Shard]:
     """Closed with close(), not ``with``: after a SIGTERM, leaving a ``with`` block raises SystemExit."""
     s = Shard(7, 1, store, prefix=PREFIX, grace_seconds=5.0, keep=3)
-    s._hard_exit = exits.append  # the flush thread's os._exit backstop must not end pytest
+    s.sigterm._hard_exit = exits.append  # the flush thread's os._exit backstop must not end pytest
     yield s
     s.close()
 
@@ -459,7 +459,7 @@ def test_no_new_critical_block_starts_after_a_sigterm(shard: Shard, store: Memor
     shard.flush_store = flush_store
     ran = []
     os.kill(os.getpid(), signal.SIGTERM)
-    while not shard._signalled:
+    while not shard.sigterm.signalled:
         time.sleep(0.001)
     threading.Timer(0.3, flush_store.release.set).start()
     with pytest.raises(SystemExit), shard.critical():
@@ -475,7 +475,7 @@ def test_save_after_a_sigterm_uploads_nothing_and_exits(shard: Shard, store: Mem
     flush_store.hang = True
     shard.flush_store = flush_store
     os.kill(os.getpid(), signal.SIGTERM)
-    while not shard._signalled:
+    while not shard.sigterm.signalled:
         time.sleep(0.001)
     threading.Timer(0.3, flush_store.release.set).start()
     with pytest.raises(SystemExit):
@@ -487,7 +487,7 @@ def test_save_after_a_sigterm_uploads_nothing_and_exits(shard: Shard, store: Mem
 def test_a_critical_block_that_outlasts_the_budget_is_split(store: MemoryStore, exits: list[int]) -> None:
     grace = FLUSH_MARGIN_SECONDS + 0.6  # budget 0.6 s: the snapshot is taken 0.3 s after the signal
     shard = Shard(7, 1, store, prefix=PREFIX, grace_seconds=grace)
-    shard._hard_exit = exits.append
+    shard.sigterm._hard_exit = exits.append
     shard.handle_sigterm()
     shard.set_latest({"next": 1}, progress=1)
     started = time.monotonic()
@@ -540,7 +540,7 @@ def test_close_restores_the_previous_handler_and_stops_the_thread(store: MemoryS
     shard = Shard(7, 1, store, prefix=PREFIX)
     shard.handle_sigterm()
     assert signal.getsignal(signal.SIGTERM) != before
-    watcher = shard._watcher
+    watcher = shard.sigterm._watcher
     assert watcher is not None and watcher.is_alive()
     shard.close()
     assert signal.getsignal(signal.SIGTERM) == before
@@ -558,11 +558,11 @@ def test_leaving_the_block_normally_after_a_sigterm_still_exits_143(
         pytest.raises(SystemExit) as info,
         Shard(7, 1, store, prefix=PREFIX, flush_store=flush_store) as shard,
     ):
-        shard._hard_exit = exits.append
+        shard.sigterm._hard_exit = exits.append
         shard.handle_sigterm()
         shard.set_latest({"next": 5}, progress=5)
         os.kill(os.getpid(), signal.SIGTERM)
-        while not shard._signalled:
+        while not shard.sigterm.signalled:
             time.sleep(0.001)
         threading.Timer(0.2, flush_store.release.set).start()
     assert info.value.code == EXIT_SIGTERM
