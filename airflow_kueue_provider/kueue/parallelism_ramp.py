@@ -41,8 +41,37 @@ class ParallelismRamp:
             found.append(f"every_seconds must be positive, got {self.every_seconds!r}")
         return found
 
-    def next_parallelism(self, current: int, target: int) -> int:
-        return min(target, current + self.step)
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def toward(self, target: int) -> RampPlan:
+        return RampPlan(self, target)
+
+
+@dataclass(frozen=True)
+class RampPlan:
+    """A ramp toward one Job's ``target`` parallelism (capped by what that Job runs: a retry may run fewer
+    shards), as the trigger carries it: its dict form is the trigger's ``ramp`` kwarg."""
+
+    ramp: ParallelismRamp
+    target: int
+
+    def next_parallelism(self, current: int) -> int:
+        """The parallelism after one more step from ``current`` (never past the target)."""
+        return min(self.target, current + self.ramp.step)
+
+    def reached(self, current: int) -> bool:
+        return current >= self.target
+
+    @property
+    def every_seconds(self) -> float:
+        return float(self.ramp.every_seconds)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.ramp.to_dict(), "target": self.target}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RampPlan:
+        """The trigger's ``ramp`` kwarg, as every version so far wrote it."""
+        ramp = ParallelismRamp(int(data["start"]), int(data["step"]), float(data["every_seconds"]))
+        return cls(ramp, int(data["target"]))

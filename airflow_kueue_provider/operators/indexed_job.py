@@ -36,7 +36,7 @@ from ..kueue.job_manifest import build_indexed_job
 from ..kueue.job_progress import released_so_far
 from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
 from ..kueue.job_template import as_mapping, template_main_container
-from ..kueue.job_validation import validate, validate_untemplated
+from ..kueue.job_validation import validate_untemplated
 from ..kueue.ledger import RunLedger
 from ..kueue.names import DEADLINE_ANNOTATION, ELASTIC_JOB_ANNOTATION, ESCALATIONS_ANNOTATION
 from ..kueue.parallelism_ramp import ParallelismRamp
@@ -401,12 +401,12 @@ class KueueIndexedJobOperator(BaseOperator):
             identity=identity,
             job_annotations={ELASTIC_JOB_ANNOTATION: "true"} if self.parallelism_ramp else None,
         )
-        try:
-            validate(spec)
+        try:  # validates the spec first (job_validation)
+            built = build_indexed_job(spec)
         except InvalidJobSpec as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
         # The merged Job (template included) against the platform's pod policy, with safe defaults.
-        job = with_restricted_defaults(build_indexed_job(spec))
+        job = with_restricted_defaults(built)
         if problems := violations(job, configured_pod_policy()):
             raise AirflowFailException(
                 f"{self.task_id}: the Job breaks the cluster's pod policy ([kueue] config):\n- "
@@ -683,7 +683,7 @@ class KueueIndexedJobOperator(BaseOperator):
         if self.parallelism_ramp is None:
             return None
         target = min(self._target_parallelism(), int(job["spec"].get("completions") or self.completions))
-        return {**self.parallelism_ramp.to_dict(), "target": target}
+        return self.parallelism_ramp.toward(target).to_dict()
 
     def _checkpoint_session(self, identity: AirflowIdentity, check: bool = True) -> CheckpointSession | None:
         """The try's checkpoint session; ``check`` fails fast on bad Blob configuration, before submitting."""

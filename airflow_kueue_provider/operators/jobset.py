@@ -22,7 +22,7 @@ from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import build_indexed_job
 from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
 from ..kueue.job_template import as_mapping
-from ..kueue.job_validation import validate, validate_untemplated
+from ..kueue.job_validation import validate_untemplated
 from ..kueue.jobset import ReplicatedJob, build_jobset, jobset_name_for, replicated_job_problems
 from ..kueue.k8s_names import is_dns1123_subdomain, is_valid_label_value
 from ..kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE, PRIORITY_CLASS_LABEL
@@ -267,8 +267,7 @@ class KueueJobSetOperator(BaseOperator):
         """The replicated job's Job, built and checked as ``KueueIndexedJobOperator``'s is; it carries the
         task instance's labels and annotations, so its Jobs are the task's (UI, sweepers, ownership)."""
         spec = self._spec(rj, namespace, identity)
-        try:
-            validate(spec)
+        try:  # validates the spec first (job_validation)
             job = with_restricted_defaults(build_indexed_job(spec))
         except InvalidJobSpec as exc:
             raise AirflowFailException(f"{self.task_id}: replicated job {rj.name!r}: {exc}") from None

@@ -25,6 +25,7 @@ from ..kueue.job_progress import (
     result_of,
     view_of,
 )
+from ..kueue.parallelism_ramp import RampPlan
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT, Unmanaged, unmanaged_verdict
 from ..kueue.released_quota import ReleasedQuota
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT, start_overdue, stuck_reason
@@ -301,17 +302,18 @@ class KueueJobTrigger(BaseTrigger):
 
     async def _ramp(self, following: Following, job: dict[str, Any], view: JobView) -> float | None:
         """Raise parallelism when a step is due; seconds until the next step (None: no ramp, or done)."""
-        if self.ramp is None or not view.admitted:
+        plan = RampPlan.from_dict(self.ramp) if self.ramp else None
+        if plan is None or not view.admitted:
             return None
-        current, target = int(job["spec"].get("parallelism") or 0), int(self.ramp["target"])
-        if current >= target:
+        current = int(job["spec"].get("parallelism") or 0)
+        if plan.reached(current):
             return None
         now = time.monotonic()
         if self._next_ramp_at is None:
-            self._next_ramp_at = now + float(self.ramp["every_seconds"])
+            self._next_ramp_at = now + plan.every_seconds
         if now < self._next_ramp_at:
             return self._next_ramp_at - now
-        raised = min(target, current + int(self.ramp["step"]))
+        raised = plan.next_parallelism(current)
         await following.set_parallelism(raised)
         self.log.info(
             "%s/%s: parallelism %d -> %d (ramping up to %d)",
@@ -319,10 +321,10 @@ class KueueJobTrigger(BaseTrigger):
             self.job_name,
             current,
             raised,
-            target,
+            plan.target,
         )
-        self._next_ramp_at = now + float(self.ramp["every_seconds"])
-        return None if raised >= target else float(self.ramp["every_seconds"])
+        self._next_ramp_at = now + plan.every_seconds
+        return None if plan.reached(raised) else plan.every_seconds
 
     async def _fresh(self, following: Following) -> JobSnapshot | None:
         """The Job and Workload read from the apiserver now, or None when it cannot answer (restarting,

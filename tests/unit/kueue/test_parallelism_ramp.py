@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from airflow_kueue_provider.kueue.parallelism_ramp import ParallelismRamp
+from airflow_kueue_provider.kueue.parallelism_ramp import ParallelismRamp, RampPlan
 
 
 def test_steps_up_to_the_target_and_stops() -> None:
-    ramp = ParallelismRamp(start=5, step=20)
-    seen = [ramp.start]
-    while seen[-1] < 50:
-        seen.append(ramp.next_parallelism(seen[-1], 50))
+    plan = ParallelismRamp(start=5, step=20).toward(50)
+    seen = [plan.ramp.start]
+    while not plan.reached(seen[-1]):
+        seen.append(plan.next_parallelism(seen[-1]))
     assert seen == [5, 25, 45, 50]
+
+
+def test_the_plan_reads_what_every_trigger_so_far_was_given() -> None:
+    written = {"start": 2, "step": 3, "every_seconds": 30.0, "target": 8}  # the operator's dict, as before
+    plan = RampPlan.from_dict(written)
+    assert plan == ParallelismRamp(2, 3, 30.0).toward(8) and plan.to_dict() == written
 
 
 def test_problems_name_what_to_change() -> None:
