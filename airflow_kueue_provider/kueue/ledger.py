@@ -18,6 +18,16 @@ from .attempt_figures import AttemptFigures
 from .index_set import IndexSet
 
 LEDGER_VERSION = 1
+RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
+"""An attempt's status in the ledger (and ``spill.SPILLED_STATUS``)."""
+
+
+def attempt_status(outcome: str | None = None, *, finished_condition: str | None = None) -> str:
+    """The one mapping to an attempt's status: from a trigger outcome's status (None while the Job runs)
+    or from the Job's finished condition type (``Complete``/``Failed``; None while it runs)."""
+    if outcome is not None:
+        return SUCCEEDED if outcome == "success" else FAILED
+    return {"Complete": SUCCEEDED, "Failed": FAILED}.get(str(finished_condition), RUNNING)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from ..kueue.checkpoint_access import (
 )
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import view_of
-from ..kueue.ledger import Attempt, RunLedger, ledger_prefix
+from ..kueue.ledger import Attempt, RunLedger, attempt_status, ledger_prefix
 from ..kueue.names import (
     CHECKPOINT_PREFIX_ENV,
     CHECKPOINT_SAS_ENV,
@@ -125,8 +125,7 @@ class CheckpointSession:
                 if ledger.attempt(name) is None:
                     continue
                 view = view_of(job, None)
-                ending = (view.finished_condition or {}).get("type")
-                status = {"Complete": "succeeded", "Failed": "failed"}.get(str(ending), "running")
+                status = attempt_status(finished_condition=(view.finished_condition or {}).get("type"))
                 ledger = ledger.with_job_progress(name, view.completed, view.failed, status=status)
             return ledger
 

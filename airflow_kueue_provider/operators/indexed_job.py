@@ -37,7 +37,7 @@ from ..kueue.job_progress import released_so_far
 from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
 from ..kueue.job_template import as_mapping, template_main_container
 from ..kueue.job_validation import validate_untemplated
-from ..kueue.ledger import RunLedger
+from ..kueue.ledger import RunLedger, attempt_status
 from ..kueue.names import DEADLINE_ANNOTATION, ELASTIC_JOB_ANNOTATION, ESCALATIONS_ANNOTATION
 from ..kueue.parallelism_ramp import ParallelismRamp
 from ..kueue.pod_policy import violations, with_restricted_defaults
@@ -732,7 +732,7 @@ class KueueIndexedJobOperator(BaseOperator):
         )
         ledger = None
         if session is not None and "completed_indexes" in result:
-            outcome = "succeeded" if status == "success" else "failed"
+            outcome = attempt_status(status)
             result, ledger = self._record_in_ledger(session, result, outcome, current)
         if current is not None:
             result.update(self._totals(identity, current, ledger))

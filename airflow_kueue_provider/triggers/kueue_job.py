@@ -25,6 +25,7 @@ from ..kueue.job_progress import (
     result_of,
     view_of,
 )
+from ..kueue.ledger import RUNNING, attempt_status
 from ..kueue.parallelism_ramp import RampPlan
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT, Unmanaged, unmanaged_verdict
 from ..kueue.released_quota import ReleasedQuota
@@ -192,11 +193,7 @@ class KueueJobTrigger(BaseTrigger):
             # 3. Finished by the outcome rules: one final event.
             outcome = outcome_of(view, self.max_failed_indexes)
             if writer is not None:
-                status = (
-                    "running"
-                    if outcome is None
-                    else ("succeeded" if outcome.status == "success" else "failed")
-                )
+                status = attempt_status(outcome.status) if outcome is not None else RUNNING
                 writer.offer(_ledger_progress(view, status))
             if outcome is not None:
                 progress.offer(progress_line(view), force=True)

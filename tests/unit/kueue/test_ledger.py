@@ -103,3 +103,19 @@ def test_figures_recorded_by_a_later_try_keep_the_try_that_made_the_job() -> Non
     figures = CostModel(None, VmPrice()).figures("job-a", 4, 0.0, 2.0, spot=False, try_number=2)
     ledger = ledger.with_job_progress("job-a", IndexSet.range(0, 4), IndexSet(), figures=figures)
     assert ledger.attempt("job-a").figures.try_number == 1  # type: ignore[union-attr]
+
+
+def test_one_mapping_to_an_attempts_status() -> None:
+    from airflow_kueue_provider.kueue.ledger import attempt_status
+
+    assert [attempt_status(o) for o in ("success", "failed", "timeout", "error")] == [
+        "succeeded",
+        "failed",
+        "failed",
+        "failed",
+    ]
+    assert [attempt_status(finished_condition=c) for c in ("Complete", "Failed", None)] == [
+        "succeeded",
+        "failed",
+        "running",
+    ]
