@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,6 +100,16 @@ class Layout:
     @property
     def env_file(self) -> Path:
         return self.state / "env"
+
+    def exported_env(self) -> dict[str, str]:
+        """The ``export KEY=value`` lines of ``env_file`` (``KUBECONFIG``,
+        ``AZURE_STORAGE_CONNECTION_STRING``, ...) as a dict, as a shell that sources it would see them."""
+        env = {}
+        for line in self.env_file.read_text().splitlines():
+            if line.startswith("export "):
+                key, _, value = line[len("export ") :].partition("=")
+                env[key] = shlex.split(value)[0] if value else ""
+        return env
 
     @property
     def etcd_data(self) -> Path:

@@ -32,11 +32,7 @@ def step(text: str) -> None:
 
 
 def cluster_env() -> dict[str, str]:
-    env = {}
-    for line in Layout.default().env_file.read_text().splitlines():
-        key, _, value = line.removeprefix("export ").partition("=")
-        env[key] = shlex.split(value)[0]
-    return env
+    return Layout.default().exported_env()
 
 
 def apply_queues(env: dict[str, str]) -> None:

@@ -29,7 +29,6 @@ import copy
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -220,11 +219,7 @@ def step(text: str) -> None:
 def cluster_env() -> dict[str, str]:
     from devcluster.layout import Layout
 
-    env = {}
-    for line in Layout.default().env_file.read_text().splitlines():
-        key, _, value = line.removeprefix("export ").partition("=")
-        env[key] = shlex.split(value)[0] if value else ""
-    return env
+    return Layout.default().exported_env()
 
 
 def _iso(value: str | None) -> float | None:

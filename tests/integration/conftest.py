@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -15,27 +14,19 @@ from typing import Any
 import pytest
 from kubernetes import config
 
+from devcluster.layout import Layout
+
 from .airflow_runner import AirflowHome
 from .cluster import Cluster, KueueEnv, create_kueue_env, delete_kueue_env
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _read_env_file(path: Path) -> dict[str, str]:
-    env = {}
-    for line in path.read_text().splitlines():
-        if line.startswith("export "):
-            key, _, value = line[len("export ") :].partition("=")
-            env[key] = shlex.split(value)[0] if value else ""
-    return env
-
-
 @pytest.fixture(scope="session")
 def devcluster_env() -> dict[str, str]:
     """Start (or reuse) the local cluster once per session and export its env lines to this process."""
     subprocess.run([sys.executable, "-m", "devcluster", "up"], cwd=REPO, check=True)
-    state = Path(os.environ.get("DEVCLUSTER_STATE", REPO / ".devcluster"))
-    env = _read_env_file(state / "env")
+    env = Layout.default().exported_env()  # DEVCLUSTER_STATE, else .devcluster/ in the repository
     os.environ.update(env)
     return env
 

@@ -6,10 +6,7 @@ unit-tested in ``tests/unit/example_dags/test_demo_fair_share.py``."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -17,19 +14,13 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
+from ...tool_modules import load_tool
 from ..cluster import HOLD, SPOT_TOLERATION, Cluster, condition, is_true, short_id, wait_for
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
 def demo() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_fair_share", REPO / "tools" / "demo_fair_share.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["demo_fair_share"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("demo_fair_share")
 
 
 @pytest.fixture

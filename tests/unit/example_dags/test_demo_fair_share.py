@@ -3,26 +3,19 @@ summary it prints, without a cluster."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.tool_modules import load_tool
 
 
 @pytest.fixture(scope="module")
 def demo() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_fair_share", REPO / "tools" / "demo_fair_share.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["demo_fair_share"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("demo_fair_share")
 
 
 def test_queues_are_the_examples_renamed_and_scaled(demo: ModuleType) -> None:
