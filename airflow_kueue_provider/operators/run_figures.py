@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,6 +13,8 @@ from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.attempt_figures import AttemptFigures, CostModel, job_figures, merged, totals
 from ..kueue.ledger import RunLedger
 from ..kueue.names import QUEUE_NAME_LABEL, TRY_NUMBER_LABEL
+
+log = logging.getLogger(__name__)
 
 
 def event_figures(
@@ -51,7 +54,14 @@ def task_instance_totals(
         for a in ledger.attempts
     )
     first_try_alone = ledger is None and current is not None and (current.try_number or 1) <= 1
-    from_jobs = [] if complete or first_try_alone else jobs.figures(model)
+    from_jobs: Sequence[AttemptFigures] = []
+    if not (complete or first_try_alone):
+        try:
+            from_jobs = jobs.figures(model)
+        except Exception as exc:  # the figures are a report: never the reason a finished task fails
+            log.warning(
+                "could not list the earlier Jobs of this task instance (%s): figures of this Job", exc
+            )
     return totals(merged(recorded, from_jobs), model)
 
 

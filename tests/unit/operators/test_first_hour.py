@@ -204,3 +204,15 @@ def test_a_task_result_covers_every_attempt(monkeypatch: pytest.MonkeyPatch) -> 
     expected = 0.25 * 0.181 * 6 * 40 / 3600
     assert abs(result["estimated_cost_usd"] - expected) < 1e-6
     assert [a["job_name"] for a in result["attempt_figures"]] == ["try-1", "try-2"]
+
+
+def test_earlier_jobs_that_cannot_be_listed_never_fail_a_finished_task() -> None:
+    class _Broken:
+        def figures(self, model: CostModel) -> list[Any]:
+            raise RuntimeError("apiserver away")
+
+    retry = event_figures(
+        {"job_name": "j", "completions": 2, "running_seconds": 4.0}, MODEL, 2, False, try_number=2
+    )
+    totals = task_instance_totals(retry, None, MODEL, _Broken())  # type: ignore[arg-type]
+    assert totals["running_seconds"] == 4.0 and len(totals["attempt_figures"]) == 1
