@@ -22,6 +22,7 @@ import pytest
 from playwright.sync_api import Browser, FrameLocator, Locator, Page
 
 from airflow_kueue_provider.kueue.names import MAP_INDEX_LABEL, REPLICATED_JOB_LABEL, TASK_ID_LABEL
+from airflow_kueue_provider.plugins.trend_pages import chart_id
 from devcluster.manifests import TOPOLOGY_NAME
 
 from ..airflow_runner import AirflowHome
@@ -299,13 +300,13 @@ def test_the_tasks_recent_runs_and_the_queue_over_time_are_plotted(
         cq = ui.env.cluster_queue
         text = over_time.inner_text()
         assert f"ClusterQueue {cq} over time" in text and "at most the last 6 hours" in text, text
-        for kind in ("quota", "workloads"):
-            svg = over_time.locator(f'svg[role="img"][id^="{kind}-"]')
+        for kind in ("quota", "workloads"):  # other tests' queues may be on the page too: this one's charts
+            svg = over_time.locator(f'svg[role="img"][id="{chart_id(kind, cq)}"]')
             assert svg.count() == 1 and svg.locator("polyline").count() >= 1, kind
             assert cq in (svg.locator("title").first.text_content() or "")
         samples = queues.request.get(f"{ui.url}/kueue/api/queues").json()["over_time"][cq]
         assert len(samples) >= 3 and max(s["admitted"] for s in samples) >= 1, samples
-        runs_chart = queues.locator('svg[role="img"][id^="runs-"]')
+        runs_chart = queues.locator(f'svg[role="img"][id="{chart_id("runs", cq)}"]')
         titles = runs_chart.locator("circle > title").all_text_contents()
         # every point names its DAG and task; this test's runs are among them (other tests of the module
         # may have run other DAGs on the same queue)
