@@ -109,12 +109,12 @@ def summary(log: str, wall: float) -> None:
         sys.exit(f"no result in the log ({DEMO / 'genomics_nightly.log'})")
     result = json.loads(match.group(1))
     admitted = re.search(r": admitted to (\S+) \[([^\]]*)\]", log)
-    flavor = admitted.group(2) if admitted else "?"
+    flavor = f" [{admitted.group(2)}]" if admitted else ""  # no line when the first look found it running
     print(f"""
 ================ nightly genomics demo: summary ================
 shards            {result["completions"]} (scaled down from 1,000 for the demo; DEMO_SHARDS to change)
 queue wait        {result["queued_seconds"]} s in LocalQueue genomics/genomics-queue
-admission         ClusterQueue {result["cluster_queue"]} [{flavor}]
+admission         ClusterQueue {result["cluster_queue"]}{flavor}
 indexes done      {result["succeeded"]} ({result["completed_indexes"]})
 indexes failed    {result["failed"]} ({result["failed_indexes"] or "none"})
 evictions         {result["evictions"]}
