@@ -60,7 +60,7 @@ def task_instance_totals(
             from_jobs = jobs.figures(model)
         except Exception as exc:  # the figures are a report: never the reason a finished task fails
             log.warning(
-                "could not list the earlier Jobs of this task instance (%s): figures of this Job", exc
+                "could not list this task instance's earlier Jobs (%s): their figures are left out", exc
             )
     return totals(merged(recorded, from_jobs), model)
 
