@@ -86,6 +86,7 @@ class KueueJobTrigger(BaseTrigger):
         self.submitted_at = submitted_at if submitted_at is not None else time.time()
         self.ledger = ledger
         self.ramp = ramp
+        self._ramp_plan = RampPlan.from_dict(ramp) if ramp else None  # read once, not per status change
         self.job_uid = job_uid
         self.workload_timeout = workload_timeout
         self.start_timeout = start_timeout
@@ -299,7 +300,7 @@ class KueueJobTrigger(BaseTrigger):
 
     async def _ramp(self, following: Following, job: dict[str, Any], view: JobView) -> float | None:
         """Raise parallelism when a step is due; seconds until the next step (None: no ramp, or done)."""
-        plan = RampPlan.from_dict(self.ramp) if self.ramp else None
+        plan = self._ramp_plan
         if plan is None or not view.admitted:
             return None
         current = int(job["spec"].get("parallelism") or 0)
