@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from .api_time import parse_api_time
+from .followed_view import ever_admitted, is_admitted
 from .index_set import IndexSet
 from .job_spec import MULTIKUEUE_CONTROLLER
 from .released_quota import ReleasedQuota
@@ -53,9 +54,8 @@ class JobView:
     """``spec.suspend``: the provider creates Jobs suspended; Kueue unsuspends them on admission."""
     ready: int = 0
     started: bool = False
-    """The Job was admitted at some point: it has a ``status.startTime`` (cleared when Kueue suspends it),
-    pods, finished indexes, or its Workload is admitted or counts evictions. Read from the objects, not kept
-    in memory, so a trigger recreated after a triggerer restart knows it too."""
+    """The Job was admitted at some point (``followed_view.ever_admitted``): it has a ``status.startTime``
+    (cleared when Kueue suspends it), pods or finished indexes, or its Workload says so."""
     managed_by: str | None = None
     """``spec.managedBy``: ``kueue.x-k8s.io/multikueue`` when MultiKueue runs the Job on a worker cluster."""
 
@@ -65,12 +65,11 @@ class JobView:
 
     @property
     def admitted(self) -> bool:
-        return self.workload is not None and self.workload.phase in (
-            WorkloadPhase.Admitted,
-            WorkloadPhase.Running,
-            WorkloadPhase.Succeeded,
-            WorkloadPhase.Failed,
-        )
+        return is_admitted(self.workload)
+
+    @property
+    def done(self) -> int:
+        return len(self.completed) + len(self.failed)
 
 
 FINISHED_CONDITION_TYPES = ("Complete", "Failed", "Completed")
@@ -106,13 +105,7 @@ def view_of(job: Mapping[str, Any], workload: Mapping[str, Any] | None) -> JobVi
         suspended=bool(spec.get("suspend")),
         ready=int(status.get("ready") or 0),
         managed_by=spec.get("managedBy") or None,
-        started=bool(
-            status.get("startTime")
-            or completed
-            or failed
-            or active
-            or (state is not None and (state.eviction_count or state.admitted_at))
-        ),
+        started=ever_admitted(state, ran=bool(status.get("startTime") or completed or failed or active)),
     )
 
 

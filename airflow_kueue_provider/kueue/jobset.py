@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .airflow_identity import AirflowIdentity, deterministic_job_name
+from .followed_view import ever_admitted, is_admitted
 from .index_set import IndexSet
 from .job_progress import finished_condition
 from .job_spec import InvalidJobSpec
 from .k8s_names import DNS1123_LABEL_MAX_LENGTH, MAX_JOB_NAME_LENGTH, is_dns1123_label
 from .names import JOBSET_NAME_LABEL, QUEUE_NAME_LABEL, REPLICATED_JOB_LABEL
+from .workload_state import WorkloadState, workload_state_from_dict
 
 JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 JOBSET_API_VERSION = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
@@ -206,6 +208,34 @@ class JobSetView:
     replicated: tuple[ReplicatedJobProgress, ...]
     finished: Mapping[str, Any] | None
     """The JobSet's ``Completed`` or ``Failed`` condition when it is true."""
+    workload: WorkloadState | None = None
+    """Kueue's one Workload for the whole JobSet."""
+
+    @property
+    def finished_condition(self) -> Mapping[str, Any] | None:
+        return self.finished
+
+    @property
+    def admitted(self) -> bool:
+        return is_admitted(self.workload)
+
+    @property
+    def started(self) -> bool:
+        """Ever admitted (``followed_view.ever_admitted``), from the Workload and the child Jobs."""
+        ran = any(job.active or job.completed or job.failed for job in self.jobs)
+        return ever_admitted(self.workload, ran=ran)
+
+    @property
+    def completions(self) -> int:
+        return sum(rj.completions for rj in self.replicated)
+
+    @property
+    def done(self) -> int:
+        return sum(rj.completed + rj.failed for rj in self.replicated)
+
+    @property
+    def active(self) -> int:
+        return sum(rj.active for rj in self.replicated)
 
     def progress_line(self) -> str:
         return "; ".join(rj.describe() for rj in self.replicated)
@@ -252,8 +282,12 @@ def workload_owner_uid(job: Mapping[str, Any]) -> str | None:
     return str(uid) if uid else None
 
 
-def jobset_view(jobset: Mapping[str, Any], child_jobs: Iterable[Mapping[str, Any]]) -> JobSetView:
-    """The JobSet and its Jobs (listed by ``JOBSET_NAME_LABEL``) as one view, per replicated job."""
+def jobset_view(
+    jobset: Mapping[str, Any],
+    child_jobs: Iterable[Mapping[str, Any]],
+    workload: Mapping[str, Any] | None = None,
+) -> JobSetView:
+    """The JobSet, its Jobs (listed by ``JOBSET_NAME_LABEL``) per replicated job, and its Workload."""
     meta, spec = jobset.get("metadata") or {}, jobset.get("spec") or {}
     by_replicated: dict[str, list[ChildJob]] = {}
     for job in child_jobs:
@@ -273,6 +307,7 @@ def jobset_view(jobset: Mapping[str, Any], child_jobs: Iterable[Mapping[str, Any
         suspended=bool(spec.get("suspend")),
         replicated=replicated,
         finished=finished_condition(jobset),  # a JobSet's Completed or Failed condition
+        workload=workload_state_from_dict(workload) if workload else None,
     )
 
 
