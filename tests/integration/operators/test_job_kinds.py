@@ -1,0 +1,238 @@
+"""The job kinds share one operator template and one trigger loop: what the Job kind does with a deadline and
+a queue timeout, the JobSet kind does too (in-process, ``deferrable=False``: the same async trigger loop runs
+inside the operator)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
+from airflow_kueue_provider.kueue.names import ESCALATIONS_ANNOTATION
+from airflow_kueue_provider.operators.failures import KueueJobFailed, KueueJobSetFailed
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
+from airflow_kueue_provider.operators.kueue_operator import KueueOperator
+
+from ..cluster import HOLD, KueueEnv, indexed_job, is_true, wait_for
+
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+RUN_1S = {"kwok.airflow-kueue.io/run-duration": "1s"}
+IMAGE = "example.invalid/shard:1"
+
+
+def _context(task_id: str) -> dict[str, Any]:
+    """What the operator reads of an Airflow context: the task instance and the DAG run's start."""
+    ti = SimpleNamespace(dag_id="kinds", task_id=task_id, run_id="r1", try_number=1, map_index=-1)
+    return {"ti": ti, "dag_run": SimpleNamespace(start_date=datetime.now(timezone.utc))}
+
+
+def _jobset(env: KueueEnv, name: str) -> dict[str, Any] | None:
+    try:
+        return dict(
+            env.cluster.custom.get_namespaced_custom_object(
+                JOBSET_GROUP, JOBSET_VERSION, env.namespace, JOBSET_PLURAL, name
+            )
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _jobsets(env: KueueEnv) -> list[dict[str, Any]]:
+    listed = env.cluster.custom.list_namespaced_custom_object(
+        JOBSET_GROUP, JOBSET_VERSION, env.namespace, JOBSET_PLURAL
+    )
+    return list(listed["items"])
+
+
+def _admitted_at(workload: dict[str, Any] | None) -> str | None:
+    for cond in (workload or {}).get("status", {}).get("conditions", []):
+        if cond["type"] == "Admitted" and cond["status"] == "True":
+            return str(cond["lastTransitionTime"])
+    return None
+
+
+class _InThread:
+    """``op.execute(context)`` in a thread, so the test acts on the cluster while the task waits."""
+
+    def __init__(self, op: KueueOperator, context: dict[str, Any]) -> None:
+        self.outcome: dict[str, Any] = {}
+        self.thread = threading.Thread(target=self._run, args=(op, context), daemon=True)
+        self.thread.start()
+
+    def _run(self, op: KueueOperator, context: dict[str, Any]) -> None:
+        try:
+            self.outcome["result"] = op.execute(context)  # type: ignore[arg-type]
+        except BaseException as exc:  # the test reads it
+            self.outcome["error"] = exc
+
+    @property
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+
+def test_a_jobset_near_its_deadline_is_raised_and_admitted_before_the_others(
+    kueue_env_factory: Callable[..., KueueEnv],
+) -> None:
+    """As the Job kind's test (test_deadline.py): 2 CPUs of quota, held by a blocker; two other Jobs of a
+    higher priority queued first. The JobSet's deadline less its margin comes while it still waits (the queue
+    stands still: no estimate), so the task raises its WorkloadPriorityClass; once the blocker finishes the
+    JobSet goes first."""
+    env = kueue_env_factory(cpu="2", memory="16Gi")
+    low, mid, urgent = (
+        env.priority_class("low", 10),
+        env.priority_class("mid", 100),
+        env.priority_class("urgent", 1000),
+    )
+    blocker = env.create_job(indexed_job("blocker", env.local_queue, completions=1, cpu="2", hold=True))
+    wait_for("the blocker admitted", lambda: is_true(env.workload(blocker), "Admitted"))
+    others = [
+        env.create_job(
+            indexed_job(
+                name, env.local_queue, completions=1, cpu="2", labels={PRIORITY_LABEL: mid}, hold=True
+            )
+        )
+        for name in ("other-1", "other-2")
+    ]
+    # At risk once 24 s - 16 s = 8 s of the run have passed with the JobSet still queued.
+    op = KueueJobSetOperator(
+        task_id="genomics",
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        priority_class=low,
+        deadline=timedelta(seconds=24),
+        deadline_margin=16,
+        on_deadline_risk={"raise_priority": urgent},
+        deferrable=False,
+        replicated_jobs=[
+            KueueReplicatedJob(
+                "workers",
+                image=IMAGE,
+                completions=2,
+                parallelism=2,
+                resources={"requests": {"cpu": "1", "memory": "1Gi"}},
+                annotations={**RUN_1S, **HOLD},  # held, so the others cannot be admitted before we look
+            )
+        ],
+    )
+    task = _InThread(op, _context("genomics"))
+    try:
+        jobset = wait_for("the JobSet", lambda: _jobsets(env), timeout=60)[0]
+        name, uid = jobset["metadata"]["name"], jobset["metadata"]["uid"]
+        assert jobset["metadata"]["labels"][PRIORITY_LABEL] == low
+
+        def workload() -> dict[str, Any] | None:
+            return env.cluster.workload_for_job(env.namespace, uid)
+
+        wait_for(
+            "the escalation to the urgent class",
+            lambda: (
+                ((_jobset(env, name) or {}).get("metadata", {}).get("labels", {}).get(PRIORITY_LABEL))
+                == urgent
+            ),
+            timeout=90,
+            explain=lambda: (task.outcome, _jobset(env, name)),
+        )
+        raised = wait_for(
+            "the JobSet's Workload at the urgent priority",
+            lambda: (w := workload()) and w["spec"].get("priority") == 1000 and w,
+            timeout=60,
+            explain=workload,
+        )
+        assert not is_true(raised, "Admitted")
+        recorded = wait_for(
+            "the escalation recorded on the JobSet",
+            lambda: (
+                (_jobset(env, name) or {})
+                .get("metadata", {})
+                .get("annotations", {})
+                .get(ESCALATIONS_ANNOTATION)
+            ),
+            timeout=60,
+        )
+        assert [s["step"] for s in json.loads(recorded)] == ["raise_priority"]
+        env.release("blocker")  # quota for one of them: the JobSet (1000) goes before the others (100)
+        wait_for("the JobSet admitted", lambda: _admitted_at(workload()), timeout=120, explain=workload)
+        assert [_admitted_at(env.workload(o)) for o in others] == [None, None]
+        child = f"{name}-workers-0"
+        wait_for(
+            "the task done",
+            lambda: (env.release(child), task.done)[1],
+            timeout=120,
+            interval=0.5,
+            explain=lambda: env.pods(child),
+        )
+    finally:
+        task.thread.join(timeout=0)
+    assert "error" not in task.outcome, task.outcome["error"]
+    result = task.outcome["result"]
+    assert result["jobset_name"] == name, result
+    (step,) = result["escalations"]
+    assert step["step"] == "raise_priority" and step["detail"] == urgent, result["escalations"]
+    assert result["deadline"] and result["eta_history"], result
+    assert result["eta_history"][-1]["at_risk"] is True, result["eta_history"]
+    assert [(rj["name"], rj["succeeded"]) for rj in result["replicated_jobs"]] == [("workers", 2)], result
+    assert is_true(_jobset(env, name), "Completed")
+
+
+def _never_admitted(kind: str, env: KueueEnv) -> KueueOperator:
+    """2 CPUs asked of a ClusterQueue with 1: Kueue keeps it queued for ever."""
+    common: dict[str, Any] = {
+        "task_id": "never",
+        "namespace": env.namespace,
+        "queue_name": env.local_queue,
+        "queue_timeout": 10,
+        "deferrable": False,
+    }
+    requests = {"requests": {"cpu": "2", "memory": "1Gi"}}
+    if kind == "job":
+        return KueueIndexedJobOperator(
+            image=IMAGE, completions=1, resources=requests, annotations=RUN_1S, **common
+        )
+    return KueueJobSetOperator(
+        replicated_jobs=[KueueReplicatedJob("workers", image=IMAGE, resources=requests, annotations=RUN_1S)],
+        **common,
+    )
+
+
+@pytest.mark.parametrize("kind", ["job", "jobset"])
+def test_queue_timeout_deletes_a_never_admitted_object_of_either_kind(
+    kind: str, kueue_env_factory: Callable[..., KueueEnv]
+) -> None:
+    env = kueue_env_factory(cpu="1", memory="4Gi")
+    op = _never_admitted(kind, env)
+    failure_type = KueueJobFailed if kind == "job" else KueueJobSetFailed
+    started = time.monotonic()
+    with pytest.raises(failure_type) as failure:
+        op.execute(_context("never"))  # type: ignore[arg-type]
+    took = time.monotonic() - started
+    message = str(failure.value)
+    assert failure.value.status == "timeout", message
+    assert "more than queue_timeout=10s" in message, message
+    match = re.search(r"waited (\d+)s in queue lq", message)
+    assert match and 10 <= int(match.group(1)) <= 40, message
+    assert took < 60, f"the task failed {took:.0f}s after it started: {message}"
+    if kind == "job":
+        name = failure.value.job_name
+        assert name, message
+        wait_for(f"Job {name} gone", lambda: env.job(name) is None, timeout=60, explain=lambda: env.job(name))
+    else:
+        name = failure.value.jobset_name
+        assert name, message
+        wait_for(
+            f"JobSet {name} gone",
+            lambda: _jobset(env, name) is None,
+            timeout=60,
+            explain=lambda: _jobsets(env),
+        )
