@@ -1,0 +1,458 @@
+"""The trigger every job kind shares: one loop from the queue to the outcome (docs/design.md, "Job kinds").
+
+A kind (``KueueJobTrigger``, ``KueueJobSetTrigger``) supplies only its part: how to follow its object, how to
+read a snapshot into a ``FollowedView``, its outcome and unmanaged rules, its stuck-pod look, its delete and
+its result keys; optional capabilities (a ledger, a parallelism ramp, released quota) hook in through
+no-op methods it may override. Everything else is here once: the gone/namesake re-read, the unmanaged
+grace, the queue position and ETA, the deadline, the queue timeout, the start checks, the resume guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, nullcontext
+from datetime import datetime, timezone
+from typing import Any, ClassVar
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from ..hooks.kueue_async_hook import AsyncKueueHook, is_connection_error
+from ..hooks.retry import describe, is_transient
+from ..kueue.deadline import DeadlinePlan, EtaHistory, at_risk
+from ..kueue.eta import AdmissionClock, Estimate, FinishClock, eta_line
+from ..kueue.followed_view import FollowedView
+from ..kueue.job_ownership import is_same_object
+from ..kueue.job_progress import Outcome
+from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT, Unmanaged
+from ..kueue.start_guard import DEFAULT_START_TIMEOUT
+from ..kueue.trigger_event import DeadlineReport, Kind, KueueEvent
+from ..kueue.workload_state import WorkloadPhase
+from .progress_log import ProgressLog, human_duration
+from .resume_guard import ResumeGuard
+from .start_check import START_RECHECK_SECONDS, StartCheckPacing
+
+log = logging.getLogger(__name__)
+
+POSITION_FIRST_AFTER = 10.0  # seconds of queueing before the first position read: most are admitted sooner
+POSITION_FIRST_REFRESH = 30.0  # then every 30 s, doubling up to POSITION_MAX_REFRESH while still queued
+POSITION_MAX_REFRESH = 600.0
+CONFIRM_RETRY_SECONDS = 2.0  # after a re-read the apiserver could not answer
+UNMANAGED_GRACE_SECONDS = 10.0  # how long "no Workload" must hold, then on a fresh read, before a delete
+
+_KILL_OUTCOMES = {
+    "deleted": "deleted",
+    "finished": "kept: it had already finished",
+    "gone": "was already gone",
+}
+
+
+class KueueFollowTrigger(BaseTrigger):
+    """Follow one queued object through Kueue's queue, admission, eviction/requeue to one final event.
+
+    Events come from the triggerer's shared namespace watch (no polling). ``queue_timeout`` (seconds from
+    ``submitted_at``) is the only thing that turns a long wait into a failure; the object is then deleted.
+    So is one Kueue does not manage (never outside quota) and one admitted ``start_timeout`` ago whose pods
+    cannot start. A ``deadline`` (``DeadlinePlan.to_dict()``) hands the task back once the ETA is at risk.
+    """
+
+    kind: ClassVar[Kind]
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        uid: str | None,
+        namespace: str,
+        queue_name: str,
+        kubernetes_conn_id: str = "kubernetes_default",
+        queue_timeout: float | None = None,
+        submitted_at: float | None = None,
+        workload_timeout: float = DEFAULT_WORKLOAD_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+        deadline: dict[str, Any] | None = None,
+        deferred_at: float | None = None,
+    ) -> None:
+        """The kind's ``__init__`` maps its own name and uid kwargs (``job_name``, ``jobset_name``, ...) to
+        ``name`` and ``uid`` and passes the others on as they are (``**shared``): the serialized kwargs of an
+        earlier version keep loading."""
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.name = name
+        self.namespace = namespace
+        self.queue_name = queue_name
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.uid = uid
+        self.queue_timeout = queue_timeout
+        self.submitted_at = submitted_at if submitted_at is not None else time.time()
+        self.workload_timeout = workload_timeout
+        self.start_timeout = start_timeout
+        self.deadline = DeadlinePlan.from_dict(deadline) if deadline else None
+        self.deferred_at = deferred_at
+        self._eta_history = EtaHistory(self.deadline.eta_history if self.deadline else ())
+        self._start_checks = StartCheckPacing(start_timeout)
+        self._unmanaged_since: float | None = None
+        self._resume_guard = ResumeGuard(deferred_at)
+
+    # --- the kind's part ------------------------------------------------------------------------------------
+    def _kind_kwargs(self) -> dict[str, Any]:
+        """The kind's own serialized kwargs: its name and uid keys, and its capabilities' state."""
+        raise NotImplementedError
+
+    def _follow(self) -> AbstractAsyncContextManager[Any]:
+        raise NotImplementedError
+
+    @staticmethod
+    def _object(snapshot: Any) -> dict[str, Any] | None:
+        """The followed object in a snapshot (None: not there)."""
+        raise NotImplementedError
+
+    def _view(self, snapshot: Any) -> FollowedView:
+        """The snapshot's object (present: the loop checked) as the kind's view."""
+        raise NotImplementedError
+
+    def _outcome(self, view: Any) -> Outcome | None:
+        raise NotImplementedError
+
+    def _unmanaged(self, view: Any, seconds_since_submit: float) -> Unmanaged | None:
+        raise NotImplementedError
+
+    def _line(self, view: Any, position: tuple[int, int] | None, waited: float | None) -> str:
+        raise NotImplementedError
+
+    def _start_overdue(self, view: Any, since_admission: float) -> bool | None:
+        """None: nothing left to look at (every pod started, or it finished); else whether it is overdue."""
+        raise NotImplementedError
+
+    async def _stuck_reason(self, following: Any, view: Any) -> str | None:
+        raise NotImplementedError
+
+    async def _delete_unless_finished(self, hook: AsyncKueueHook, uid: str | None) -> str:
+        raise NotImplementedError
+
+    def _payload(self, view: Any, obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """(the kind's result keys, each child Job's failed indexes for the log tails)."""
+        raise NotImplementedError
+
+    # --- optional capabilities (no-ops unless the kind has them) -------------------------------------------
+    def _capabilities(self) -> AbstractAsyncContextManager[None]:
+        """Open what the capabilities need while the object is followed (a ledger writer)."""
+        return nullcontext()
+
+    def _observe(self, view: Any, outcome: Outcome | None) -> None:
+        """Each new look at the object (count released quota, offer the ledger its progress)."""
+
+    async def _closing(self, view: Any) -> None:
+        """Before the final event (the released-quota line, the last ledger write)."""
+
+    async def _step(self, following: Any, obj: dict[str, Any], view: Any) -> float | None:
+        """A change the kind makes while the object runs (a ramp step); seconds until the next one."""
+        return None
+
+    # --- the shared trigger ---------------------------------------------------------------------------------
+    @property
+    def where(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "namespace": self.namespace,
+                "queue_name": self.queue_name,
+                "kubernetes_conn_id": self.kubernetes_conn_id,
+                "queue_timeout": self.queue_timeout,
+                "submitted_at": self.submitted_at,
+                "workload_timeout": self.workload_timeout,
+                "start_timeout": self.start_timeout,
+                "deferred_at": self.deferred_at,
+                "deadline": self.deadline.to_dict() if self.deadline else None,
+                **self._kind_kwargs(),
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        event = await self.first_event()
+        await self._resume_guard.wait_open(self.log, f"{self.namespace}/{self.name}: {event['status']}")
+        yield TriggerEvent(event)  # type: ignore[no-untyped-call]
+
+    async def first_event(self) -> dict[str, Any]:
+        """The one event this trigger ends with (``run`` adds the resume guard a triggerer needs)."""
+        try:
+            async with self._capabilities(), self._follow() as following:
+                return await self._until_outcome(following)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a broken connection or RBAC: end the task with the reason, not silence
+            log.exception("following %s failed", self.where)
+            return self._event(Outcome("error", f"{type(exc).__name__}: {exc}"))
+
+    async def _until_outcome(self, following: Any) -> dict[str, Any]:
+        progress = ProgressLog(self.log, f"{self.namespace}/{self.name}")
+        admission_clock, finish_clock = AdmissionClock(), FinishClock(0)
+        position: tuple[int, int] | None = None
+        next_position_at, position_interval = time.monotonic() + POSITION_FIRST_AFTER, POSITION_FIRST_REFRESH
+        snapshot = await following.next()
+        while True:
+            # 1. The object is gone (asked the apiserver, not only the cache), or a namesake replaced it.
+            if not is_same_object(self._object(snapshot), self.uid):
+                reread = await self._fresh(following)
+                if reread is None:
+                    continue  # the apiserver cannot answer now: decide later, never on a guess
+                snapshot = reread
+                if not is_same_object(self._object(snapshot), self.uid):
+                    return self._event(Outcome("error", f"{self.where} was deleted before it finished"))
+            obj = self._object(snapshot)
+            assert obj is not None
+            view = self._view(snapshot)
+            # 2. Never outside Kueue's quota: an object Kueue does not manage is deleted and the task fails,
+            #    once the verdict has held for UNMANAGED_GRACE_SECONDS and on a fresh read (an apiserver that
+            #    just restarted can list no Workload for a moment).
+            unmanaged_in = self._unmanaged_wait(view)
+            if unmanaged_in is not None and unmanaged_in <= 0:
+                fresh = await self._fresh(following)
+                if (fresh_obj := self._same(fresh)) is not None:
+                    fresh_view = self._view(fresh)
+                    if verdict := self._unmanaged(fresh_view, time.time() - self.submitted_at):
+                        return await self._delete_unmanaged(verdict, fresh_view, fresh_obj)
+                self._unmanaged_since = None
+                snapshot = fresh or snapshot
+                continue
+            # 3. Finished by the kind's outcome rules: one final event.
+            outcome = self._outcome(view)
+            self._observe(view, outcome)
+            if outcome is not None:
+                progress.offer(self._line(view, None, None), force=True)
+                await self._closing(view)
+                return self._event(outcome, view, obj)
+            # 4. Queued: refresh the pending position now and then (growing intervals), and tell the human.
+            queued = not view.admitted
+            now = time.monotonic()
+            if queued and view.workload and now >= next_position_at:
+                position = await following.pending_position(self.queue_name, view.workload.workload_name)
+                if position is not None:
+                    admission_clock.record(time.time(), position[1])  # its place in the ClusterQueue
+                next_position_at = now + position_interval
+                position_interval = min(position_interval * 2, POSITION_MAX_REFRESH)
+            elif not queued:
+                position, position_interval = None, POSITION_FIRST_REFRESH
+                next_position_at = now + POSITION_FIRST_AFTER
+            line = self._line(view, position, time.time() - self.submitted_at if queued else None)
+            if queued:
+                estimate = admission_clock.estimate()
+                eta = eta_line(estimate, None)
+            else:
+                if finish_clock.completions != view.completions:
+                    finish_clock = FinishClock(view.completions)
+                finish_clock.record(time.time(), view.done)
+                estimate = finish_clock.estimate(time.time(), view.active)
+                eta = eta_line(None, estimate)
+            # 4b. The deadline, if the task has one: an ETA past it (less the margin) hands the task back to
+            #     its worker once, which escalates and defers again; a spill that had to wait (the object
+            #     held quota) once more when the object is back in the queue.
+            deadline_line, deadline_in = self._deadline_check(queued, estimate, view)
+            if deadline_line is not None:
+                eta = f"{eta}; {deadline_line}" if eta else deadline_line
+            progress.offer(f"{line}; {eta}" if eta else line, force=deadline_in == 0)
+            if deadline_in == 0:
+                risk = Outcome("deadline_risk", f"{self.namespace}/{self.name}: {deadline_line}")
+                return self._event(risk, view, obj)
+            # 5. The queue timeout, if the user set one, is the only way a wait becomes a failure; it acts on
+            #    the objects as the apiserver has them now, never on a stale "queued".
+            left = self._seconds_left_in_queue(view)
+            if left is not None and left <= 0:
+                fresh = await self._fresh(following)
+                if (fresh_obj := self._same(fresh)) is not None:
+                    fresh_view = self._view(fresh)
+                    left = self._seconds_left_in_queue(fresh_view)
+                    if left is not None and left <= 0 and self._outcome(fresh_view) is None:
+                        return await self._queue_timeout(fresh_view, fresh_obj, position)
+                snapshot = fresh or snapshot
+                continue
+            # 6. Never stuck after admission: pods that cannot start (image, config, no node) end the task.
+            start_check_in = await self._check_start(following, view)
+            if isinstance(start_check_in, dict):
+                return start_check_in
+            # 7. The kind's own change while it runs (a ramp step).
+            step_in = await self._step(following, obj, view)
+            # 8. Sleep until the watch has news, or the position, a step or a timeout is due.
+            position_due = next_position_at - now if queued and view.workload else None
+            waits = [
+                t
+                for t in (
+                    left,
+                    position_due,
+                    step_in,
+                    unmanaged_in,
+                    start_check_in,
+                    deadline_in,
+                    progress.due_in(),
+                )
+                if t is not None
+            ]
+            try:
+                snapshot = await asyncio.wait_for(
+                    following.next(), timeout=max(min(waits), 0.05) if waits else None
+                )
+            except asyncio.TimeoutError:
+                snapshot = following.current()
+
+    def _unmanaged_wait(self, view: FollowedView) -> float | None:
+        """Seconds until an unmanaged verdict may be acted on (<= 0: now); while there is no Workload yet,
+        until Kueue's ``workload_timeout`` is up; None while Kueue manages the object."""
+        if self._unmanaged(view, time.time() - self.submitted_at) is None:
+            self._unmanaged_since = None
+            if view.workload is None and view.finished_condition is None:
+                return self.submitted_at + self.workload_timeout - time.time() + 0.05
+            return None
+        now = time.monotonic()
+        self._unmanaged_since = self._unmanaged_since or now
+        return self._unmanaged_since + UNMANAGED_GRACE_SECONDS - now
+
+    def _deadline_check(
+        self, queued: bool, estimate: Estimate | None, view: FollowedView
+    ) -> tuple[str | None, float | None]:
+        """(the progress line's deadline part, 0 to escalate now / seconds until the deadline less the margin,
+        when the check is due even without news / None); (None, None) without a deadline."""
+        plan = self.deadline
+        if plan is None:
+            return None, None
+        now = datetime.now(timezone.utc)
+        risk = at_risk(estimate, now, plan.deadline, plan.margin)
+        self._eta_history.offer(now, "queued" if queued else "running", estimate, risk)
+        line = f"deadline {plan.deadline:%H:%M} UTC: {'AT RISK' if risk else 'on track'}"
+        # A pending spill is due only for an object back in the queue with no pod left (the worker checks).
+        due = plan.escalate or (plan.spill_pending and queued and view.suspended and view.active == 0)
+        if risk and due:
+            return line, 0.0
+        if due:  # no news may come (a queue that stands still, a long shard): look again by then
+            return line, max((plan.deadline - plan.margin - now).total_seconds(), 0.05)
+        return line, None
+
+    def _seconds_left_in_queue(self, view: FollowedView) -> float | None:
+        """Seconds until ``queue_timeout``; None once the object was ever admitted (``view.started``)."""
+        if self.queue_timeout is None or view.started:
+            return None
+        return self.submitted_at + self.queue_timeout - time.time()
+
+    async def _check_start(self, following: Any, view: FollowedView) -> float | dict[str, Any] | None:
+        """The final event when the pods cannot start; else seconds until the next look (None: none due)."""
+        admitted_at = view.workload.admitted_at if view.workload else None
+        since = time.time() - admitted_at.timestamp() if admitted_at else None
+        if since is None or not view.admitted or view.finished_condition is not None:
+            return None
+        overdue = self._start_overdue(view, since)
+        if overdue is None:
+            return None
+        wait = self._start_checks.due_in(since, overdue)
+        if wait is not None:
+            return wait
+        reason = await self._stuck_reason(following, view)
+        if reason is None:
+            return START_RECHECK_SECONDS
+        fresh = await self._fresh(following)
+        if fresh is None:
+            return START_RECHECK_SECONDS
+        if (fresh_obj := self._same(fresh)) is None:
+            return None
+        fresh_view = self._view(fresh)
+        if self._start_overdue(fresh_view, since) is None:
+            return None
+        await self._delete(fresh_obj)
+        message = (
+            f"{self.where} was admitted {human_duration(since)} ago but its pods cannot start ({reason}); "
+            f"it was deleted to release its quota (start_timeout={human_duration(self.start_timeout)})"
+        )
+        self.log.error("%s", message)
+        return self._event(Outcome("failed", message), fresh_view, fresh_obj)
+
+    async def _queue_timeout(
+        self, view: FollowedView, obj: dict[str, Any], position: tuple[int, int] | None
+    ) -> dict[str, Any]:
+        where = f" at position {position[0] + 1}" if position else ""
+        why = ""
+        if view.workload and view.workload.phase is WorkloadPhase.Queued and view.workload.message:
+            why = f" ({view.workload.reason}: {view.workload.message})"
+        await self._delete(obj)
+        message = (
+            f"waited {human_duration(time.time() - self.submitted_at)} in queue "
+            f"{self.queue_name}{where}{why}, "
+            f"more than queue_timeout={human_duration(self.queue_timeout or 0)}; deleted {self.where}"
+        )
+        return self._event(Outcome("timeout", message), view, obj)
+
+    async def _delete_unmanaged(
+        self, verdict: Unmanaged, view: FollowedView, obj: dict[str, Any]
+    ) -> dict[str, Any]:
+        await self._delete(obj)
+        (self.log.error if verdict.running_outside_quota else self.log.warning)("%s", verdict.message)
+        return self._event(Outcome("failed", verdict.message), view, obj)
+
+    async def _delete(self, obj: dict[str, Any]) -> str:
+        """Delete the object (this one, by uid) unless it finished: the one rule for every kind."""
+        async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
+            return await self._delete_unless_finished(hook, obj["metadata"].get("uid"))
+
+    def _same(self, snapshot: Any) -> dict[str, Any] | None:
+        """The snapshot's object when it is the one this trigger follows (not gone, not a namesake)."""
+        obj = self._object(snapshot) if snapshot is not None else None
+        return obj if obj is not None and is_same_object(obj, self.uid) else None
+
+    async def _fresh(self, following: Any) -> Any:
+        """The objects read from the apiserver now, or None when it cannot answer (restarting, unreachable):
+        a control-plane outage is never a reason to end a task or delete its object."""
+        try:
+            return await following.confirm()
+        except Exception as exc:
+            if not (is_transient(exc) or is_connection_error(exc)):
+                raise
+            self.log.warning(
+                "%s: the apiserver did not answer (%s); deciding again in %.0f s",
+                self.where,
+                describe(exc),
+                CONFIRM_RETRY_SECONDS,
+            )
+            await asyncio.sleep(CONFIRM_RETRY_SECONDS)
+            return None
+
+    def _event(self, outcome: Outcome, view: Any = None, obj: dict[str, Any] | None = None) -> dict[str, Any]:
+        result, failed_jobs = self._payload(view, obj) if view is not None and obj is not None else ({}, {})
+        return KueueEvent(
+            status=outcome.status,
+            message=outcome.message,
+            kind=self.kind,
+            name=self.name,
+            namespace=self.namespace,
+            uid=self.uid,
+            result=result,
+            deadline=self._deadline_report(outcome.status),
+            failed_jobs=failed_jobs,
+        ).to_dict()
+
+    def _deadline_report(self, status: str) -> DeadlineReport | None:
+        plan = self.deadline
+        if plan is None:
+            return None
+        risk = status == "deadline_risk"
+        return DeadlineReport(
+            deadline=plan.deadline.isoformat(),
+            eta_history=tuple(self._eta_history.samples),
+            escalations=tuple(dict(e) for e in plan.escalations),
+            margin_seconds=plan.margin.total_seconds() if risk else None,
+            spill_pending=risk and not plan.escalate,  # this hand-back is for the waiting spill alone
+        )
+
+    async def cleanup(self) -> None:
+        """Nothing to release: the shared watch is left by the ``async with`` in ``first_event``."""
+
+    async def on_kill(self) -> None:
+        """The task was marked failed/success or cleared while deferred: delete the object (Airflow 3.3+).
+
+        One that already finished is kept: it holds nothing, and it is the run's record. (A triggerer also
+        cancels, with on_kill, a trigger whose task instance ended elsewhere, e.g. one that ``airflow dags
+        test`` left in the database.)
+        """
+        async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
+            what = await self._delete_unless_finished(hook, self.uid)
+        self.log.info("task killed while deferred; %s %s", self.where, _KILL_OUTCOMES.get(what, what))
