@@ -12,6 +12,8 @@ pods' reach; the account key never leaves Airflow.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -26,6 +28,7 @@ from ..kueue.checkpoint_access import (
     is_container_name,
     shard_container_name,
 )
+from ..kueue.deadline import DEADLINE_RESULT_KEYS
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import view_of
 from ..kueue.ledger import Attempt, RunLedger, attempt_status, ledger_prefix
@@ -46,6 +49,8 @@ from ..storage.blob_auth import container_url_of
 from ..storage.blob_errors import BlobStoreError
 
 SAS_SECRET_SUFFIX = "-checkpoint"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,9 @@ class Checkpointing:
 
 
 class CheckpointSession:
-    """One task try's view of its checkpoints and ledger."""
+    """One task try's view of its checkpoints and ledger (``NoCheckpointing`` is its null object)."""
+
+    keeps_ledger = True
 
     def __init__(self, config: Checkpointing, identity: AirflowIdentity, shard_count: int) -> None:
         self.config = config
@@ -130,6 +137,35 @@ class CheckpointSession:
             return ledger
 
         return self.ledger.update(catch_up)
+
+    def remaining(self, jobs: list[dict[str, Any]]) -> tuple[IndexSet, RunLedger | None]:
+        """The shards this try runs (those the ledger has not seen finish) and the ledger."""
+        ledger = self.reconcile(jobs)
+        return ledger.remaining, ledger
+
+    def recorded_result(
+        self,
+        result: dict[str, Any],
+        status: str,
+        figures: AttemptFigures | None,
+        read_job: Callable[[str], dict[str, Any] | None],
+    ) -> tuple[dict[str, Any], RunLedger | None]:
+        """Write the attempt's end (and figures) to the ledger; Blob trouble costs the record, never the
+        task's outcome. The result is over every attempt and keeps the deadline's keys (JobResult is one
+        Job's); the ledger is None when it could not be written (``read_job`` reads the Job then)."""
+        if "completed_indexes" not in result:
+            return result, None
+        deadline_keys = {k: result[k] for k in DEADLINE_RESULT_KEYS if k in result}
+        job_result = JobResult.from_dict(result)
+        try:
+            ledger = self.finish(job_result.job_name, job_result, status, figures)
+        except BlobStoreError as exc:
+            log.warning(
+                "could not update the ledger (%s); a rerun of this task catches it up from the Job", exc
+            )
+            written = self.result_without_ledger_write(read_job(job_result.job_name), job_result, status)
+            return {**written, **deadline_keys}, None
+        return {**self.result(ledger, job_result), **deadline_keys}, ledger
 
     def record_spilled(self, job: dict[str, Any], figures: AttemptFigures | None = None) -> RunLedger:
         """The final state of a Job whose unfinished shards go to a spill Job (it was deleted as read)."""

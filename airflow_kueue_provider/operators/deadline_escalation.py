@@ -11,7 +11,9 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from ..hooks.kueue_hook import KueueHook
+from ..hooks.kind_client import KindClient
+from ..kueue.names import PRIORITY_CLASS_LABEL
+from ..kueue.trigger_event import KueueEvent
 
 log = logging.getLogger(__name__)
 
@@ -87,34 +89,34 @@ class DeadlineEscalation:
 
 def take_steps(
     escalation: DeadlineEscalation,
-    hook: KueueHook,
+    client: KindClient,
     job: Mapping[str, Any],
-    event: Mapping[str, Any],
+    event: KueueEvent,
     context: Any,
 ) -> list[dict[str, str]]:
     """``raise_priority`` and ``notify`` of ``escalation``, once, for ``job`` (read fresh; the trigger's
     ``deadline_risk`` is ``event``); returns the escalations so far (the event's and these), as the result
     lists them. A step that cannot be taken is listed with the reason and does not fail the task: the run
     may still make it. (``spill_to`` creates a Job: the operator takes it, see ``deadline_spill``.)"""
-    message = str(event.get("message") or "deadline at risk")
+    message = event.message or "deadline at risk"
     meta = job["metadata"]
     namespace, name = str(meta["namespace"]), str(meta["name"])
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    steps = [dict(e) for e in event.get("escalations") or []]
+    steps = [dict(e) for e in event.escalations]
     if escalation.raise_priority:
         steps.append(
             {
                 "step": "raise_priority",
                 "at": now,
-                "detail": _raise(hook, job, escalation.raise_priority),
+                "detail": _raise(client, job, escalation.raise_priority),
                 "why": message,
             }
         )
     if escalation.notify is not None:
-        history = event.get("eta_history") or []
+        history = event.deadline.eta_history if event.deadline else ()
         info = {
             "message": message,
-            "deadline": event.get("deadline"),
+            "deadline": event.deadline.deadline if event.deadline else None,
             "eta": history[-1].get("eta") if history else None,
             "job_name": name,
             "namespace": namespace,
@@ -131,19 +133,19 @@ def take_steps(
     return steps
 
 
-def _raise(hook: KueueHook, job: Mapping[str, Any], priority_class: str) -> str:
+def _raise(client: KindClient, job: Mapping[str, Any], priority_class: str) -> str:
     """Kueue changes a Workload's priority only while it waits for quota, and refuses (webhook) a
-    priority-class label added to a Job that already runs: a Job no longer suspended is left as it is."""
-    meta = job["metadata"]
+    priority-class label added to an object that already runs: one no longer suspended is left as it is."""
+    meta, noun = job["metadata"], client.noun
+    where = f"{noun} {meta['namespace']}/{meta['name']}"
     if not (job.get("spec") or {}).get("suspend"):
-        log.warning("Job %s/%s already holds quota: its priority stays", meta["namespace"], meta["name"])
-        return "skipped: the Job already holds quota (Kueue keeps an admitted Workload's priority)"
+        log.warning("%s already holds quota: its priority stays", where)
+        return f"skipped: the {noun} already holds quota (Kueue keeps an admitted Workload's priority)"
+    labels = {PRIORITY_CLASS_LABEL: priority_class}
     try:
-        hook.set_priority_class(meta["namespace"], meta["name"], priority_class, uid=meta.get("uid"))
+        client.patch_metadata(meta["namespace"], meta["name"], {"labels": labels}, meta.get("uid"))
     except ApiException as exc:
-        log.warning(
-            "raising the priority of Job %s/%s failed: %s", meta["namespace"], meta["name"], exc.reason
-        )
+        log.warning("raising the priority of %s failed: %s", where, exc.reason)
         return f"failed: {exc.status} {exc.reason}"
-    log.warning("Job %s/%s: WorkloadPriorityClass -> %s", meta["namespace"], meta["name"], priority_class)
+    log.warning("%s: WorkloadPriorityClass -> %s", where, priority_class)
     return priority_class

@@ -1,22 +1,21 @@
 """``KueueJobSetOperator``: several Job templates (e.g. a coordinator and N indexed workers) run as one
-JobSet, admitted by Kueue as one Workload (all or nothing), waited for through the queue."""
+JobSet, admitted by Kueue as one Workload (all or nothing), waited for through the queue.
+
+The JobSet kind of the operator template (``kueue_operator``): its parameters, its manifest (one Indexed Job
+per replicated job, built and checked as the Job kind's), its trigger and its per-child-Job log tails.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from airflow.sdk import BaseOperator
 from kubernetes.client.rest import ApiException
 
 from ..airflow_compat import AirflowException, AirflowFailException
-from ..hooks.blob_store import BlobConfigError
-from ..hooks.jobset_hook import JobSetHook
+from ..hooks.kind_client import JobSetClient
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import build_indexed_job
@@ -24,39 +23,18 @@ from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
 from ..kueue.job_template import as_mapping
 from ..kueue.job_validation import validate_untemplated
 from ..kueue.jobset import ReplicatedJob, build_jobset, jobset_name_for, replicated_job_problems
-from ..kueue.k8s_names import is_dns1123_subdomain, is_valid_label_value
+from ..kueue.ledger import RunLedger
 from ..kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE, PRIORITY_CLASS_LABEL
 from ..kueue.pod_policy import violations, with_restricted_defaults
-from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault, per_index_retries
-from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..kueue.topology import InvalidTopology, TopologyRequest, with_topology
+from ..kueue.trigger_event import KueueEvent
 from ..triggers.kueue_jobset import KueueJobSetTrigger
-from .checkpointing import Checkpointing, CheckpointSession
-from .job_submission import create_or_adopt_object, reattachable
+from .failures import KueueJobSetFailed
 from .k8s_models import plain
-from .kueue_link import KueueJobLink
+from .kueue_operator import KueueOperator, Shards, WaitOn
 from .settings import configured_pod_policy
-from .task_facts import check_positive_seconds, created_epoch, seconds, task_identity
-
-if TYPE_CHECKING:
-    from airflow.sdk import Context
-
-LOG_TAIL_INDEXES = 3  # per failed child Job
-
-
-class KueueJobSetFailed(AirflowException):
-    """The task's JobSet failed, timed out in the queue, or could not run: ``status``, ``jobset_name``,
-    ``namespace`` and ``failed_indexes`` (per child Job, ``"<job>: 3,7"``) say which and where."""
-
-    def __init__(self, message: str, event: Mapping[str, Any]) -> None:
-        super().__init__(message)
-        self.status: str | None = event.get("status")
-        self.jobset_name: str | None = event.get("jobset_name")
-        self.namespace: str | None = event.get("namespace")
-        self.failed_indexes = "; ".join(
-            rj["failed_indexes"] for rj in event.get("replicated_jobs") or () if rj.get("failed_indexes")
-        )
+from .task_facts import created_epoch
 
 
 @dataclass
@@ -128,7 +106,7 @@ class KueueReplicatedJob:
         return cls(**value)
 
 
-class KueueJobSetOperator(BaseOperator):
+class KueueJobSetOperator(KueueOperator):
     """Run ``replicated_jobs`` as one JobSet in a Kueue LocalQueue and wait until every one of them finished.
 
     Kueue admits the JobSet as one Workload with a pod set per replicated job: a coordinator and its 8
@@ -151,37 +129,64 @@ class KueueJobSetOperator(BaseOperator):
         fail the task with that reason, named by child Job and pod, and the JobSet is deleted to free its
         quota.
     :param keep_jobset_on_failure: keep a JobSet that still runs when the task fails (default: delete it).
+    :param deadline: as ``KueueIndexedJobOperator``'s: the trigger's ETA (the queue's pace while queued,
+        every replicated job's finished indexes once running) against it, in the log and the result.
+    :param deadline_margin: as ``KueueIndexedJobOperator``'s.
+    :param on_deadline_risk: ``DeadlineEscalation(raise_priority=..., notify=...)``, taken once per task
+        instance (``raise_priority`` relabels the JobSet while Kueue still queues it). ``spill_to`` is
+        refused: a JobSet is one gang, it has no unfinished shards to move on their own.
+    :param parallelism_ramp: refused (see ``KueueJobSetOperator.REFUSED``).
+    :param min_parallelism: refused (see ``KueueJobSetOperator.REFUSED``).
     """
 
-    template_fields: Sequence[str] = ("queue_name", "namespace", "replicated_jobs", "labels", "annotations")
-    ui_color = "#d4e9f7"
-    operator_extra_links = (KueueJobLink(),)
+    template_fields: Sequence[str] = (
+        "queue_name",
+        "namespace",
+        "replicated_jobs",
+        "labels",
+        "annotations",
+        "deadline",
+    )
+    kind = "JobSet"
+    log_tail_indexes = 3  # per failed child Job
+    REFUSED: ClassVar[dict[str, str]] = {
+        "parallelism_ramp": (
+            "Kueue resizes a running Workload (ElasticJobsViaWorkloadSlices) only for batch/v1 Jobs, and a "
+            "JobSet is admitted as one Workload for all its replicated jobs: set each one's parallelism"
+        ),
+        "min_parallelism": (
+            "Kueue's partial admission (kueue.x-k8s.io/job-min-parallelism) applies to batch/v1 Jobs only; a "
+            "JobSet is admitted whole or not at all"
+        ),
+        "spill_to": (
+            "a JobSet runs its replicated jobs as one gang: it has no unfinished shards that could move to "
+            "another queue on their own; use raise_priority or notify"
+        ),
+    }
 
     def __init__(
         self,
         *,
-        queue_name: str,
         replicated_jobs: Sequence[KueueReplicatedJob | Mapping[str, Any]],
-        namespace: str | None = None,
-        priority_class: str | None = None,
-        spot: bool = False,
         ttl_seconds_after_finished: int | None = 86400,
-        queue_timeout: timedelta | float | None = None,
-        workload_timeout: timedelta | float = DEFAULT_WORKLOAD_TIMEOUT,
-        start_timeout: timedelta | float = DEFAULT_START_TIMEOUT,
         keep_jobset_on_failure: bool = False,
         labels: Mapping[str, str] | None = None,
         annotations: Mapping[str, str] | None = None,
         jobset_name_prefix: str | None = None,
-        checkpointing: Checkpointing | dict[str, Any] | str | None = None,
-        kubernetes_conn_id: str = "kubernetes_default",
-        deferrable: bool = True,
+        parallelism_ramp: Any = None,
+        min_parallelism: int | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(keep_on_failure=keep_jobset_on_failure, **kwargs)
+        given = {"parallelism_ramp": parallelism_ramp, "min_parallelism": min_parallelism}
+        given["spill_to"] = self._deadlines.spill_to
+        for name, value in given.items():
+            if value is not None:
+                raise AirflowFailException(
+                    f"{self.task_id}: {name} is not available for a JobSet: {self.REFUSED[name]}"
+                )
         try:
             self.replicated_jobs = [KueueReplicatedJob.from_param(rj) for rj in replicated_jobs]
-            self.checkpointing = Checkpointing.from_param(checkpointing)
         except (TypeError, ValueError) as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
         if problems := replicated_job_problems(
@@ -194,39 +199,16 @@ class KueueJobSetOperator(BaseOperator):
                 f"{self.task_id}: checkpoint=True on {', '.join(checkpointed)}: set it on one replicated job "
                 "(its indexes are the shards the checkpoint location is for)"
             )
-        if bool(checkpointed) != (self.checkpointing is not None):
+        if bool(checkpointed) != (self._checkpointing is not None):
             raise AirflowFailException(
                 f"{self.task_id}: checkpointing= and a replicated job with checkpoint=True go together: "
                 "set both or neither"
             )
-        if priority_class is not None and not (
-            is_dns1123_subdomain(priority_class) and is_valid_label_value(priority_class)
-        ):
-            raise AirflowFailException(
-                f"{self.task_id}: priority_class {priority_class!r} is not a valid WorkloadPriorityClass "
-                "name: use at most 63 lowercase letters, digits, '-' and '.'"
-            )
-        self.queue_name = queue_name
-        self.namespace = namespace
-        self.priority_class = priority_class
-        self.spot = spot
         self.ttl_seconds_after_finished = ttl_seconds_after_finished
-        self.queue_timeout = None if queue_timeout is None else seconds(queue_timeout)
-        self.workload_timeout = seconds(workload_timeout)
-        self.start_timeout = seconds(start_timeout)
-        if self.queue_timeout is not None and self.queue_timeout <= 0:
-            raise AirflowFailException(f"{self.task_id}: queue_timeout must be positive, got {queue_timeout}")
-        check_positive_seconds(
-            self.task_id, workload_timeout=self.workload_timeout, start_timeout=self.start_timeout
-        )
         self.keep_jobset_on_failure = keep_jobset_on_failure
         self.labels = labels
         self.annotations = annotations
         self.jobset_name_prefix = jobset_name_prefix
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.deferrable = deferrable
-        self._jobset_name: str | None = None
-        self._jobset_uid: str | None = None
         self._check_untemplated()
 
     # --- 1. build and validate (no cluster call before this passes) ---------------------------------------
@@ -315,17 +297,16 @@ class KueueJobSetOperator(BaseOperator):
             identity=identity,
         )
 
-    # --- 2. submit or reattach, then wait -------------------------------------------------------------------
-    def execute(self, context: Context) -> dict[str, Any]:
-        identity = task_identity(context)
-        manifest = self.build_manifest(identity)
-        session = self._checkpoint_session(identity)
-        hook = JobSetHook(self.kubernetes_conn_id)
-        self._check_local_queue(hook)
+    # --- 2. the JobSet kind's part of the operator template (kueue_operator) -----------------------------
+    def _client(self) -> JobSetClient:
+        return JobSetClient(self.kubernetes_conn_id)
+
+    def _previous(self, client: Any, identity: AirflowIdentity) -> list[dict[str, Any]]:
+        """This task instance's JobSets; a cluster without JobSets (404) or a Role without them (403) fails
+        the task with what to do, and nothing is created."""
         namespace = self.resolved_namespace()
-        # 1. Reattach to a JobSet of this task instance that still runs (or completed) ...
         try:
-            previous = hook.task_instance_jobsets(namespace, identity)
+            return super()._previous(client, identity)
         except ApiException as exc:
             if exc.status not in (403, 404):
                 raise
@@ -340,148 +321,52 @@ class KueueJobSetOperator(BaseOperator):
                 )
                 + ". Nothing was created."
             ) from None
-        submission = reattachable(previous)
-        if submission is None:
-            # 2. ... or create this try's (a worker that died after creating it adopts it through the 409).
-            token = session.prepare_pod_access() if session is not None else None
-            if session is not None:
-                self._give_checkpoint_env(manifest, session)
-            submission = create_or_adopt_object(
-                hook.create_jobset, hook.get_jobset, manifest, identity, "JobSet"
-            )
-            if session is not None and token is not None:
-                self._hand_pods_their_sas(hook, session, submission.job, token)
-        jobset = submission.job
-        self._jobset_name, self._jobset_uid = jobset["metadata"]["name"], jobset["metadata"].get("uid")
-        self.log.info(
-            "%s JobSet %s/%s (%s) in LocalQueue %s: %s",
-            "reattached to" if submission.reattached else "submitted",
-            namespace,
-            self._jobset_name,
-            submission.reason,
-            self.queue_name,
-            ", ".join(f"{rj.name} {rj.replicas}x{rj.completions}" for rj in self.replicated_jobs),
-        )
-        trigger = KueueJobSetTrigger(
-            jobset_name=self._jobset_name,
-            namespace=namespace,
-            queue_name=self.queue_name,
+
+    def _shard_count(self) -> int:
+        """The checkpointed replicated job's indexes (each is a shard)."""
+        return next((rj.completions for rj in self.replicated_jobs if rj.checkpoint), 1)
+
+    def _shards_to_run(
+        self, shards: Shards, previous: list[dict[str, Any]]
+    ) -> tuple[IndexSet, RunLedger | None]:
+        """Every shard: a JobSet runs as one gang, a retry runs it whole."""
+        return IndexSet.range(0, self._shard_count()), None
+
+    def _nothing_left(
+        self, identity: AirflowIdentity, shards: Shards, ledger: RunLedger | None
+    ) -> dict[str, Any]:
+        raise AssertionError("a JobSet always runs its shards")  # _shards_to_run never returns none
+
+    def _submitted_line(self) -> str:
+        return ": " + ", ".join(f"{rj.name} {rj.replicas}x{rj.completions}" for rj in self.replicated_jobs)
+
+    def _trigger_for(self, wait: WaitOn) -> KueueJobSetTrigger:
+        return KueueJobSetTrigger(
+            jobset_name=wait.obj["metadata"]["name"],
+            namespace=self.resolved_namespace(),
+            queue_name=wait.queue_name or self.queue_name,
             kubernetes_conn_id=self.kubernetes_conn_id,
-            jobset_uid=self._jobset_uid,
+            jobset_uid=wait.obj["metadata"].get("uid"),
             queue_timeout=self.queue_timeout,
-            submitted_at=created_epoch(jobset),
+            submitted_at=created_epoch(wait.obj),
             workload_timeout=self.workload_timeout,
             start_timeout=self.start_timeout,
+            deadline=wait.plan.to_dict() if wait.plan else None,
             deferred_at=time.time(),
         )
-        if self.deferrable:
-            self.defer(trigger=trigger, method_name="execute_complete")
-        return self.execute_complete(context, asyncio.run(trigger.first_event()))
 
-    def _give_checkpoint_env(self, manifest: dict[str, Any], session: CheckpointSession) -> None:
+    def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
         """The checkpointed replicated job's pods learn where (and with which SAS Secret, named after the
         JobSet) to checkpoint: its Job template is shaped as an Indexed Job of the provider is."""
-        rj = next(rj for rj in self.replicated_jobs if rj.checkpoint)
+        rj = next((rj for rj in self.replicated_jobs if rj.checkpoint), None)
+        if rj is None:  # no checkpointing
+            return
         template = next(t for t in manifest["spec"]["replicatedJobs"] if t["name"] == rj.name)
         as_job = {"metadata": {"name": manifest["metadata"]["name"]}, "spec": template["template"]["spec"]}
-        session.shape_job(as_job, IndexSet.range(0, rj.completions))
+        shards.shape_job(as_job, indexes)
 
-    def _hand_pods_their_sas(
-        self, hook: JobSetHook, session: CheckpointSession, jobset: dict[str, Any], token: str
-    ) -> None:
-        """The SAS Secret, owned by the JobSet (it goes with it). The JobSet is suspended until Kueue admits
-        it; if the Secret cannot be made, the JobSet goes too: its pods could never checkpoint."""
-        try:
-            hook.create_secret(session.sas_secret(jobset, token))
-        except Exception:
-            hook.delete_jobset_unless_finished(
-                self.resolved_namespace(), jobset["metadata"]["name"], uid=jobset["metadata"].get("uid")
-            )
-            raise
+    def _failed_by_job(self, event: KueueEvent) -> dict[str, str]:
+        return dict(event.failed_jobs)
 
-    def _checkpoint_session(self, identity: AirflowIdentity) -> CheckpointSession | None:
-        if self.checkpointing is None:
-            return None
-        if problem := self.checkpointing.pod_policy_problem(configured_pod_policy()):
-            raise AirflowFailException(f"{self.task_id}: checkpointing: {problem}")
-        rj = next(rj for rj in self.replicated_jobs if rj.checkpoint)
-        session = CheckpointSession(self.checkpointing, identity, rj.completions)
-        try:
-            session.check()
-        except BlobConfigError as exc:
-            raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from None
-        return session
-
-    def _check_local_queue(self, hook: JobSetHook) -> None:
-        namespace = self.resolved_namespace()
-        if hook.get_local_queue(namespace, self.queue_name) is not None:
-            return
-        existing = sorted(q["metadata"]["name"] for q in hook.list_local_queues(namespace))
-        raise AirflowFailException(
-            f"{self.task_id}: LocalQueue {self.queue_name!r} does not exist in namespace {namespace!r} "
-            f"(LocalQueues there: {', '.join(existing) or 'none'}); set queue_name to one of them or "
-            "create it"
-        )
-
-    def resolved_namespace(self) -> str:
-        """``namespace``, else the kubernetes connection's ``namespace`` extra, else ``default``."""
-        if not self.namespace:
-            self.namespace = JobSetHook(self.kubernetes_conn_id).connection_namespace() or "default"
-        return self.namespace
-
-    # --- 3. the final event -> result or failure --------------------------------------------------------
-    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        if not event:
-            raise KueueJobSetFailed("the trigger ended without an event", {})
-        status, message = event.get("status"), str(event.get("message") or "")
-        result = {k: v for k, v in event.items() if k not in ("status", "message", "failed_jobs")}
-        if status == "success":
-            self.log.info("%s; result: %s", message, json.dumps(result, sort_keys=True))
-            if self.checkpointing is not None and not self.checkpointing.keep_after_success:
-                rj = next(rj for rj in self.replicated_jobs if rj.checkpoint)
-                CheckpointSession(
-                    self.checkpointing, task_identity(context), rj.completions
-                ).clean_up_after_success()
-            return result
-        message += self._log_tails(event) + self._stop_after_failure(event)
-        raise KueueJobSetFailed(f"{status}: {message}", event)
-
-    def _log_tails(self, event: Mapping[str, Any]) -> str:
-        """The last log lines of the first failed indexes of each failed child Job."""
-        namespace = str(event.get("namespace") or self.resolved_namespace())
-        failed = dict(event.get("failed_jobs") or {})
-        if not failed:
-            return ""
-        try:
-            hook = JobSetHook(self.kubernetes_conn_id)
-            parts = []
-            for job_name, indexes in failed.items():
-                first = list(IndexSet.parse(indexes))[:LOG_TAIL_INDEXES]
-                for index, tail in hook.failed_index_log_tails(namespace, job_name, first).items():
-                    parts.append(f"\n--- {job_name} index {index}, last log lines ---\n{tail.rstrip()}")
-        except Exception as exc:  # the failure itself matters more than its logs
-            return f"\n(could not read the failed pods' logs: {exc})"
-        return "".join(parts)
-
-    def _stop_after_failure(self, event: Mapping[str, Any]) -> str:
-        """A failed task's JobSet must not keep holding quota: delete it unless it finished (or is kept)."""
-        name = event.get("jobset_name")
-        if self.keep_jobset_on_failure or not name or event.get("status") == "timeout":
-            return ""
-        try:
-            what = JobSetHook(self.kubernetes_conn_id).delete_jobset_unless_finished(
-                str(event.get("namespace") or self.resolved_namespace()),
-                str(name),
-                uid=event.get("jobset_uid"),
-            )
-        except Exception as exc:
-            return f"\n(could not delete JobSet {name}: {exc}; delete it yourself to free its quota)"
-        return "; its JobSet was still running and has been deleted" if what == "deleted" else ""
-
-    def on_kill(self) -> None:
-        """Blocking mode: the task was killed, so a JobSet still queued or running goes too."""
-        if self._jobset_name:
-            what = JobSetHook(self.kubernetes_conn_id).delete_jobset_unless_finished(
-                self.resolved_namespace(), self._jobset_name, uid=self._jobset_uid
-            )
-            self.log.info("task killed; JobSet %s/%s: %s", self.resolved_namespace(), self._jobset_name, what)
+    def _failure(self, message: str, event: Mapping[str, Any]) -> AirflowException:
+        return KueueJobSetFailed(message, event)

@@ -162,7 +162,7 @@ def test_a_restarted_try_reattaches_and_on_kill_deletes_the_jobset_and_its_pods(
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    wait_for("the operator reattached", lambda: op._jobset_name == name, timeout=60)
+    wait_for("the operator reattached", lambda: op._name == name, timeout=60)
     assert len(_jobsets(kueue_env)) == 1
     op.on_kill()
     wait_for("the JobSet gone", lambda: not _jobsets(kueue_env), timeout=60)

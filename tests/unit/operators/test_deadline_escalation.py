@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.kueue.deadline import DeadlinePlan, EtaHistory
 from airflow_kueue_provider.kueue.eta import Estimate
+from airflow_kueue_provider.kueue.names import PRIORITY_CLASS_LABEL
+from airflow_kueue_provider.kueue.trigger_event import KueueEvent
 from airflow_kueue_provider.operators.deadline_escalation import DeadlineEscalation, InvalidEscalation
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
@@ -87,11 +90,15 @@ def test_the_steps_are_taken_once_each_and_a_failing_notifier_is_listed_not_rais
     from airflow_kueue_provider.operators.deadline_escalation import take_steps
 
     class Hook:
+        noun = "Job"
+
         def __init__(self) -> None:
             self.calls: list[tuple[str, ...]] = []
 
-        def set_priority_class(self, namespace: str, name: str, priority_class: str, uid: str | None) -> None:
-            self.calls.append((namespace, name, priority_class, str(uid)))
+        def patch_metadata(
+            self, namespace: str, name: str, metadata: dict[str, Any], uid: str | None
+        ) -> None:
+            self.calls.append((namespace, name, metadata["labels"][PRIORITY_CLASS_LABEL], str(uid)))
 
     def broken(context: object, info: dict[str, object]) -> None:
         assert info["eta"] == "2026-12-02T07:20:00+00:00" and info["job_name"] == "j"
@@ -106,7 +113,9 @@ def test_the_steps_are_taken_once_each_and_a_failing_notifier_is_listed_not_rais
     }
     queued = {"metadata": {"namespace": "ns", "name": "j", "uid": "u"}, "spec": {"suspend": True}}
     hook = Hook()
-    steps = take_steps(DeadlineEscalation("urgent", broken), hook, queued, event, context={})  # type: ignore[arg-type]
+    steps = take_steps(
+        DeadlineEscalation("urgent", broken), hook, queued, KueueEvent.from_dict(event), context={}
+    )  # type: ignore[arg-type]
     assert hook.calls == [("ns", "j", "urgent", "u")]
     assert [s["step"] for s in steps] == ["earlier", "raise_priority", "notify"]
     assert "s3cr3t" not in json.dumps(steps), "a notifier's message stays out of the result"
@@ -115,7 +124,8 @@ def test_the_steps_are_taken_once_each_and_a_failing_notifier_is_listed_not_rais
     # A Job that already holds quota keeps its priority (Kueue freezes it; its webhook refuses the label).
     running = {**queued, "spec": {"suspend": False}}
     hook = Hook()
-    (step,) = take_steps(DeadlineEscalation("urgent"), hook, running, {**event, "escalations": []}, {})  # type: ignore[arg-type]
+    later = KueueEvent.from_dict({**event, "escalations": []})
+    (step,) = take_steps(DeadlineEscalation("urgent"), hook, running, later, {})  # type: ignore[arg-type]
     assert hook.calls == [] and step["detail"].startswith("skipped: the Job already holds quota")
 
 
@@ -135,14 +145,16 @@ def test_a_hand_back_hands_the_released_quota_to_the_next_trigger(monkeypatch: p
         "metadata": {"name": "j", "namespace": "n", "uid": "u", "creationTimestamp": "2026-12-02T06:00:00Z"}
     }
 
-    class Hook:
+    class Client:
+        noun = "Job"
+
         def __init__(self, conn_id: str) -> None:
             pass
 
-        def get_job(self, namespace: str, name: str) -> dict[str, object]:
+        def get(self, namespace: str, name: str) -> dict[str, object]:
             return job
 
-    monkeypatch.setattr(indexed_job, "KueueHook", Hook)
+    monkeypatch.setattr(indexed_job, "JobClient", Client)
     op = KueueIndexedJobOperator(
         task_id="t", namespace="n", queue_name="q", image="i:1", completions=2, deadline=timedelta(hours=1)
     )
@@ -155,7 +167,7 @@ def test_a_hand_back_hands_the_released_quota_to_the_next_trigger(monkeypatch: p
         "quota_released_cpu_seconds": 25.0,
     }
     with pytest.raises(TaskDeferred) as deferred:
-        op._escalate({"ti": ti}, event)  # type: ignore[arg-type]
+        op._escalate({"ti": ti}, KueueEvent.from_dict(event))  # type: ignore[arg-type]
     trigger = deferred.value.trigger
     assert trigger.released_before == {"pod_seconds": 12.5, "cpu_seconds": 25.0}
     assert KueueJobTrigger(**trigger.serialize()[1])._released.pod_seconds == 12.5

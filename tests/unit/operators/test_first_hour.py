@@ -106,9 +106,9 @@ def test_escalations_are_taken_once_per_task_instance() -> None:
     assert taken_before([{"metadata": {"name": "try-1"}}]) == []
     op = _op(deadline="07:00", on_deadline_risk={"notify": lambda context, info: None})
     plan = DeadlinePlan(datetime(2026, 12, 2, 7, tzinfo=timezone.utc), timedelta(minutes=10), escalate=True)
-    again = op._once_per_task_instance(plan, [earlier])
+    again = op._deadlines.once_per_task_instance(plan, [earlier])
     assert again is not None and not again.escalate and again.escalations[0]["step"] == "notify"
-    assert op._once_per_task_instance(plan, []) == plan
+    assert op._deadlines.once_per_task_instance(plan, []) == plan
 
 
 class _NoJobs:
@@ -181,13 +181,19 @@ def test_a_task_result_covers_every_attempt(monkeypatch: pytest.MonkeyPatch) -> 
     }
 
     class _Hook:
-        def __init__(self, *args: Any) -> None:
-            pass
-
         def task_instance_jobs(self, namespace: str, identity: Any) -> list[Any]:
             return [first_job]
 
-    monkeypatch.setattr("airflow_kueue_provider.operators.indexed_job.KueueHook", _Hook)
+    class _Client:
+        noun = "Job"
+
+        def __init__(self, *args: Any) -> None:
+            self.hook = _Hook()
+
+        def get(self, namespace: str, name: str) -> None:
+            return None
+
+    monkeypatch.setattr("airflow_kueue_provider.operators.indexed_job.JobClient", _Client)
     op = _op(namespace="ns", completions=6, parallelism=6, resources={"requests": {"cpu": "4"}}, spot=True)
     context = {"ti": SimpleNamespace(dag_id="d", task_id="t", run_id="r", try_number=2, map_index=-1)}
     event = {

@@ -1,0 +1,193 @@
+"""A task's deadline, for every job kind: the checks when the DAG is parsed, the plan at submit, the
+escalation once per task instance when the trigger says the run is at risk (docs/deadlines.md).
+
+What it needs is injected: the kind's client (read, annotate, relabel its object) and, for ``spill_to``, the
+kind's spill (only the Job kind has one; the JobSet kind refuses ``spill_to`` at parse time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from kubernetes.client.rest import ApiException
+
+from ..airflow_compat import AirflowFailException
+from ..hooks.kind_client import KindClient
+from ..kueue.deadline import (
+    DeadlinePlan,
+    DeadlineValue,
+    InvalidDeadline,
+    default_margin,
+    margin_covers_relative_deadline,
+    resolve_deadline,
+    submit_warning,
+    taken_before,
+)
+from ..kueue.names import DEADLINE_ANNOTATION, ESCALATIONS_ANNOTATION
+from ..kueue.trigger_event import KueueEvent
+from .deadline_escalation import DeadlineEscalation, InvalidEscalation, take_steps
+from .deadline_spill import SpillOutcome
+
+log = logging.getLogger(__name__)
+
+Spill = Callable[[dict[str, Any], KueueEvent, Any], SpillOutcome]
+"""The kind's ``spill_to``: move the object's unfinished shards to the spill queue (deadline_spill)."""
+
+
+@dataclass(frozen=True)
+class Escalated:
+    """What the task waits on after an escalation: the object (the spill Job, if it moved), its plan, and
+    the queue it waits in (None: the task's own)."""
+
+    obj: dict[str, Any]
+    plan: DeadlinePlan
+    queue_name: str | None
+
+
+class DeadlineHandling:
+    def __init__(
+        self,
+        task_id: str,
+        deadline: DeadlineValue | None,
+        deadline_margin: timedelta | None,
+        on_deadline_risk: DeadlineEscalation | Mapping[str, Any] | None,
+        logger: logging.Logger | Any = None,
+    ) -> None:
+        self.log = logger or logging.getLogger(__name__)  # the operator's: its lines go to the task log
+        self.task_id = task_id
+        self.deadline = deadline
+        self.margin = deadline_margin
+        try:
+            self.escalation = DeadlineEscalation.from_param(on_deadline_risk)
+            if deadline is not None and not (isinstance(deadline, str) and "{{" in deadline):
+                resolve_deadline(deadline, datetime.now(timezone.utc))  # the form, early; templated: at run
+        except (InvalidEscalation, InvalidDeadline) as exc:
+            raise AirflowFailException(f"{task_id}: {exc}") from None
+        if warning := margin_covers_relative_deadline(deadline, deadline_margin):
+            self.log.warning("%s: %s", task_id, warning)
+        if self.escalation is not None and deadline is None:
+            raise AirflowFailException(
+                f"{task_id}: on_deadline_risk needs a deadline= to compare the ETA with"
+            )
+
+    @property
+    def spill_to(self) -> str | None:
+        return self.escalation.spill_to if self.escalation else None
+
+    def check_spill_queue(self, queue_name: str) -> None:
+        """``spill_to`` must name another LocalQueue than the task's (a templated one: once rendered)."""
+        if self.spill_to is not None and self.spill_to == queue_name:
+            raise AirflowFailException(
+                f"{self.task_id}: on_deadline_risk spill_to={queue_name!r} is the task's own queue_name; "
+                "name another LocalQueue (e.g. one on on-demand nodes)"
+            )
+
+    # --- at submit ---------------------------------------------------------------------------------------
+    def plan(self, context: Any, client: KindClient) -> DeadlinePlan | None:
+        """The rendered ``deadline`` against the DAG run's start; the escalation's priority class checked."""
+        if self.deadline is None:
+            return None
+        dag_run = context.get("dag_run")
+        started = getattr(dag_run, "start_date", None) or datetime.now(timezone.utc)
+        try:
+            at = resolve_deadline(self.deadline, started)
+        except InvalidDeadline as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
+        raise_to = self.escalation.raise_priority if self.escalation is not None else None
+        if raise_to and not _priority_class_exists(client, raise_to, self.log):
+            raise AirflowFailException(
+                f"{self.task_id}: on_deadline_risk raise_priority={raise_to!r}: no such "
+                "WorkloadPriorityClass in the cluster; create it or name an existing one"
+            )
+        now = datetime.now(timezone.utc)
+        margin = self.margin if self.margin is not None else default_margin(at, now)
+        self.log.info("deadline %s UTC (margin %s)", f"{at:%Y-%m-%d %H:%M:%S}", margin)
+        if warning := submit_warning(at, margin, now, escalates=self.escalation is not None):
+            self.log.warning("%s", warning)
+        return DeadlinePlan(at, margin, escalate=self.escalation is not None)
+
+    def once_per_task_instance(
+        self, plan: DeadlinePlan | None, previous: list[dict[str, Any]]
+    ) -> DeadlinePlan | None:
+        """``on_deadline_risk`` is taken once per task instance: a retry (or a restarted worker) whose earlier
+        objects record escalations keeps the ETA and the record, and takes no step again."""
+        if plan is None or not plan.escalate or not (earlier := taken_before(previous)):
+            return plan
+        steps = ", ".join(sorted({s.get("step", "?") for s in earlier}))
+        self.log.info(
+            "on_deadline_risk was taken by an earlier try of this task instance (%s): not again", steps
+        )
+        return dataclasses.replace(plan, escalate=False, escalations=tuple(earlier))
+
+    @staticmethod
+    def record_on(client: KindClient, obj: dict[str, Any], plan: DeadlinePlan) -> None:
+        """The deadline on the object, for the UI and kubectl."""
+        meta = obj["metadata"]
+        annotations = {DEADLINE_ANNOTATION: plan.deadline.isoformat()}
+        client.patch_metadata(meta["namespace"], meta["name"], {"annotations": annotations}, meta.get("uid"))
+
+    # --- when the trigger hands the task back -------------------------------------------------------------
+    def escalate(
+        self, context: Any, event: KueueEvent, client: KindClient, obj: dict[str, Any], spill: Spill | None
+    ) -> Escalated:
+        """Take each step of ``on_deadline_risk`` once (a spill that must wait: again when the trigger says
+        the object is back in its queue), record them on the object, and say what to wait on next."""
+        steps = [dict(e) for e in event.escalations]
+        queue_name, spill_pending = None, False
+        report = event.deadline
+        assert report is not None  # a deadline_risk event carries its deadline
+        if self.escalation is not None:
+            if not report.spill_pending:  # the first hand-back: every step; later: the spill alone
+                steps = take_steps(self.escalation, client, obj, event, context)
+            if self.escalation.spill_to and spill is not None:
+                spilled = spill(obj, event, context)
+                steps = [s for s in steps if s.get("step") != "spill_to"] + [spilled.step]
+                if spilled.job is not None:
+                    obj, queue_name = spilled.job, self.escalation.spill_to
+                spill_pending = spilled.job is None
+            recorded = {ESCALATIONS_ANNOTATION: json.dumps(steps)}
+            if queue_name is not None:  # the spill Job: the deadline too, for the UI and kubectl
+                recorded[DEADLINE_ANNOTATION] = report.deadline
+            meta = obj["metadata"]
+            client.patch_metadata(meta["namespace"], meta["name"], {"annotations": recorded}, meta.get("uid"))
+        plan = DeadlinePlan(
+            deadline=datetime.fromisoformat(report.deadline),
+            margin=self.margin_of(event),
+            escalate=False,
+            escalations=tuple(steps),
+            eta_history=tuple(dict(s) for s in report.eta_history),
+            spill_pending=spill_pending,
+        )
+        return Escalated(obj, plan, queue_name)
+
+    def margin_of(self, event: KueueEvent) -> timedelta:
+        """The margin the trigger used (a trigger of an earlier version did not send it)."""
+        report = event.deadline
+        assert report is not None
+        if report.margin_seconds is not None:
+            return timedelta(seconds=report.margin_seconds)
+        if self.margin is not None:
+            return self.margin
+        return default_margin(datetime.fromisoformat(report.deadline), datetime.now(timezone.utc))
+
+
+def _priority_class_exists(client: KindClient, name: str, log: Any) -> bool:
+    """WorkloadPriorityClasses are cluster-scoped; the workers' namespaced Role (deploy/rbac) may not read
+    them, and then the name is used as given."""
+    try:
+        return client.hook.get_workload_priority_class(name) is not None
+    except ApiException as exc:
+        if exc.status != 403:
+            raise
+        log.warning(
+            "cannot check that WorkloadPriorityClass %s exists (403: no cluster-scoped read); "
+            "using it as given",
+            name,
+        )
+        return True

@@ -1,0 +1,396 @@
+"""The operator every job kind shares: ``execute`` and ``execute_complete`` as one template
+(docs/design.md, "Job kinds").
+
+A kind (``KueueIndexedJobOperator``, ``KueueJobSetOperator``) supplies its parameters, its manifest, its
+client (``hooks.kind_client``), its trigger, its checkpoint shaping and its log tails; the template does the
+rest for every kind: the queue check, the deadline plan, reattach or submit, the pods' checkpoint
+credentials, defer (or wait here), the result, the log tails and the delete after a failure, ``on_kill``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import BaseOperator
+
+from ..airflow_compat import AirflowException, AirflowFailException
+from ..hooks.blob_store import BlobConfigError
+from ..hooks.kind_client import KindClient
+from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.deadline import DeadlinePlan, DeadlineValue
+from ..kueue.index_set import IndexSet
+from ..kueue.job_progress import released_so_far
+from ..kueue.k8s_names import is_dns1123_subdomain, is_valid_label_value
+from ..kueue.ledger import RunLedger
+from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
+from ..kueue.start_guard import DEFAULT_START_TIMEOUT
+from ..kueue.trigger_event import Kind, KueueEvent
+from ..triggers.kueue_follow import KueueFollowTrigger
+from .checkpointing import Checkpointing, CheckpointSession
+from .deadline_escalation import DeadlineEscalation
+from .deadline_handling import DeadlineHandling, Spill
+from .job_submission import Submission, create_or_adopt_object, reattachable
+from .kueue_link import KueueJobLink
+from .no_checkpointing import NoCheckpointing
+from .settings import configured_pod_policy
+from .task_facts import check_positive_seconds, seconds, task_identity
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+Shards = CheckpointSession | NoCheckpointing
+
+
+@dataclass(frozen=True)
+class WaitOn:
+    """What the next trigger follows: the object, the try's shards, the deadline plan, the queue it waits in
+    (None: the task's) and the quota released so far (a re-deferral after an escalation)."""
+
+    obj: dict[str, Any]
+    shards: Shards
+    plan: DeadlinePlan | None
+    queue_name: str | None = None
+    released_before: dict[str, Any] | None = None
+
+
+class KueueOperator(BaseOperator):
+    """The shared parameters (each kind documents them): ``queue_name``, ``namespace``, ``priority_class``,
+    ``spot``, ``queue_timeout``, ``workload_timeout``, ``start_timeout``, ``checkpointing``, ``deadline``,
+    ``deadline_margin``, ``on_deadline_risk``, ``kubernetes_conn_id``, ``deferrable``."""
+
+    kind: ClassVar[Kind]
+    ui_color = "#d4e9f7"
+    operator_extra_links = (KueueJobLink(),)
+
+    def __init__(
+        self,
+        *,
+        queue_name: str,
+        namespace: str | None = None,
+        priority_class: str | None = None,
+        spot: bool = False,
+        queue_timeout: timedelta | float | None = None,
+        workload_timeout: timedelta | float = DEFAULT_WORKLOAD_TIMEOUT,
+        start_timeout: timedelta | float = DEFAULT_START_TIMEOUT,
+        keep_on_failure: bool = False,
+        checkpointing: Checkpointing | dict[str, Any] | str | None = None,
+        deadline: DeadlineValue | None = None,
+        deadline_margin: timedelta | float | None = None,
+        on_deadline_risk: DeadlineEscalation | dict[str, Any] | None = None,
+        kubernetes_conn_id: str = "kubernetes_default",
+        deferrable: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        """The kinds take their own parameters and pass these on (``**kwargs``); ``keep_on_failure`` is the
+        kind's ``keep_job_on_failure`` / ``keep_jobset_on_failure``."""
+        super().__init__(**kwargs)
+        self.queue_name = queue_name
+        self.namespace = namespace
+        self.priority_class = priority_class
+        self.spot = spot
+        self.queue_timeout = None if queue_timeout is None else seconds(queue_timeout)
+        self.workload_timeout = seconds(workload_timeout)
+        self.start_timeout = seconds(start_timeout)
+        self.keep_on_failure = keep_on_failure
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.deferrable = deferrable
+        self.deadline = deadline
+        self.deadline_margin = (
+            None if deadline_margin is None else timedelta(seconds=seconds(deadline_margin))
+        )
+        self._deadlines = DeadlineHandling(
+            self.task_id, deadline, self.deadline_margin, on_deadline_risk, self.log
+        )
+        self.on_deadline_risk = self._deadlines.escalation
+        try:
+            self.checkpointing = self._checkpointing = Checkpointing.from_param(checkpointing)
+        except (TypeError, ValueError) as exc:
+            raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from None
+        if self._deadlines.spill_to is not None and self._checkpointing is None:
+            raise AirflowFailException(
+                f"{self.task_id}: on_deadline_risk spill_to needs checkpointing=: the ledger says which "
+                "shards are left, and the spill Job's pods find their shards (and checkpoints) through it"
+            )
+        self._deadlines.check_spill_queue(queue_name)
+        if self.queue_timeout is not None and self.queue_timeout <= 0:
+            raise AirflowFailException(
+                f"{self.task_id}: queue_timeout must be positive, got {self.queue_timeout}"
+            )
+        check_positive_seconds(
+            self.task_id, workload_timeout=self.workload_timeout, start_timeout=self.start_timeout
+        )
+        if (
+            priority_class is not None
+            and "{{" not in priority_class
+            and not (is_dns1123_subdomain(priority_class) and is_valid_label_value(priority_class))
+        ):
+            raise AirflowFailException(
+                f"{self.task_id}: priority_class {priority_class!r} is not a valid WorkloadPriorityClass "
+                "name: use at most 63 lowercase letters, digits, '-' and '.'"
+            )
+        self._name: str | None = None
+        self._uid: str | None = None
+
+    # --- the kind's part ------------------------------------------------------------------------------------
+    def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _client(self) -> KindClient:
+        raise NotImplementedError
+
+    def _shard_count(self) -> int:
+        """The shards the checkpoint location is for (the ledger's size)."""
+        raise NotImplementedError
+
+    def _shards_to_run(
+        self, shards: Shards, previous: list[dict[str, Any]]
+    ) -> tuple[IndexSet, RunLedger | None]:
+        """The shards this try runs, and the ledger when there is one."""
+        raise NotImplementedError
+
+    def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
+        """Give the pods their shards and checkpoint location (a no-op without checkpointing)."""
+        raise NotImplementedError
+
+    def _trigger_for(self, wait: WaitOn) -> KueueFollowTrigger:
+        raise NotImplementedError
+
+    def _submitted_line(self) -> str:
+        """What the submit log line adds after the queue (e.g. the replicated jobs)."""
+        return ""
+
+    def _result(
+        self, identity: AirflowIdentity, event: KueueEvent, shards: Shards
+    ) -> tuple[dict[str, Any], str]:
+        """(the task's result, the final message) for the trigger's last event."""
+        return event.result_keys(), event.message
+
+    def _nothing_left(
+        self, identity: AirflowIdentity, shards: Shards, ledger: RunLedger | None
+    ) -> dict[str, Any]:
+        """The result when an earlier try already finished every shard (the ledger says so)."""
+        raise NotImplementedError
+
+    log_tail_indexes: ClassVar[int] = 5
+    """Failed indexes whose pods' last log lines the failure shows, per failed Job."""
+
+    def _failed_by_job(self, event: KueueEvent) -> dict[str, str]:
+        """Each failed Job's failed indexes (an interval string), for the log tails."""
+        raise NotImplementedError
+
+    def _tail_heading(self, job_name: str, index: int) -> str:
+        return f"{job_name} index {index}"
+
+    def _failure(self, message: str, event: Mapping[str, Any]) -> AirflowException:
+        raise NotImplementedError
+
+    def _spill(self) -> Spill | None:
+        """The kind's ``spill_to`` (None: the kind refuses it when the DAG is parsed)."""
+        return None
+
+    # --- the template ---------------------------------------------------------------------------------------
+    def resolved_namespace(self) -> str:
+        """``namespace``, else the kubernetes connection's ``namespace`` extra, else ``default``."""
+        if not self.namespace:
+            self.namespace = self._client().hook.connection_namespace() or "default"
+        return self.namespace
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        identity = task_identity(context)
+        manifest = self.build_manifest(identity)
+        shards = self._shards(identity)
+        client = self._client()
+        self._check_local_queue(client, self.queue_name, "queue_name")
+        if spill_to := self._deadlines.spill_to:
+            self._deadlines.check_spill_queue(self.queue_name)  # a templated queue_name, rendered
+            self._check_local_queue(client, spill_to, "on_deadline_risk spill_to")
+        plan = self._deadlines.plan(context, client)  # a bad deadline or priority class: nothing is created
+        # 1. Reattach to an object of this task instance that still runs (or completed) ...
+        previous = self._previous(client, identity)
+        plan = self._deadlines.once_per_task_instance(plan, previous)
+        submission = reattachable(previous, completed_counts=not shards.keeps_ledger)
+        if submission is None:
+            # 2. ... or run what is left: every shard, or on a retry those the ledger has not seen finish.
+            indexes, ledger = self._shards_to_run(shards, previous)
+            if ledger is not None and ledger.attempts:
+                self.log.info("%s", ledger.retry_plan())
+            if not indexes:
+                self.log.info("every shard already finished in an earlier try; nothing to run")
+                return self._nothing_left(identity, shards, ledger)
+            submission = self._submit(client, manifest, identity, shards, indexes)
+        obj = submission.job
+        self._name, self._uid = obj["metadata"]["name"], obj["metadata"].get("uid")
+        if plan is not None:
+            self._deadlines.record_on(client, obj, plan)
+        self.log.info(
+            "%s %s %s/%s (%s) in LocalQueue %s%s",
+            "reattached to" if submission.reattached else "submitted",
+            self.kind,
+            self.resolved_namespace(),
+            self._name,
+            submission.reason,
+            self.queue_name,
+            self._submitted_line(),
+        )
+        # 3. Wait: deferred in the triggerer, or here with the same async logic.
+        return self._wait(context, self._trigger_for(WaitOn(obj, shards, plan)))
+
+    def _submit(
+        self,
+        client: KindClient,
+        manifest: dict[str, Any],
+        identity: AirflowIdentity,
+        shards: Shards,
+        indexes: IndexSet,
+    ) -> Submission:
+        """Create this try's object (a worker that died after creating it adopts it through the 409), hand
+        its pods their checkpoint credential and record the attempt (also for an adopted one: its worker
+        may have died before recording it)."""
+        self._shape(manifest, shards, indexes)
+        token = shards.prepare_pod_access()  # before the object: a bad connection creates nothing
+        submission = create_or_adopt_object(client.create, client.get, manifest, identity, self.kind)
+        if token is not None:  # a SAS to hand out (checkpointing, without workload identity)
+            self._hand_pods_their_sas(client, shards, submission.job, token)
+        shards.record_attempt(submission.job["metadata"]["name"], shards.job_shards(submission.job, indexes))
+        return submission
+
+    def _hand_pods_their_sas(
+        self, client: KindClient, session: Shards, obj: dict[str, Any], token: str
+    ) -> None:
+        """The Secret with the pods' SAS, owned by the object (it goes with it). The object was created
+        suspended, and a pod that starts before its Secret exists waits for it (the kubelet retries). If the
+        Secret cannot be made, the object goes too (unless it finished): its pods could never checkpoint."""
+        meta = obj["metadata"]
+        try:
+            if not client.hook.create_secret(session.sas_secret(obj, token)):
+                self.log.info(
+                    "the Secret of %s %s exists already (this try's earlier worker)", self.kind, meta["name"]
+                )
+        except Exception:
+            client.delete_unless_finished(self.resolved_namespace(), meta["name"], uid=meta.get("uid"))
+            raise
+
+    def _previous(self, client: KindClient, identity: AirflowIdentity) -> list[dict[str, Any]]:
+        return client.task_instance_objects(self.resolved_namespace(), identity)
+
+    def _shards(self, identity: AirflowIdentity, check: bool = True) -> Shards:
+        """The try's checkpoint session (or its null object); ``check`` fails fast on bad Blob
+        configuration, before anything is submitted."""
+        config = self._checkpointing
+        if config is None:
+            return NoCheckpointing(self._shard_count())
+        session = CheckpointSession(config, identity, self._shard_count())
+        if not check:
+            return session
+        if problem := config.pod_policy_problem(configured_pod_policy()):
+            raise AirflowFailException(f"{self.task_id}: checkpointing: {problem}")
+        try:
+            session.check()
+        except BlobConfigError as exc:
+            raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from None
+        return session
+
+    def _check_local_queue(self, client: KindClient, name: str, param: str) -> None:
+        namespace = self.resolved_namespace()
+        if client.hook.get_local_queue(namespace, name) is not None:
+            return
+        existing = sorted(q["metadata"]["name"] for q in client.hook.list_local_queues(namespace))
+        have = (
+            f"LocalQueues in {namespace}: {', '.join(existing)}"
+            if existing
+            else f"there is no LocalQueue in namespace {namespace}"
+        )
+        raise AirflowFailException(
+            f"{self.task_id}: LocalQueue {name!r} does not exist in namespace {namespace!r} ({have}); "
+            f"set {param} to one of them or create it"
+        )
+
+    def _wait(self, context: Context, trigger: KueueFollowTrigger) -> dict[str, Any]:
+        if self.deferrable:
+            self.defer(trigger=trigger, method_name="execute_complete")
+        return self.execute_complete(context, asyncio.run(trigger.first_event()))
+
+    # --- the final event -> result or failure ---------------------------------------------------------------
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        if not event:
+            raise self._failure("the trigger ended without an event", {})
+        self.resolved_namespace()
+        typed = KueueEvent.from_dict(event)
+        if typed.status == "deadline_risk":
+            return self._escalate(context, typed)
+        identity = task_identity(context)
+        shards = self._shards(identity, check=False)
+        result, message = self._result(identity, typed, shards)
+        if typed.status == "success":
+            self.log.info("%s; result: %s", message, json.dumps(result, sort_keys=True))
+            shards.clean_up_after_success()
+            return result
+        if typed.status == "failed":
+            message += self._log_tails(typed)
+        message += self._stop_after_failure(typed)
+        raise self._failure(f"{typed.status}: {message}", event)
+
+    def _escalate(self, context: Context, event: KueueEvent) -> dict[str, Any]:
+        """The ETA passed the deadline (less the margin): take ``on_deadline_risk``'s steps, then wait again
+        with a trigger that only keeps the ETA."""
+        self.log.warning("%s: escalating", event.message or "deadline at risk")
+        client = self._client()
+        obj = client.get(self.resolved_namespace(), event.name)
+        if obj is None:
+            raise self._failure(
+                f"{self.kind} {self.resolved_namespace()}/{event.name} is gone (deleted while the task "
+                "escalated)",
+                event.to_dict(),
+            )
+        escalated = self._deadlines.escalate(context, event, client, obj, self._spill())
+        self._name, self._uid = escalated.obj["metadata"]["name"], escalated.obj["metadata"].get("uid")
+        shards = self._shards(task_identity(context), check=False)
+        released = released_so_far(event.result)  # the next trigger counts on from the quota released so far
+        trigger = self._trigger_for(
+            WaitOn(escalated.obj, shards, escalated.plan, escalated.queue_name, released)
+        )
+        return self._wait(context, trigger)
+
+    def _log_tails(self, event: KueueEvent) -> str:
+        """The last log lines of the first failed indexes of each failed Job."""
+        parts = []
+        try:
+            hook = self._client().hook
+            for job_name, indexes in self._failed_by_job(event).items():
+                first = list(IndexSet.parse(indexes))[: self.log_tail_indexes]
+                tails = hook.failed_index_log_tails(
+                    event.namespace or self.resolved_namespace(), job_name, first
+                )
+                for index, tail in tails.items():
+                    heading = self._tail_heading(job_name, index)
+                    parts.append(f"\n--- {heading}, last log lines ---\n{tail.rstrip()}")
+        except Exception as exc:  # the failure itself matters more than its logs
+            return f"\n(could not read the failed pods' logs: {exc})"
+        return "".join(parts)
+
+    def _stop_after_failure(self, event: KueueEvent) -> str:
+        """A failed task's object must not keep holding quota: delete it unless it finished (or the user
+        keeps it). Returns what to add to the failure message."""
+        if self.keep_on_failure or not event.name or event.status == "timeout":
+            return ""
+        try:
+            what = self._client().delete_unless_finished(
+                event.namespace or self.resolved_namespace(), event.name, uid=event.uid
+            )
+        except Exception as exc:  # the failure itself matters more
+            return (
+                f"\n(could not delete {self.kind} {event.name}: {exc}; delete it yourself to free its quota)"
+            )
+        return f"; its {self.kind} was still running and has been deleted" if what == "deleted" else ""
+
+    def on_kill(self) -> None:
+        """Blocking mode: the task was killed, so an object still queued or running goes too; a finished one
+        is kept, as in deferred mode (the trigger's on_kill)."""
+        if self._name:
+            what = self._client().delete_unless_finished(self.resolved_namespace(), self._name, uid=self._uid)
+            self.log.info("task killed; %s %s/%s: %s", self.kind, self.resolved_namespace(), self._name, what)

@@ -1,0 +1,63 @@
+"""The null object of ``CheckpointSession``: a task without ``checkpointing=`` runs every shard each try,
+keeps no ledger and hands its pods no checkpoint location, through the same calls (no "checkpointing?"
+branches in the operators)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..kueue.attempt_figures import AttemptFigures
+from ..kueue.index_set import IndexSet
+from ..kueue.ledger import RunLedger
+from ..kueue.result import JobResult
+
+
+class NoCheckpointing:
+    keeps_ledger = False
+
+    def __init__(self, shard_count: int) -> None:
+        self.shard_count = shard_count
+
+    def check(self) -> None:
+        """Nothing to check."""
+
+    def remaining(self, jobs: list[dict[str, Any]]) -> tuple[IndexSet, RunLedger | None]:
+        """Every shard runs again; there is no ledger."""
+        return IndexSet.range(0, self.shard_count), None
+
+    def recorded_result(
+        self,
+        result: dict[str, Any],
+        status: str,
+        figures: AttemptFigures | None,
+        read_job: Callable[[str], dict[str, Any] | None],
+    ) -> tuple[dict[str, Any], RunLedger | None]:
+        return result, None
+
+    def prepare_pod_access(self) -> str | None:
+        return None
+
+    def sas_secret(self, job: dict[str, Any], token: str) -> dict[str, Any]:
+        raise NotImplementedError("no checkpointing: no SAS to hand out (prepare_pod_access gave none)")
+
+    def shape_job(self, manifest: dict[str, Any], shards: IndexSet) -> dict[str, Any]:
+        return manifest
+
+    def record_attempt(self, job_name: str, shards: IndexSet) -> RunLedger | None:
+        return None
+
+    @staticmethod
+    def job_shards(job: dict[str, Any], default: IndexSet) -> IndexSet:
+        return default
+
+    def trigger_ledger(self) -> dict[str, Any] | None:
+        return None
+
+    def finish(
+        self, job_name: str, job_result: JobResult, status: str, figures: AttemptFigures | None = None
+    ) -> RunLedger | None:
+        return None
+
+    def clean_up_after_success(self) -> int:
+        return 0

@@ -1,0 +1,100 @@
+"""The behaviour every job kind shares runs through one template (kueue_operator): each test runs it for
+both kinds, where the two hand-copied stacks used to disagree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_kueue_provider.airflow_compat import AirflowFailException
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.operators.jobset import KueueJobSetOperator
+from airflow_kueue_provider.operators.kueue_operator import KueueOperator
+
+
+def _job(**kwargs: Any) -> KueueOperator:
+    return KueueIndexedJobOperator(**{"task_id": "t", "queue_name": "q", "image": "i:1", **kwargs})
+
+
+def _jobset(**kwargs: Any) -> KueueOperator:
+    workers = {"name": "workers", "image": "i:1", "completions": 2}
+    return KueueJobSetOperator(**{"task_id": "t", "queue_name": "q", "replicated_jobs": [workers], **kwargs})
+
+
+KINDS = pytest.mark.parametrize("make", [_job, _jobset], ids=["job", "jobset"])
+
+
+@KINDS
+@pytest.mark.parametrize("value", [0, -5])
+def test_a_queue_timeout_that_is_not_positive_fails_when_the_dag_is_parsed(make: Any, value: float) -> None:
+    with pytest.raises(AirflowFailException, match="queue_timeout must be positive"):
+        make(queue_timeout=value)
+
+
+@KINDS
+def test_a_priority_class_that_is_no_object_name_fails_when_the_dag_is_parsed(make: Any) -> None:
+    with pytest.raises(AirflowFailException, match="not a valid WorkloadPriorityClass name"):
+        make(priority_class="Urgent!")
+
+
+@KINDS
+def test_a_deadline_escalation_without_a_deadline_fails_when_the_dag_is_parsed(make: Any) -> None:
+    with pytest.raises(AirflowFailException, match="on_deadline_risk needs a deadline="):
+        make(on_deadline_risk={"raise_priority": "urgent"})
+
+
+class _Hook:
+    def create_secret(self, body: dict[str, Any]) -> bool:
+        raise RuntimeError("403 Forbidden")
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.hook = _Hook()
+        self.deleted: list[tuple[str, str, str | None]] = []
+
+    def delete_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
+        self.deleted.append((namespace, name, uid))
+        return "deleted"
+
+
+class _Session:
+    def sas_secret(self, obj: dict[str, Any], token: str) -> dict[str, Any]:
+        return {"metadata": {"name": obj["metadata"]["name"] + "-sas"}}
+
+
+@KINDS
+def test_an_object_whose_sas_secret_cannot_be_made_is_deleted_unless_it_finished(make: Any) -> None:
+    """Both kinds: the object goes (its pods could never checkpoint), by the one delete-unless-finished rule,
+    and the error is the task's."""
+    op = make(namespace="ns")
+    client = _Client()
+    obj = {"metadata": {"name": "obj", "namespace": "ns", "uid": "u-1"}}
+    with pytest.raises(RuntimeError, match="403"):
+        op._hand_pods_their_sas(client, _Session(), obj, "token")
+    assert client.deleted == [("ns", "obj", "u-1")]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"parallelism_ramp": {"start": 1, "step": 1, "every_seconds": 30}}, "ElasticJobsViaWorkloadSlices"),
+        ({"min_parallelism": 1}, "partial admission"),
+        (
+            {
+                "deadline": "07:00",
+                "checkpointing": "kueue_blob_default",
+                "on_deadline_risk": {"spill_to": "on-demand"},
+            },
+            "one gang",
+        ),
+    ],
+    ids=["parallelism_ramp", "min_parallelism", "spill_to"],
+)
+def test_what_kueue_cannot_do_for_a_jobset_is_refused_when_the_dag_is_parsed(
+    kwargs: dict[str, Any], says: str
+) -> None:
+    workers = {"name": "workers", "image": "i:1", "completions": 2, "checkpoint": "checkpointing" in kwargs}
+    with pytest.raises(AirflowFailException, match=f"not available for a JobSet: .*{says}"):
+        KueueJobSetOperator(task_id="t", queue_name="q", replicated_jobs=[workers], **kwargs)
