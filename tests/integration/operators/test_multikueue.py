@@ -123,7 +123,7 @@ def test_a_restarted_try_reattaches_and_on_kill_deletes_the_job_and_its_copy_on_
     running = _operator(mk.manager, annotations=HOLD, deferrable=True, resources=REQUESTS)
     with pytest.raises(TaskDeferred):
         running.execute({"ti": _ti("mk-kill")})  # type: ignore[arg-type]
-    name = running._job_name
+    name = running._name
     assert name
     worker = wait_for(
         "the task's pods running on a worker",
@@ -138,7 +138,7 @@ def test_a_restarted_try_reattaches_and_on_kill_deletes_the_job_and_its_copy_on_
     again = _operator(mk.manager, annotations=HOLD, deferrable=True, resources=REQUESTS)
     with pytest.raises(TaskDeferred):
         again.execute({"ti": _ti("mk-kill")})  # type: ignore[arg-type]
-    assert again._job_name == name and [j.metadata.name for j in mk.manager.jobs()] == [name]
+    assert again._name == name and [j.metadata.name for j in mk.manager.jobs()] == [name]
     running.on_kill()
     wait_for("the manager's Job deleted", lambda: mk.manager.job(name) is None, timeout=60)
     wait_for("the worker's copy and its pods deleted", lambda: worker.job(name) is None, timeout=120)

@@ -219,7 +219,7 @@ def test_blocking_on_kill_keeps_a_finished_job_and_deletes_a_running_one(kueue_e
     running = _operator(kueue_env, annotations=HOLD, deferrable=True)
     with pytest.raises(TaskDeferred):  # the Job is created and the task would defer
         running.execute({"ti": _ti("kill-while-running")})  # type: ignore[arg-type]
-    name = running._job_name
+    name = running._name
     assert name and kueue_env.job(name) is not None
     running.on_kill()
     wait_for("the running Job deleted", lambda: kueue_env.job(name) is None, timeout=60)
