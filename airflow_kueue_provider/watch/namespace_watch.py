@@ -13,30 +13,53 @@ intervals) without a byte means it is dead, and the hub lists again. Every watch
 about RESYNC_SECONDS, and the hub lists again: a watch can stay open, bookmarks flowing, while the
 apiserver's watch cache lags behind etcd, and only a LIST (a consistent read) shows what it missed. Only
 401/403/404 that repeat with no successful LIST between them are fatal to the followers.
+
+This module is the loop and the hubs' registry; the parts it is made of live next to it and are re-exported
+here: the cache of objects and followers (``cache``), the followers' handles (``following``), the snapshots
+they read (``snapshots``) and the SIGUSR2 dump (``diagnostics``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
 import os
 import random
-import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar
 
-from ..hooks.kueue_async_hook import AsyncKueueHook, api_status, is_connection_error
+from ..hooks.kueue_async_hook import AsyncKueueHook, api_status
 from ..hooks.retry import describe, retry_after
-from ..kueue.jobset import workload_owner_uid
-from ..kueue.names import JOB_UID_LABEL, JOBSET_NAME_LABEL
+from .cache import ANY_JOB, JOBSET_KEY_PREFIX, NamespaceCache, _Follower, jobset_key
+from .diagnostics import DEBUG_SIGNAL_ENV, install_debug_signal
+from .following import Following, FollowingJobSet
 from .gc_freeze import followers_changed, freeze_once
+from .snapshots import JobSetSnapshot, JobSnapshot
+
+__all__ = [
+    "ANY_JOB",
+    "BASE_KINDS",
+    "DEBUG_SIGNAL_ENV",
+    "FATAL_AFTER",
+    "FATAL_STATUSES",
+    "JOBSET_FATAL_STATUSES",
+    "JOBSET_KEY_PREFIX",
+    "RESYNC_SECONDS",
+    "WATCH_READ_TIMEOUT",
+    "Following",
+    "FollowingJobSet",
+    "JobSetSnapshot",
+    "JobSetsUnavailable",
+    "JobSnapshot",
+    "KindsChanged",
+    "NamespaceWatch",
+    "WatchLoopEnded",
+    "WatchStalled",
+    "jobset_key",
+]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-S = TypeVar("S")
 
 # Each watch round asks the apiserver to end it after about RESYNC_SECONDS; the hub then LISTs again. A LIST
 # is the safety net against a watch that stays open, gets its bookmarks, yet misses changes: seen here under
@@ -46,18 +69,7 @@ RESYNC_SECONDS = 120.0
 WATCH_READ_TIMEOUT = 120.0  # no byte for 2 bookmark intervals (the apiserver sends one every ~60 s): dead
 FATAL_STATUSES = frozenset({401, 403, 404})
 FATAL_AFTER = 3  # consecutive failures with a fatal status, without a successful LIST between them
-ANY_JOB = ""
-"""The follower key of one that wakes on a change of any Job or Workload of the namespace (no Job is named
-""): the UI's queue page, which redraws when a Job of the namespace is admitted, evicted or finishes."""
-DEBUG_SIGNAL_ENV = "AIRFLOW_KUEUE_DEBUG_SIGNAL"  # set: SIGUSR2 logs every hub's state and asyncio task
 BASE_KINDS = frozenset({"jobs", "workloads"})
-JOBSET_KEY_PREFIX = "jobset/"
-"""Follower keys of JobSets: ``jobset/<name>`` (a Job name never has a ``/``)."""
-
-
-def jobset_key(name: str) -> str:
-    return JOBSET_KEY_PREFIX + name
-
 
 JOBSET_FATAL_STATUSES = frozenset({403, 404})
 """JobSets not served (no CRD) or not allowed (RBAC): fatal to the JobSet followers at once, to no other."""
@@ -75,43 +87,21 @@ class WatchStalled(RuntimeError):
     """A watch connection stayed open but delivered nothing, not even the apiserver's periodic bookmark."""
 
 
-@dataclass(frozen=True)
-class JobSnapshot:
-    job: dict[str, Any] | None
-    workload: dict[str, Any] | None
+class NamespaceWatch(NamespaceCache):
+    """The list+watch loop of one (connection, namespace), shared by every follower of the process; what it
+    lists and watches is kept by :class:`NamespaceCache`."""
 
-
-@dataclass(frozen=True)
-class JobSetSnapshot:
-    jobset: dict[str, Any] | None
-    jobs: tuple[dict[str, Any], ...]
-    """Its child Jobs (the JobSet controller's ``jobset.sigs.k8s.io/jobset-name`` label)."""
-    workload: dict[str, Any] | None
-
-
-@dataclass(eq=False)
-class _Follower:
-    job_name: str
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-class NamespaceWatch:
     _hubs: ClassVar[dict[tuple[str, str], NamespaceWatch]] = {}
     _follower_count: ClassVar[int] = 0
     """Followers of every hub of the process (see ``gc_freeze``)."""
 
     def __init__(self, conn_id: str, namespace: str) -> None:
+        super().__init__()
         self.conn_id = conn_id
         self.namespace = namespace
-        self.jobs: dict[str, dict[str, Any]] = {}
-        self.workloads: dict[str, dict[str, Any]] = {}  # by the job-uid label
-        self._names_by_uid: dict[str, str] = {}
-        self.jobsets: dict[str, dict[str, Any]] = {}  # only once a JobSet follower joined (watch_jobsets)
-        self._jobset_names_by_uid: dict[str, str] = {}
         self.watch_jobsets = False
         self.jobsets_error: BaseException | None = None  # why JobSets cannot be followed here
         self._kinds_changed = asyncio.Event()
-        self.followers: dict[str, set[_Follower]] = {}
         self.synced = asyncio.Event()
         self.error: BaseException | None = None
         self.hook: AsyncKueueHook | None = None  # the open session, lent to followers for one-off reads
@@ -153,7 +143,7 @@ class NamespaceWatch:
             hub = cls._hubs[key] = NamespaceWatch(conn_id, namespace)
             hub._task = asyncio.get_running_loop().create_task(hub._run(), name=f"kueue-watch-{namespace}")
             if os.environ.get(DEBUG_SIGNAL_ENV):
-                _install_debug_signal(asyncio.get_running_loop())
+                install_debug_signal(asyncio.get_running_loop(), lambda: NamespaceWatch._hubs)
         if jobsets and not hub.watch_jobsets:
             hub.watch_jobsets, hub.jobsets_error = True, None
             hub._mark_unsynced()  # nobody reads until JobSets are listed too
@@ -170,33 +160,6 @@ class NamespaceWatch:
             if not hub.followers and cls._hubs.get(key) is hub:
                 del cls._hubs[key]
                 await hub._stop()
-
-    def _unfollow(self, follower: _Follower) -> None:
-        group = self.followers.get(follower.job_name, set())
-        group.discard(follower)
-        if not group:
-            self.followers.pop(follower.job_name, None)
-
-    def snapshot(self, job_name: str) -> JobSnapshot:
-        """The Job and its Workload -- for a JobSet's Job, the JobSet's Workload (Kueue admits it whole)."""
-        job = self.jobs.get(job_name)
-        uid = workload_owner_uid(job) if job else None
-        return JobSnapshot(job, self.workloads.get(uid) if uid else None)
-
-    def jobset_snapshot(self, name: str) -> JobSetSnapshot:
-        jobset = self.jobsets.get(name)
-        uid = (jobset or {}).get("metadata", {}).get("uid")
-        children = tuple(j for j in self.jobs.values() if _jobset_of(j) == name)
-        return JobSetSnapshot(jobset, children, self.workloads.get(uid) if uid else None)
-
-    def _wake(self, job_name: str | None = None) -> None:
-        if job_name is None:
-            groups = list(self.followers.values())
-        else:
-            groups = [self.followers.get(job_name, set()), self.followers.get(ANY_JOB, set())]
-        for group in groups:
-            for follower in group:
-                follower.changed.set()
 
     # --- the watch loop ---------------------------------------------------------------------------------
     async def _stop(self) -> None:
@@ -341,196 +304,6 @@ class NamespaceWatch:
                     raise
                 log.info("%s watch in %s expired (410 Gone); listing again", kind, self.namespace)
 
-    def _replace(self, kind: str, items: list[dict[str, Any]]) -> set[str]:
-        """Take a LIST as the cache; returns the names of the Jobs whose object of this kind differs from
-        what the cache held (changes the watch had not delivered, when the cache was in sync)."""
-        before = {"jobs": self.jobs, "workloads": self.workloads, "jobsets": self.jobsets}[kind]
-        known = {key: o["metadata"].get("resourceVersion") for key, o in before.items()}
-        items = [_slim(item) for item in items]
-        if kind == "jobsets":
-            self.jobsets = {js["metadata"]["name"]: js for js in items}
-            self._jobset_names_by_uid = {js["metadata"]["uid"]: name for name, js in self.jobsets.items()}
-            after = self.jobsets
-        elif kind == "jobs":
-            self.jobs = {j["metadata"]["name"]: j for j in items}
-            self._names_by_uid = {j["metadata"]["uid"]: name for name, j in self.jobs.items()}
-            after = self.jobs
-        else:
-            self.workloads = {}
-            for workload in items:
-                uid = _job_uid(workload)
-                if uid and _is_current_slice(workload, self.workloads.get(uid)):
-                    self.workloads[uid] = workload
-            after = self.workloads
-        now = {key: o["metadata"].get("resourceVersion") for key, o in after.items()}
-        keys = {key for key, rv in now.items() if known.get(key) != rv} | (set(known) - set(now))
-        if kind == "jobsets":
-            return {jobset_key(name) for name in keys}
-        if kind == "jobs":  # by name; a namesake that replaced a Job has a new resourceVersion too
-            owners = {_jobset_of(o) for name in keys for o in (before.get(name), after.get(name)) if o}
-            return keys | {jobset_key(owner) for owner in owners if owner}
-        return {self._names_by_uid[uid] for uid in keys if uid in self._names_by_uid} | {
-            jobset_key(self._jobset_names_by_uid[uid]) for uid in keys if uid in self._jobset_names_by_uid
-        }
-
-    def _apply_job(self, event_type: str, job: dict[str, Any]) -> None:
-        job = _slim(job)
-        name = job["metadata"]["name"]
-        if event_type == "DELETED":
-            self.jobs.pop(name, None)
-            self._names_by_uid.pop(job["metadata"]["uid"], None)
-        else:
-            self.jobs[name] = job
-            self._names_by_uid[job["metadata"]["uid"]] = name
-        self._wake(name)
-        if owner := _jobset_of(job):
-            self._wake(jobset_key(owner))
-
-    def _apply_jobset(self, event_type: str, jobset: dict[str, Any]) -> None:
-        jobset = _slim(jobset)
-        name = jobset["metadata"]["name"]
-        if event_type == "DELETED":
-            self.jobsets.pop(name, None)
-            self._jobset_names_by_uid.pop(jobset["metadata"]["uid"], None)
-        else:
-            self.jobsets[name] = jobset
-            self._jobset_names_by_uid[jobset["metadata"]["uid"]] = name
-        self._wake(jobset_key(name))
-
-    def _apply_workload(self, event_type: str, workload: dict[str, Any]) -> None:
-        workload = _slim(workload)
-        uid = _job_uid(workload)
-        if not uid:
-            return
-        if event_type == "DELETED":
-            if self.workloads.get(uid, {}).get("metadata", {}).get("uid") == workload["metadata"].get("uid"):
-                self.workloads.pop(uid, None)
-        elif _is_current_slice(workload, self.workloads.get(uid)):
-            self.workloads[uid] = workload
-        if name := self._names_by_uid.get(uid):
-            self._wake(name)
-        if name := self._jobset_names_by_uid.get(uid):
-            self._wake(jobset_key(name))
-
-
-class _FollowingBase(Generic[S]):
-    """A follower's view of its object(s) through the shared hub."""
-
-    def __init__(self, hub: NamespaceWatch, follower: _Follower) -> None:
-        self._hub = hub
-        self._follower = follower
-        self._first = True
-
-    def _snapshot(self) -> S:
-        raise NotImplementedError
-
-    async def next(self) -> S:
-        """The current state at first, then the newest state after each change; never a half-resynced
-        cache (after a break, the hub lists Jobs and Workloads again before anyone reads)."""
-        await self._hub.synced.wait()
-        if self._first:
-            self._first = False
-            self._follower.changed.clear()
-        else:
-            await self._follower.changed.wait()
-            self._follower.changed.clear()
-            await self._hub.synced.wait()
-        if self._hub.error is not None:
-            raise self._hub.error
-        return self._snapshot()
-
-    def current(self) -> S:
-        """The newest state without waiting for a change."""
-        if self._hub.error is not None:
-            raise self._hub.error
-        return self._snapshot()
-
-    async def _read(self, call: Callable[[AsyncKueueHook], Awaitable[T]]) -> T:
-        """A one-off read over the hub's open client while its watch is healthy, else over a client of its
-        own (the hub's may be closing after a break)."""
-        hook = self._hub.hook
-        if hook is not None and self._hub.synced.is_set():
-            try:
-                return await call(hook)
-            except Exception as exc:
-                if not is_connection_error(exc):
-                    raise
-                # the hub's session closed under us: its watch broke just now
-        async with AsyncKueueHook(self._hub.conn_id).session() as own:
-            return await call(own)
-
-
-class Following(_FollowingBase[JobSnapshot]):
-    """A trigger's view of one Job through the shared hub."""
-
-    def _snapshot(self) -> JobSnapshot:
-        return self._hub.snapshot(self._follower.job_name)
-
-    async def pending_position(self, local_queue: str, workload: str) -> tuple[int, int] | None:
-        """The Workload's place in its LocalQueue (Kueue's visibility API)."""
-        ns = self._hub.namespace
-        return await self._read(lambda hook: hook.pending_position(ns, local_queue, workload))
-
-    async def set_parallelism(self, parallelism: int) -> None:
-        ns, name = self._hub.namespace, self._follower.job_name
-        await self._read(lambda hook: hook.set_parallelism(ns, name, parallelism))
-
-    async def confirm(self) -> JobSnapshot:
-        """The Job and its Workload read from the apiserver now (two GETs), not from the shared cache: asked
-        before a decision that deletes the Job or ends the task, since a cache can lag or miss an event."""
-        ns, name = self._hub.namespace, self._follower.job_name
-        return await self._read(lambda hook: _read_snapshot(hook, ns, name))
-
-    async def pods_and_events(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The Job's pods (or, with none, its Events), read now: asked only when pods seem stuck."""
-        ns, name = self._hub.namespace, self._follower.job_name
-        return await self._read(lambda hook: hook.pods_and_events_of_job(ns, name))
-
-
-class FollowingJobSet(_FollowingBase[JobSetSnapshot]):
-    """A trigger's view of one JobSet (its Jobs and Workload too) through the shared hub."""
-
-    @property
-    def name(self) -> str:
-        return self._follower.job_name[len(JOBSET_KEY_PREFIX) :]
-
-    def _snapshot(self) -> JobSetSnapshot:
-        if self._hub.jobsets_error is not None:
-            raise self._hub.jobsets_error
-        return self._hub.jobset_snapshot(self.name)
-
-    async def confirm(self) -> JobSetSnapshot:
-        """The JobSet, its Jobs and its Workload read from the apiserver now (before a delete or the end)."""
-        ns, name = self._hub.namespace, self.name
-        return await self._read(lambda hook: _read_jobset_snapshot(hook, ns, name))
-
-    async def pods_and_events(self, job_name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """One child Job's pods (or, with none, its Events), read now: asked only when pods seem stuck."""
-        ns = self._hub.namespace
-        return await self._read(lambda hook: hook.pods_and_events_of_job(ns, job_name))
-
-
-def _install_debug_signal(loop: asyncio.AbstractEventLoop) -> None:
-    """Diagnostics for a trigger that stopped reacting: on SIGUSR2, log each hub's counters and the stack of
-    every asyncio task of this loop (only with AIRFLOW_KUEUE_DEBUG_SIGNAL set; never in normal runs)."""
-
-    def dump() -> None:
-        out = io.StringIO()
-        for (_, ns), hub in NamespaceWatch._hubs.items():
-            print(
-                f"hub {ns}: synced={hub.synced.is_set()} lists={hub.lists} failures={hub.failures} "
-                f"events={hub.events} jobs={sorted(hub.jobs)} followers={sorted(hub.followers)} "
-                f"task={hub._task}",
-                file=out,
-            )
-        for task in asyncio.all_tasks(loop):
-            print(f"--- {task!r}", file=out)
-            task.print_stack(file=out)
-        log.warning("asyncio state on SIGUSR2:\n%s", out.getvalue())
-
-    with suppress(NotImplementedError, RuntimeError, ValueError):
-        loop.add_signal_handler(signal.SIGUSR2, dump)
-
 
 class WatchLoopEnded(RuntimeError):
     """A list+watch loop, which never ends by itself, ended (cancelled from outside): list again."""
@@ -551,55 +324,3 @@ async def _first_failure(*loops: Coroutine[Any, Any, None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
     raise WatchLoopEnded("a list+watch loop ended without an error")
-
-
-async def _read_snapshot(hook: AsyncKueueHook, namespace: str, job_name: str) -> JobSnapshot:
-    job = await hook.get_job(namespace, job_name)
-    if job is None:
-        return JobSnapshot(None, None)
-    return JobSnapshot(job, await hook.workload_for_job(namespace, job["metadata"]["uid"]))
-
-
-async def _read_jobset_snapshot(hook: AsyncKueueHook, namespace: str, name: str) -> JobSetSnapshot:
-    jobset = await hook.get_jobset(namespace, name)
-    if jobset is None:
-        return JobSetSnapshot(None, (), None)
-    children = tuple(await hook.jobset_children(namespace, name))
-    return JobSetSnapshot(jobset, children, await hook.workload_for_job(namespace, jobset["metadata"]["uid"]))
-
-
-def _jobset_of(job: dict[str, Any]) -> str | None:
-    """The JobSet a Job belongs to (the JobSet controller's label), if any."""
-    owner = (job.get("metadata", {}).get("labels") or {}).get(JOBSET_NAME_LABEL)
-    return str(owner) if owner else None
-
-
-def _job_uid(workload: dict[str, Any]) -> str | None:
-    uid = workload.get("metadata", {}).get("labels", {}).get(JOB_UID_LABEL)
-    return str(uid) if uid else None
-
-
-def _slim(obj: dict[str, Any]) -> dict[str, Any]:
-    """The object without what no follower reads: ``managedFields`` and the pod template(s) (a Job's
-    ``spec.template``, a Workload's ``spec.podSets[].template``). A triggerer following 1,000 Jobs would
-    otherwise keep them all, and its garbage collector would walk them, stalling the event loop."""
-    (obj.get("metadata") or {}).pop("managedFields", None)
-    spec = obj.get("spec") or {}
-    spec.pop("template", None)
-    for replicated in spec.get("replicatedJobs") or []:  # a JobSet's templates: its Jobs' specs
-        if isinstance(replicated, dict):
-            replicated.pop("template", None)
-    for pod_set in spec.get("podSets") or []:
-        if isinstance(pod_set, dict):
-            pod_set.pop("template", None)
-    return obj
-
-
-def _is_current_slice(workload: dict[str, Any], known: dict[str, Any] | None) -> bool:
-    """An elastic Job (parallelism ramp) has one Workload per slice; the newest one is the Job's current one,
-    so a late update of a replaced slice must not hide it."""
-    if known is None or known["metadata"].get("uid") == workload["metadata"].get("uid"):
-        return True
-    return str(workload["metadata"].get("creationTimestamp", "")) >= str(
-        known["metadata"].get("creationTimestamp", "")
-    )

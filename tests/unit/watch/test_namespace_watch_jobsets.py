@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from airflow_kueue_provider.watch import namespace_watch
+from airflow_kueue_provider.watch import following, namespace_watch
 from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
 
 JOBSET_LABELS = {
@@ -83,6 +83,7 @@ def test_jobsets_are_watched_once_asked_for_and_their_jobs_and_workload_wake_the
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(namespace_watch, "AsyncKueueHook", FakeHook)
+    monkeypatch.setattr(following, "AsyncKueueHook", FakeHook)  # a follower's own reads
     FakeHook.listed = []
 
     async def scenario() -> None:
@@ -126,6 +127,7 @@ def test_jobsets_not_served_end_only_the_jobset_followers_naming_the_fix(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(namespace_watch, "AsyncKueueHook", NoJobSetCrd)
+    monkeypatch.setattr(following, "AsyncKueueHook", NoJobSetCrd)  # a follower's own reads
     FakeHook.listed = []
 
     async def scenario() -> None:

@@ -1,0 +1,43 @@
+"""Diagnostics for a trigger that stopped reacting: with AIRFLOW_KUEUE_DEBUG_SIGNAL set, SIGUSR2 logs every
+hub's counters and the stack of every asyncio task of the loop (never in normal runs)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import signal
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .namespace_watch import NamespaceWatch
+
+# The hub's logger, as before this module was split out of it: logging set up for the hub shows the dump.
+log = logging.getLogger("airflow_kueue_provider.watch.namespace_watch")
+DEBUG_SIGNAL_ENV = "AIRFLOW_KUEUE_DEBUG_SIGNAL"  # set: SIGUSR2 logs every hub's state and asyncio task
+
+
+def install_debug_signal(
+    loop: asyncio.AbstractEventLoop, hubs: Callable[[], Mapping[tuple[str, str], NamespaceWatch]]
+) -> None:
+    """On SIGUSR2, log the counters of each hub that ``hubs()`` returns then and the stack of every asyncio
+    task of ``loop``."""
+
+    def dump() -> None:
+        out = io.StringIO()
+        for (_, ns), hub in hubs().items():
+            print(
+                f"hub {ns}: synced={hub.synced.is_set()} lists={hub.lists} failures={hub.failures} "
+                f"events={hub.events} jobs={sorted(hub.jobs)} followers={sorted(hub.followers)} "
+                f"task={hub._task}",
+                file=out,
+            )
+        for task in asyncio.all_tasks(loop):
+            print(f"--- {task!r}", file=out)
+            task.print_stack(file=out)
+        log.warning("asyncio state on SIGUSR2:\n%s", out.getvalue())
+
+    with suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGUSR2, dump)
