@@ -1,0 +1,107 @@
+"""Kueue through :class:`~.kueue_async_hook.AsyncKueueHook`: the served API version, a Job's Workloads
+(read, list, watch) and a pending Workload's place in its LocalQueue (the visibility API)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, cast
+
+from ..kueue.names import JOB_UID_LABEL
+from . import kueue_api
+from .async_client import AsyncKueueSession, bind_clients, checked, items_and_version
+from .retry import acall_with_retry
+
+if TYPE_CHECKING:  # bound at run time by async_client's _import_clients() (see bind_clients)
+    from kubernetes_asyncio import client as aclient
+    from kubernetes_asyncio.client.rest import ApiException
+
+    from .async_client import REQUEST_TIMEOUT
+
+bind_clients(globals())
+
+_VERSIONS: dict[str, str] = {}
+
+
+class AsyncWorkloadCalls(AsyncKueueSession):
+    """The hook's calls on Kueue: its version, Workloads and the visibility API."""
+
+    async def kueue_version(self) -> str:
+        """Discovered once per connection and process: a triggerer must not ask again for every Job."""
+        if self._version is None:
+            cached = _VERSIONS.get(self.kubernetes_conn_id)
+            if cached is None:
+                try:
+                    group = await self.get_raw(f"/apis/{kueue_api.KUEUE_GROUP}")
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                    group = {}  # the group is not served at all: pick_version says so
+                cached = kueue_api.pick_version(group)
+                _VERSIONS[self.kubernetes_conn_id] = cached
+            self._version = cached
+        return self._version
+
+    async def pending_position(
+        self, namespace: str, local_queue: str, workload: str
+    ) -> tuple[int, int] | None:
+        try:
+            path = kueue_api.pending_workloads_path(await self.kueue_version(), namespace, local_queue)
+            return kueue_api.position_of(await self.get_raw(path), workload)
+        except ApiException:
+            return None  # the visibility API is optional
+
+    async def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
+        """The Job's current Workload (the newest slice of an elastic Job), read now, not from a cache."""
+        version = await self.kueue_version()
+        custom = aclient.CustomObjectsApi(self.api)
+        resp = await acall_with_retry(
+            lambda: checked(
+                custom.list_namespaced_custom_object(
+                    kueue_api.KUEUE_GROUP,
+                    version,
+                    namespace,
+                    "workloads",
+                    label_selector=f"{JOB_UID_LABEL}={job_uid}",
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            ),
+            "list the Job's Workloads",
+        )
+        items, _ = items_and_version(json.loads(await cast(Any, resp).read()))
+        return max(items, key=lambda w: str(w["metadata"].get("creationTimestamp", "")), default=None)
+
+    async def list_workloads(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+        version = await self.kueue_version()
+        custom = aclient.CustomObjectsApi(self.api)
+        return await self._list_pages(
+            functools.partial(
+                custom.list_namespaced_custom_object,
+                kueue_api.KUEUE_GROUP,
+                version,
+                namespace,
+                "workloads",
+                label_selector=JOB_UID_LABEL,
+            ),
+            "list Workloads",
+        )
+
+    async def watch_workloads(
+        self, namespace: str, resource_version: str, timeout_seconds: int, read_timeout: float | None = None
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        version = await self.kueue_version()
+        custom = aclient.CustomObjectsApi(self.api)
+        async for event in self._watch(
+            custom.list_namespaced_custom_object,
+            kueue_api.KUEUE_GROUP,
+            version,
+            namespace,
+            "workloads",
+            resource_version,
+            timeout_seconds,
+            read_timeout,
+            label_selector=JOB_UID_LABEL,
+        ):
+            yield event
