@@ -156,21 +156,23 @@ class KueueFollowTrigger(BaseTrigger):
         return f"{self.kind} {self.namespace}/{self.name}"
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "namespace": self.namespace,
-                "queue_name": self.queue_name,
-                "kubernetes_conn_id": self.kubernetes_conn_id,
-                "queue_timeout": self.queue_timeout,
-                "submitted_at": self.submitted_at,
-                "workload_timeout": self.workload_timeout,
-                "start_timeout": self.start_timeout,
-                "deferred_at": self.deferred_at,
-                "deadline": self.deadline.to_dict() if self.deadline else None,
-                **self._kind_kwargs(),
-            },
-        )
+        """Keys a kind gained later (a JobSet's ``deadline``) are left out while unset, so that a triggerer
+        of the previous version still loads the trigger during a rolling upgrade."""
+        kwargs = {
+            "namespace": self.namespace,
+            "queue_name": self.queue_name,
+            "kubernetes_conn_id": self.kubernetes_conn_id,
+            "queue_timeout": self.queue_timeout,
+            "submitted_at": self.submitted_at,
+            "workload_timeout": self.workload_timeout,
+            "start_timeout": self.start_timeout,
+            "deferred_at": self.deferred_at,
+            "deadline": self.deadline.to_dict() if self.deadline else None,
+            **self._kind_kwargs(),
+        }
+        if kwargs["deadline"] is None:
+            del kwargs["deadline"]
+        return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         event = await self.first_event()
