@@ -894,9 +894,13 @@ def source_provenance() -> str:
         return res.stdout.strip()
 
     files = [
+        "airflow_kueue_provider/triggers/kueue_follow.py",
         "airflow_kueue_provider/triggers/kueue_job.py",
         "airflow_kueue_provider/watch/namespace_watch.py",
-        "airflow_kueue_provider/hooks/kueue_async_hook.py",
+        "airflow_kueue_provider/watch/cache.py",
+        "airflow_kueue_provider/watch/following.py",
+        "airflow_kueue_provider/hooks/async_client.py",
+        "airflow_kueue_provider/hooks/async_jobs.py",
     ]
     hashes = ", ".join(
         f"{Path(f).name} {hashlib.sha256((REPO / f).read_bytes()).hexdigest()[:12]}"

@@ -30,6 +30,7 @@ class FollowedView(Protocol):
     @property
     def started(self) -> bool:
         """Ever admitted (``ever_admitted``): a requeue after an eviction is not "never admitted"."""
+
     @property
     def finished_condition(self) -> Mapping[str, Any] | None: ...
     @property
@@ -37,6 +38,7 @@ class FollowedView(Protocol):
     @property
     def done(self) -> int:
         """Indexes that finished, succeeded or failed (what the finish ETA counts)."""
+
     @property
     def active(self) -> int: ...
 

@@ -9,10 +9,7 @@ import logging
 import signal
 from collections.abc import Callable, Mapping
 from contextlib import suppress
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .namespace_watch import NamespaceWatch
+from typing import Any
 
 # The hub's logger, as before this module was split out of it: logging set up for the hub shows the dump.
 log = logging.getLogger("airflow_kueue_provider.watch.namespace_watch")
@@ -20,10 +17,10 @@ DEBUG_SIGNAL_ENV = "AIRFLOW_KUEUE_DEBUG_SIGNAL"  # set: SIGUSR2 logs every hub's
 
 
 def install_debug_signal(
-    loop: asyncio.AbstractEventLoop, hubs: Callable[[], Mapping[tuple[str, str], NamespaceWatch]]
+    loop: asyncio.AbstractEventLoop, hubs: Callable[[], Mapping[tuple[str, str], Any]]
 ) -> None:
-    """On SIGUSR2, log the counters of each hub that ``hubs()`` returns then and the stack of every asyncio
-    task of ``loop``."""
+    """On SIGUSR2, log the counters of each hub (``NamespaceWatch``, not imported: it imports this module)
+    that ``hubs()`` returns then and the stack of every asyncio task of ``loop``."""
 
     def dump() -> None:
         out = io.StringIO()

@@ -3,24 +3,36 @@ one-off reads (the Workload's queue position, a fresh GET before a decision, the
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ..hooks.kueue_async_hook import AsyncKueueHook, is_connection_error
 from .cache import JOBSET_KEY_PREFIX, _Follower
 from .snapshots import JobSetSnapshot, JobSnapshot, read_jobset_snapshot, read_snapshot
 
-if TYPE_CHECKING:
-    from .namespace_watch import NamespaceWatch
-
 T = TypeVar("T")
 S = TypeVar("S")
+
+
+class Hub(Protocol):
+    """What a handle reads of the shared hub (``NamespaceWatch``), so this module does not import it."""
+
+    conn_id: str
+    namespace: str
+    synced: asyncio.Event
+    error: BaseException | None
+    jobsets_error: BaseException | None
+    hook: AsyncKueueHook | None
+
+    def snapshot(self, job_name: str) -> JobSnapshot: ...
+    def jobset_snapshot(self, name: str) -> JobSetSnapshot: ...
 
 
 class _FollowingBase(Generic[S]):
     """A follower's view of its object(s) through the shared hub."""
 
-    def __init__(self, hub: NamespaceWatch, follower: _Follower) -> None:
+    def __init__(self, hub: Hub, follower: _Follower) -> None:
         self._hub = hub
         self._follower = follower
         self._first = True
