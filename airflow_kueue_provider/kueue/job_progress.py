@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from .api_time import parse_api_time
-from .followed_view import ever_admitted, is_admitted
+from .followed_view import FollowedView, ever_admitted, is_admitted
 from .index_set import IndexSet
 from .job_spec import MULTIKUEUE_CONTROLLER
 from .released_quota import ReleasedQuota
@@ -197,8 +197,8 @@ def _admission_facts(wl: WorkloadState) -> str:
     return f" ({'; '.join(facts)})" if facts else ""
 
 
-def finished_at(view: JobView) -> datetime | None:
-    """When the Job's Complete or Failed condition turned true; None while it runs."""
+def finished_at(view: FollowedView) -> datetime | None:
+    """When the object's Complete/Completed or Failed condition turned true; None while it runs."""
     return (
         parse_api_time(view.finished_condition.get("lastTransitionTime")) if view.finished_condition else None
     )
@@ -221,12 +221,27 @@ def result_of(
     )
     if released is None:
         return result
-    total = released.closed_at((ended_at or now).timestamp())
+    pod_seconds, cpu_seconds = released_totals(released, view, now)
     return dataclasses.replace(
-        result,
-        quota_released_pod_seconds=round(total.pod_seconds, 1),
-        quota_released_cpu_seconds=round(total.cpu_seconds, 1) if total.cpu_seconds is not None else None,
+        result, quota_released_pod_seconds=pod_seconds, quota_released_cpu_seconds=cpu_seconds
     )
+
+
+def released_totals(released: ReleasedQuota, view: FollowedView, now: datetime) -> tuple[float, float | None]:
+    """The result's released pod- and CPU-seconds, the meter closed at the object's end (or ``now``)."""
+    total = released.closed_at((finished_at(view) or now).timestamp())
+    return round(total.pod_seconds, 1), round(total.cpu_seconds, 1) if total.cpu_seconds is not None else None
+
+
+def observe_released(released: ReleasedQuota, view: FollowedView, at: float) -> ReleasedQuota:
+    """Count Kueue's reclaimable pods while the object runs (any kind: Kueue reports them for Jobs and
+    JobSets); a finished object's count is closed in the result."""
+    wl = view.workload
+    if view.finished_condition is not None:
+        return released
+    if wl is None or not view.admitted:
+        return released.observe(at, 0, None)
+    return released.observe(at, wl.reclaimable_pods, wl.cpu_per_pod)
 
 
 def released_so_far(result: Mapping[str, Any]) -> dict[str, float | None] | None:
@@ -238,7 +253,7 @@ def released_so_far(result: Mapping[str, Any]) -> dict[str, float | None] | None
     return {"pod_seconds": pod_seconds, "cpu_seconds": result.get("quota_released_cpu_seconds")}
 
 
-def released_line(released: ReleasedQuota, view: JobView, now: datetime) -> str | None:
+def released_line(released: ReleasedQuota, view: FollowedView, now: datetime) -> str | None:
     """What the end of the task logs about the quota Kueue gave back in the tail; None when it gave none."""
     total = released.closed_at((finished_at(view) or now).timestamp())
     if total.pod_seconds <= 0:

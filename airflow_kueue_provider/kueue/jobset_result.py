@@ -14,8 +14,10 @@ from datetime import datetime
 from typing import Any
 
 from .api_time import parse_api_time
+from .job_progress import released_totals
 from .jobset import JobSetView, ReplicatedJobProgress
 from .quota_guard import Unmanaged, no_workload_verdict
+from .released_quota import ReleasedQuota
 from .workload_state import WorkloadPhase, WorkloadState
 
 JOBSET_LIKELY_CAUSES = (
@@ -58,6 +60,10 @@ class JobSetResult:
     """Completed indexes over every replicated job."""
     failed: int = 0
     """Failed indexes over every replicated job."""
+    quota_released_pod_seconds: float | None = None
+    """Quota Kueue released while the JobSet still ran (a replicated job's finished replicas, Kueue's
+    ReclaimablePods), as the trigger measured it (see ``kueue.released_quota``)."""
+    quota_released_cpu_seconds: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -91,15 +97,21 @@ def jobset_progress_line(view: JobSetView, workload: WorkloadState | None) -> st
 
 
 def jobset_result_of(
-    jobset: Mapping[str, Any], view: JobSetView, workload: WorkloadState | None, now: datetime
+    jobset: Mapping[str, Any],
+    view: JobSetView,
+    workload: WorkloadState | None,
+    now: datetime,
+    released: ReleasedQuota | None = None,
 ) -> JobSetResult:
-    """The task's result, with queue and run times from the JobSet's and Workload's timestamps."""
+    """The task's result, with queue and run times from the JobSet's and Workload's timestamps, and the quota
+    Kueue released while it ran as the trigger measured it (``released``, closed at the end)."""
     created = parse_api_time((jobset.get("metadata") or {}).get("creationTimestamp"))
     admitted = workload.admitted_at if workload else None
     ended = parse_api_time((view.finished or {}).get("lastTransitionTime")) or now
     causes = workload.eviction_causes if workload else ()
     placed = {name: p.describe() for name, p in workload.placements} if workload else {}
     replicated = tuple(_replicated_result(rj, placed.get(rj.name)) for rj in view.replicated)
+    pod_seconds, cpu_seconds = released_totals(released, view, now) if released is not None else (None, None)
     return JobSetResult(
         jobset_name=view.name,
         namespace=view.namespace,
@@ -114,6 +126,8 @@ def jobset_result_of(
         completions=sum(r.completions for r in replicated),
         succeeded=sum(r.succeeded for r in replicated),
         failed=sum(rj.failed for rj in view.replicated),
+        quota_released_pod_seconds=pod_seconds,
+        quota_released_cpu_seconds=cpu_seconds,
     )
 
 

@@ -353,6 +353,7 @@ class KueueJobSetOperator(KueueOperator):
             start_timeout=self.start_timeout,
             deadline=wait.plan.to_dict() if wait.plan else None,
             deferred_at=time.time(),
+            released_before=wait.released_before,
         )
 
     def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:

@@ -25,8 +25,9 @@ from ..kueue.deadline import DeadlinePlan, EtaHistory, at_risk
 from ..kueue.eta import AdmissionClock, Estimate, FinishClock, eta_line
 from ..kueue.followed_view import FollowedView
 from ..kueue.job_ownership import is_same_object
-from ..kueue.job_progress import Outcome
+from ..kueue.job_progress import Outcome, observe_released, released_line
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT, Unmanaged
+from ..kueue.released_quota import ReleasedQuota
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..kueue.trigger_event import DeadlineReport, Kind, KueueEvent
 from ..kueue.workload_state import WorkloadPhase
@@ -74,6 +75,7 @@ class KueueFollowTrigger(BaseTrigger):
         start_timeout: float = DEFAULT_START_TIMEOUT,
         deadline: dict[str, Any] | None = None,
         deferred_at: float | None = None,
+        released_before: dict[str, Any] | None = None,
     ) -> None:
         """The kind's ``__init__`` maps its own name and uid kwargs (``job_name``, ``jobset_name``, ...) to
         ``name`` and ``uid`` and passes the others on as they are (``**shared``): the serialized kwargs of an
@@ -90,6 +92,9 @@ class KueueFollowTrigger(BaseTrigger):
         self.start_timeout = start_timeout
         self.deadline = DeadlinePlan.from_dict(deadline) if deadline else None
         self.deferred_at = deferred_at
+        self.released_before = released_before
+        # what Kueue gave back while it ran: as this trigger sees it, after what earlier deferrals saw
+        self._released = ReleasedQuota.carried(released_before)
         self._eta_history = EtaHistory(self.deadline.eta_history if self.deadline else ())
         self._start_checks = StartCheckPacing(start_timeout)
         self._unmanaged_since: float | None = None
@@ -132,7 +137,8 @@ class KueueFollowTrigger(BaseTrigger):
         raise NotImplementedError
 
     def _payload(self, view: Any, obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-        """(the kind's result keys, each child Job's failed indexes for the log tails)."""
+        """(the kind's result keys, with ``self._released`` closed; each child Job's failed indexes for the
+        log tails)."""
         raise NotImplementedError
 
     # --- optional capabilities (no-ops unless the kind has them) -------------------------------------------
@@ -141,10 +147,13 @@ class KueueFollowTrigger(BaseTrigger):
         return nullcontext()
 
     def _observe(self, view: Any, outcome: Outcome | None) -> None:
-        """Each new look at the object (count released quota, offer the ledger its progress)."""
+        """Each new look at the object: count the quota Kueue released (a kind adds: ledger progress)."""
+        self._released = observe_released(self._released, view, time.time())
 
     async def _closing(self, view: Any) -> None:
-        """Before the final event (the released-quota line, the last ledger write)."""
+        """Before the final event: the released-quota line (a kind adds: the last ledger write)."""
+        if released := released_line(self._released, view, datetime.now(timezone.utc)):
+            self.log.info("%s/%s: %s", self.namespace, self.name, released)
 
     async def _step(self, following: Any, obj: dict[str, Any], view: Any) -> float | None:
         """A change the kind makes while the object runs (a ramp step); seconds until the next one."""
@@ -156,8 +165,9 @@ class KueueFollowTrigger(BaseTrigger):
         return f"{self.kind} {self.namespace}/{self.name}"
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Keys a kind gained later (a JobSet's ``deadline``) are left out while unset, so that a triggerer
-        of the previous version still loads the trigger during a rolling upgrade."""
+        """Keys a kind gained later (a JobSet's ``deadline`` and ``released_before``) are left out while
+        unset, so that a triggerer of the previous version still loads the trigger during a rolling
+        upgrade."""
         kwargs = {
             "namespace": self.namespace,
             "queue_name": self.queue_name,
@@ -170,6 +180,8 @@ class KueueFollowTrigger(BaseTrigger):
             "deadline": self.deadline.to_dict() if self.deadline else None,
             **self._kind_kwargs(),
         }
+        if self.released_before is not None:
+            kwargs["released_before"] = self.released_before
         if kwargs["deadline"] is None:
             del kwargs["deadline"]
         return f"{type(self).__module__}.{type(self).__qualname__}", kwargs

@@ -19,14 +19,12 @@ from ..kueue.job_progress import (
     Outcome,
     outcome_of,
     progress_line,
-    released_line,
     result_of,
     view_of,
 )
 from ..kueue.ledger import RUNNING, attempt_status
 from ..kueue.parallelism_ramp import RampPlan
 from ..kueue.quota_guard import Unmanaged, unmanaged_verdict
-from ..kueue.released_quota import ReleasedQuota
 from ..kueue.start_guard import start_overdue, stuck_reason
 from ..watch.namespace_watch import Following, JobSnapshot, NamespaceWatch
 from .kueue_follow import KueueFollowTrigger
@@ -53,7 +51,6 @@ class KueueJobTrigger(KueueFollowTrigger):
         max_failed_indexes: int | None = None,
         ledger: dict[str, Any] | None = None,
         ramp: dict[str, Any] | None = None,
-        released_before: dict[str, Any] | None = None,
         **shared: Any,
     ) -> None:
         """``shared``: ``KueueFollowTrigger``'s kwargs (namespace, queue_name, timeouts, deadline, ...)."""
@@ -64,9 +61,6 @@ class KueueJobTrigger(KueueFollowTrigger):
         self.ramp = ramp
         self._ramp_plan = RampPlan.from_dict(ramp) if ramp else None  # read once, not per status change
         self._next_ramp_at: float | None = None
-        self.released_before = released_before
-        # what Kueue gave back in the tail: as this trigger sees it, after what earlier deferrals saw
-        self._released = ReleasedQuota.carried(released_before)
         self._writer: LedgerWriter | None = None
 
     def _kind_kwargs(self) -> dict[str, Any]:
@@ -76,7 +70,6 @@ class KueueJobTrigger(KueueFollowTrigger):
             "max_failed_indexes": self.max_failed_indexes,
             "ledger": self.ledger,
             "ramp": self.ramp,
-            "released_before": self.released_before,
         }
 
     def _follow(self) -> AbstractAsyncContextManager[Following]:
@@ -114,7 +107,7 @@ class KueueJobTrigger(KueueFollowTrigger):
     def _payload(self, view: JobView, obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         return result_of(view, obj, datetime.now(timezone.utc), self._released).to_dict(), {}
 
-    # --- the Job's capabilities: the ledger, released quota, the ramp ---------------------------------------
+    # --- the Job's capabilities: the ledger, the ramp ---------------------------------------
     @asynccontextmanager
     async def _capabilities(self) -> AsyncIterator[None]:
         self._writer = LedgerWriter(self.ledger, self.job_name) if self.ledger else None
@@ -125,15 +118,14 @@ class KueueJobTrigger(KueueFollowTrigger):
                 await self._writer.close()
 
     def _observe(self, view: JobView, outcome: Outcome | None) -> None:
-        self._released = _observe_released(self._released, view)
+        super()._observe(view, outcome)
         if self._writer is not None:
             status = attempt_status(outcome.status) if outcome is not None else RUNNING
             evictions = view.workload.eviction_count if view.workload else 0
             self._writer.offer(Progress(view.completed, view.failed, evictions, status))
 
     async def _closing(self, view: JobView) -> None:
-        if released := released_line(self._released, view, datetime.now(timezone.utc)):
-            self.log.info("%s/%s: %s", self.namespace, self.job_name, released)
+        await super()._closing(view)
         if self._writer is not None and not await self._writer.flush(LEDGER_FLUSH_SECONDS):
             self.log.warning("the ledger could not be written now; the operator writes it again")
 
@@ -162,13 +154,3 @@ class KueueJobTrigger(KueueFollowTrigger):
         )
         self._next_ramp_at = now + plan.every_seconds
         return None if plan.reached(raised) else plan.every_seconds
-
-
-def _observe_released(released: ReleasedQuota, view: JobView) -> ReleasedQuota:
-    """Count Kueue's reclaimable pods while the Job runs; a finished Job's count is closed in result_of."""
-    wl = view.workload
-    if view.finished_condition is not None:
-        return released
-    if wl is None or not view.admitted:
-        return released.observe(time.time(), 0, None)
-    return released.observe(time.time(), wl.reclaimable_pods, wl.cpu_per_pod)

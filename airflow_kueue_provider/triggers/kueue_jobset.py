@@ -83,6 +83,7 @@ class KueueJobSetTrigger(KueueFollowTrigger):
         return await hook.delete_jobset_unless_finished(self.namespace, self.jobset_name, uid=uid)
 
     def _payload(self, view: JobSetView, obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-        result = jobset_result_of(obj, view, view.workload, datetime.now(timezone.utc)).to_dict()
+        now = datetime.now(timezone.utc)
+        result = jobset_result_of(obj, view, view.workload, now, self._released).to_dict()
         failed_jobs = {j.name: str(j.failed) for j in view.jobs if j.failed}
         return result, failed_jobs

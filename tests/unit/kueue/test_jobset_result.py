@@ -125,3 +125,26 @@ def test_each_replicated_job_reports_where_kueues_tas_put_it() -> None:
         ("workers", f"{host}: n2 (4)"),
     ]
     assert JobSetResult.from_dict(result.to_dict()) == result
+
+
+def test_the_quota_kueue_released_while_the_jobset_ran_is_in_its_result() -> None:
+    """The coordinator's replica finished first: Kueue reclaimed its pod (ReclaimablePods) for the 60 s until
+    the JobSet completed; the meter closes at the JobSet's Completed condition."""
+    from airflow_kueue_provider.kueue.job_progress import observe_released
+    from airflow_kueue_provider.kueue.released_quota import ReleasedQuota
+
+    children = [_job("coordinator", 1, "0"), _job("workers", 8, "0-7")]
+    admitted = datetime(2026, 12, 1, 10, 1, tzinfo=timezone.utc)
+    wl = _workload(WorkloadPhase.Running, admitted_at=admitted, reclaimable_pods=1, cpu_per_pod=2.0)
+    running = jobset_view(_jobset(), children)
+    meter = observe_released(ReleasedQuota(), _with_workload(running, wl), T0.timestamp() + 240)  # 10:04
+    done = jobset_view(_jobset(finished="Completed"), children)
+    result = jobset_result_of(_jobset(finished="Completed"), done, wl, T0, meter)
+    assert (result.quota_released_pod_seconds, result.quota_released_cpu_seconds) == (60.0, 120.0)
+    assert JobSetResult.from_dict(result.to_dict()) == result
+
+
+def _with_workload(view: Any, wl: WorkloadState) -> Any:
+    from dataclasses import replace
+
+    return replace(view, workload=wl)
