@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from .api_time import parse_api_time
 from .cost import VmPrice, vm_share
@@ -91,7 +91,85 @@ class CostModel:
         return f"{terms} of {share} at {', '.join(prices) or 'no price (nothing ran)'}"
 
     def _rate(self, spot: bool) -> Decimal:
-        return Decimal(str(self.vm.spot_per_hour if spot else self.vm.on_demand_per_hour))
+        return _rate(self.vm, spot)
+
+
+class Pricing(Protocol):
+    """A kind's cost model, as the totals read it (``CostModel``, ``GangCostModel``)."""
+
+    def basis(self, attempts: Sequence[AttemptFigures]) -> str: ...
+
+
+@dataclass(frozen=True)
+class PodSetPrice:
+    """One replicated job of a JobSet: its pods (replicas x parallelism) and each pod's requests."""
+
+    name: str
+    pods: int
+    requests: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class GangCostModel:
+    """What a JobSet costs: each replicated job's pods at its own requests, for as long as the JobSet ran
+    (Kueue admits it whole and releases it whole)."""
+
+    pod_sets: tuple[PodSetPrice, ...]
+    vm: VmPrice
+
+    @property
+    def pods(self) -> int:
+        return sum(p.pods for p in self.pod_sets)
+
+    def figures(
+        self,
+        job_name: str,
+        queued_seconds: float | None,
+        running_seconds: float | None,
+        spot: bool,
+        try_number: int | None = None,
+    ) -> AttemptFigures:
+        hours = Decimal(str(running_seconds or 0)) / 3600
+        share = sum((vm_share(p.requests, self.vm) * max(p.pods, 0) for p in self.pod_sets), Decimal(0))
+        cost = share * hours * _rate(self.vm, spot)
+        return AttemptFigures(
+            job_name, self.pods, queued_seconds, running_seconds, spot, round(float(cost), 6), try_number
+        )
+
+    def basis(self, attempts: Sequence[AttemptFigures]) -> str:
+        """``(1 coordinator pod of 0.062 + 8 workers pods of 0.250) Standard_D16ds_v5 x 45.0 s at $0.181/h
+        (Spot)``."""
+        shares = " + ".join(
+            f"{p.pods} {p.name} pod{'s' if p.pods != 1 else ''} of {float(vm_share(p.requests, self.vm)):.3f}"
+            for p in self.pod_sets
+        )
+        terms = " + ".join(f"{a.running_seconds or 0:.1f} s" for a in attempts) or "nothing ran"
+        prices = sorted(
+            {f"${_rate(self.vm, a.spot)}/h ({'Spot' if a.spot else 'on-demand'})" for a in attempts}
+        )
+        return f"({shares}) {self.vm.name} x {terms} at {', '.join(prices) or 'no price (nothing ran)'}"
+
+
+def jobset_figures(
+    jobset: Mapping[str, Any],
+    model: GangCostModel,
+    spot: bool,
+    try_number: int | None = None,
+    now: datetime | None = None,
+) -> AttemptFigures:
+    """An earlier JobSet's figures from its own status: queued from creation until the JobSet controller
+    resumed it (its ``Suspended`` condition turned False, when Kueue admitted it), running from then to its
+    Completed/Failed condition."""
+    meta = jobset.get("metadata") or {}
+    created = parse_api_time(meta.get("creationTimestamp"))
+    resumed = None
+    for cond in (jobset.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Suspended" and cond.get("status") == "False":
+            resumed = parse_api_time(cond.get("lastTransitionTime"))
+    ended = _ended_at(jobset)
+    queued = _seconds(created, resumed or ended or now)
+    running = _seconds(resumed, ended)
+    return model.figures(str(meta.get("name") or ""), queued, running, spot, try_number)
 
 
 def job_figures(
@@ -117,7 +195,7 @@ def job_figures(
     return model.figures(str(meta.get("name") or ""), pods, queued, running, spot, try_number)
 
 
-def totals(attempts: Sequence[AttemptFigures], model: CostModel) -> dict[str, Any]:
+def totals(attempts: Sequence[AttemptFigures], model: Pricing) -> dict[str, Any]:
     """The result keys over every attempt: sums where known (None when no attempt knows), the cost basis
     term by term, and ``attempt_figures``."""
     queued = [a.queued_seconds for a in attempts if a.queued_seconds is not None]
@@ -141,6 +219,10 @@ def merged(recorded: Iterable[AttemptFigures], from_jobs: Iterable[AttemptFigure
         made_by = listed.try_number if listed is not None and listed.try_number else a.try_number
         by_name[a.job_name] = replace(a, try_number=made_by)
     return sorted(by_name.values(), key=lambda a: a.try_number or 0)
+
+
+def _rate(vm: VmPrice, spot: bool) -> Decimal:
+    return Decimal(str(vm.spot_per_hour if spot else vm.on_demand_per_hour))
 
 
 def _ended_at(job: Mapping[str, Any]) -> datetime | None:

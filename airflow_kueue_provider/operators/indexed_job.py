@@ -19,7 +19,6 @@ from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.kind_client import JobClient
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.attempt_figures import AttemptFigures, CostModel, job_figures
-from ..kueue.cost import VmPrice
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import build_indexed_job
 from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
@@ -175,7 +174,6 @@ class KueueIndexedJobOperator(KueueOperator):
         container_security_context: Mapping[str, Any] | Any | None = None,
         job_name_prefix: str | None = None,
         parallelism_ramp: ParallelismRamp | dict[str, Any] | None = None,
-        vm_price: VmPrice | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(keep_on_failure=keep_job_on_failure, **kwargs)
@@ -225,7 +223,6 @@ class KueueIndexedJobOperator(KueueOperator):
         self.service_account_name = service_account_name
         self.job_name_prefix = job_name_prefix
         self.parallelism_ramp = ParallelismRamp.from_param(parallelism_ramp)
-        self.vm_price = VmPrice.from_param(vm_price)
         self._check_untemplated()
 
     def _check_untemplated(self) -> None:

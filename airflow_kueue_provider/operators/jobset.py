@@ -17,10 +17,11 @@ from kubernetes.client.rest import ApiException
 from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.kind_client import JobSetClient
 from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.attempt_figures import GangCostModel, PodSetPrice
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import build_indexed_job
 from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
-from ..kueue.job_template import as_mapping
+from ..kueue.job_template import as_mapping, template_main_container
 from ..kueue.job_validation import validate_untemplated
 from ..kueue.jobset import ReplicatedJob, build_jobset, jobset_name_for, replicated_job_problems
 from ..kueue.ledger import RunLedger
@@ -33,6 +34,7 @@ from ..triggers.kueue_jobset import KueueJobSetTrigger
 from .failures import KueueJobSetFailed
 from .k8s_models import plain
 from .kueue_operator import KueueOperator, Shards, WaitOn
+from .run_figures import JobSetLister, task_instance_totals
 from .settings import configured_pod_policy
 from .task_facts import created_epoch
 
@@ -135,6 +137,9 @@ class KueueJobSetOperator(KueueOperator):
     :param on_deadline_risk: ``DeadlineEscalation(raise_priority=..., notify=...)``, taken once per task
         instance (``raise_priority`` relabels the JobSet while Kueue still queues it). ``spill_to`` is
         refused: a JobSet is one gang, it has no unfinished shards to move on their own.
+    :param vm_price: ``VmPrice(...)`` or its dict, for the result's ``estimated_cost_usd``: each replicated
+        job's pods (replicas x parallelism) at its own requests, for as long as the JobSet ran; over every
+        JobSet of the task instance, like the Job operator's figures (docs/results.md).
     :param parallelism_ramp: refused (see ``KueueJobSetOperator.REFUSED``).
     :param min_parallelism: refused (see ``KueueJobSetOperator.REFUSED``).
     """
@@ -337,6 +342,40 @@ class KueueJobSetOperator(KueueOperator):
     ) -> dict[str, Any]:
         raise AssertionError("a JobSet always runs its shards")  # _shards_to_run never returns none
 
+    def _result(
+        self, identity: AirflowIdentity, event: KueueEvent, shards: Shards
+    ) -> tuple[dict[str, Any], str]:
+        """The JobSet's result, with its cost and the task instance's figures over every JobSet it ran."""
+        result = event.result_keys()
+        if "running_seconds" in event.result:
+            model = self._cost_model()
+            current = model.figures(
+                event.name,
+                _seconds(result.get("queued_seconds")),
+                _seconds(result.get("running_seconds")),
+                self.spot,
+                identity.try_number,
+            )
+            jobsets = JobSetLister(self._client().hook, self.resolved_namespace(), identity, self.spot)
+            result.update(task_instance_totals(current, None, model, jobsets))
+        return result, event.message
+
+    def _cost_model(self) -> GangCostModel:
+        """Each replicated job's pods (replicas x parallelism) at its own requests."""
+        return GangCostModel(
+            tuple(
+                PodSetPrice(
+                    rj.name,
+                    rj.replicas * min(rj.parallelism or rj.completions, rj.completions),
+                    (
+                        plain(rj.resources) or template_main_container(rj.job_template).get("resources") or {}
+                    ).get("requests"),
+                )
+                for rj in self.replicated_jobs
+            ),
+            self.vm_price,
+        )
+
     def _submitted_line(self) -> str:
         return ": " + ", ".join(f"{rj.name} {rj.replicas}x{rj.completions}" for rj in self.replicated_jobs)
 
@@ -371,3 +410,7 @@ class KueueJobSetOperator(KueueOperator):
 
     def _failure(self, message: str, event: Mapping[str, Any]) -> AirflowException:
         return KueueJobSetFailed(message, event)
+
+
+def _seconds(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

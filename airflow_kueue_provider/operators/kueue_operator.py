@@ -22,6 +22,7 @@ from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.blob_store import BlobConfigError
 from ..hooks.kind_client import KindClient
 from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.cost import VmPrice
 from ..kueue.deadline import DeadlinePlan, DeadlineValue
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import released_so_far
@@ -61,7 +62,7 @@ class WaitOn:
 class KueueOperator(BaseOperator):
     """The shared parameters (each kind documents them): ``queue_name``, ``namespace``, ``priority_class``,
     ``spot``, ``queue_timeout``, ``workload_timeout``, ``start_timeout``, ``checkpointing``, ``deadline``,
-    ``deadline_margin``, ``on_deadline_risk``, ``kubernetes_conn_id``, ``deferrable``."""
+    ``deadline_margin``, ``on_deadline_risk``, ``kubernetes_conn_id``, ``deferrable``, ``vm_price``."""
 
     kind: ClassVar[Kind]
     ui_color = "#d4e9f7"
@@ -84,6 +85,7 @@ class KueueOperator(BaseOperator):
         on_deadline_risk: DeadlineEscalation | dict[str, Any] | None = None,
         kubernetes_conn_id: str = "kubernetes_default",
         deferrable: bool = True,
+        vm_price: VmPrice | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         """The kinds take their own parameters and pass these on (``**kwargs``); ``keep_on_failure`` is the
@@ -97,6 +99,10 @@ class KueueOperator(BaseOperator):
         self.workload_timeout = seconds(workload_timeout)
         self.start_timeout = seconds(start_timeout)
         self.keep_on_failure = keep_on_failure
+        try:
+            self.vm_price = VmPrice.from_param(vm_price)
+        except (TypeError, ValueError) as exc:
+            raise AirflowFailException(f"{self.task_id}: vm_price: {exc}") from None
         self.kubernetes_conn_id = kubernetes_conn_id
         self.deferrable = deferrable
         self.deadline = deadline

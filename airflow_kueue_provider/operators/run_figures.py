@@ -6,11 +6,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
+from ..hooks.jobset_hook import JobSetHook
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.attempt_figures import AttemptFigures, CostModel, job_figures, merged, totals
+from ..kueue.attempt_figures import (
+    AttemptFigures,
+    CostModel,
+    GangCostModel,
+    Pricing,
+    job_figures,
+    jobset_figures,
+    merged,
+    totals,
+)
 from ..kueue.ledger import RunLedger
 from ..kueue.names import QUEUE_NAME_LABEL, TRY_NUMBER_LABEL
 
@@ -37,11 +47,18 @@ def event_figures(
     )
 
 
+class Lister(Protocol):
+    """The task instance's earlier objects still in the cluster, as figures (``JobLister``,
+    ``JobSetLister``)."""
+
+    def figures(self, model: Any) -> Sequence[AttemptFigures]: ...
+
+
 def task_instance_totals(
     current: AttemptFigures | None,
     ledger: RunLedger | None,
-    model: CostModel,
-    jobs: JobLister,
+    model: Pricing,
+    jobs: Lister,
 ) -> dict[str, Any]:
     """The result's per-task-instance figures (see ``kueue.attempt_figures.totals``). The Jobs are listed
     only when earlier Jobs may exist whose figures the ledger does not hold (a retry without checkpointing,
@@ -87,6 +104,21 @@ class JobLister:
             try_label = labels.get(TRY_NUMBER_LABEL)
             try_number = int(try_label) if try_label and try_label.isdigit() else None
             found.append(job_figures(job, model, on_spot, try_number))
+        return found
+
+
+class JobSetLister:
+    """The task instance's JobSets still in the cluster, as figures (at the operator's replicated jobs)."""
+
+    def __init__(self, hook: JobSetHook, namespace: str, identity: AirflowIdentity, spot: bool) -> None:
+        self.hook, self.namespace, self.identity, self.spot = hook, namespace, identity, spot
+
+    def figures(self, model: GangCostModel) -> Sequence[AttemptFigures]:
+        found = []
+        for jobset in self.hook.task_instance_jobsets(self.namespace, self.identity):
+            try_label = (jobset["metadata"].get("labels") or {}).get(TRY_NUMBER_LABEL)
+            try_number = int(try_label) if try_label and try_label.isdigit() else None
+            found.append(jobset_figures(jobset, model, self.spot, try_number))
         return found
 
 

@@ -108,6 +108,11 @@ def test_a_coordinator_and_8_workers_wait_as_one_are_admitted_together_and_succe
     ], result
     assert f"admitted to {env.cluster_queue}" in run.output, run.output[-6000:]
     assert "coordinator 1/1 done, 0 active; workers 8/8 done, 0 active" in run.output, run.output[-6000:]
+    # Priced per replicated job, over the task instance's one JobSet.
+    (figures,) = result["attempt_figures"]
+    assert figures["job_name"] == name and figures["pods"] == 9, result
+    assert result["cost_basis"].startswith("(1 coordinator pod of "), result
+    assert result["estimated_cost_usd"] > 0 and result["running_seconds"] == figures["running_seconds"]
 
 
 def test_a_failing_worker_index_fails_the_task_and_is_named_by_its_job(

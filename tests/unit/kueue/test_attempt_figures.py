@@ -98,3 +98,26 @@ def test_a_reattached_job_keeps_the_try_that_made_it() -> None:
     listed = MODEL.figures("try-1-job", 2, 0.0, 2.5, spot=False, try_number=1)
     (only,) = merged([reported], [listed])
     assert only.try_number == 1 and only.running_seconds == 3.0
+
+
+def test_a_jobset_prices_each_replicated_job_at_its_own_requests() -> None:
+    from airflow_kueue_provider.kueue.attempt_figures import GangCostModel, PodSetPrice, jobset_figures
+
+    gang = GangCostModel(
+        (PodSetPrice("coordinator", 1, {"cpu": "1"}), PodSetPrice("workers", 8, {"cpu": "4"})), VmPrice()
+    )
+    spot = gang.figures("js", 10.0, 3600.0, spot=True)
+    # 1 x 1/16 + 8 x 4/16 of a D16ds_v5 for an hour at the Spot price
+    assert spot.pods == 9 and abs(spot.cost_usd - (1 / 16 + 8 * 4 / 16) * VmPrice().spot_per_hour) < 1e-6
+    assert gang.basis([spot]).startswith("(1 coordinator pod of 0.062 + 8 workers pods of 0.250) ")
+    jobset = {
+        "metadata": {"name": "js-1", "creationTimestamp": "2026-12-02T01:00:00Z"},
+        "status": {
+            "conditions": [
+                {"type": "Suspended", "status": "False", "lastTransitionTime": "2026-12-02T01:00:20Z"},
+                {"type": "Completed", "status": "True", "lastTransitionTime": "2026-12-02T01:01:20Z"},
+            ]
+        },
+    }
+    earlier = jobset_figures(jobset, gang, spot=False, try_number=1)
+    assert (earlier.queued_seconds, earlier.running_seconds, earlier.pods) == (20.0, 60.0, 9)

@@ -98,3 +98,27 @@ def test_what_kueue_cannot_do_for_a_jobset_is_refused_when_the_dag_is_parsed(
     workers = {"name": "workers", "image": "i:1", "completions": 2, "checkpoint": "checkpointing" in kwargs}
     with pytest.raises(AirflowFailException, match=f"not available for a JobSet: .*{says}"):
         KueueJobSetOperator(task_id="t", queue_name="q", replicated_jobs=[workers], **kwargs)
+
+
+@KINDS
+def test_a_first_try_result_carries_its_cost_and_figures(make: Any) -> None:
+    """Both kinds price what ran (the JobSet each replicated job at its own requests) and keep one entry per
+    attempt; a first try lists nothing in the cluster."""
+    from types import SimpleNamespace
+
+    op = make(namespace="ns", spot=True)
+    name_key = "job_name" if isinstance(op, KueueIndexedJobOperator) else "jobset_name"
+    event = {
+        "status": "success",
+        "message": "done",
+        name_key: "obj-1",
+        "namespace": "ns",
+        "completions": 2,
+        "queued_seconds": 5.0,
+        "running_seconds": 3600.0,
+    }
+    context = {"ti": SimpleNamespace(dag_id="d", task_id="t", run_id="r", try_number=1, map_index=-1)}
+    result = op.execute_complete(context, event)
+    assert result[name_key] == "obj-1" and result["estimated_cost_usd"] > 0
+    assert [a["job_name"] for a in result["attempt_figures"]] == ["obj-1"]
+    assert result["running_seconds"] == 3600.0 and "Spot" in result["cost_basis"]
