@@ -155,8 +155,26 @@ def never_dispatched(view: JobView) -> str | None:
 def progress_line(view: JobView, position: tuple[int, int] | None = None, waited: float | None = None) -> str:
     """A line a human reads at a glance: queued (position, wait) / admitted / evicted / N/M done."""
     wl = view.workload
+    if (waiting := waiting_line(wl, position, waited, "the Workload")) is not None:
+        return waiting
+    assert wl is not None  # waiting_line answers while there is no Workload
+    if wl.phase is WorkloadPhase.Running or (wl.phase is WorkloadPhase.Admitted and view.completed):
+        return (
+            f"running {len(view.completed)}/{view.completions} done, {len(view.failed)} failed"
+            + (f" ({_shorten(str(view.failed))})" if view.failed else "")
+            + f", {view.active} active"
+            + _admission_facts(wl)
+        )
+    return wl.describe()
+
+
+def waiting_line(
+    wl: WorkloadState | None, position: tuple[int, int] | None, waited: float | None, workload: str
+) -> str | None:
+    """The line while the object waits for Kueue, the same for every kind: no Workload yet, queued (position,
+    wait, Kueue's reason) or requeued after an eviction; None once it is admitted."""
     if wl is None:
-        return "submitted; waiting for Kueue to create the Workload"
+        return f"submitted; waiting for Kueue to create {workload}"
     queue = wl.queue_name or "its LocalQueue"
     extra = [
         f"position {position[0] + 1}" if position else "",
@@ -172,14 +190,7 @@ def progress_line(view: JobView, position: tuple[int, int] | None = None, waited
         # names the preemption reason too.
         why = f"{wl.reason}: {wl.preemption_reason}" if wl.preemption_reason else wl.reason
         return f"requeued in {queue} after eviction ({why}, {wl.eviction_count} so far){detail}"
-    if wl.phase is WorkloadPhase.Running or (wl.phase is WorkloadPhase.Admitted and view.completed):
-        return (
-            f"running {len(view.completed)}/{view.completions} done, {len(view.failed)} failed"
-            + (f" ({_shorten(str(view.failed))})" if view.failed else "")
-            + f", {view.active} active"
-            + _admission_facts(wl)
-        )
-    return wl.describe()
+    return None
 
 
 def _admission_facts(wl: WorkloadState) -> str:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from .api_time import parse_api_time
-from .job_progress import released_totals
+from .job_progress import released_totals, waiting_line
 from .jobset import JobSetView, ReplicatedJobProgress
 from .quota_guard import Unmanaged, no_workload_verdict
 from .released_quota import ReleasedQuota
@@ -79,12 +79,18 @@ class JobSetResult:
         return cls(**fields)
 
 
-def jobset_progress_line(view: JobSetView, workload: WorkloadState | None) -> str:
-    """Queued / admitted / evicted as Kueue says, then per replicated job once pods run, e.g.
+def jobset_progress_line(
+    view: JobSetView,
+    workload: WorkloadState | None,
+    position: tuple[int, int] | None = None,
+    waited: float | None = None,
+) -> str:
+    """Queued / evicted as for a Job (``waiting_line``), then per replicated job once pods run, e.g.
     ``running: coordinator 1/1 done, 0 active; workers 5/8 done, 3 active`` (with where Kueue's TAS placed
     each replicated job, when it did)."""
-    if workload is None:
-        return "submitted; waiting for Kueue to create the JobSet's Workload"
+    if (waiting := waiting_line(workload, position, waited, "the JobSet's Workload")) is not None:
+        return waiting
+    assert workload is not None  # waiting_line answers while there is no Workload
     running = workload.phase is WorkloadPhase.Running or (
         workload.phase is WorkloadPhase.Admitted and not view.suspended
     )

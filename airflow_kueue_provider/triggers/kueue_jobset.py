@@ -58,13 +58,7 @@ class KueueJobSetTrigger(KueueFollowTrigger):
         return unmanaged_jobset_verdict(view, has_workload, seconds_since_submit, self.workload_timeout)
 
     def _line(self, view: JobSetView, position: tuple[int, int] | None, waited: float | None) -> str:
-        line = jobset_progress_line(view, view.workload)
-        where = ", ".join(
-            x
-            for x in (f"position {position[0] + 1}" if position else "", f"{waited:.0f} s" if waited else "")
-            if x
-        )
-        return f"{line} ({where})" if where else line
+        return jobset_progress_line(view, view.workload, position, waited)
 
     def _start_overdue(self, view: JobSetView, since_admission: float) -> bool | None:
         if not view.unstarted_jobs:
