@@ -80,6 +80,21 @@ class CostModel:
             job_name, pods, queued_seconds, running_seconds, spot, round(float(cost), 6), try_number
         )
 
+    def figures_of(
+        self,
+        job: Mapping[str, Any],
+        queued_seconds: float | None,
+        running_seconds: float | None,
+        spot: bool,
+        try_number: int | None = None,
+    ) -> AttemptFigures:
+        """A Job at the pods its spec runs: its parallelism capped by its completions."""
+        spec = job.get("spec") or {}
+        completions = int(spec.get("completions") or 0)
+        pods = min(int(spec.get("parallelism") or completions), completions)
+        name = str((job.get("metadata") or {}).get("name") or "")
+        return self.figures(name, pods, queued_seconds, running_seconds, spot, try_number)
+
     def basis(self, attempts: Sequence[AttemptFigures]) -> str:
         """How the total was made, one term per Job: ``30 pods x 45.0 s + 2 pods x 4.0 s of 0.250
         Standard_D16ds_v5 at $0.181/h (Spot)``."""
@@ -95,7 +110,16 @@ class CostModel:
 
 
 class Pricing(Protocol):
-    """A kind's cost model, as the totals read it (``CostModel``, ``GangCostModel``)."""
+    """A kind's cost model (``CostModel``, ``GangCostModel``)."""
+
+    def figures_of(
+        self,
+        obj: Mapping[str, Any],
+        queued_seconds: float | None,
+        running_seconds: float | None,
+        spot: bool,
+        try_number: int | None = None,
+    ) -> AttemptFigures: ...
 
     def basis(self, attempts: Sequence[AttemptFigures]) -> str: ...
 
@@ -136,6 +160,17 @@ class GangCostModel:
             job_name, self.pods, queued_seconds, running_seconds, spot, round(float(cost), 6), try_number
         )
 
+    def figures_of(
+        self,
+        jobset: Mapping[str, Any],
+        queued_seconds: float | None,
+        running_seconds: float | None,
+        spot: bool,
+        try_number: int | None = None,
+    ) -> AttemptFigures:
+        name = str((jobset.get("metadata") or {}).get("name") or "")
+        return self.figures(name, queued_seconds, running_seconds, spot, try_number)
+
     def basis(self, attempts: Sequence[AttemptFigures]) -> str:
         """``(1 coordinator pod of 0.062 + 8 workers pods of 0.250) Standard_D16ds_v5 x 45.0 s at $0.181/h
         (Spot)``."""
@@ -150,49 +185,29 @@ class GangCostModel:
         return f"({shares}) {self.vm.name} x {terms} at {', '.join(prices) or 'no price (nothing ran)'}"
 
 
-def jobset_figures(
-    jobset: Mapping[str, Any],
-    model: GangCostModel,
+def status_figures(
+    obj: Mapping[str, Any],
+    model: Pricing,
     spot: bool,
     try_number: int | None = None,
     now: datetime | None = None,
 ) -> AttemptFigures:
-    """An earlier JobSet's figures from its own status: queued from creation until the JobSet controller
-    resumed it (its ``Suspended`` condition turned False, when Kueue admitted it), running from then to its
-    Completed/Failed condition."""
-    meta = jobset.get("metadata") or {}
-    created = parse_api_time(meta.get("creationTimestamp"))
-    resumed = None
-    for cond in (jobset.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Suspended" and cond.get("status") == "False":
-            resumed = parse_api_time(cond.get("lastTransitionTime"))
-    ended = _ended_at(jobset)
-    queued = _seconds(created, resumed or ended or now)
-    running = _seconds(resumed, ended)
-    return model.figures(str(meta.get("name") or ""), queued, running, spot, try_number)
-
-
-def job_figures(
-    job: Mapping[str, Any],
-    model: CostModel,
-    spot: bool,
-    try_number: int | None = None,
-    now: datetime | None = None,
-) -> AttemptFigures:
-    """A Job's figures from its own status, for a Job whose trigger's figures were not recorded (an earlier
-    try's, without checkpointing; the first Job of a spill, read as it is deleted): queued from creation to
-    ``status.startTime`` (set when Kueue unsuspends it; a Job never started waited until it ended, or until
-    ``now``), running from then to its Complete/Failed condition (or ``completionTime``). A Job evicted and
-    admitted again counts from its last start: a lower bound."""
-    meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
+    """An object's figures from its own status, for one whose trigger's figures were not recorded (an
+    earlier try's without checkpointing; the first Job of a spill, read as it is deleted): queued from
+    creation until it started (a Job's ``status.startTime``, or its ``Suspended`` condition turning False,
+    which is when a JobSet's controller resumed it: Kueue admitted it; one never started waited until it
+    ended, or until ``now``), running from then to its Complete/Completed/Failed condition (or a Job's
+    ``completionTime``). An object evicted and admitted again counts from its last start: a lower bound."""
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
     created = parse_api_time(meta.get("creationTimestamp"))
     started = parse_api_time(status.get("startTime"))
-    ended = _ended_at(job)
-    completions = int(spec.get("completions") or 0)
-    pods = min(int(spec.get("parallelism") or completions), completions)
+    for cond in status.get("conditions") or []:
+        if started is None and cond.get("type") == "Suspended" and cond.get("status") == "False":
+            started = parse_api_time(cond.get("lastTransitionTime"))
+    ended = _ended_at(obj)
     queued = _seconds(created, started or ended or now)
     running = _seconds(started, ended)
-    return model.figures(str(meta.get("name") or ""), pods, queued, running, spot, try_number)
+    return model.figures_of(obj, queued, running, spot, try_number)
 
 
 def totals(attempts: Sequence[AttemptFigures], model: Pricing) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import yaml
 from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.kind_client import JobClient
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
-from ..kueue.attempt_figures import AttemptFigures, CostModel, job_figures
+from ..kueue.attempt_figures import AttemptFigures, CostModel, status_figures
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import build_indexed_job
 from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
@@ -419,7 +419,7 @@ class KueueIndexedJobOperator(KueueOperator):
             session=session,
             hand_pods_their_sas=lambda made, token: self._hand_pods_their_sas(client, session, made, token),
             why=event.message or "deadline at risk",
-            figures=job_figures(
+            figures=status_figures(
                 job, self._cost_model(), self.spot, identity.try_number, now=datetime.now(timezone.utc)
             ),
         )

@@ -16,9 +16,8 @@ from ..kueue.attempt_figures import (
     CostModel,
     GangCostModel,
     Pricing,
-    job_figures,
-    jobset_figures,
     merged,
+    status_figures,
     totals,
 )
 from ..kueue.ledger import RunLedger
@@ -103,7 +102,7 @@ class JobLister:
             on_spot = self.spot and labels.get(QUEUE_NAME_LABEL) != self.spill_queue
             try_label = labels.get(TRY_NUMBER_LABEL)
             try_number = int(try_label) if try_label and try_label.isdigit() else None
-            found.append(job_figures(job, model, on_spot, try_number))
+            found.append(status_figures(job, model, on_spot, try_number))
         return found
 
 
@@ -118,7 +117,7 @@ class JobSetLister:
         for jobset in self.hook.task_instance_jobsets(self.namespace, self.identity):
             try_label = (jobset["metadata"].get("labels") or {}).get(TRY_NUMBER_LABEL)
             try_number = int(try_label) if try_label and try_label.isdigit() else None
-            found.append(jobset_figures(jobset, model, self.spot, try_number))
+            found.append(status_figures(jobset, model, self.spot, try_number))
         return found
 
 

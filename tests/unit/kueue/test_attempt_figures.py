@@ -5,8 +5,8 @@ from __future__ import annotations
 from airflow_kueue_provider.kueue.attempt_figures import (
     AttemptFigures,
     CostModel,
-    job_figures,
     merged,
+    status_figures,
     totals,
 )
 from airflow_kueue_provider.kueue.cost import VmPrice
@@ -59,12 +59,12 @@ def test_a_jobs_own_status_gives_its_figures() -> None:
             ],
         },
     }
-    figures = job_figures(job, MODEL, spot=True, try_number=1)
+    figures = status_figures(job, MODEL, spot=True, try_number=1)
     assert (figures.pods, figures.queued_seconds, figures.running_seconds) == (30, 5.0, 45.0)
     small = {**job, "spec": {"completions": 2, "parallelism": 30}}
-    assert job_figures(small, MODEL, spot=True).pods == 2, "never more pods than indexes"
+    assert status_figures(small, MODEL, spot=True).pods == 2, "never more pods than indexes"
     running = {**job, "status": {"startTime": "2026-12-02T01:00:05Z"}}
-    assert job_figures(running, MODEL, spot=True).running_seconds is None
+    assert status_figures(running, MODEL, spot=True).running_seconds is None
 
 
 def test_what_was_recorded_wins_over_the_job_object() -> None:
@@ -88,7 +88,7 @@ def test_a_job_that_never_started_waited_until_it_was_spilled() -> None:
         "status": {},
     }
     spilled_at = datetime(2026, 12, 2, 1, 0, 30, tzinfo=timezone.utc)
-    figures = job_figures(job, MODEL, spot=True, now=spilled_at)
+    figures = status_figures(job, MODEL, spot=True, now=spilled_at)
     assert (figures.queued_seconds, figures.running_seconds, figures.cost_usd) == (30.0, None, 0.0)
 
 
@@ -101,7 +101,7 @@ def test_a_reattached_job_keeps_the_try_that_made_it() -> None:
 
 
 def test_a_jobset_prices_each_replicated_job_at_its_own_requests() -> None:
-    from airflow_kueue_provider.kueue.attempt_figures import GangCostModel, PodSetPrice, jobset_figures
+    from airflow_kueue_provider.kueue.attempt_figures import GangCostModel, PodSetPrice
 
     gang = GangCostModel(
         (PodSetPrice("coordinator", 1, {"cpu": "1"}), PodSetPrice("workers", 8, {"cpu": "4"})), VmPrice()
@@ -119,5 +119,5 @@ def test_a_jobset_prices_each_replicated_job_at_its_own_requests() -> None:
             ]
         },
     }
-    earlier = jobset_figures(jobset, gang, spot=False, try_number=1)
+    earlier = status_figures(jobset, gang, spot=False, try_number=1)
     assert (earlier.queued_seconds, earlier.running_seconds, earlier.pods) == (20.0, 60.0, 9)
