@@ -13,35 +13,33 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import datetime, timezone
-from typing import Any, ClassVar
+from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..hooks.kueue_async_hook import AsyncKueueHook, is_connection_error
 from ..hooks.retry import describe, is_transient
-from ..kueue.deadline import DeadlinePlan, EtaHistory, at_risk
-from ..kueue.eta import AdmissionClock, Estimate, FinishClock, eta_line
+from ..kueue.deadline import DeadlinePlan
 from ..kueue.followed_view import FollowedView
 from ..kueue.job_ownership import is_same_object
 from ..kueue.job_progress import Outcome, observe_released, released_line
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT, Unmanaged
 from ..kueue.released_quota import ReleasedQuota
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
-from ..kueue.trigger_event import DeadlineReport, Kind, KueueEvent
+from ..kueue.trigger_event import KueueEvent
 from ..kueue.workload_state import WorkloadPhase
+from .deadline_watch import DeadlineWatch
+from .eta_tracking import QueueAndFinishEta
+from .followed_kind import FollowedKind
 from .progress_log import ProgressLog, human_duration
 from .resume_guard import ResumeGuard
 from .start_check import START_RECHECK_SECONDS, StartCheckPacing
+from .unmanaged_grace import UnmanagedGrace
 
 log = logging.getLogger(__name__)
 
-POSITION_FIRST_AFTER = 10.0  # seconds of queueing before the first position read: most are admitted sooner
-POSITION_FIRST_REFRESH = 30.0  # then every 30 s, doubling up to POSITION_MAX_REFRESH while still queued
-POSITION_MAX_REFRESH = 600.0
 CONFIRM_RETRY_SECONDS = 2.0  # after a re-read the apiserver could not answer
-UNMANAGED_GRACE_SECONDS = 10.0  # how long "no Workload" must hold, then on a fresh read, before a delete
 
 _KILL_OUTCOMES = {
     "deleted": "deleted",
@@ -50,7 +48,7 @@ _KILL_OUTCOMES = {
 }
 
 
-class KueueFollowTrigger(BaseTrigger):
+class KueueFollowTrigger(FollowedKind, BaseTrigger):
     """Follow one queued object through Kueue's queue, admission, eviction/requeue to one final event.
 
     Events come from the triggerer's shared namespace watch (no polling). ``queue_timeout`` (seconds from
@@ -58,8 +56,6 @@ class KueueFollowTrigger(BaseTrigger):
     So is one Kueue does not manage (never outside quota) and one admitted ``start_timeout`` ago whose pods
     cannot start. A ``deadline`` (``DeadlinePlan.to_dict()``) hands the task back once the ETA is at risk.
     """
-
-    kind: ClassVar[Kind]
 
     def __init__(
         self,
@@ -81,11 +77,8 @@ class KueueFollowTrigger(BaseTrigger):
         ``name`` and ``uid`` and passes the others on as they are (``**shared``): the serialized kwargs of an
         earlier version keep loading."""
         super().__init__()  # type: ignore[no-untyped-call]
-        self.name = name
-        self.namespace = namespace
-        self.queue_name = queue_name
+        self.name, self.uid, self.namespace, self.queue_name = name, uid, namespace, queue_name
         self.kubernetes_conn_id = kubernetes_conn_id
-        self.uid = uid
         self.queue_timeout = queue_timeout
         self.submitted_at = submitted_at if submitted_at is not None else time.time()
         self.workload_timeout = workload_timeout
@@ -95,57 +88,12 @@ class KueueFollowTrigger(BaseTrigger):
         self.released_before = released_before
         # what Kueue gave back while it ran: as this trigger sees it, after what earlier deferrals saw
         self._released = ReleasedQuota.carried(released_before)
-        self._eta_history = EtaHistory(self.deadline.eta_history if self.deadline else ())
+        self._deadline = DeadlineWatch(self.deadline)
         self._start_checks = StartCheckPacing(start_timeout)
-        self._unmanaged_since: float | None = None
+        self._grace = UnmanagedGrace(self.submitted_at, workload_timeout)
         self._resume_guard = ResumeGuard(deferred_at)
 
-    # --- the kind's part ------------------------------------------------------------------------------------
-    def _kind_kwargs(self) -> dict[str, Any]:
-        """The kind's own serialized kwargs: its name and uid keys, and its capabilities' state."""
-        raise NotImplementedError
-
-    def _follow(self) -> AbstractAsyncContextManager[Any]:
-        raise NotImplementedError
-
-    @staticmethod
-    def _object(snapshot: Any) -> dict[str, Any] | None:
-        """The followed object in a snapshot (None: not there)."""
-        raise NotImplementedError
-
-    def _view(self, snapshot: Any) -> FollowedView:
-        """The snapshot's object (present: the loop checked) as the kind's view."""
-        raise NotImplementedError
-
-    def _outcome(self, view: Any) -> Outcome | None:
-        raise NotImplementedError
-
-    def _unmanaged(self, view: Any, seconds_since_submit: float) -> Unmanaged | None:
-        raise NotImplementedError
-
-    def _line(self, view: Any, position: tuple[int, int] | None, waited: float | None) -> str:
-        raise NotImplementedError
-
-    def _start_overdue(self, view: Any, since_admission: float) -> bool | None:
-        """None: nothing left to look at (every pod started, or it finished); else whether it is overdue."""
-        raise NotImplementedError
-
-    async def _stuck_reason(self, following: Any, view: Any) -> str | None:
-        raise NotImplementedError
-
-    async def _delete_unless_finished(self, hook: AsyncKueueHook, uid: str | None) -> str:
-        raise NotImplementedError
-
-    def _payload(self, view: Any, obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-        """(the kind's result keys, with ``self._released`` closed; each child Job's failed indexes for the
-        log tails)."""
-        raise NotImplementedError
-
-    # --- optional capabilities (no-ops unless the kind has them) -------------------------------------------
-    def _capabilities(self) -> AbstractAsyncContextManager[None]:
-        """Open what the capabilities need while the object is followed (a ledger writer)."""
-        return nullcontext()
-
+    # --- released quota, for every kind (a kind extends these two for its own capabilities) ---------------
     def _observe(self, view: Any, outcome: Outcome | None) -> None:
         """Each new look at the object: count the quota Kueue released (a kind adds: ledger progress)."""
         self._released = observe_released(self._released, view, time.time())
@@ -154,10 +102,6 @@ class KueueFollowTrigger(BaseTrigger):
         """Before the final event: the released-quota line (a kind adds: the last ledger write)."""
         if released := released_line(self._released, view, datetime.now(timezone.utc)):
             self.log.info("%s/%s: %s", self.namespace, self.name, released)
-
-    async def _step(self, following: Any, obj: dict[str, Any], view: Any) -> float | None:
-        """A change the kind makes while the object runs (a ramp step); seconds until the next one."""
-        return None
 
     # --- the shared trigger ---------------------------------------------------------------------------------
     @property
@@ -168,6 +112,8 @@ class KueueFollowTrigger(BaseTrigger):
         """Keys a kind gained later (a JobSet's ``deadline`` and ``released_before``) are left out while
         unset, so that a triggerer of the previous version still loads the trigger during a rolling
         upgrade."""
+        later = {"deadline": self.deadline.to_dict() if self.deadline else None}
+        later["released_before"] = self.released_before
         kwargs = {
             "namespace": self.namespace,
             "queue_name": self.queue_name,
@@ -177,13 +123,9 @@ class KueueFollowTrigger(BaseTrigger):
             "workload_timeout": self.workload_timeout,
             "start_timeout": self.start_timeout,
             "deferred_at": self.deferred_at,
-            "deadline": self.deadline.to_dict() if self.deadline else None,
+            **{key: value for key, value in later.items() if value is not None},
             **self._kind_kwargs(),
         }
-        if self.released_before is not None:
-            kwargs["released_before"] = self.released_before
-        if kwargs["deadline"] is None:
-            del kwargs["deadline"]
         return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -204,9 +146,7 @@ class KueueFollowTrigger(BaseTrigger):
 
     async def _until_outcome(self, following: Any) -> dict[str, Any]:
         progress = ProgressLog(self.log, f"{self.namespace}/{self.name}")
-        admission_clock, finish_clock = AdmissionClock(), FinishClock(0)
-        position: tuple[int, int] | None = None
-        next_position_at, position_interval = time.monotonic() + POSITION_FIRST_AFTER, POSITION_FIRST_REFRESH
+        eta = QueueAndFinishEta()
         snapshot = await following.next()
         while True:
             # 1. The object is gone (asked the apiserver, not only the cache), or a namesake replaced it.
@@ -221,16 +161,16 @@ class KueueFollowTrigger(BaseTrigger):
             assert obj is not None
             view = self._view(snapshot)
             # 2. Never outside Kueue's quota: an object Kueue does not manage is deleted and the task fails,
-            #    once the verdict has held for UNMANAGED_GRACE_SECONDS and on a fresh read (an apiserver that
-            #    just restarted can list no Workload for a moment).
-            unmanaged_in = self._unmanaged_wait(view)
+            #    once the verdict has held for a grace period and on a fresh read (unmanaged_grace).
+            unmanaged = self._unmanaged(view, time.time() - self.submitted_at) is not None
+            unmanaged_in = self._grace.wait(view, unmanaged)
             if unmanaged_in is not None and unmanaged_in <= 0:
                 fresh = await self._fresh(following)
                 if (fresh_obj := self._same(fresh)) is not None:
                     fresh_view = self._view(fresh)
                     if verdict := self._unmanaged(fresh_view, time.time() - self.submitted_at):
                         return await self._delete_unmanaged(verdict, fresh_view, fresh_obj)
-                self._unmanaged_since = None
+                self._grace.reset()
                 snapshot = fresh or snapshot
                 continue
             # 3. Finished by the kind's outcome rules: one final event.
@@ -242,33 +182,16 @@ class KueueFollowTrigger(BaseTrigger):
                 return self._event(outcome, view, obj)
             # 4. Queued: refresh the pending position now and then (growing intervals), and tell the human.
             queued = not view.admitted
-            now = time.monotonic()
-            if queued and view.workload and now >= next_position_at:
-                position = await following.pending_position(self.queue_name, view.workload.workload_name)
-                if position is not None:
-                    admission_clock.record(time.time(), position[1])  # its place in the ClusterQueue
-                next_position_at = now + position_interval
-                position_interval = min(position_interval * 2, POSITION_MAX_REFRESH)
-            elif not queued:
-                position, position_interval = None, POSITION_FIRST_REFRESH
-                next_position_at = now + POSITION_FIRST_AFTER
-            line = self._line(view, position, time.time() - self.submitted_at if queued else None)
-            if queued:
-                estimate = admission_clock.estimate()
-                eta = eta_line(estimate, None)
-            else:
-                if finish_clock.completions != view.completions:
-                    finish_clock = FinishClock(view.completions)
-                finish_clock.record(time.time(), view.done)
-                estimate = finish_clock.estimate(time.time(), view.active)
-                eta = eta_line(None, estimate)
+            await eta.look(following, self.queue_name, view)
+            line = self._line(view, eta.position, time.time() - self.submitted_at if queued else None)
+            estimate, eta_text = eta.estimate(view)
             # 4b. The deadline, if the task has one: an ETA past it (less the margin) hands the task back to
             #     its worker once, which escalates and defers again; a spill that had to wait (the object
             #     held quota) once more when the object is back in the queue.
-            deadline_line, deadline_in = self._deadline_check(queued, estimate, view)
+            deadline_line, deadline_in = self._deadline.check(queued, estimate, view)
             if deadline_line is not None:
-                eta = f"{eta}; {deadline_line}" if eta else deadline_line
-            progress.offer(f"{line}; {eta}" if eta else line, force=deadline_in == 0)
+                eta_text = f"{eta_text}; {deadline_line}" if eta_text else deadline_line
+            progress.offer(f"{line}; {eta_text}" if eta_text else line, force=deadline_in == 0)
             if deadline_in == 0:
                 risk = Outcome("deadline_risk", f"{self.namespace}/{self.name}: {deadline_line}")
                 return self._event(risk, view, obj)
@@ -281,7 +204,7 @@ class KueueFollowTrigger(BaseTrigger):
                     fresh_view = self._view(fresh)
                     left = self._seconds_left_in_queue(fresh_view)
                     if left is not None and left <= 0 and self._outcome(fresh_view) is None:
-                        return await self._queue_timeout(fresh_view, fresh_obj, position)
+                        return await self._queue_timeout(fresh_view, fresh_obj, eta.position)
                 snapshot = fresh or snapshot
                 continue
             # 6. Never stuck after admission: pods that cannot start (image, config, no node) end the task.
@@ -291,12 +214,11 @@ class KueueFollowTrigger(BaseTrigger):
             # 7. The kind's own change while it runs (a ramp step).
             step_in = await self._step(following, obj, view)
             # 8. Sleep until the watch has news, or the position, a step or a timeout is due.
-            position_due = next_position_at - now if queued and view.workload else None
             waits = [
                 t
                 for t in (
                     left,
-                    position_due,
+                    eta.position_due(view),
                     step_in,
                     unmanaged_in,
                     start_check_in,
@@ -311,38 +233,6 @@ class KueueFollowTrigger(BaseTrigger):
                 )
             except asyncio.TimeoutError:
                 snapshot = following.current()
-
-    def _unmanaged_wait(self, view: FollowedView) -> float | None:
-        """Seconds until an unmanaged verdict may be acted on (<= 0: now); while there is no Workload yet,
-        until Kueue's ``workload_timeout`` is up; None while Kueue manages the object."""
-        if self._unmanaged(view, time.time() - self.submitted_at) is None:
-            self._unmanaged_since = None
-            if view.workload is None and view.finished_condition is None:
-                return self.submitted_at + self.workload_timeout - time.time() + 0.05
-            return None
-        now = time.monotonic()
-        self._unmanaged_since = self._unmanaged_since or now
-        return self._unmanaged_since + UNMANAGED_GRACE_SECONDS - now
-
-    def _deadline_check(
-        self, queued: bool, estimate: Estimate | None, view: FollowedView
-    ) -> tuple[str | None, float | None]:
-        """(the progress line's deadline part, 0 to escalate now / seconds until the deadline less the margin,
-        when the check is due even without news / None); (None, None) without a deadline."""
-        plan = self.deadline
-        if plan is None:
-            return None, None
-        now = datetime.now(timezone.utc)
-        risk = at_risk(estimate, now, plan.deadline, plan.margin)
-        self._eta_history.offer(now, "queued" if queued else "running", estimate, risk)
-        line = f"deadline {plan.deadline:%H:%M} UTC: {'AT RISK' if risk else 'on track'}"
-        # A pending spill is due only for an object back in the queue with no pod left (the worker checks).
-        due = plan.escalate or (plan.spill_pending and queued and view.suspended and view.active == 0)
-        if risk and due:
-            return line, 0.0
-        if due:  # no news may come (a queue that stands still, a long shard): look again by then
-            return line, max((plan.deadline - plan.margin - now).total_seconds(), 0.05)
-        return line, None
 
     def _seconds_left_in_queue(self, view: FollowedView) -> float | None:
         """Seconds until ``queue_timeout``; None once the object was ever admitted (``view.started``)."""
@@ -440,22 +330,9 @@ class KueueFollowTrigger(BaseTrigger):
             namespace=self.namespace,
             uid=self.uid,
             result=result,
-            deadline=self._deadline_report(outcome.status),
+            deadline=self._deadline.report(outcome.status),
             failed_jobs=failed_jobs,
         ).to_dict()
-
-    def _deadline_report(self, status: str) -> DeadlineReport | None:
-        plan = self.deadline
-        if plan is None:
-            return None
-        risk = status == "deadline_risk"
-        return DeadlineReport(
-            deadline=plan.deadline.isoformat(),
-            eta_history=tuple(self._eta_history.samples),
-            escalations=tuple(dict(e) for e in plan.escalations),
-            margin_seconds=plan.margin.total_seconds() if risk else None,
-            spill_pending=risk and not plan.escalate,  # this hand-back is for the waiting spill alone
-        )
 
     async def cleanup(self) -> None:
         """Nothing to release: the shared watch is left by the ``async with`` in ``first_event``."""
