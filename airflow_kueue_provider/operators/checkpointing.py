@@ -19,6 +19,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..hooks.blob_containers import BlobAccountHook
+from ..hooks.kind_client import KindClient
 from ..hooks.ledger_store import LedgerStore
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.attempt_figures import AttemptFigures
@@ -249,6 +250,25 @@ class CheckpointSession:
             },
             "stringData": {SAS_SECRET_KEY: token},
         }
+
+    def hand_pods_their_sas(self, client: KindClient, obj: dict[str, Any], token: str | None) -> None:
+        """The Secret with the pods' SAS (``token``: None with workload identity), owned by the object (it
+        goes with it). The object was created suspended, and a pod that starts before its Secret exists waits
+        for it (the kubelet retries). If the Secret cannot be made, the object goes too (unless it finished):
+        its pods could never checkpoint."""
+        if token is None:
+            return
+        meta = obj["metadata"]
+        try:
+            if not client.hook.create_secret(self.sas_secret(obj, token)):
+                log.info(
+                    "the Secret of %s %s exists already (this try's earlier worker)",
+                    client.noun,
+                    meta["name"],
+                )
+        except Exception:
+            client.delete_unless_finished(meta["namespace"], meta["name"], uid=meta.get("uid"))
+            raise
 
     def pod_env(
         self, shards: IndexSet, termination_grace: int = 30, job_name: str | None = None

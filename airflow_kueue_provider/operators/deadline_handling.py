@@ -36,7 +36,7 @@ from .deadline_spill import SpillOutcome
 
 log = logging.getLogger(__name__)
 
-Spill = Callable[[dict[str, Any], KueueEvent, Any], SpillOutcome]
+Spill = Callable[[dict[str, Any], KueueEvent], SpillOutcome]
 """The kind's ``spill_to``: move the object's unfinished shards to the spill queue (deadline_spill)."""
 
 
@@ -146,7 +146,7 @@ class DeadlineHandling:
             if not report.spill_pending:  # the first hand-back: every step; later: the spill alone
                 steps = take_steps(self.escalation, client, obj, event, context)
             if self.escalation.spill_to and spill is not None:
-                spilled = spill(obj, event, context)
+                spilled = spill(obj, event)
                 steps = [s for s in steps if s.get("step") != "spill_to"] + [spilled.step]
                 if spilled.job is not None:
                     obj, queue_name = spilled.job, self.escalation.spill_to

@@ -4,15 +4,15 @@ LocalQueue (when it is safe: ``kueue.spill``), as numbered steps over the hook a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ..hooks.kueue_hook import KueueHook
+from ..hooks.kind_client import JobClient
 from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.attempt_figures import AttemptFigures
+from ..kueue.attempt_figures import AttemptFigures, CostModel, status_figures
 from ..kueue.spill import WAITING, not_spillable_because, spill_manifest, spilled_detail
+from ..kueue.trigger_event import KueueEvent
 from .checkpointing import CheckpointSession
 from .job_submission import create_or_adopt
 
@@ -27,8 +27,38 @@ class SpillOutcome:
     """The spill Job, when the spill was taken; None when it waits."""
 
 
+@dataclass(frozen=True)
+class JobSpill:
+    """The Job kind's ``spill_to`` for one escalation, with everything it needs given (``DeadlineHandling``
+    calls it with the Job as read now and the trigger's event)."""
+
+    client: JobClient
+    session: CheckpointSession
+    identity: AirflowIdentity
+    manifest: dict[str, Any]
+    """This try's Job as the operator builds it: the spill Job is made from it."""
+    spill_name: str
+    queue_name: str
+    cost_model: CostModel
+    spot: bool
+
+    def __call__(self, job: dict[str, Any], event: KueueEvent) -> SpillOutcome:
+        now = datetime.now(timezone.utc)
+        return spill(
+            self.client,
+            job,
+            manifest=self.manifest,
+            spill_name=self.spill_name,
+            queue_name=self.queue_name,
+            identity=self.identity,
+            session=self.session,
+            why=event.message or "deadline at risk",
+            figures=status_figures(job, self.cost_model, self.spot, self.identity.try_number, now=now),
+        )
+
+
 def spill(
-    hook: KueueHook,
+    client: JobClient,
     job: dict[str, Any],
     *,
     manifest: dict[str, Any],
@@ -36,7 +66,6 @@ def spill(
     queue_name: str,
     identity: AirflowIdentity,
     session: CheckpointSession,
-    hand_pods_their_sas: Callable[[dict[str, Any], str], None],
     why: str,
     figures: AttemptFigures | None = None,
 ) -> SpillOutcome:
@@ -44,6 +73,7 @@ def spill(
     operator's Job for this try), or say why it waits. ``figures``: the first Job's, for the ledger."""
     meta = job["metadata"]
     namespace, name = str(meta["namespace"]), str(meta["name"])
+    hook = client.hook
 
     def step(detail: str) -> dict[str, str]:
         return {"step": "spill_to", "at": _now(), "detail": detail, "why": why}
@@ -66,8 +96,7 @@ def spill(
     second = session.shape_job(spill_manifest(manifest, spill_name, queue_name), shards)
     token = session.prepare_pod_access()
     submission = create_or_adopt(hook, second, identity)
-    if token is not None:
-        hand_pods_their_sas(submission.job, token)
+    session.hand_pods_their_sas(client, submission.job, token)
     session.record_attempt(spill_name, session.job_shards(submission.job, shards))
     detail = spilled_detail(shards, spill_name, queue_name, name)
     log.warning("Job %s/%s: %s", namespace, name, detail)

@@ -10,42 +10,35 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from typing import Any, ClassVar
-
-import yaml
 
 from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.kind_client import JobClient
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
-from ..kueue.attempt_figures import AttemptFigures, CostModel, status_figures
+from ..kueue.attempt_figures import AttemptFigures, CostModel
 from ..kueue.index_set import IndexSet
-from ..kueue.job_manifest import build_indexed_job
-from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
-from ..kueue.job_template import as_mapping, template_main_container
-from ..kueue.job_validation import validate_untemplated
+from ..kueue.job_template import template_main_container
 from ..kueue.ledger import RunLedger, attempt_status
-from ..kueue.names import ELASTIC_JOB_ANNOTATION
 from ..kueue.parallelism_ramp import ParallelismRamp
-from ..kueue.pod_policy import violations, with_restricted_defaults
-from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault, per_index_retries
+from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault
 from ..kueue.spill import SPILL_NAME_VARIANT, spill_taken
-from ..kueue.topology import InvalidTopology, TopologyRequest, with_topology
+from ..kueue.topology import InvalidTopology, TopologyRequest
 from ..kueue.trigger_event import KueueEvent
 from ..triggers.kueue_job import KueueJobTrigger
 from .checkpointing import CheckpointSession
 from .deadline_handling import Spill
-from .deadline_spill import SpillOutcome, spill
+from .deadline_spill import JobSpill
 from .failures import KueueJobFailed
+from .indexed_job_manifest import IndexedJobManifest
 from .k8s_models import from_secrets, plain, secret_names
-from .kueue_operator import KueueOperator, Shards, WaitOn
+from .kueue_operator import KueueOperator
+from .operator_kind import Shards, WaitOn
 from .run_figures import JobLister, event_figures, shard_summary, task_instance_totals
-from .settings import configured_pod_policy
 from .task_facts import created_epoch, task_identity
 from .template_file import TemplateFile, env_items, joined
 
 
-class KueueIndexedJobOperator(KueueOperator):
+class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
     """Run ``completions`` shards as a batch/v1 Indexed Job in a Kueue LocalQueue and wait for every index.
 
     Each pod gets ``JOB_COMPLETION_INDEX`` (its shard). The task defers while Kueue queues, admits, evicts
@@ -54,10 +47,10 @@ class KueueIndexedJobOperator(KueueOperator):
     say which are per attempt (docs/results.md), and fails only when the Job fails or more indexes fail
     than ``max_failed_indexes``. Bad input that no template changes fails when the DAG is parsed.
     A retry reattaches to a Job that still runs (or already completed) instead of creating another one.
+    The parameters every kind shares (``queue_name``, ``namespace``, ``spot``, the timeouts,
+    ``checkpointing``, ``deadline`` and its escalation, ``vm_price``, ``deferrable``, ...) are documented in
+    ``airflow_kueue_provider.operators.kueue_operator``.
 
-    :param queue_name: the Kueue LocalQueue in ``namespace``.
-    :param namespace: the Jobs' namespace; default: the kubernetes connection's ``namespace`` extra, else
-        ``default``.
     :param job_template: a batch/v1 Job (dict, ``V1Job``, YAML text or a ``.yaml``/``.yml`` file path, found
         and rendered like any template file) to start from; the other parameters are applied on top of it.
         Only this parameter is read as a file: ``arguments=["--config", "config.yaml"]`` stays a string.
@@ -82,38 +75,11 @@ class KueueIndexedJobOperator(KueueOperator):
         ``backoffLimit`` (6 pod failures anywhere fail every shard).
     :param non_retriable_exit_codes: exit codes that end their index at once, without a retry (a bad
         input): a ``podFailurePolicy`` rule with ``action: FailIndex``.
-    :param queue_timeout: fail (and delete the Job) if it is not admitted within this time.
-    :param workload_timeout: seconds Kueue has to create the Job's Workload (default 60). The Job is created
-        suspended, so it runs only once Kueue admits it; a Job Kueue does not pick up (a namespace Kueue does
-        not manage, its webhook or controller missing) is deleted after this and the task fails with the
-        likely cause.
-    :param start_timeout: once admitted, how long the pods may take to start (default 600 s). After that, pods
-        that cannot start (an image that never pulls, a container config error, pods the Job controller cannot
-        create, no node that fits) fail the task with that reason and the Job is deleted to free its quota.
     :param keep_job_on_failure: keep a Job that still runs when the task fails (default: delete it, so it
         stops holding quota).
-    :param spot: tolerate AKS Spot nodes and do not count Spot evictions (DisruptionTarget) as failures.
-    :param checkpointing: a Blob connection id, or ``Checkpointing(...)`` / its dict: keeps a per-shard ledger
-        so that a retry runs only the shards that did not finish, and tells each pod where to checkpoint.
     :param parallelism_ramp: ``ParallelismRamp(start, step, every_seconds)``: start with ``start`` pods and
         add ``step`` more every ``every_seconds`` up to ``parallelism``, so a large Job does not pull its
         image on every node at once (the Job is elastic: Kueue admits each raise as a Workload slice).
-    :param vm_price: ``VmPrice(...)`` or a dict of its fields, for the result's ``estimated_cost_usd``
-        (default: Standard_D16ds_v5 list prices, on-demand and Spot).
-    :param deadline: when the results are due: a time of day (``"07:00"``, ``"07:00 Europe/London"``; the
-        first after the DAG run started), an ISO date-time with an offset, an aware ``datetime``, or a
-        ``timedelta`` (or seconds) from the run's start; templated. The trigger compares its ETA with it and
-        logs "deadline 07:00 UTC: on track / AT RISK"; the result gets ``deadline`` and ``eta_history``.
-    :param deadline_margin: escalate once the late end of the ETA comes within this of the deadline (default:
-        a tenth of the time from submit to the deadline, at most 10 min). With no estimate yet (a queue that
-        does not move, no index finished), once this much is left. A deadline less its margin already past
-        at submit is logged as a warning (and at parse time, for a relative deadline the margin covers).
-    :param on_deadline_risk: ``DeadlineEscalation(raise_priority=..., notify=...)`` or its dict (from
-        ``airflow_kueue_provider.operators.deadline_escalation``): taken once per task instance, when the run
-        is at risk (the task resumes in a worker, escalates, and defers again; a retry does not escalate
-        again); listed in the result's ``escalations``.
-    :param deferrable: True by default, whatever ``[operators] default_deferrable`` says: a queue wait can
-        last an hour and must not hold a worker slot. False waits in the worker with the same async logic.
     """
 
     template_fields: Sequence[str] = (
@@ -225,99 +191,6 @@ class KueueIndexedJobOperator(KueueOperator):
         self.parallelism_ramp = ParallelismRamp.from_param(parallelism_ramp)
         self._check_untemplated()
 
-    def _check_untemplated(self) -> None:
-        """Every check no template can change, when the DAG is parsed: a bad count, quantity, retry setting,
-        ramp or timeout fails the DAG's import with the message, and no run ever starts. (The rest, and these
-        again, are checked at run time, after rendering, before anything is created.)"""
-        template = self.job_template if isinstance(self.job_template, Mapping) else None
-        placeholder = "parse-time-check"
-        spec = IndexedJobSpec(
-            name=placeholder,
-            namespace="default",
-            queue_name=placeholder,
-            image=placeholder,
-            **self._untemplated_spec(template),
-        )
-        try:
-            validate_untemplated(spec)
-        except InvalidJobSpec as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from None
-        ramp = self.parallelism_ramp
-        if ramp is not None and (problems := ramp.problems(self._target_parallelism())):
-            raise AirflowFailException(f"{self.task_id}: parallelism_ramp: {'; '.join(problems)}")
-        if ramp is not None and self.min_parallelism is not None:
-            raise AirflowFailException(
-                f"{self.task_id}: min_parallelism and parallelism_ramp do not go together (Kueue refuses a "
-                "parallelism change of a running Job that allows partial admission): set one of them"
-            )
-
-    # --- 1. build and validate (no cluster call before this passes) ---------------------------------------
-    def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
-        template = self._template()
-        template_image = template_main_container(template).get("image")
-        spec = IndexedJobSpec(
-            name=deterministic_job_name(identity, self.job_name_prefix, per_try=True),
-            namespace=self.resolved_namespace(),
-            queue_name=self.queue_name,
-            image=self.image or (str(template_image) if template_image else ""),
-            cmds=self.cmds,
-            arguments=self.arguments,
-            env=self.env,
-            priority_class=self.priority_class,
-            labels=self.labels,
-            annotations=self._pod_annotations(),
-            node_selector=self.node_selector,
-            service_account_name=self.service_account_name,
-            volumes=self.volumes,
-            volume_mounts=self.volume_mounts,
-            env_from=self.env_from,
-            job_template=template,
-            identity=identity,
-            job_annotations={ELASTIC_JOB_ANNOTATION: "true"} if self.parallelism_ramp else None,
-            **self._untemplated_spec(template),
-        )
-        try:  # validates the spec first (job_validation)
-            built = build_indexed_job(spec)
-        except InvalidJobSpec as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from None
-        # The merged Job (template included) against the platform's pod policy, with safe defaults.
-        job = with_restricted_defaults(built)
-        if problems := violations(job, configured_pod_policy()):
-            raise AirflowFailException(
-                f"{self.task_id}: the Job breaks the cluster's pod policy ([kueue] config):\n- "
-                + "\n- ".join(problems)
-            )
-        return job
-
-    def _untemplated_spec(self, template: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The spec fields no template changes: checked when the DAG is parsed, and built at run time."""
-        return {
-            "completions": self.completions,
-            "parallelism": self.parallelism_ramp.start if self.parallelism_ramp else self.parallelism,
-            "min_parallelism": self.min_parallelism,
-            "resources": self.job_resources,
-            "spot": self.spot,
-            "backoff_limit_per_index": per_index_retries(
-                self.backoff_limit_per_index, as_mapping((template or {}).get("spec"))
-            ),
-            "max_failed_indexes": self.max_failed_indexes,
-            "non_retriable_exit_codes": self.non_retriable_exit_codes,
-            "ttl_seconds_after_finished": self.ttl_seconds_after_finished,
-            "tolerations": self.tolerations,
-            "affinity": self.affinity,
-            "image_pull_secrets": self.image_pull_secrets,
-            "image_pull_policy": self.image_pull_policy,
-            "security_context": self.security_context,
-            "container_security_context": self.container_security_context,
-        }
-
-    def _pod_annotations(self) -> Mapping[str, str] | None:
-        """``annotations``, with ``topology``'s Kueue annotation (set through ``topology=`` only)."""
-        try:
-            return with_topology(self.annotations, self.topology)
-        except InvalidTopology as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from None
-
     # --- 2. the Job kind's part of the operator template (kueue_operator) --------------------------------
     def _client(self) -> JobClient:
         return JobClient(self.kubernetes_conn_id)
@@ -351,9 +224,6 @@ class KueueIndexedJobOperator(KueueOperator):
             deferred_at=time.time(),
             released_before=wait.released_before,
         )
-
-    def _target_parallelism(self) -> int:
-        return min(self.parallelism or self.completions, self.completions)
 
     def _ramp_for(self, job: dict[str, Any]) -> dict[str, Any] | None:
         """The ramp the trigger drives, capped by what this Job runs (a retry may run fewer shards)."""
@@ -397,31 +267,18 @@ class KueueIndexedJobOperator(KueueOperator):
         template_resources = template_main_container(self._template()).get("resources")
         return CostModel((self.job_resources or template_resources or {}).get("requests"), self.vm_price)
 
-    def _spill(self) -> Spill | None:
-        return self._spill_job
-
-    def _spill_job(self, job: dict[str, Any], event: KueueEvent, context: Any) -> SpillOutcome:
+    def _spill(self, context: Any) -> Spill | None:
         """``spill_to``: the Job's unfinished shards to the spill queue, as this try's spill Job."""
         identity = task_identity(context)
-        client = self._client()
-        session = self._shards(identity, check=False)
-        assert isinstance(session, CheckpointSession) and self._deadlines.spill_to  # spill_to needs both
-        spill_name = deterministic_job_name(
+        session, spill_to = self._shards(identity, check=False), self._deadlines.spill_to
+        if not isinstance(session, CheckpointSession) or spill_to is None:
+            return None  # spill_to goes with checkpointing= (checked when the DAG is parsed)
+        name = deterministic_job_name(
             identity, self.job_name_prefix, per_try=True, variant=SPILL_NAME_VARIANT
         )
-        return spill(
-            client.hook,
-            job,
-            manifest=self.build_manifest(identity),
-            spill_name=spill_name,
-            queue_name=self._deadlines.spill_to,
-            identity=identity,
-            session=session,
-            hand_pods_their_sas=lambda made, token: self._hand_pods_their_sas(client, session, made, token),
-            why=event.message or "deadline at risk",
-            figures=status_figures(
-                job, self._cost_model(), self.spot, identity.try_number, now=datetime.now(timezone.utc)
-            ),
+        manifest = self.build_manifest(identity)
+        return JobSpill(
+            self._client(), session, identity, manifest, name, spill_to, self._cost_model(), self.spot
         )
 
     def _failed_by_job(self, event: KueueEvent) -> dict[str, str]:
@@ -433,20 +290,3 @@ class KueueIndexedJobOperator(KueueOperator):
 
     def _failure(self, message: str, event: Mapping[str, Any]) -> AirflowException:
         return KueueJobFailed(message, dict(event))
-
-    def _template(self) -> Mapping[str, Any] | None:
-        """``job_template`` as a Job mapping: read (an unrendered file), parsed (YAML text) and checked."""
-        template = self.job_template
-        if isinstance(template, TemplateFile):  # not rendered: build_manifest called outside a task run
-            template = template.read(self.get_template_env())
-        if isinstance(template, str):
-            try:
-                template = yaml.safe_load(template)
-            except yaml.YAMLError as exc:
-                raise AirflowFailException(f"{self.task_id}: job_template is not valid YAML: {exc}") from None
-            if not isinstance(template, Mapping):
-                raise AirflowFailException(
-                    f"{self.task_id}: job_template must be a batch/v1 Job (a mapping), got "
-                    f"{type(template).__name__}"
-                )
-        return template  # type: ignore[no-any-return]

@@ -10,6 +10,7 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
+from ..airflow_compat import AirflowFailException
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.job_ownership import belongs_to_try
@@ -94,3 +95,20 @@ def create_or_adopt_object(
             "instance and try; it is left alone: delete it yourself, or set job_name_prefix to another name"
         )
     return Submission(job, True, f"this try's {kind} already exists (the worker restarted)")
+
+
+def check_local_queue(hook: KueueHook, namespace: str, name: str, param: str, task_id: str) -> None:
+    """Fail the task before anything is created when LocalQueue ``name`` (given as ``param``) is missing,
+    naming the LocalQueues there are."""
+    if hook.get_local_queue(namespace, name) is not None:
+        return
+    existing = sorted(q["metadata"]["name"] for q in hook.list_local_queues(namespace))
+    have = (
+        f"LocalQueues in {namespace}: {', '.join(existing)}"
+        if existing
+        else f"there is no LocalQueue in namespace {namespace}"
+    )
+    raise AirflowFailException(
+        f"{task_id}: LocalQueue {name!r} does not exist in namespace {namespace!r} ({have}); "
+        f"set {param} to one of them or create it"
+    )

@@ -33,7 +33,8 @@ from ..kueue.trigger_event import KueueEvent
 from ..triggers.kueue_jobset import KueueJobSetTrigger
 from .failures import KueueJobSetFailed
 from .k8s_models import plain
-from .kueue_operator import KueueOperator, Shards, WaitOn
+from .kueue_operator import KueueOperator
+from .operator_kind import Shards, WaitOn
 from .run_figures import JobSetLister, task_instance_totals
 from .settings import configured_pod_policy
 from .task_facts import created_epoch
@@ -118,28 +119,19 @@ class KueueJobSetOperator(KueueOperator):
     workers 5/8 done, 3 active``), its result (XCom) the same per replicated job, and a failure names the
     failing index by its Job (``genomics-workers-0: 3``) with that pod's last log lines. A retry reattaches
     to a JobSet of the task that still runs (or completed); one that failed is replaced by a new one.
+    The parameters every kind shares (``queue_name``, ``namespace``, ``priority_class``, ``spot``, the
+    timeouts, ``checkpointing``, ``deadline`` and its escalation, ``deferrable``, ...) are documented in
+    ``airflow_kueue_provider.operators.kueue_operator``; for a JobSet, ``checkpointing`` goes to the
+    replicated job with ``checkpoint=True``, and ``start_timeout`` names the child Job that cannot start.
 
     :param replicated_jobs: ``KueueReplicatedJob``\\ s (or their dicts), at least one; names unique, short
         DNS labels (they are part of every Job and pod name).
-    :param priority_class: a Kueue WorkloadPriorityClass for the whole JobSet.
-    :param spot: every replicated job tolerates AKS Spot nodes and does not count Spot evictions as failures.
-    :param checkpointing: a Blob connection id or ``Checkpointing(...)``: the replicated job with
-        ``checkpoint=True`` gets a checkpoint location (a SAS Secret owned by the JobSet, or workload
-        identity).
-    :param start_timeout: once admitted, how long the JobSet's pods may take to start (default 600 s). After
-        that, pods that cannot start (an image that never pulls, a container config error, no node that fits)
-        fail the task with that reason, named by child Job and pod, and the JobSet is deleted to free its
-        quota.
     :param keep_jobset_on_failure: keep a JobSet that still runs when the task fails (default: delete it).
-    :param deadline: as ``KueueIndexedJobOperator``'s: the trigger's ETA (the queue's pace while queued,
-        every replicated job's finished indexes once running) against it, in the log and the result.
-    :param deadline_margin: as ``KueueIndexedJobOperator``'s.
     :param on_deadline_risk: ``DeadlineEscalation(raise_priority=..., notify=...)``, taken once per task
         instance (``raise_priority`` relabels the JobSet while Kueue still queues it). ``spill_to`` is
         refused: a JobSet is one gang, it has no unfinished shards to move on their own.
-    :param vm_price: ``VmPrice(...)`` or its dict, for the result's ``estimated_cost_usd``: each replicated
-        job's pods (replicas x parallelism) at its own requests, for as long as the JobSet ran; over every
-        JobSet of the task instance, like the Job operator's figures (docs/results.md).
+    :param vm_price: for ``estimated_cost_usd``: each replicated job's pods (replicas x parallelism) at its
+        own requests, for as long as the JobSet ran, over every JobSet of the task instance (docs/results.md).
     :param parallelism_ramp: refused (see ``KueueJobSetOperator.REFUSED``).
     :param min_parallelism: refused (see ``KueueJobSetOperator.REFUSED``).
     """

@@ -1,68 +1,85 @@
 """The operator every job kind shares: ``execute`` and ``execute_complete`` as one template
 (docs/design.md, "Job kinds").
 
-A kind (``KueueIndexedJobOperator``, ``KueueJobSetOperator``) supplies its parameters, its manifest, its
-client (``hooks.kind_client``), its trigger, its checkpoint shaping and its log tails; the template does the
-rest for every kind: the queue check, the deadline plan, reattach or submit, the pods' checkpoint
-credentials, defer (or wait here), the result, the log tails and the delete after a failure, ``on_kill``.
+A kind (``KueueIndexedJobOperator``, ``KueueJobSetOperator``) supplies its part (``operator_kind``): its
+parameters, its manifest, its client (``hooks.kind_client``), its trigger, its checkpoint shaping and its
+log tails; the template does the rest for every kind: the queue check, the deadline plan, reattach or
+submit, the pods' checkpoint credentials, defer (or wait here), the result, the log tails and the delete
+after a failure, ``on_kill``.
+
+The parameters every kind takes ("the object" is the task's Job or JobSet):
+
+- ``queue_name``: the Kueue LocalQueue in ``namespace`` (templated).
+- ``namespace``: default: the kubernetes connection's ``namespace`` extra, else ``default`` (templated).
+- ``priority_class``: a Kueue WorkloadPriorityClass.
+- ``spot``: tolerate AKS Spot nodes and do not count Spot evictions (DisruptionTarget) as failures.
+- ``queue_timeout``: fail (and delete the object) if it is not admitted within this time (never after a
+  first admission: a requeue after an eviction is not "never admitted").
+- ``workload_timeout``: seconds Kueue has to create the object's Workload (default 60). The object is
+  created suspended, so it runs only once Kueue admits it; one Kueue does not pick up (a namespace Kueue
+  does not manage, its webhook or controller missing) is deleted after this and the task fails with the
+  likely cause.
+- ``start_timeout``: once admitted, how long the pods may take to start (default 600 s). After that, pods
+  that cannot start (an image that never pulls, a container config error, pods the Job controller cannot
+  create, no node that fits) fail the task with that reason and the object is deleted to free its quota.
+- ``checkpointing``: a Blob connection id, or ``Checkpointing(...)`` / its dict: each pod learns where to
+  checkpoint (the Job kind also keeps a per-shard ledger, so that a retry runs only unfinished shards).
+- ``vm_price``: ``VmPrice(...)`` or a dict of its fields, for the result's ``estimated_cost_usd``
+  (default: Standard_D16ds_v5 list prices, on-demand and Spot).
+- ``deadline``: when the results are due: a time of day (``"07:00"``, ``"07:00 Europe/London"``; the first
+  after the DAG run started), an ISO date-time with an offset, an aware ``datetime``, or a ``timedelta``
+  (or seconds) from the run's start; templated. The trigger compares its ETA with it and logs "deadline
+  07:00 UTC: on track / AT RISK"; the result gets ``deadline`` and ``eta_history`` (docs/deadlines.md).
+- ``deadline_margin``: escalate once the late end of the ETA comes within this of the deadline (default: a
+  tenth of the time from submit to the deadline, at most 10 min). With no estimate yet, once this much is
+  left. A deadline less its margin already past at submit is logged as a warning (and at parse time, for a
+  relative deadline the margin covers).
+- ``on_deadline_risk``: ``DeadlineEscalation(raise_priority=..., notify=..., spill_to=...)`` or its dict:
+  taken once per task instance, when the run is at risk (the task resumes in a worker, escalates, and
+  defers again; a retry does not escalate again); listed in the result's ``escalations``.
+- ``kubernetes_conn_id``: the cncf ``kubernetes`` connection (default ``kubernetes_default``).
+- ``deferrable``: True by default, whatever ``[operators] default_deferrable`` says: a queue wait can last
+  an hour and must not hold a worker slot. False waits in the worker with the same async logic.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
-from ..airflow_compat import AirflowException, AirflowFailException
+from ..airflow_compat import AirflowFailException
 from ..hooks.blob_store import BlobConfigError
 from ..hooks.kind_client import KindClient
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.cost import VmPrice
-from ..kueue.deadline import DeadlinePlan, DeadlineValue
+from ..kueue.deadline import DeadlineValue
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import released_so_far
 from ..kueue.k8s_names import is_dns1123_subdomain, is_valid_label_value
-from ..kueue.ledger import RunLedger
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..kueue.trigger_event import Kind, KueueEvent
 from ..triggers.kueue_follow import KueueFollowTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .deadline_escalation import DeadlineEscalation
-from .deadline_handling import DeadlineHandling, Spill
-from .job_submission import Submission, create_or_adopt_object, reattachable
+from .deadline_handling import DeadlineHandling
+from .job_submission import Submission, check_local_queue, create_or_adopt_object, reattachable
 from .kueue_link import KueueJobLink
 from .no_checkpointing import NoCheckpointing
+from .operator_kind import OperatorKind, Shards, WaitOn
 from .settings import configured_pod_policy
 from .task_facts import check_positive_seconds, seconds, task_identity
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-Shards = CheckpointSession | NoCheckpointing
 
-
-@dataclass(frozen=True)
-class WaitOn:
-    """What the next trigger follows: the object, the try's shards, the deadline plan, the queue it waits in
-    (None: the task's) and the quota released so far (a re-deferral after an escalation)."""
-
-    obj: dict[str, Any]
-    shards: Shards
-    plan: DeadlinePlan | None
-    queue_name: str | None = None
-    released_before: dict[str, Any] | None = None
-
-
-class KueueOperator(BaseOperator):
-    """The shared parameters (each kind documents them): ``queue_name``, ``namespace``, ``priority_class``,
-    ``spot``, ``queue_timeout``, ``workload_timeout``, ``start_timeout``, ``checkpointing``, ``deadline``,
-    ``deadline_margin``, ``on_deadline_risk``, ``kubernetes_conn_id``, ``deferrable``, ``vm_price``."""
+class KueueOperator(OperatorKind, BaseOperator):
+    """The template of every kind; its parameters are in this module's docstring."""
 
     kind: ClassVar[Kind]
     ui_color = "#d4e9f7"
@@ -142,63 +159,6 @@ class KueueOperator(BaseOperator):
         self._name: str | None = None
         self._uid: str | None = None
 
-    # --- the kind's part ------------------------------------------------------------------------------------
-    def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _client(self) -> KindClient:
-        raise NotImplementedError
-
-    def _shard_count(self) -> int:
-        """The shards the checkpoint location is for (the ledger's size)."""
-        raise NotImplementedError
-
-    def _shards_to_run(
-        self, shards: Shards, previous: list[dict[str, Any]]
-    ) -> tuple[IndexSet, RunLedger | None]:
-        """The shards this try runs, and the ledger when there is one."""
-        raise NotImplementedError
-
-    def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
-        """Give the pods their shards and checkpoint location (a no-op without checkpointing)."""
-        raise NotImplementedError
-
-    def _trigger_for(self, wait: WaitOn) -> KueueFollowTrigger:
-        raise NotImplementedError
-
-    def _submitted_line(self) -> str:
-        """What the submit log line adds after the queue (e.g. the replicated jobs)."""
-        return ""
-
-    def _result(
-        self, identity: AirflowIdentity, event: KueueEvent, shards: Shards
-    ) -> tuple[dict[str, Any], str]:
-        """(the task's result, the final message) for the trigger's last event."""
-        return event.result_keys(), event.message
-
-    def _nothing_left(
-        self, identity: AirflowIdentity, shards: Shards, ledger: RunLedger | None
-    ) -> dict[str, Any]:
-        """The result when an earlier try already finished every shard (the ledger says so)."""
-        raise NotImplementedError
-
-    log_tail_indexes: ClassVar[int] = 5
-    """Failed indexes whose pods' last log lines the failure shows, per failed Job."""
-
-    def _failed_by_job(self, event: KueueEvent) -> dict[str, str]:
-        """Each failed Job's failed indexes (an interval string), for the log tails."""
-        raise NotImplementedError
-
-    def _tail_heading(self, job_name: str, index: int) -> str:
-        return f"{job_name} index {index}"
-
-    def _failure(self, message: str, event: Mapping[str, Any]) -> AirflowException:
-        raise NotImplementedError
-
-    def _spill(self) -> Spill | None:
-        """The kind's ``spill_to`` (None: the kind refuses it when the DAG is parsed)."""
-        return None
-
     # --- the template ---------------------------------------------------------------------------------------
     def resolved_namespace(self) -> str:
         """``namespace``, else the kubernetes connection's ``namespace`` extra, else ``default``."""
@@ -211,10 +171,12 @@ class KueueOperator(BaseOperator):
         manifest = self.build_manifest(identity)
         shards = self._shards(identity)
         client = self._client()
-        self._check_local_queue(client, self.queue_name, "queue_name")
+        check_local_queue(client.hook, self.resolved_namespace(), self.queue_name, "queue_name", self.task_id)
         if spill_to := self._deadlines.spill_to:
             self._deadlines.check_spill_queue(self.queue_name)  # a templated queue_name, rendered
-            self._check_local_queue(client, spill_to, "on_deadline_risk spill_to")
+            check_local_queue(
+                client.hook, self.resolved_namespace(), spill_to, "on_deadline_risk spill_to", self.task_id
+            )
         plan = self._deadlines.plan(context, client)  # a bad deadline or priority class: nothing is created
         # 1. Reattach to an object of this task instance that still runs (or completed) ...
         previous = self._previous(client, identity)
@@ -260,26 +222,9 @@ class KueueOperator(BaseOperator):
         self._shape(manifest, shards, indexes)
         token = shards.prepare_pod_access()  # before the object: a bad connection creates nothing
         submission = create_or_adopt_object(client.create, client.get, manifest, identity, self.kind)
-        if token is not None:  # a SAS to hand out (checkpointing, without workload identity)
-            self._hand_pods_their_sas(client, shards, submission.job, token)
+        shards.hand_pods_their_sas(client, submission.job, token)
         shards.record_attempt(submission.job["metadata"]["name"], shards.job_shards(submission.job, indexes))
         return submission
-
-    def _hand_pods_their_sas(
-        self, client: KindClient, session: Shards, obj: dict[str, Any], token: str
-    ) -> None:
-        """The Secret with the pods' SAS, owned by the object (it goes with it). The object was created
-        suspended, and a pod that starts before its Secret exists waits for it (the kubelet retries). If the
-        Secret cannot be made, the object goes too (unless it finished): its pods could never checkpoint."""
-        meta = obj["metadata"]
-        try:
-            if not client.hook.create_secret(session.sas_secret(obj, token)):
-                self.log.info(
-                    "the Secret of %s %s exists already (this try's earlier worker)", self.kind, meta["name"]
-                )
-        except Exception:
-            client.delete_unless_finished(self.resolved_namespace(), meta["name"], uid=meta.get("uid"))
-            raise
 
     def _previous(self, client: KindClient, identity: AirflowIdentity) -> list[dict[str, Any]]:
         return client.task_instance_objects(self.resolved_namespace(), identity)
@@ -300,21 +245,6 @@ class KueueOperator(BaseOperator):
         except BlobConfigError as exc:
             raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from None
         return session
-
-    def _check_local_queue(self, client: KindClient, name: str, param: str) -> None:
-        namespace = self.resolved_namespace()
-        if client.hook.get_local_queue(namespace, name) is not None:
-            return
-        existing = sorted(q["metadata"]["name"] for q in client.hook.list_local_queues(namespace))
-        have = (
-            f"LocalQueues in {namespace}: {', '.join(existing)}"
-            if existing
-            else f"there is no LocalQueue in namespace {namespace}"
-        )
-        raise AirflowFailException(
-            f"{self.task_id}: LocalQueue {name!r} does not exist in namespace {namespace!r} ({have}); "
-            f"set {param} to one of them or create it"
-        )
 
     def _wait(self, context: Context, trigger: KueueFollowTrigger) -> dict[str, Any]:
         if self.deferrable:
@@ -353,7 +283,7 @@ class KueueOperator(BaseOperator):
                 "escalated)",
                 event.to_dict(),
             )
-        escalated = self._deadlines.escalate(context, event, client, obj, self._spill())
+        escalated = self._deadlines.escalate(context, event, client, obj, self._spill(context))
         self._name, self._uid = escalated.obj["metadata"]["name"], escalated.obj["metadata"].get("uid")
         shards = self._shards(task_identity(context), check=False)
         released = released_so_far(event.result)  # the next trigger counts on from the quota released so far

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..hooks.kind_client import KindClient
 from ..kueue.attempt_figures import AttemptFigures
 from ..kueue.index_set import IndexSet
 from ..kueue.ledger import RunLedger
@@ -38,8 +39,8 @@ class NoCheckpointing:
     def prepare_pod_access(self) -> str | None:
         return None
 
-    def sas_secret(self, job: dict[str, Any], token: str) -> dict[str, Any]:
-        raise NotImplementedError("no checkpointing: no SAS to hand out (prepare_pod_access gave none)")
+    def hand_pods_their_sas(self, client: KindClient, obj: dict[str, Any], token: str | None) -> None:
+        """No checkpoint location, no credential."""
 
     def shape_job(self, manifest: dict[str, Any], shards: IndexSet) -> dict[str, Any]:
         return manifest

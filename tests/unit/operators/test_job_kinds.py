@@ -50,8 +50,8 @@ class _Hook:
 
 
 class _Client:
-    def __init__(self) -> None:
-        self.hook = _Hook()
+    def __init__(self, noun: str) -> None:
+        self.noun, self.hook = noun, _Hook()
         self.deleted: list[tuple[str, str, str | None]] = []
 
     def delete_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
@@ -59,20 +59,19 @@ class _Client:
         return "deleted"
 
 
-class _Session:
-    def sas_secret(self, obj: dict[str, Any], token: str) -> dict[str, Any]:
-        return {"metadata": {"name": obj["metadata"]["name"] + "-sas"}}
+@pytest.mark.parametrize("noun", ["Job", "JobSet"])
+def test_an_object_whose_sas_secret_cannot_be_made_is_deleted_unless_it_finished(noun: str) -> None:
+    """Both kinds, one rule (the checkpoint session's): the object goes, by the kind's delete-unless-finished
+    (its pods could never checkpoint), and the error is the task's."""
+    from types import SimpleNamespace
 
+    from airflow_kueue_provider.operators.checkpointing import CheckpointSession
 
-@KINDS
-def test_an_object_whose_sas_secret_cannot_be_made_is_deleted_unless_it_finished(make: Any) -> None:
-    """Both kinds: the object goes (its pods could never checkpoint), by the one delete-unless-finished rule,
-    and the error is the task's."""
-    op = make(namespace="ns")
-    client = _Client()
+    session = SimpleNamespace(sas_secret=lambda obj, token: {"metadata": {"name": "obj-sas"}})
+    client = _Client(noun)
     obj = {"metadata": {"name": "obj", "namespace": "ns", "uid": "u-1"}}
     with pytest.raises(RuntimeError, match="403"):
-        op._hand_pods_their_sas(client, _Session(), obj, "token")
+        CheckpointSession.hand_pods_their_sas(session, client, obj, "token")  # type: ignore[arg-type]
     assert client.deleted == [("ns", "obj", "u-1")]
 
 

@@ -1,0 +1,180 @@
+"""The Job kind's manifest from its operator's parameters: the Job built and checked against the cluster's
+pod policy, and the checks no template changes, run when the DAG is parsed (``KueueIndexedJobOperator``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from ..airflow_compat import AirflowFailException
+from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
+from ..kueue.job_manifest import build_indexed_job
+from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
+from ..kueue.job_template import as_mapping, template_main_container
+from ..kueue.job_validation import validate_untemplated
+from ..kueue.names import ELASTIC_JOB_ANNOTATION
+from ..kueue.parallelism_ramp import ParallelismRamp
+from ..kueue.pod_policy import violations, with_restricted_defaults
+from ..kueue.retry_policy import per_index_retries
+from ..kueue.topology import InvalidTopology, TopologyRequest, with_topology
+from .settings import configured_pod_policy
+from .template_file import TemplateFile
+
+
+class IndexedJobManifest:
+    """Mixed into ``KueueIndexedJobOperator``: reads its parameters (its attributes), builds its Job."""
+
+    # What this reads of the operator (its parameters, after rendering).
+    task_id: str
+    queue_name: str
+    image: str | None
+    cmds: list[str] | None
+    arguments: list[str] | None
+    env: Any
+    completions: int
+    parallelism: int | None
+    min_parallelism: int | None
+    parallelism_ramp: ParallelismRamp | None
+    topology: TopologyRequest | None
+    job_resources: Any
+    priority_class: str | None
+    spot: bool
+    backoff_limit_per_index: Any
+    max_failed_indexes: int | None
+    non_retriable_exit_codes: Sequence[int] | None
+    ttl_seconds_after_finished: int | None
+    labels: Mapping[str, str] | None
+    annotations: Mapping[str, str] | None
+    node_selector: Mapping[str, str] | None
+    service_account_name: str | None
+    tolerations: Any
+    affinity: Any
+    volumes: Any
+    volume_mounts: Any
+    env_from: Any
+    image_pull_secrets: Any
+    image_pull_policy: str | None
+    security_context: Any
+    container_security_context: Any
+    job_template: Any
+    job_name_prefix: str | None
+
+    if TYPE_CHECKING:  # the operator's (KueueOperator's, BaseOperator's); not defined here at run time
+
+        def resolved_namespace(self) -> str: ...
+        def get_template_env(self, dag: Any = None) -> Any: ...
+
+    def _target_parallelism(self) -> int:
+        return min(self.parallelism or self.completions, self.completions)
+
+    def _check_untemplated(self) -> None:
+        """Every check no template can change, when the DAG is parsed: a bad count, quantity, retry setting,
+        ramp or timeout fails the DAG's import with the message, and no run ever starts. (The rest, and these
+        again, are checked at run time, after rendering, before anything is created.)"""
+        template = self.job_template if isinstance(self.job_template, Mapping) else None
+        placeholder = "parse-time-check"
+        spec = IndexedJobSpec(
+            name=placeholder,
+            namespace="default",
+            queue_name=placeholder,
+            image=placeholder,
+            **self._untemplated_spec(template),
+        )
+        try:
+            validate_untemplated(spec)
+        except InvalidJobSpec as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
+        ramp = self.parallelism_ramp
+        if ramp is not None and (problems := ramp.problems(self._target_parallelism())):
+            raise AirflowFailException(f"{self.task_id}: parallelism_ramp: {'; '.join(problems)}")
+        if ramp is not None and self.min_parallelism is not None:
+            raise AirflowFailException(
+                f"{self.task_id}: min_parallelism and parallelism_ramp do not go together (Kueue refuses a "
+                "parallelism change of a running Job that allows partial admission): set one of them"
+            )
+
+    # --- 1. build and validate (no cluster call before this passes) ---------------------------------------
+    def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
+        template = self._template()
+        template_image = template_main_container(template).get("image")
+        spec = IndexedJobSpec(
+            name=deterministic_job_name(identity, self.job_name_prefix, per_try=True),
+            namespace=self.resolved_namespace(),
+            queue_name=self.queue_name,
+            image=self.image or (str(template_image) if template_image else ""),
+            cmds=self.cmds,
+            arguments=self.arguments,
+            env=self.env,
+            priority_class=self.priority_class,
+            labels=self.labels,
+            annotations=self._pod_annotations(),
+            node_selector=self.node_selector,
+            service_account_name=self.service_account_name,
+            volumes=self.volumes,
+            volume_mounts=self.volume_mounts,
+            env_from=self.env_from,
+            job_template=template,
+            identity=identity,
+            job_annotations={ELASTIC_JOB_ANNOTATION: "true"} if self.parallelism_ramp else None,
+            **self._untemplated_spec(template),
+        )
+        try:  # validates the spec first (job_validation)
+            built = build_indexed_job(spec)
+        except InvalidJobSpec as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
+        # The merged Job (template included) against the platform's pod policy, with safe defaults.
+        job = with_restricted_defaults(built)
+        if problems := violations(job, configured_pod_policy()):
+            raise AirflowFailException(
+                f"{self.task_id}: the Job breaks the cluster's pod policy ([kueue] config):\n- "
+                + "\n- ".join(problems)
+            )
+        return job
+
+    def _untemplated_spec(self, template: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The spec fields no template changes: checked when the DAG is parsed, and built at run time."""
+        return {
+            "completions": self.completions,
+            "parallelism": self.parallelism_ramp.start if self.parallelism_ramp else self.parallelism,
+            "min_parallelism": self.min_parallelism,
+            "resources": self.job_resources,
+            "spot": self.spot,
+            "backoff_limit_per_index": per_index_retries(
+                self.backoff_limit_per_index, as_mapping((template or {}).get("spec"))
+            ),
+            "max_failed_indexes": self.max_failed_indexes,
+            "non_retriable_exit_codes": self.non_retriable_exit_codes,
+            "ttl_seconds_after_finished": self.ttl_seconds_after_finished,
+            "tolerations": self.tolerations,
+            "affinity": self.affinity,
+            "image_pull_secrets": self.image_pull_secrets,
+            "image_pull_policy": self.image_pull_policy,
+            "security_context": self.security_context,
+            "container_security_context": self.container_security_context,
+        }
+
+    def _pod_annotations(self) -> Mapping[str, str] | None:
+        """``annotations``, with ``topology``'s Kueue annotation (set through ``topology=`` only)."""
+        try:
+            return with_topology(self.annotations, self.topology)
+        except InvalidTopology as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
+
+    def _template(self) -> Mapping[str, Any] | None:
+        """``job_template`` as a Job mapping: read (an unrendered file), parsed (YAML text) and checked."""
+        template = self.job_template
+        if isinstance(template, TemplateFile):  # not rendered: build_manifest called outside a task run
+            template = template.read(self.get_template_env())
+        if isinstance(template, str):
+            try:
+                template = yaml.safe_load(template)
+            except yaml.YAMLError as exc:
+                raise AirflowFailException(f"{self.task_id}: job_template is not valid YAML: {exc}") from None
+            if not isinstance(template, Mapping):
+                raise AirflowFailException(
+                    f"{self.task_id}: job_template must be a batch/v1 Job (a mapping), got "
+                    f"{type(template).__name__}"
+                )
+        return template  # type: ignore[no-any-return]

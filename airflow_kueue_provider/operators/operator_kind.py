@@ -1,0 +1,96 @@
+"""A job kind's part of the operator (docs/design.md, "Job kinds"): what ``KueueOperator``'s ``execute`` and
+``execute_complete`` ask of the kind, on the model of Kueue's ``jobframework.GenericJob``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..airflow_compat import AirflowException
+from ..hooks.kind_client import KindClient
+from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.deadline import DeadlinePlan
+from ..kueue.index_set import IndexSet
+from ..kueue.ledger import RunLedger
+from ..kueue.trigger_event import Kind, KueueEvent
+from ..triggers.kueue_follow import KueueFollowTrigger
+from .checkpointing import CheckpointSession
+from .deadline_handling import Spill
+from .no_checkpointing import NoCheckpointing
+
+Shards = CheckpointSession | NoCheckpointing
+
+
+@dataclass(frozen=True)
+class WaitOn:
+    """What the next trigger follows: the object, the try's shards, the deadline plan, the queue it waits in
+    (None: the task's) and the quota released so far (a re-deferral after an escalation)."""
+
+    obj: dict[str, Any]
+    shards: Shards
+    plan: DeadlinePlan | None
+    queue_name: str | None = None
+    released_before: dict[str, Any] | None = None
+
+
+class OperatorKind:
+    """What a kind (``KueueIndexedJobOperator``, ``KueueJobSetOperator``) gives the template."""
+
+    kind: ClassVar[Kind]
+
+    def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _client(self) -> KindClient:
+        raise NotImplementedError
+
+    def _shard_count(self) -> int:
+        """The shards the checkpoint location is for (the ledger's size)."""
+        raise NotImplementedError
+
+    def _shards_to_run(
+        self, shards: Shards, previous: list[dict[str, Any]]
+    ) -> tuple[IndexSet, RunLedger | None]:
+        """The shards this try runs, and the ledger when there is one."""
+        raise NotImplementedError
+
+    def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
+        """Give the pods their shards and checkpoint location (a no-op without checkpointing)."""
+        raise NotImplementedError
+
+    def _trigger_for(self, wait: WaitOn) -> KueueFollowTrigger:
+        raise NotImplementedError
+
+    def _submitted_line(self) -> str:
+        """What the submit log line adds after the queue (e.g. the replicated jobs)."""
+        return ""
+
+    def _result(
+        self, identity: AirflowIdentity, event: KueueEvent, shards: Shards
+    ) -> tuple[dict[str, Any], str]:
+        """(the task's result, the final message) for the trigger's last event."""
+        return event.result_keys(), event.message
+
+    def _nothing_left(
+        self, identity: AirflowIdentity, shards: Shards, ledger: RunLedger | None
+    ) -> dict[str, Any]:
+        """The result when an earlier try already finished every shard (the ledger says so)."""
+        raise NotImplementedError
+
+    log_tail_indexes: ClassVar[int] = 5
+    """Failed indexes whose pods' last log lines the failure shows, per failed Job."""
+
+    def _failed_by_job(self, event: KueueEvent) -> dict[str, str]:
+        """Each failed Job's failed indexes (an interval string), for the log tails."""
+        raise NotImplementedError
+
+    def _tail_heading(self, job_name: str, index: int) -> str:
+        return f"{job_name} index {index}"
+
+    def _failure(self, message: str, event: Mapping[str, Any]) -> AirflowException:
+        raise NotImplementedError
+
+    def _spill(self, context: Any) -> Spill | None:
+        """The kind's ``spill_to`` for this escalation (None: the kind refuses it when the DAG is parsed)."""
+        return None
