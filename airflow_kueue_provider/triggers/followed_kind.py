@@ -27,11 +27,6 @@ class FollowedKind(ABC):
     @abstractmethod
     def _follow(self) -> AbstractAsyncContextManager[Any]: ...
 
-    @staticmethod
-    @abstractmethod
-    def _object(snapshot: Any) -> dict[str, Any] | None:
-        """The followed object in a snapshot (None: not there)."""
-
     @abstractmethod
     def _view(self, snapshot: Any) -> FollowedView:
         """The snapshot's object (present: the loop checked) as the kind's view."""

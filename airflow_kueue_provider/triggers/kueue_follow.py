@@ -150,14 +150,14 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         snapshot = await following.next()
         while True:
             # 1. The object is gone (asked the apiserver, not only the cache), or a namesake replaced it.
-            if not is_same_object(self._object(snapshot), self.uid):
+            if not is_same_object(snapshot.obj, self.uid):
                 reread = await self._fresh(following)
                 if reread is None:
                     continue  # the apiserver cannot answer now: decide later, never on a guess
                 snapshot = reread
-                if not is_same_object(self._object(snapshot), self.uid):
+                if not is_same_object(snapshot.obj, self.uid):
                     return self._event(Outcome("error", f"{self.where} was deleted before it finished"))
-            obj = self._object(snapshot)
+            obj = snapshot.obj
             assert obj is not None
             view = self._view(snapshot)
             # 2. Never outside Kueue's quota: an object Kueue does not manage is deleted and the task fails,
@@ -300,7 +300,7 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
 
     def _same(self, snapshot: Any) -> dict[str, Any] | None:
         """The snapshot's object when it is the one this trigger follows (not gone, not a namesake)."""
-        obj = self._object(snapshot) if snapshot is not None else None
+        obj = snapshot.obj if snapshot is not None else None
         return obj if obj is not None and is_same_object(obj, self.uid) else None
 
     async def _fresh(self, following: Any) -> Any:

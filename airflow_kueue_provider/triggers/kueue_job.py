@@ -75,10 +75,6 @@ class KueueJobTrigger(KueueFollowTrigger):
     def _follow(self) -> AbstractAsyncContextManager[Following]:
         return NamespaceWatch.follow(self.kubernetes_conn_id, self.namespace, self.job_name)
 
-    @staticmethod
-    def _object(snapshot: JobSnapshot) -> dict[str, Any] | None:
-        return snapshot.job
-
     def _view(self, snapshot: JobSnapshot) -> JobView:
         assert snapshot.job is not None
         return view_of(snapshot.job, snapshot.workload)

@@ -39,10 +39,6 @@ class KueueJobSetTrigger(KueueFollowTrigger):
     def _follow(self) -> AbstractAsyncContextManager[FollowingJobSet]:
         return NamespaceWatch.follow_jobset(self.kubernetes_conn_id, self.namespace, self.jobset_name)
 
-    @staticmethod
-    def _object(snapshot: JobSetSnapshot) -> dict[str, Any] | None:
-        return snapshot.jobset
-
     def _view(self, snapshot: JobSetSnapshot) -> JobSetView:
         assert snapshot.jobset is not None
         return jobset_view(snapshot.jobset, snapshot.jobs, snapshot.workload)

@@ -19,6 +19,11 @@ class JobSnapshot:
     job: dict[str, Any] | None
     workload: dict[str, Any] | None
 
+    @property
+    def obj(self) -> dict[str, Any] | None:
+        """The followed object, whatever the kind (the trigger loop reads this)."""
+        return self.job
+
 
 @dataclass(frozen=True)
 class JobSetSnapshot:
@@ -26,6 +31,10 @@ class JobSetSnapshot:
     jobs: tuple[dict[str, Any], ...]
     """Its child Jobs (the JobSet controller's ``jobset.sigs.k8s.io/jobset-name`` label)."""
     workload: dict[str, Any] | None
+
+    @property
+    def obj(self) -> dict[str, Any] | None:
+        return self.jobset
 
 
 async def read_snapshot(hook: AsyncKueueHook, namespace: str, job_name: str) -> JobSnapshot:
