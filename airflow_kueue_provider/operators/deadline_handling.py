@@ -61,7 +61,6 @@ class DeadlineHandling:
     ) -> None:
         self.log = logger or logging.getLogger(__name__)  # the operator's: its lines go to the task log
         self.task_id = task_id
-        self.deadline = deadline
         self.margin = deadline_margin
         try:
             self.escalation = DeadlineEscalation.from_param(on_deadline_risk)
@@ -89,14 +88,15 @@ class DeadlineHandling:
             )
 
     # --- at submit ---------------------------------------------------------------------------------------
-    def plan(self, context: Any, client: KindClient) -> DeadlinePlan | None:
-        """The rendered ``deadline`` against the DAG run's start; the escalation's priority class checked."""
-        if self.deadline is None:
+    def plan(self, context: Any, client: KindClient, deadline: DeadlineValue | None) -> DeadlinePlan | None:
+        """``deadline`` as rendered (the operator's templated field) against the DAG run's start; the
+        escalation's priority class checked."""
+        if deadline is None:
             return None
         dag_run = context.get("dag_run")
         started = getattr(dag_run, "start_date", None) or datetime.now(timezone.utc)
         try:
-            at = resolve_deadline(self.deadline, started)
+            at = resolve_deadline(deadline, started)
         except InvalidDeadline as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
         raise_to = self.escalation.raise_priority if self.escalation is not None else None

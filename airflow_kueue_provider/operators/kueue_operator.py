@@ -177,7 +177,7 @@ class KueueOperator(OperatorKind, BaseOperator):
             check_local_queue(
                 client.hook, self.resolved_namespace(), spill_to, "on_deadline_risk spill_to", self.task_id
             )
-        plan = self._deadlines.plan(context, client)  # a bad deadline or priority class: nothing is created
+        plan = self._deadlines.plan(context, client, self.deadline)  # bad: nothing is created
         # 1. Reattach to an object of this task instance that still runs (or completed) ...
         previous = self._previous(client, identity)
         plan = self._deadlines.once_per_task_instance(plan, previous)

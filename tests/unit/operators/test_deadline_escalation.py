@@ -171,3 +171,15 @@ def test_a_hand_back_hands_the_released_quota_to_the_next_trigger(monkeypatch: p
     trigger = deferred.value.trigger
     assert trigger.released_before == {"pod_seconds": 12.5, "cpu_seconds": 25.0}
     assert KueueJobTrigger(**trigger.serialize()[1])._released.pod_seconds == 12.5
+
+
+def test_the_plan_reads_the_deadline_as_rendered() -> None:
+    """``deadline`` is a template field: the plan at submit uses the operator's rendered value, never the
+    template string the operator was made with."""
+    from types import SimpleNamespace
+
+    op = _op(deadline="{{ var.value.nightly_deadline }}")
+    op.deadline = "07:00"  # what Airflow's rendering of the field leaves on the operator
+    started = SimpleNamespace(start_date=datetime(2026, 12, 2, 1, tzinfo=timezone.utc))
+    plan = op._deadlines.plan({"dag_run": started}, None, op.deadline)  # type: ignore[arg-type]
+    assert plan is not None and plan.deadline == datetime(2026, 12, 2, 7, tzinfo=timezone.utc)
