@@ -206,6 +206,9 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
     def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
         shards.shape_job(manifest, indexes)
 
+    def _record_attempt(self, shards: Shards, obj: dict[str, Any], indexes: IndexSet) -> None:
+        shards.record_attempt(obj["metadata"]["name"], shards.job_shards(obj, indexes))
+
     def _trigger_for(self, wait: WaitOn) -> KueueJobTrigger:
         return KueueJobTrigger(
             job_name=wait.obj["metadata"]["name"],

@@ -217,13 +217,13 @@ class KueueOperator(OperatorKind, BaseOperator):
         indexes: IndexSet,
     ) -> Submission:
         """Create this try's object (a worker that died after creating it adopts it through the 409), hand
-        its pods their checkpoint credential and record the attempt (also for an adopted one: its worker
-        may have died before recording it)."""
+        its pods their checkpoint credential and let the kind record the attempt (also for an adopted one:
+        its worker may have died before recording it)."""
         self._shape(manifest, shards, indexes)
         token = shards.prepare_pod_access()  # before the object: a bad connection creates nothing
         submission = create_or_adopt_object(client.create, client.get, manifest, identity, self.kind)
         shards.hand_pods_their_sas(client, submission.job, token)
-        shards.record_attempt(submission.job["metadata"]["name"], shards.job_shards(submission.job, indexes))
+        self._record_attempt(shards, submission.job, indexes)
         return submission
 
     def _previous(self, client: KindClient, identity: AirflowIdentity) -> list[dict[str, Any]]:

@@ -59,6 +59,10 @@ class OperatorKind:
         """Give the pods their shards and checkpoint location (a no-op without checkpointing)."""
         raise NotImplementedError
 
+    def _record_attempt(self, shards: Shards, obj: dict[str, Any], indexes: IndexSet) -> None:
+        """Record the submitted attempt where the kind keeps its attempts (the Job kind: the shard ledger);
+        nothing by default."""
+
     def _trigger_for(self, wait: WaitOn) -> KueueFollowTrigger:
         raise NotImplementedError
 
