@@ -8,7 +8,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
@@ -23,7 +23,17 @@ from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 from airflow_kueue_provider.operators.kueue_operator import KueueOperator
 
-from ..cluster import HOLD, KueueEnv, indexed_job, is_true, wait_for
+from ..cluster import (
+    HOLD,
+    Cluster,
+    KueueEnv,
+    create_kueue_env,
+    delete_kueue_env,
+    indexed_job,
+    is_true,
+    short_id,
+    wait_for,
+)
 
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 RUN_1S = {"kwok.airflow-kueue.io/run-duration": "1s"}
@@ -233,3 +243,116 @@ def test_queue_timeout_deletes_a_never_admitted_object_of_either_kind(
         return (env.job(name) if kind == "job" else _jobset(env, name)) is None
 
     wait_for(f"{kind} {name} gone", gone, timeout=60, explain=lambda: (env.jobs(), _jobsets(env)))
+
+
+UNMANAGED_NAMESPACE = "kube-system"  # Kueue's defaults leave it out (managedJobsNamespaceSelector, webhooks)
+
+
+@pytest.fixture
+def unmanaged(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[tuple[KueueEnv, str]]:
+    """As test_never_outside_quota.py's: a ClusterQueue and LocalQueue serving kube-system, and a DAG id of
+    this test's own (kube-system is shared). Afterwards only objects with that DAG id are removed, should
+    the operator have left one."""
+    env = create_kueue_env(
+        cluster, request.node.name, namespace=UNMANAGED_NAMESPACE, local_queue=f"lq-{short_id()}"
+    )
+    dag_id = f"unmanaged-{short_id()}"
+    yield env, dag_id
+    selector = f"airflow-kueue.io/dag-id={dag_id}"
+    for job in cluster.batch.list_namespaced_job(UNMANAGED_NAMESPACE, label_selector=selector).items:
+        cluster.batch.delete_namespaced_job(
+            job.metadata.name, UNMANAGED_NAMESPACE, propagation_policy="Background"
+        )
+    listed = cluster.custom.list_namespaced_custom_object(
+        JOBSET_GROUP, JOBSET_VERSION, UNMANAGED_NAMESPACE, JOBSET_PLURAL, label_selector=selector
+    )
+    for jobset in listed["items"]:
+        cluster.custom.delete_namespaced_custom_object(
+            JOBSET_GROUP,
+            JOBSET_VERSION,
+            UNMANAGED_NAMESPACE,
+            JOBSET_PLURAL,
+            jobset["metadata"]["name"],
+            propagation_policy="Background",
+        )
+    delete_kueue_env(env)
+
+
+def _unmanaged(kind: str, env: KueueEnv) -> KueueOperator:
+    """A small object in a LocalQueue of a namespace Kueue does not manage; Kueue gets 5 s to make its
+    Workload."""
+    common: dict[str, Any] = {
+        "task_id": "unmanaged",
+        "namespace": env.namespace,
+        "queue_name": env.local_queue,
+        "workload_timeout": 5,
+        "deferrable": False,
+    }
+    requests = {"requests": {"cpu": "250m", "memory": "256Mi"}}
+    if kind == "job":
+        return KueueIndexedJobOperator(
+            image=IMAGE, completions=2, resources=requests, annotations=RUN_1S, **common
+        )
+    return KueueJobSetOperator(
+        replicated_jobs=[
+            KueueReplicatedJob("workers", image=IMAGE, completions=2, resources=requests, annotations=RUN_1S)
+        ],
+        **common,
+    )
+
+
+@pytest.mark.parametrize("kind", ["job", "jobset"])
+def test_an_object_kueue_does_not_manage_is_deleted_and_fails_naming_kueue(
+    kind: str, unmanaged: tuple[KueueEnv, str]
+) -> None:
+    """As test_never_outside_quota.py's Job test, for either kind, in-process: the object is created
+    suspended in kube-system, Kueue makes no Workload for it, no pod of it ever runs, and once
+    ``workload_timeout`` is over it is deleted and the task fails naming Kueue."""
+    env, dag_id = unmanaged
+    context = _context("unmanaged")
+    context["ti"].dag_id = dag_id
+    op = _unmanaged(kind, env)
+    noun = "Job" if kind == "job" else "JobSet"
+
+    def our_pods() -> list[str]:
+        pods = env.cluster.core.list_namespaced_pod(
+            env.namespace, label_selector=f"airflow-kueue.io/dag-id={dag_id}"
+        )
+        return [p.metadata.name for p in pods.items]
+
+    pods_seen: list[str] = []
+    started = time.monotonic()
+    task = _InThread(op, context)
+    try:
+        while not task.done and time.monotonic() - started < 90:
+            pods_seen += our_pods()
+            time.sleep(0.5)
+    finally:
+        if not task.done:  # it did not end: the object goes, so the operator's loop ends too
+            op.on_kill()
+            task.thread.join(30)
+    took = time.monotonic() - started
+    pods_seen += our_pods()
+
+    error = task.outcome.get("error")
+    failure_type = KueueJobFailed if kind == "job" else KueueJobSetFailed
+    assert isinstance(error, failure_type), task.outcome
+    assert isinstance(error, (KueueJobFailed, KueueJobSetFailed))
+    message = str(error)
+    assert error.status == "failed", message
+    name = (error.job_name if isinstance(error, KueueJobFailed) else error.jobset_name) or ""
+    assert name, message
+    assert (
+        f"Kueue did not create a Workload for {noun} {env.namespace}/{name} within workload_timeout=5s"
+    ) in message, message
+    assert "no pod ran" in message and "it was deleted" in message, message
+    assert "Likely:" in message and "the namespace is not managed by Kueue" in message, message
+    assert pods_seen == [], f"no pod of the {noun} ever started: {sorted(set(pods_seen))}"
+    assert took < 60, f"the task failed {took:.0f}s after it started: {message}"
+
+    def gone() -> bool:
+        if kind == "job":
+            return env.job(name) is None
+        return _jobset(env, name) is None
+
+    wait_for(f"{noun} {name} gone (404)", gone, timeout=30, explain=lambda: (env.jobs(), _jobsets(env)))
