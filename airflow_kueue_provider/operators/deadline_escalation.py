@@ -146,6 +146,11 @@ def _raise(client: KindClient, job: Mapping[str, Any], priority_class: str) -> s
         client.patch_metadata(meta["namespace"], meta["name"], {"labels": labels}, meta.get("uid"))
     except ApiException as exc:
         log.warning("raising the priority of %s failed: %s", where, exc.reason)
-        return f"failed: {exc.status} {exc.reason}"
+        hint = (
+            f" (the identity may not patch {noun}s: deploy/rbac/worker-triggerer.yaml)"
+            if exc.status == 403
+            else ""
+        )
+        return f"failed: {exc.status} {exc.reason}{hint}"
     log.warning("%s: WorkloadPriorityClass -> %s", where, priority_class)
     return priority_class

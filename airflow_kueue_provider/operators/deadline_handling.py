@@ -125,12 +125,28 @@ class DeadlineHandling:
         )
         return dataclasses.replace(plan, escalate=False, escalations=tuple(earlier))
 
-    @staticmethod
-    def record_on(client: KindClient, obj: dict[str, Any], plan: DeadlinePlan) -> None:
+    def record_on(self, client: KindClient, obj: dict[str, Any], plan: DeadlinePlan) -> None:
         """The deadline on the object, for the UI and kubectl."""
+        self._annotate(client, obj, {DEADLINE_ANNOTATION: plan.deadline.isoformat()})
+
+    def _annotate(self, client: KindClient, obj: dict[str, Any], annotations: dict[str, str]) -> None:
+        """A record for people and the UI: an identity that may not patch the object (deploy/rbac: the worker
+        may not patch JobSets, so that it cannot unsuspend one) costs the record, never the run."""
         meta = obj["metadata"]
-        annotations = {DEADLINE_ANNOTATION: plan.deadline.isoformat()}
-        client.patch_metadata(meta["namespace"], meta["name"], {"annotations": annotations}, meta.get("uid"))
+        try:
+            client.patch_metadata(
+                meta["namespace"], meta["name"], {"annotations": annotations}, meta.get("uid")
+            )
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            self.log.warning(
+                "cannot annotate %s %s with its deadline (403: the identity may not patch %ss; see "
+                "deploy/rbac/worker-triggerer.yaml); the task's log and result keep it",
+                client.noun,
+                meta["name"],
+                client.noun,
+            )
 
     # --- when the trigger hands the task back -------------------------------------------------------------
     def escalate(
@@ -154,8 +170,7 @@ class DeadlineHandling:
             recorded = {ESCALATIONS_ANNOTATION: json.dumps(steps)}
             if queue_name is not None:  # the spill Job: the deadline too, for the UI and kubectl
                 recorded[DEADLINE_ANNOTATION] = report.deadline
-            meta = obj["metadata"]
-            client.patch_metadata(meta["namespace"], meta["name"], {"annotations": recorded}, meta.get("uid"))
+            self._annotate(client, obj, recorded)
         plan = DeadlinePlan(
             deadline=datetime.fromisoformat(report.deadline),
             margin=self.margin_of(event),

@@ -239,3 +239,43 @@ def test_bad_input_fails_early_and_creates_nothing(kueue_env: KueueEnv) -> None:
     with pytest.raises(AirflowFailException, match="LocalQueue 'nope' does not exist"):
         _operator(kueue_env, queue_name="nope").execute({"ti": _ti()})  # type: ignore[arg-type]
     assert _jobsets(kueue_env) == []
+
+
+def test_a_finished_coordinator_hands_its_quota_back_and_the_result_measures_it(
+    kueue_env_factory: Any,
+) -> None:
+    """Kueue reclaims a replicated job's finished replicas (ReclaimablePods) while the rest of the JobSet
+    runs: the trigger meters it as it does for a Job's tail, and the result says how much."""
+    from .test_job_kinds import _context, _InThread
+
+    env = kueue_env_factory(cpu="3", memory="16Gi")
+    op = KueueJobSetOperator(
+        task_id="tail",
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        deferrable=False,
+        replicated_jobs=[
+            KueueReplicatedJob(
+                "coordinator", image="example.invalid/c:1", resources=REQUESTS, annotations=RUN_1S
+            ),
+            KueueReplicatedJob(
+                "workers", image="example.invalid/w:1", completions=2, resources=REQUESTS, annotations=HOLD
+            ),
+        ],
+    )
+    run = _InThread(op, _context("tail"))
+    try:
+        (jobset,) = wait_for("the JobSet", lambda: _jobsets(env) or None, timeout=120)
+
+        def reclaimable() -> int:
+            status = (env.workload(jobset) or {}).get("status", {})
+            return sum(int(p.get("count") or 0) for p in status.get("reclaimablePods") or [])
+
+        wait_for("the coordinator's pod reclaimed by Kueue", lambda: reclaimable() >= 1, timeout=120)
+        wait_for("the task done", lambda: env.release() >= 0 and run.done, timeout=120, interval=1)
+    finally:
+        op.on_kill()
+    assert "error" not in run.outcome, run.outcome
+    result = run.outcome["result"]
+    assert result["quota_released_pod_seconds"] > 0, result
+    assert result["quota_released_cpu_seconds"] == result["quota_released_pod_seconds"], result  # 1 CPU a pod
