@@ -206,6 +206,9 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
     def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
         shards.shape_job(manifest, indexes)
 
+    def _reattaches_to_completed(self, shards: Shards) -> bool:
+        return not shards.keeps_ledger  # with checkpointing, the ledger decides what is left
+
     def _record_attempt(self, shards: Shards, obj: dict[str, Any], indexes: IndexSet) -> None:
         shards.record_attempt(obj["metadata"]["name"], shards.job_shards(obj, indexes))
 

@@ -390,12 +390,14 @@ class KueueJobSetOperator(KueueOperator):
     def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
         """The checkpointed replicated job's pods learn where (and with which SAS Secret, named after the
         JobSet) to checkpoint: its Job template is shaped as an Indexed Job of the provider is."""
-        rj = next((rj for rj in self.replicated_jobs if rj.checkpoint), None)
-        if rj is None:  # no checkpointing
-            return
-        template = next(t for t in manifest["spec"]["replicatedJobs"] if t["name"] == rj.name)
-        as_job = {"metadata": {"name": manifest["metadata"]["name"]}, "spec": template["template"]["spec"]}
-        shards.shape_job(as_job, indexes)
+        checkpointed = {rj.name for rj in self.replicated_jobs if rj.checkpoint}  # one, with checkpointing=
+        for template in manifest["spec"]["replicatedJobs"]:
+            if template["name"] in checkpointed:
+                as_job = {
+                    "metadata": {"name": manifest["metadata"]["name"]},
+                    "spec": template["template"]["spec"],
+                }
+                shards.shape_job(as_job, indexes)
 
     def _failed_by_job(self, event: KueueEvent) -> dict[str, str]:
         return dict(event.failed_jobs)

@@ -181,7 +181,7 @@ class KueueOperator(OperatorKind, BaseOperator):
         # 1. Reattach to an object of this task instance that still runs (or completed) ...
         previous = self._previous(client, identity)
         plan = self._deadlines.once_per_task_instance(plan, previous)
-        submission = reattachable(previous, completed_counts=not shards.keeps_ledger)
+        submission = reattachable(previous, completed_counts=self._reattaches_to_completed(shards))
         if submission is None:
             # 2. ... or run what is left: every shard, or on a retry those the ledger has not seen finish.
             indexes, ledger = self._shards_to_run(shards, previous)

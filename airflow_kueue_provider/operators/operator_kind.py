@@ -59,6 +59,12 @@ class OperatorKind:
         """Give the pods their shards and checkpoint location (a no-op without checkpointing)."""
         raise NotImplementedError
 
+    def _reattaches_to_completed(self, shards: Shards) -> bool:
+        """Whether a retry reattaches to an earlier object that completed (and returns its result), rather
+        than deciding from a ledger (the Job kind with checkpointing runs what the ledger has not seen
+        finish)."""
+        return True
+
     def _record_attempt(self, shards: Shards, obj: dict[str, Any], indexes: IndexSet) -> None:
         """Record the submitted attempt where the kind keeps its attempts (the Job kind: the shard ledger);
         nothing by default."""

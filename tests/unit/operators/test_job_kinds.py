@@ -121,3 +121,26 @@ def test_a_first_try_result_carries_its_cost_and_figures(make: Any) -> None:
     assert result[name_key] == "obj-1" and result["estimated_cost_usd"] > 0
     assert [a["job_name"] for a in result["attempt_figures"]] == ["obj-1"]
     assert result["running_seconds"] == 3600.0 and "Spot" in result["cost_basis"]
+
+
+def test_a_retry_reattaches_to_a_completed_jobset_even_with_checkpointing() -> None:
+    """A JobSet reruns whole, so its completed JobSet is the result; the Job kind with checkpointing lets its
+    ledger say what is left instead (and without checkpointing reattaches too)."""
+    from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
+    from airflow_kueue_provider.operators.job_submission import reattachable
+    from airflow_kueue_provider.operators.no_checkpointing import NoCheckpointing
+
+    completed = {
+        "metadata": {"name": "earlier"},
+        "status": {"conditions": [{"type": "Completed", "status": "True"}]},
+    }
+    session = CheckpointSession.__new__(CheckpointSession)  # its keeps_ledger alone is read
+    workers = {"name": "workers", "image": "i:1", "completions": 2, "checkpoint": True}
+    jobset = _jobset(replicated_jobs=[workers], checkpointing=Checkpointing("blob"))
+    for op, shards, reattaches in (
+        (jobset, session, True),
+        (_job(checkpointing="blob"), session, False),
+        (_job(), NoCheckpointing(2), True),
+    ):
+        found = reattachable([completed], completed_counts=op._reattaches_to_completed(shards))
+        assert (found is not None) == reattaches, op
