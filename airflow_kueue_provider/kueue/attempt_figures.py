@@ -19,6 +19,9 @@ from .api_time import parse_api_time
 from .cost import VmPrice, vm_share
 from .job_progress import finished_condition
 
+RunTimes = tuple[float | None, float | None]
+"""(queued seconds, running seconds); None where not known."""
+
 
 @dataclass(frozen=True)
 class AttemptFigures:
@@ -81,19 +84,13 @@ class CostModel:
         )
 
     def figures_of(
-        self,
-        job: Mapping[str, Any],
-        queued_seconds: float | None,
-        running_seconds: float | None,
-        spot: bool,
-        try_number: int | None = None,
+        self, job: Mapping[str, Any], times: RunTimes, spot: bool, try_number: int | None
     ) -> AttemptFigures:
         """A Job at the pods its spec runs: its parallelism capped by its completions."""
         spec = job.get("spec") or {}
         completions = int(spec.get("completions") or 0)
         pods = min(int(spec.get("parallelism") or completions), completions)
-        name = str((job.get("metadata") or {}).get("name") or "")
-        return self.figures(name, pods, queued_seconds, running_seconds, spot, try_number)
+        return self.figures(_name(job), pods, times[0], times[1], spot, try_number)
 
     def basis(self, attempts: Sequence[AttemptFigures]) -> str:
         """How the total was made, one term per Job: ``30 pods x 45.0 s + 2 pods x 4.0 s of 0.250
@@ -113,13 +110,9 @@ class Pricing(Protocol):
     """A kind's cost model (``CostModel``, ``GangCostModel``)."""
 
     def figures_of(
-        self,
-        obj: Mapping[str, Any],
-        queued_seconds: float | None,
-        running_seconds: float | None,
-        spot: bool,
-        try_number: int | None = None,
-    ) -> AttemptFigures: ...
+        self, obj: Mapping[str, Any], times: RunTimes, spot: bool, try_number: int | None
+    ) -> AttemptFigures:
+        """The object's figures from its (queued, running) seconds."""
 
     def basis(self, attempts: Sequence[AttemptFigures]) -> str: ...
 
@@ -161,15 +154,10 @@ class GangCostModel:
         )
 
     def figures_of(
-        self,
-        jobset: Mapping[str, Any],
-        queued_seconds: float | None,
-        running_seconds: float | None,
-        spot: bool,
-        try_number: int | None = None,
+        self, jobset: Mapping[str, Any], times: RunTimes, spot: bool, try_number: int | None
     ) -> AttemptFigures:
-        name = str((jobset.get("metadata") or {}).get("name") or "")
-        return self.figures(name, queued_seconds, running_seconds, spot, try_number)
+        """The JobSet at the pods of every replicated job."""
+        return self.figures(_name(jobset), times[0], times[1], spot, try_number)
 
     def basis(self, attempts: Sequence[AttemptFigures]) -> str:
         """``(1 coordinator pod of 0.062 + 8 workers pods of 0.250) Standard_D16ds_v5 x 45.0 s at $0.181/h
@@ -207,7 +195,7 @@ def status_figures(
     ended = _ended_at(obj)
     queued = _seconds(created, started or ended or now)
     running = _seconds(started, ended)
-    return model.figures_of(obj, queued, running, spot, try_number)
+    return model.figures_of(obj, (queued, running), spot, try_number)
 
 
 def totals(attempts: Sequence[AttemptFigures], model: Pricing) -> dict[str, Any]:
@@ -234,6 +222,10 @@ def merged(recorded: Iterable[AttemptFigures], from_jobs: Iterable[AttemptFigure
         made_by = listed.try_number if listed is not None and listed.try_number else a.try_number
         by_name[a.job_name] = replace(a, try_number=made_by)
     return sorted(by_name.values(), key=lambda a: a.try_number or 0)
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
 
 
 def _rate(vm: VmPrice, spot: bool) -> Decimal:
