@@ -77,11 +77,8 @@ class CostModel:
         spot: bool,
         try_number: int | None = None,
     ) -> AttemptFigures:
-        hours = Decimal(str(running_seconds or 0)) / 3600
-        cost = vm_share(self.requests, self.vm) * max(pods, 0) * hours * self._rate(spot)
-        return AttemptFigures(
-            job_name, pods, queued_seconds, running_seconds, spot, round(float(cost), 6), try_number
-        )
+        share = vm_share(self.requests, self.vm) * max(pods, 0)
+        return _priced(self.vm, share, job_name, pods, (queued_seconds, running_seconds), spot, try_number)
 
     def figures_of(
         self, job: Mapping[str, Any], times: RunTimes, spot: bool, try_number: int | None
@@ -146,11 +143,9 @@ class GangCostModel:
         spot: bool,
         try_number: int | None = None,
     ) -> AttemptFigures:
-        hours = Decimal(str(running_seconds or 0)) / 3600
         share = sum((vm_share(p.requests, self.vm) * max(p.pods, 0) for p in self.pod_sets), Decimal(0))
-        cost = share * hours * _rate(self.vm, spot)
-        return AttemptFigures(
-            job_name, self.pods, queued_seconds, running_seconds, spot, round(float(cost), 6), try_number
+        return _priced(
+            self.vm, share, job_name, self.pods, (queued_seconds, running_seconds), spot, try_number
         )
 
     def figures_of(
@@ -222,6 +217,15 @@ def merged(recorded: Iterable[AttemptFigures], from_jobs: Iterable[AttemptFigure
         made_by = listed.try_number if listed is not None and listed.try_number else a.try_number
         by_name[a.job_name] = replace(a, try_number=made_by)
     return sorted(by_name.values(), key=lambda a: a.try_number or 0)
+
+
+def _priced(
+    vm: VmPrice, share: Decimal, job_name: str, pods: int, times: RunTimes, spot: bool, try_number: int | None
+) -> AttemptFigures:
+    """One attempt at ``share`` of a VM (all its pods together) for its running time, at the Spot or on-demand
+    price: the one cost formula of every kind."""
+    cost = share * Decimal(str(times[1] or 0)) / 3600 * _rate(vm, spot)
+    return AttemptFigures(job_name, pods, times[0], times[1], spot, round(float(cost), 6), try_number)
 
 
 def _name(obj: Mapping[str, Any]) -> str:
