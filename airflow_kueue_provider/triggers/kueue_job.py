@@ -55,13 +55,20 @@ class KueueJobTrigger(KueueFollowTrigger):
     ) -> None:
         """``shared``: ``KueueFollowTrigger``'s kwargs (namespace, queue_name, timeouts, deadline, ...)."""
         super().__init__(name=job_name, uid=job_uid, **shared)
-        self.job_name, self.job_uid = job_name, job_uid
         self.max_failed_indexes = max_failed_indexes
         self.ledger = ledger
         self.ramp = ramp
         self._ramp_plan = RampPlan.from_dict(ramp) if ramp else None  # read once, not per status change
         self._next_ramp_at: float | None = None
         self._writer: LedgerWriter | None = None
+
+    @property
+    def job_name(self) -> str:
+        return self.name
+
+    @property
+    def job_uid(self) -> str | None:
+        return self.uid
 
     def _kind_kwargs(self) -> dict[str, Any]:
         return {

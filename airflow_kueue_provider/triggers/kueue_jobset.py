@@ -31,7 +31,14 @@ class KueueJobSetTrigger(KueueFollowTrigger):
     def __init__(self, *, jobset_name: str, jobset_uid: str | None = None, **shared: Any) -> None:
         """``shared``: ``KueueFollowTrigger``'s kwargs (namespace, queue_name, timeouts, deadline, ...)."""
         super().__init__(name=jobset_name, uid=jobset_uid, **shared)
-        self.jobset_name, self.jobset_uid = jobset_name, jobset_uid
+
+    @property
+    def jobset_name(self) -> str:
+        return self.name
+
+    @property
+    def jobset_uid(self) -> str | None:
+        return self.uid
 
     def _kind_kwargs(self) -> dict[str, Any]:
         return {"jobset_name": self.jobset_name, "jobset_uid": self.jobset_uid}
