@@ -1,58 +1,113 @@
 """What a task may run on a shared cluster: checks and safe defaults for the merged Job (template included).
 
-A platform team sets the policy in Airflow's ``[kueue]`` config section (DAG authors cannot loosen it):
-allowed namespaces and service accounts, and whether privileged pods, host namespaces, hostPath volumes or
-added capabilities may run at all (by default: no). ``violations`` lists every breach with what to change;
-the operator fails before anything is created when there is one. ``with_restricted_defaults`` fills in what
-the Kubernetes *restricted* Pod Security profile asks where an ordinary image still runs: no service account
-token unless a service account is asked for, ``allowPrivilegeEscalation: false`` and the RuntimeDefault
-seccomp profile (it does not force ``runAsNonRoot`` or drop all capabilities: many images run as root).
-Pure functions over dicts, no I/O.
+A platform team sets the policy in Airflow's ``[kueue]`` config section, read so that a DAG file cannot
+loosen it (``hooks.kueue_config``): allowed namespaces, ServiceAccounts (none by default: a pod running as a
+namespace's ServiceAccount gets its rights, e.g. the worker's), LocalQueues and priority classes per
+namespace, runtime classes, and whether privileged pods, host namespaces, hostPath volumes or added
+capabilities may run at all (by default: no). ``violations`` lists every breach with what to change; the
+operator fails before anything is created when there is one (``pod_isolation`` has the fields a tenant could
+use against another). ``with_restricted_defaults`` fills in what the Kubernetes *restricted* Pod Security
+profile asks where an ordinary image still runs: no service account token unless a service account is asked
+for, ``allowPrivilegeEscalation: false`` and the RuntimeDefault seccomp profile (it does not force
+``runAsNonRoot`` or drop all capabilities: many images run as root). Pure functions over dicts, no I/O.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .job_template import as_mapping
+from .names import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
+from .pod_isolation import (
+    container_secret_breaches,
+    pod_breaches,
+    priority_class_breach,
+    security_profile_breaches,
+)
+from .policy_allowlists import NamespacedNames, PolicyConfigError, allows, name_list
+
+__all__ = ["POD_POLICY_OPTIONS", "PodPolicy", "PolicyConfigError", "violations", "with_restricted_defaults"]
 
 HOST_NAMESPACE_FIELDS = ("hostNetwork", "hostPID", "hostIPC")
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+POD_POLICY_OPTIONS = (
+    "allowed_namespaces",
+    "allowed_service_accounts",
+    "allowed_local_queues",
+    "allowed_priority_classes",
+    "allowed_pod_priority_classes",
+    "allowed_runtime_classes",
+    "allow_privileged_pods",
+    "allow_host_namespaces",
+    "allow_host_path_volumes",
+    "allowed_capabilities",
+)
 
 
 @dataclass(frozen=True)
 class PodPolicy:
-    """The ``[kueue]`` pod policy. ``None`` in an allow-list means "any"."""
+    """The ``[kueue]`` pod policy. ``"*"`` in a name list means "any"; the defaults are the options'."""
 
-    allowed_namespaces: frozenset[str] | None = None
-    allowed_service_accounts: frozenset[str] | None = None
+    allowed_namespaces: frozenset[str] = frozenset({"*"})
+    allowed_service_accounts: frozenset[str] = frozenset()
     allow_privileged: bool = False
     allow_host_namespaces: bool = False
     allow_host_path: bool = False
     allowed_capabilities: frozenset[str] = frozenset()
+    allowed_runtime_classes: frozenset[str] = frozenset()
+    local_queues: NamespacedNames = field(default_factory=lambda: NamespacedNames.any("allowed_local_queues"))
+    priority_classes: NamespacedNames = field(
+        default_factory=lambda: NamespacedNames.any("allowed_priority_classes")
+    )
+    pod_priority_classes: NamespacedNames = field(
+        default_factory=lambda: NamespacedNames("allowed_pod_priority_classes")
+    )
 
     @classmethod
     def from_options(cls, options: Mapping[str, str | None]) -> PodPolicy:
-        """From ``[kueue]`` options as strings: comma-separated lists, booleans as true/false."""
+        """From ``[kueue]`` options as strings (formats in ``policy_allowlists``; booleans true/false).
 
-        def names(key: str) -> frozenset[str] | None:
-            raw = (options.get(key) or "").strip()
-            return frozenset(n.strip() for n in raw.split(",") if n.strip()) if raw else None
+        Raises PolicyConfigError on a malformed option."""
 
         def flag(key: str) -> bool:
             return (options.get(key) or "false").strip().lower() in ("1", "true", "yes", "on")
 
+        def namespaced(key: str, default_any: bool) -> NamespacedNames:
+            return NamespacedNames.parse(key, options.get(key), default_any)
+
         return cls(
-            allowed_namespaces=names("allowed_namespaces"),
-            allowed_service_accounts=names("allowed_service_accounts"),
+            allowed_namespaces=name_list("allowed_namespaces", options.get("allowed_namespaces"), True),
+            allowed_service_accounts=name_list(
+                "allowed_service_accounts", options.get("allowed_service_accounts"), False
+            ),
             allow_privileged=flag("allow_privileged_pods"),
             allow_host_namespaces=flag("allow_host_namespaces"),
             allow_host_path=flag("allow_host_path_volumes"),
-            allowed_capabilities=names("allowed_capabilities") or frozenset(),
+            allowed_capabilities=name_list(
+                "allowed_capabilities", options.get("allowed_capabilities"), False
+            ),
+            allowed_runtime_classes=name_list(
+                "allowed_runtime_classes", options.get("allowed_runtime_classes"), False
+            ),
+            local_queues=namespaced("allowed_local_queues", True),
+            priority_classes=namespaced("allowed_priority_classes", True),
+            pod_priority_classes=namespaced("allowed_pod_priority_classes", False),
         )
+
+    def queue_problems(
+        self, namespace: object, queue_name: object, priority_class: object, what: str = "queue_name"
+    ) -> list[str]:
+        """The LocalQueue and Kueue WorkloadPriorityClass a task asks for, against the allowlists."""
+        found = [
+            self.local_queues.refusal(f"{what} (LocalQueue)", namespace, queue_name),
+            self.priority_classes.refusal(
+                "priority_class (WorkloadPriorityClass)", namespace, priority_class
+            ),
+        ]
+        return [problem for problem in found if problem]
 
 
 def _pod_spec(job: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -72,28 +127,40 @@ def service_account_violation(
 ) -> str | None:
     """Why the pods may not run as ``account`` (None: they may, or none is asked for)."""
     allowed = policy.allowed_service_accounts
-    if not account or allowed is None or account in allowed:
+    if not account or allows(allowed, account):
         return None
+    listed = ", ".join(sorted(allowed)) or "empty: no ServiceAccount is allowed"
     return (
-        f"{field} {account!r} is not in [kueue] allowed_service_accounts ({', '.join(sorted(allowed))}): "
-        "use one of them"
+        f"{field} {account!r} is not in [kueue] allowed_service_accounts ({listed}): a pod runs with its "
+        "ServiceAccount's rights in the namespace; use a listed one, or have the platform team add this one "
+        "(never the Airflow worker's)"
     )
 
 
 def violations(job: Mapping[str, Any], policy: PodPolicy) -> list[str]:
     """Every way the Job breaks ``policy``, each naming the field and what to do; [] when it complies."""
     found: list[str] = []
-    namespace = as_mapping(job.get("metadata")).get("namespace")
-    if policy.allowed_namespaces is not None and namespace not in policy.allowed_namespaces:
+    metadata = as_mapping(job.get("metadata"))
+    namespace = metadata.get("namespace")
+    if not allows(policy.allowed_namespaces, namespace):
         found.append(
             f"namespace {namespace!r} is not in [kueue] allowed_namespaces "
             f"({', '.join(sorted(policy.allowed_namespaces))}): run the task in one of them"
         )
+    labels = as_mapping(metadata.get("labels"))
+    found += policy.queue_problems(namespace, labels.get(QUEUE_NAME_LABEL), labels.get(PRIORITY_CLASS_LABEL))
+    template = as_mapping(as_mapping(job.get("spec")).get("template"))
     pod = _pod_spec(job)
     if refused := service_account_violation(
         pod.get("serviceAccountName") or pod.get("serviceAccount"), policy
     ):
         found.append(refused)
+    found += _priority_violations(namespace, pod.get("priorityClassName"), policy)
+    found += pod_breaches(
+        pod,
+        as_mapping(as_mapping(template.get("metadata")).get("annotations")),
+        policy.allowed_runtime_classes,
+    )
     if not policy.allow_host_namespaces:
         found += [
             f"spec.template.spec.{key} is true: pods may not share the node's namespaces; remove it"
@@ -115,6 +182,17 @@ def violations(job: Mapping[str, Any], policy: PodPolicy) -> list[str]:
     return found
 
 
+def _priority_violations(namespace: object, priority_class: object, policy: PodPolicy) -> list[str]:
+    if not priority_class:
+        return []
+    if system := priority_class_breach(priority_class):
+        return [system]
+    refused = policy.pod_priority_classes.refusal(
+        "spec.template.spec.priorityClassName (PriorityClass)", namespace, priority_class
+    )
+    return [refused] if refused else []
+
+
 def _security_context_violations(pod: Mapping[str, Any], policy: PodPolicy) -> list[str]:
     found: list[str] = []
     context = as_mapping(pod.get("securityContext"))
@@ -122,6 +200,7 @@ def _security_context_violations(pod: Mapping[str, Any], policy: PodPolicy) -> l
         found.append("spec.template.spec.securityContext.seccompProfile is Unconfined: use RuntimeDefault")
     if as_mapping(context.get("windowsOptions")).get("hostProcess") is True and not policy.allow_privileged:
         found.append("spec.template.spec.securityContext.windowsOptions.hostProcess is true: remove it")
+    found += security_profile_breaches("spec.template.spec.securityContext", context)
     return found
 
 
@@ -147,6 +226,8 @@ def _container_violations(where: str, container: Mapping[str, Any], policy: PodP
         found.append(f"{where}: securityContext.seccompProfile is Unconfined: use RuntimeDefault")
     if as_mapping(context.get("windowsOptions")).get("hostProcess") is True and not policy.allow_privileged:
         found.append(f"{where}: securityContext.windowsOptions.hostProcess is true: remove it")
+    found += security_profile_breaches(f"{where}: securityContext", context)
+    found += container_secret_breaches(where, container)
     ports = container.get("ports")
     if not policy.allow_host_namespaces and isinstance(ports, list):
         found += [

@@ -71,7 +71,7 @@ from .job_submission import Submission, check_local_queue, create_or_adopt_objec
 from .kueue_link import KueueJobLink
 from .no_checkpointing import NoCheckpointing
 from .operator_kind import OperatorKind, Shards, WaitOn
-from .settings import configured_pod_policy
+from .settings import check_queue_policy, configured_pod_policy
 from .task_facts import check_positive_seconds, seconds, task_identity
 
 if TYPE_CHECKING:
@@ -156,8 +156,20 @@ class KueueOperator(OperatorKind, BaseOperator):
                 f"{self.task_id}: priority_class {priority_class!r} is not a valid WorkloadPriorityClass "
                 "name: use at most 63 lowercase letters, digits, '-' and '.'"
             )
+        self._check_queue_policy(namespace)  # literal values now; templated ones before submitting
         self._name: str | None = None
         self._uid: str | None = None
+
+    def _check_queue_policy(self, namespace: str | None) -> None:
+        escalation = self._deadlines.escalation
+        check_queue_policy(
+            self.task_id,
+            namespace,
+            self.queue_name,
+            self.priority_class,
+            self._deadlines.spill_to,
+            escalation.raise_priority if escalation is not None else None,
+        )
 
     # --- the template ---------------------------------------------------------------------------------------
     def resolved_namespace(self) -> str:
@@ -168,6 +180,7 @@ class KueueOperator(OperatorKind, BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         identity = task_identity(context)
+        self._check_queue_policy(self.resolved_namespace())
         manifest = self.build_manifest(identity)
         shards = self._shards(identity)
         client = self._client()
