@@ -2,11 +2,15 @@
 
 Every route needs an Airflow login (the API server's JWT, as a bearer token or the UI's cookie) and is
 authorized by Airflow's auth manager before anything is read from the cluster: a task's Jobs need read
-access to that DAG's task instances (``requires_access_dag``, the same check as Airflow's own task-instance
-API), the queue dashboard the "Cluster activity" view (it shows every team's queues). The cluster is read
-with the ``[kueue] kubernetes_conn_id`` connection (default ``kubernetes_default``) in the namespaces of
-``[kueue] ui_namespaces`` (comma-separated; empty means every namespace, which needs cluster-wide list
-rights).
+access to that DAG's task instances, asked by the route itself for the one ``dag_id`` it serves
+(``route_access.dag_access``: Airflow's ``requires_access_dag`` ignored the query up to 3.1.6), the queue
+dashboard the "Cluster activity" view (it shows every team's queues). The app has no API docs routes
+(``/openapi.json``, ``/docs``, ``/redoc``): they would answer without a login. Live streams are capped per
+user and in total (``fanout.StreamCaps``: 429 with the count and the option that raises it).
+
+The cluster is read with the ``[kueue] kubernetes_conn_id`` connection (default ``kubernetes_default``)
+in the namespaces of ``[kueue] ui_namespaces`` (comma-separated; empty means every namespace, which needs
+cluster-wide list rights).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from .dashboard_data import (
     queue_dashboard,
     task_panels,
 )
+from .fanout import StreamCaps, TooManyStreams, configured_caps
+from .route_access import airflow_user, dag_access, marked
 from .run_history_source import airflow_run_records, airflow_task_run_records
 
 log = logging.getLogger(__name__)
@@ -115,16 +121,22 @@ def _airflow_login() -> Any:
     return Depends(get_user)
 
 
-def _task_instance_access() -> Any:
-    """Read access to the task instances of the DAG named by the request's ``dag_id``."""
-    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
-    from airflow.api_fastapi.core_api.security import requires_access_dag
-
-    return Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))
-
-
 def _every_dag() -> None:
     return None
+
+
+def _nobody() -> str:
+    return ""
+
+
+def _stream_user() -> Callable[..., str]:
+    """A dependency: the logged-in user's name, whose open streams are counted."""
+    from airflow.api_fastapi.core_api.security import get_user
+
+    def name(user: Any = Depends(get_user)) -> str:  # noqa: B008
+        return str(user.get_name())
+
+    return name
 
 
 def _readable_dags() -> Callable[..., Collection[str]]:
@@ -144,7 +156,7 @@ def _queues_access() -> Any:
     from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
     from airflow.api_fastapi.core_api.security import requires_access_view
 
-    return Depends(requires_access_view(AccessView.CLUSTER_ACTIVITY))
+    return marked(Depends(requires_access_view(AccessView.CLUSTER_ACTIVITY)), "view")
 
 
 def create_app(
@@ -158,6 +170,8 @@ def create_app(
     readable_dags: Callable[..., Collection[str] | None] | None = None,
     task_runs: Callable[[str, str, int], list[RunRecord]] = airflow_task_run_records,
     queue_samples: QueueSampleRing = QUEUE_SAMPLES,
+    stream_caps: Callable[[], StreamCaps] = configured_caps,
+    stream_user: Callable[..., str] | None = None,
 ) -> FastAPI:
     """The app; tests pass their own hook factory and namespaces, and may swap the login and access checks
     (``dependencies``: every route; ``task_access``: the task routes; ``queues_access``: the queue routes)
@@ -166,20 +180,36 @@ def create_app(
     see (``readable_dags``, a dependency; by default Airflow's auth manager decides for the logged-in user,
     and without Airflow's login, in tests, every DAG), the read of one task's results for the task view's
     plot (``task_runs``: its DAG is the one the task route authorized) and where the ClusterQueues' samples
-    are kept (``queue_samples``).
+    are kept (``queue_samples``), the caps on live streams (``stream_caps``, read on the first stream) and
+    whose streams a request counts as (``stream_user``, a dependency; the login's name by default).
 
     The hook is made on the first request and then reused: a new one would load the kubeconfig and ask
     for the Kueue API version again on every page.
     """
     hook = functools.cache(hook_factory)
+    caps = functools.cache(stream_caps)
     app = FastAPI(
         title="Kueue for Airflow",
         dependencies=list(dependencies) if dependencies is not None else [_airflow_login()],
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
-    for_task = list(task_access) if task_access is not None else [_task_instance_access()]
+    for_task = (
+        list(task_access) if task_access is not None else [dag_access("TASK_INSTANCE", user=airflow_user())]
+    )
     for_queues = list(queues_access) if queues_access is not None else [_queues_access()]
     if readable_dags is None:
         readable_dags = _every_dag if dependencies is not None else _readable_dags()
+    if stream_user is None:
+        stream_user = _nobody if dependencies is not None else _stream_user()
+
+    def held(user: str, body: Any) -> StreamingResponse:
+        """``body`` as a live stream counted against the caps, or 429 saying which cap is reached."""
+        try:
+            return _stream(caps().hold(user, body))
+        except TooManyStreams as exc:
+            raise HTTPException(429, str(exc)) from None
 
     @app.exception_handler(StarletteHTTPException)
     async def not_logged_in(request: Request, exc: StarletteHTTPException) -> Response:
@@ -205,7 +235,7 @@ def create_app(
         page = dashboard_pages.error_page(f"The Kueue view could not read the cluster: {message}")
         return HTMLResponse(page, status_code=502)
 
-    @app.get("/", include_in_schema=False)
+    @app.get("/", include_in_schema=False, dependencies=for_queues)
     def index() -> RedirectResponse:
         return RedirectResponse("queues")
 
@@ -244,18 +274,20 @@ def create_app(
         return dashboard_pages.queues_page(rows, histories, "api/queues/stream", samples, now)
 
     @app.get("/api/queues/stream", dependencies=for_queues)
-    async def queues_stream(request: Request) -> StreamingResponse:
+    async def queues_stream(request: Request, user: str = Depends(stream_user)) -> StreamingResponse:
         """The queue table after each change of a Job or Workload in the namespaces shown (those of
         ``[kueue] ui_namespaces``, else those of the LocalQueues on the page)."""
-        rows = await run_in_threadpool(queue_dashboard, hook(), namespaces(), queue_samples)
-        watched = list(namespaces()) or sorted({row.namespace for row in rows})
+        watched = list(namespaces())
+        if not watched:  # the LocalQueues' namespaces: one read when the stream opens, not one per change
+            rows = await run_in_threadpool(queue_dashboard, hook(), namespaces(), queue_samples)
+            watched = sorted({row.namespace for row in rows})
 
         async def read_html() -> str:
             fresh = await run_in_threadpool(queue_dashboard, hook(), namespaces(), queue_samples)
             return dashboard_pages.queues_part(fresh, *samples_now())
 
         conn_id = hook().kubernetes_conn_id
-        return _stream(live_feed.queue_events(conn_id, watched, read_html, request.is_disconnected))
+        return held(user, live_feed.queue_events(conn_id, watched, read_html, request.is_disconnected))
 
     @app.get("/api/task", dependencies=for_task)
     def task_json(dag_id: str, run_id: str, task_id: str, map_index: str = Query("-1")) -> dict[str, Any]:
@@ -290,7 +322,13 @@ def create_app(
 
     @app.get("/api/task/stream", dependencies=for_task)
     async def task_stream(
-        request: Request, dag_id: str, run_id: str, task_id: str, map_index: str = Query("-1"), job: str = ""
+        request: Request,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: str = Query("-1"),
+        job: str = "",
+        user: str = Depends(stream_user),
     ) -> StreamingResponse:
         """The newest Job of the task instance, live. ``job``: the newest Job the page shows; a stream for a
         page that lacks the newest Job tells it to reload."""
@@ -315,7 +353,7 @@ def create_app(
             }, state.finished
 
         conn_id, namespace, name = hook().kubernetes_conn_id, newest["namespace"], newest["name"]
-        return _stream(live_feed.job_events(conn_id, namespace, name, render, request.is_disconnected))
+        return held(user, live_feed.job_events(conn_id, namespace, name, render, request.is_disconnected))
 
     return app
 

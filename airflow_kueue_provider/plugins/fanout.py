@@ -1,0 +1,201 @@
+"""One producer per followed thing, any number of streams reading what it made; and a cap on streams.
+
+A task stream used to render the index grid on the API server's event loop once per stream (350-600 ms for a
+fragmented 100,000-index Job), and each queue stream read every namespace on every change: twenty tabs could
+starve the API server, which also serves the Execution API. Now a ``Feed`` (one per Job, one per set of
+watched namespaces) computes each update once, off the loop, and every stream following it sends that same
+text. ``StreamCaps`` bounds the open streams per user and in total (``[kueue] ui_streams_per_user``,
+``[kueue] ui_streams_total``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[[list[str], bool], None]
+"""(the chunks of an update, final): what a producer hands every stream."""
+Producer = Callable[[Publish], Awaitable[None]]
+
+
+class Feed:
+    """The newest update of one producer, and a wake-up for the streams waiting on it. A stream that joins
+    late starts from the newest update (each is whole: the parts it names replace the page's)."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.chunks: list[str] = []
+        self.final = False
+        self.readers = 0
+        self.task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+
+    def publish(self, chunks: list[str], final: bool) -> None:
+        self.version += 1
+        self.chunks, self.final = chunks, final
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def updates(
+        self, heartbeat: float, disconnected: Callable[[], Awaitable[bool]]
+    ) -> AsyncIterator[str]:
+        """The chunks of each update from now on (the newest first), a keep-alive comment every
+        ``heartbeat`` seconds without one; ends after the final update or when the client went."""
+        seen = 0
+        while True:
+            if self.version > seen:
+                seen = self.version
+                for chunk in self.chunks:
+                    yield chunk
+                if self.final:
+                    return
+                continue
+            try:
+                await asyncio.wait_for(self._changed.wait(), heartbeat)
+            except asyncio.TimeoutError:
+                if await disconnected():
+                    return
+                yield ": keep-alive\n\n"
+
+
+class Feeds:
+    """The live feeds of this process by key; a feed's producer runs while a stream reads it."""
+
+    def __init__(self) -> None:
+        self._feeds: dict[Hashable, Feed] = {}
+
+    def __len__(self) -> int:
+        return len(self._feeds)
+
+    async def follow(
+        self,
+        key: Hashable,
+        producer: Producer,
+        heartbeat: float,
+        disconnected: Callable[[], Awaitable[bool]],
+    ) -> AsyncIterator[str]:
+        """The updates of the feed of ``key``, started with ``producer`` by its first stream and stopped
+        when its last stream goes. A feed whose producer ended leaves the table (its streams still get
+        its last update): the next stream starts afresh rather than inherit a stale end."""
+        feed = self._feeds.get(key)
+        if feed is None or feed.task is None or feed.task.done():
+            feed = self._feeds[key] = Feed()
+            feed.task = asyncio.create_task(self._run(key, feed, producer))
+        feed.readers += 1
+        try:
+            async for chunk in feed.updates(heartbeat, disconnected):
+                yield chunk
+        finally:
+            feed.readers -= 1
+            if feed.readers == 0 and feed.task is not None:
+                feed.task.cancel()
+                if self._feeds.get(key) is feed:
+                    del self._feeds[key]
+
+    async def _run(self, key: Hashable, feed: Feed, producer: Producer) -> None:
+        try:
+            await producer(feed.publish)
+        except Exception:  # a producer says why in its own final update; this only frees the streams
+            log.warning("live feed %s stopped", key, exc_info=True)
+            feed.publish([], True)
+        finally:
+            if self._feeds.get(key) is feed:
+                del self._feeds[key]
+
+
+class TooManyStreams(Exception):
+    """A new live stream would pass ``[kueue] ui_streams_per_user`` or ``ui_streams_total``."""
+
+
+@dataclass
+class StreamCaps:
+    """How many live streams may be open per user and in this API server process."""
+
+    per_user: int
+    total: int
+    _open: Counter[str] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        for option, value in (("ui_streams_per_user", self.per_user), ("ui_streams_total", self.total)):
+            if value < 1:
+                raise ValueError(
+                    f"[kueue] {option} must be at least 1, got {value}; set it to a positive count"
+                )
+
+    @property
+    def open_total(self) -> int:
+        return sum(self._open.values())
+
+    def open_for(self, user: str) -> int:
+        return self._open[user]
+
+    def acquire(self, user: str) -> Callable[[], None]:
+        """Count one more stream of ``user`` and return its release (idempotent), or raise
+        ``TooManyStreams`` saying how many are open and which option raises the cap."""
+        if self._open[user] >= self.per_user:
+            raise TooManyStreams(
+                f"{self._open[user]} live Kueue streams are already open for you (at most {self.per_user} a "
+                "user: [kueue] ui_streams_per_user); close a Kueue tab, or ask for that option to be raised"
+            )
+        if self.open_total >= self.total:
+            raise TooManyStreams(
+                f"{self.open_total} live Kueue streams are already open on this API server (at most "
+                f"{self.total}: [kueue] ui_streams_total); try again later, or ask for that option to be "
+                "raised"
+            )
+        self._open[user] += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self._open[user] -= 1
+                if self._open[user] <= 0:
+                    del self._open[user]
+
+        return release
+
+    def hold(self, user: str, body: AsyncIterator[str]) -> AsyncIterator[str]:
+        """``body`` counted as one stream of ``user`` until it ends, is closed, or is dropped unstarted."""
+        release = self.acquire(user)
+
+        async def held() -> AsyncIterator[str]:
+            try:
+                async for chunk in body:
+                    yield chunk
+            finally:
+                release()
+                with suppress(Exception):
+                    await body.aclose()  # type: ignore[attr-defined]
+
+        stream = held()
+        weakref.finalize(stream, release)  # a response never sent still gives its slot back
+        return stream
+
+
+def configured_caps() -> StreamCaps:
+    """The caps from ``[kueue]`` (env ``AIRFLOW__KUEUE__UI_STREAMS_PER_USER`` and ``..._TOTAL`` too)."""
+    from airflow.configuration import conf
+
+    return StreamCaps(
+        per_user=_count(conf.get("kueue", "ui_streams_per_user", fallback=None), "ui_streams_per_user", 10),
+        total=_count(conf.get("kueue", "ui_streams_total", fallback=None), "ui_streams_total", 100),
+    )
+
+
+def _count(raw: Any, option: str, default: int) -> int:
+    if raw is None or str(raw).strip() == "":
+        return default
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"[kueue] {option} must be a whole number, got {raw!r}") from None
