@@ -78,6 +78,10 @@ _OPTIONS = {
     "ui_namespaces": _option(
         "Comma-separated namespaces the Kueue pages look in; empty: every namespace.", example="genomics,risk"
     ),
+    "ui_streams_per_user": _option(
+        "Live Kueue page streams (task tabs, queue pages) one user may keep open per API server.", "10"
+    ),
+    "ui_streams_total": _option("Live Kueue page streams open at once per API server, all users.", "100"),
     "allowed_namespaces": _option(
         "Pod policy: namespaces tasks may run Jobs in (comma-separated); empty: any.", example="genomics,risk"
     ),
