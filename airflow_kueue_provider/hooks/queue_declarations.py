@@ -36,9 +36,13 @@ def load_declarations(paths: Sequence[str | Path]) -> list[QueueObject]:
 
 
 def apply_declarations(
-    hook: KueueQueueSetupHook, objects: Sequence[QueueObject], *, check_only: bool = False
+    hook: KueueQueueSetupHook,
+    objects: Sequence[QueueObject],
+    *,
+    check_only: bool = False,
+    force: bool = False,
 ) -> list[ApplyOutcome]:
-    return [hook.apply(obj, check_only=check_only) for obj in objects]
+    return [hook.apply(obj, check_only=check_only, force=force) for obj in objects]
 
 
 def report(outcomes: Sequence[ApplyOutcome]) -> dict[str, Any]:
@@ -46,5 +50,20 @@ def report(outcomes: Sequence[ApplyOutcome]) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for outcome in outcomes:
         counts[outcome.action] = counts.get(outcome.action, 0) + 1
-    objects = [{"object": o.ref, "action": o.action, "drift": list(o.drift)} for o in outcomes]
+    objects = [
+        {
+            "object": o.ref,
+            "action": o.action,
+            "drift": list(o.drift),
+            "conflicts": list(map(str, o.conflicts)),
+        }
+        for o in outcomes
+    ]
     return {"counts": counts, "objects": objects}
+
+
+def conflict_summary(outcomes: Sequence[ApplyOutcome]) -> str:
+    """One line naming every declared field another manager owns, per object ("" when none)."""
+    return "; ".join(
+        f"{o.ref}: {', '.join(map(str, o.conflicts))}" for o in outcomes if o.action == "conflict"
+    )

@@ -1,8 +1,10 @@
 """Queue set-up as code on the real cluster: declared Kueue objects (the seed's v1beta1 YAML among them)
-are applied once, a second apply changes nothing, and a ClusterQueue changed by hand is reported as drift."""
+are applied once, a second apply changes nothing, a ClusterQueue changed by hand is reported as drift (and
+taken back only with force), and a field removed from a declaration leaves the cluster."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -12,9 +14,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 
 from airflow_kueue_provider.hooks.queue_setup_hook import FIELD_MANAGER
-from airflow_kueue_provider.operators.queue_setup import KueueQueueSetupOperator, QueueDrift
+from airflow_kueue_provider.operators.queue_setup import KueueQueueSetupOperator, QueueConflict, QueueDrift
 
 from ..cluster import Cluster, is_true, short_id, wait_for
 
@@ -113,7 +116,7 @@ def _written_by_us(obj: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_declared_queues_are_applied_once_and_drift_is_reported(
-    cluster: Cluster, declared: SimpleNamespace
+    cluster: Cluster, declared: SimpleNamespace, caplog: pytest.LogCaptureFixture
 ) -> None:
     apply = KueueQueueSetupOperator(task_id="queues", declarations=str(declared.directory))
     first = apply.execute({})  # type: ignore[arg-type]
@@ -148,9 +151,11 @@ def test_declared_queues_are_applied_once_and_drift_is_reported(
 
     # Someone raises the quota by hand: a check reports it (and fails, for an alerting DAG), an apply sets
     # it back and lists what it changed.
+    # (as another field manager, "kubectl-edit"): the check reports it; an apply names the field and its
+    # manager and leaves it (failing the task after the rest); only force=True takes it back, logging it.
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "64"
     cluster.custom.replace_cluster_custom_object(
-        "kueue.x-k8s.io", "v1beta2", "clusterqueues", declared.cq, cq
+        "kueue.x-k8s.io", "v1beta2", "clusterqueues", declared.cq, cq, field_manager="kubectl-edit"
     )
     check = KueueQueueSetupOperator(
         task_id="check", declarations=str(declared.directory), check_only=True, fail_on_drift=True
@@ -158,12 +163,23 @@ def test_declared_queues_are_applied_once_and_drift_is_reported(
     quota = r"spec\.resourceGroups\[0\]\.flavors\[0\]\.resources\[0\]\.nominalQuota: declared '8', live '64'"
     with pytest.raises(QueueDrift, match=rf"ClusterQueue {declared.cq} drifted \({quota}\)"):
         check.execute({})  # type: ignore[arg-type]
-    fixed = apply.execute({})  # type: ignore[arg-type]
+    owned = rf"ClusterQueue {declared.cq}: spec\.resourceGroups\S* \(owned by kubectl-edit\).*force=True"
+    with pytest.raises(QueueConflict, match=owned):
+        apply.execute({})  # type: ignore[arg-type]
+    live = cluster.kueue_get("clusterqueues", declared.cq)
+    assert live["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "64", (
+        "not taken"
+    )
+    forced = KueueQueueSetupOperator(task_id="forced", declarations=str(declared.directory), force=True)
+    with caplog.at_level("WARNING"):
+        fixed = forced.execute({})  # type: ignore[arg-type]
     assert fixed["counts"] == {"updated": 1, "unchanged": 5}, fixed
     (updated,) = [o for o in fixed["objects"] if o["action"] == "updated"]
     assert updated["object"] == f"ClusterQueue {declared.cq}" and updated["drift"][0].endswith("live '64'"), (
         updated
     )
+    assert "kubectl-edit" in updated["conflicts"][0], updated
+    assert re.search(r"force=True takes spec\.resourceGroups\S* \(owned by kubectl-edit\)", caplog.text)
     live = cluster.kueue_get("clusterqueues", declared.cq)
     assert live["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "8"
 
@@ -176,6 +192,97 @@ def test_declared_queues_are_applied_once_and_drift_is_reported(
     )
     assert cli.returncode == 0, cli.stdout + cli.stderr
     assert f"ClusterQueue {declared.cq}: in sync" in cli.stdout
+
+
+HELD = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: {cq}
+spec:
+  namespaceSelector: {{}}
+{stop}  resourceGroups:
+  - coveredResources: ["cpu"]
+    flavors:
+    - name: {flavor}
+      resources:
+      - name: cpu
+        nominalQuota: "2"
+"""
+
+
+@pytest.fixture
+def held(cluster: Cluster, tmp_path: Path) -> Iterator[SimpleNamespace]:
+    """A ResourceFlavor and a ClusterQueue declared in one file; the test writes the file."""
+    sid = short_id()
+    names = SimpleNamespace(flavor=f"rf-hold-{sid}", cq=f"cq-hold-{sid}", file=tmp_path / "queues.yaml")
+    cluster.kueue_create("resourceflavors", {"kind": "ResourceFlavor", "metadata": {"name": names.flavor}})
+    yield names
+    cluster.kueue_delete("clusterqueues", names.cq)
+    cluster.kueue_delete("resourceflavors", names.flavor)
+
+
+def _declare(names: SimpleNamespace, stop: str = "") -> None:
+    names.file.write_text(HELD.format(cq=names.cq, flavor=names.flavor, stop=stop))
+
+
+def _active(cluster: Cluster, cq: str) -> bool:
+    return is_true(cluster.kueue_get("clusterqueues", cq), "Active")
+
+
+def test_removing_stop_policy_from_a_declaration_reopens_the_queue(
+    cluster: Cluster, held: SimpleNamespace
+) -> None:
+    """The acceptance line: a declared ``stopPolicy: Hold``, then dropped from the declaration. The check
+    names the removed field; the apply removes it (Kueue's default, None, comes back) and the queue is active
+    again."""
+    _declare(held, stop="  stopPolicy: Hold\n")
+    apply = KueueQueueSetupOperator(task_id="queues", declarations=str(held.file))
+    assert apply.execute({})["counts"] == {"created": 1}  # type: ignore[arg-type]
+    wait_for("the held ClusterQueue inactive", lambda: not _active(cluster, held.cq), 30)
+
+    _declare(held)  # stopPolicy removed from the declaration
+    check = KueueQueueSetupOperator(
+        task_id="check", declarations=str(held.file), check_only=True, fail_on_drift=True
+    )
+    with pytest.raises(QueueDrift, match=r"spec\.stopPolicy: removed from the declaration, live 'Hold'"):
+        check.execute({})  # type: ignore[arg-type]
+    reopened = apply.execute({})  # type: ignore[arg-type]
+    assert reopened["counts"] == {"updated": 1}, reopened
+    assert reopened["objects"][0]["drift"] == [
+        "spec.stopPolicy: removed from the declaration, live 'Hold' (the apply leaves 'None')"
+    ]
+    assert cluster.kueue_get("clusterqueues", held.cq)["spec"].get("stopPolicy", "None") == "None"
+    wait_for("the ClusterQueue active again", lambda: _active(cluster, held.cq), 30)
+    assert check.execute({})["counts"] == {"in sync": 1}  # type: ignore[arg-type]
+
+
+def test_a_stop_policy_written_by_client_side_calls_is_removed_by_the_first_apply(
+    cluster: Cluster, held: SimpleNamespace
+) -> None:
+    """An object the previous way wrote (the Python client's create, then a merge patch setting
+    ``stopPolicy: Hold``: an ``Update`` manager owns every field, server-side apply none). The check says it
+    is not yet owned; the first apply takes the fields over (Kubernetes' upgrade from client-side apply) and
+    so removes what the declaration does not set."""
+    _declare(held)
+    body = yaml.safe_load(held.file.read_text())
+    cluster.custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", body)
+    cluster.custom.patch_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "clusterqueues", held.cq, {"spec": {"stopPolicy": "Hold"}}
+    )
+    wait_for("the held ClusterQueue inactive", lambda: not _active(cluster, held.cq), 30)
+    check = KueueQueueSetupOperator(task_id="check", declarations=str(held.file), check_only=True)
+    (checked,) = check.execute({})["objects"]  # type: ignore[arg-type]
+    assert checked["action"] == "drifted" and "not yet owned by server-side apply" in checked["drift"][-1]
+
+    applied = KueueQueueSetupOperator(task_id="queues", declarations=str(held.file)).execute({})  # type: ignore[arg-type]
+    assert applied["counts"] == {"updated": 1}, applied
+    live = cluster.kueue_get("clusterqueues", held.cq)
+    assert live["spec"].get("stopPolicy", "None") == "None"
+    managers = {m["manager"] for m in live["metadata"]["managedFields"]}
+    assert FIELD_MANAGER in managers and "OpenAPI-Generator" not in managers, managers
+    wait_for("the ClusterQueue active again", lambda: _active(cluster, held.cq), 30)
+    assert check.execute({})["counts"] == {"in sync": 1}  # type: ignore[arg-type]
 
 
 def test_bad_declarations_are_refused_before_anything_is_applied(cluster: Cluster, tmp_path: Path) -> None:
