@@ -10,17 +10,23 @@ Blob Delegator" plus data access): a connection that itself holds only a SAS can
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob import BlobServiceClient, ContainerSasPermissions, generate_container_sas
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
+from azure.storage.blob import (
+    AccessPolicy,
+    BlobServiceClient,
+    ContainerSasPermissions,
+    generate_container_sas,
+)
 
 from ..kueue.checkpoint_access import (
     PREFIX_METADATA,
     SHARD_CONTAINER_HEAD,
     SHARD_SAS_PERMISSIONS,
     is_shard_container_of,
+    policies_to_keep,
 )
 from ..storage.blob_auth import BlobAuth, credential_for
 from ..storage.blob_errors import BlobConfigError, register_secret
@@ -86,14 +92,26 @@ class BlobAccountHook(BlobStoreHook):
                 "their own identity"
             )
 
-    def container_sas(self, name: str, start: datetime, expiry: datetime) -> str:
+    @property
+    def binds_sas_to_policy(self) -> bool:
+        """Whether this connection's SAS points at a stored access policy (account key): refreshable,
+        revocable, dead on a re-created container. A user-delegation SAS carries its own expiry."""
+        return _signing_key(self.get_auth()) is not None
+
+    def container_sas(
+        self, name: str, start: datetime, expiry: datetime, policy_id: str | None = None
+    ) -> str:
         """A SAS token for container ``name`` only (read, add, create, write, delete, list), valid from
-        ``start`` to ``expiry``: account-key signed, or user-delegation signed with an Azure identity."""
+        ``start`` to ``expiry``. Account-key signed: bound to the stored access policy ``policy_id`` (added
+        here, holding the permissions and the window); or user-delegation signed with an Azure identity."""
         self.check_can_sign()
         auth = self.get_auth()
         permission = ContainerSasPermissions.from_string(SHARD_SAS_PERMISSIONS)
         key = _signing_key(auth)
-        if key is not None:
+        if key is not None and policy_id is not None:
+            self.grant_access(name, policy_id, start, expiry)
+            token = generate_container_sas(key[0], name, account_key=key[1], policy_id=policy_id)
+        elif key is not None:
             token = generate_container_sas(
                 key[0], name, account_key=key[1], permission=permission, start=start, expiry=expiry
             )
@@ -113,6 +131,55 @@ class BlobAccountHook(BlobStoreHook):
         register_secret(token)
         return str(token)
 
+    def _policies(self, name: str) -> dict[str, AccessPolicy]:
+        client = self.service().get_container_client(name)
+
+        def op(kw: dict[str, Any]) -> dict[str, AccessPolicy]:
+            try:
+                acl = client.get_container_access_policy(**kw)
+            except ResourceNotFoundError:  # no container, no policy
+                return {}
+            return {i.id: i.access_policy for i in acl.get("signed_identifiers") or [] if i.access_policy}
+
+        return self._run(f"read the access policies of {name}", op)
+
+    def _set_policies(self, name: str, policies: dict[str, AccessPolicy]) -> None:
+        client = self.service().get_container_client(name)
+        self._run(
+            f"set the access policies of {name}",
+            lambda kw: client.set_container_access_policy(signed_identifiers=policies, **kw),
+        )
+
+    def grant_access(self, name: str, policy_id: str, start: datetime, expiry: datetime) -> None:
+        """Add the stored access policy ``policy_id`` (the shard permissions from ``start`` to ``expiry``);
+        expired policies go, and at most 4 others stay (Azure allows 5; the oldest attempts' go first)."""
+        current = self._policies(name)
+        keep = policies_to_keep({i: _aware(p.expiry) for i, p in current.items() if i != policy_id}, start)
+        policies = {i: current[i] for i in keep}
+        policies[policy_id] = AccessPolicy(
+            ContainerSasPermissions.from_string(SHARD_SAS_PERMISSIONS), expiry=expiry, start=start
+        )
+        self._set_policies(name, policies)
+
+    def extend_access(self, name: str, head: str, start: datetime, expiry: datetime) -> int:
+        """Move the window of every policy whose id starts with ``head`` (one Job's): its SAS, already in
+        a Secret and in running pods, stays valid until ``expiry``. Returns how many it moved."""
+        current = self._policies(name)
+        mine = [i for i in current if i.startswith(head)]
+        for i in mine:
+            current[i] = AccessPolicy(current[i].permission, expiry=expiry, start=start)
+        if mine:
+            self._set_policies(name, current)
+        return len(mine)
+
+    def revoke_access(self, name: str, head: str) -> int:
+        """Drop every policy whose id starts with ``head``: a SAS bound to one stops working at once."""
+        current = self._policies(name)
+        kept = {i: p for i, p in current.items() if not i.startswith(head)}
+        if len(kept) != len(current):
+            self._set_policies(name, kept)
+        return len(current) - len(kept)
+
     def shard_containers(self) -> dict[str, tuple[str, datetime]]:
         """``{name: (task-instance prefix, last modified)}`` of this base container's shard containers."""
         service = self.service()
@@ -122,26 +189,42 @@ class BlobAccountHook(BlobStoreHook):
             found: dict[str, tuple[str, datetime]] = {}
             for props in service.list_containers(name_starts_with=head, include_metadata=True, **kw):
                 prefix = (props.metadata or {}).get(PREFIX_METADATA)
-                if prefix and is_shard_container_of(self.container, props.name):
+                if prefix and is_shard_container_of(self.container, props.name, prefix):
                     found[props.name] = (prefix, props.last_modified)
             return found
 
         return self._run("list shard containers", op)
 
-    def delete_container_if_empty(self, name: str) -> bool:
-        """Delete a shard container that holds no blob now; False when a blob appeared or it is gone."""
+    def delete_container_if_empty(self, name: str, unmodified_since: datetime | None = None) -> bool:
+        """Delete a shard container that holds no blob now; False when a blob appeared, it is gone, or
+        (``unmodified_since``: its last-modified time when the sweep listed it) a new attempt touched it
+        since (each attempt's access policy changes it): the delete is conditional (412)."""
         client = self.service().get_container_client(name)
+        condition: dict[str, Any] = (
+            {} if unmodified_since is None else {"if_unmodified_since": unmodified_since}
+        )
 
         def op(kw: dict[str, Any]) -> bool:
             try:
                 if next(iter(client.list_blobs(results_per_page=1, **kw)), None) is not None:
                     return False
-                client.delete_container(**kw)
+                client.delete_container(**condition, **kw)
                 return True
             except ResourceNotFoundError:
                 return False
+            except HttpResponseError as exc:
+                if exc.status_code == 412:
+                    return False
+                raise
 
         return self._run(f"delete container {name}", op)
+
+
+def _aware(moment: Any) -> datetime | None:
+    """A policy's expiry as read back (a datetime or an ISO string) as an aware datetime."""
+    if moment is None or isinstance(moment, datetime):
+        return moment if moment is None or moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(str(moment).replace("Z", "+00:00"))
 
 
 def _signing_key(auth: BlobAuth) -> tuple[str, str] | None:

@@ -7,23 +7,39 @@ instance's checkpoints, but not another's, and no ledger (ledgers stay in the ba
 no access at all). Retries of a task instance share its container, so they resume from each other's
 checkpoints.
 
-The container is named ``<base head>-<32 hex of sha256(prefix)>`` (at most 63 characters, Azure's limit) and
-carries the prefix in its metadata, so a sweep can tell which ledger it belongs to.
+The container is named ``<base head>-<32 hex of sha256(base, prefix)>`` (at most 63 characters, Azure's
+limit): the hash covers the FULL base name, so two bases sharing their first 30 characters never share a shard
+container. It carries the prefix in its metadata, so a sweep can tell which ledger it belongs to.
+
+A Job's pods get their SAS through a Secret named ``<job>-checkpoint-<16 random hex>`` (``sas_secret_name``):
+not derivable from the Job's public facts; only the Job's own pod env names it. On account-key auth the SAS
+carries no rights of its own: it points (``si=``) at a stored access policy of the shard container with a
+per-attempt id (``access_policy_id``), which holds its permissions and expiry. So the operator can refresh it
+(extend the policy), revoke it (drop the policy) and a re-created container (no policies) refuses it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
+
+from .names import CHECKPOINT_SAS_ENV
 
 SHARD_CONTAINER_HASH = 32  # hex characters of sha256(prefix): collisions are out of reach
 SHARD_CONTAINER_HEAD = 63 - 1 - SHARD_CONTAINER_HASH
 PREFIX_METADATA = "airflowkueueprefix"  # container metadata: the task-instance prefix it serves
+SAS_SECRET_INFIX = "-checkpoint-"  # a Job's SAS Secret: <job name>-checkpoint-<access id>
+ACCESS_ID_HEX = 16  # random hex characters of an attempt's access id (Secret suffix, policy id tail)
+ACCESS_POLICY_HEAD = 24  # hex characters of sha256(job name) that start its policies' ids
+MAX_ACCESS_POLICIES = 5  # Azure's limit of stored access policies per container
 SHARD_SAS_PERMISSIONS = "racwdl"  # read, add, create, write, delete, list: save, load, prune, mark done
 CLOCK_SKEW = timedelta(minutes=5)  # a SAS starts this much in the past: the account's clock may be behind
 MAX_CREDENTIAL_TTL = timedelta(days=7)  # Azure's limit for a user-delegation key (workload identity)
 DEFAULT_CREDENTIAL_TTL = timedelta(hours=48)
+_FINISHED = frozenset({"Complete", "Completed", "Failed"})
 _CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")
 
 
@@ -39,15 +55,60 @@ def shard_container_name(base: str, prefix: str) -> str:
             f"container {base!r} is not a valid Blob container name: use 3-63 lowercase letters, digits and "
             "single hyphens, starting and ending with a letter or digit"
         )
-    digest = hashlib.sha256(prefix.encode()).hexdigest()[:SHARD_CONTAINER_HASH]
+    digest = hashlib.sha256(f"{base}\n{prefix}".encode()).hexdigest()[:SHARD_CONTAINER_HASH]
     return f"{base[:SHARD_CONTAINER_HEAD].rstrip('-')}-{digest}"
 
 
-def is_shard_container_of(base: str, name: str) -> bool:
-    """Whether ``name`` has the shape of a shard container made from ``base`` (the sweep also checks its
-    metadata before touching it)."""
-    head = base[:SHARD_CONTAINER_HEAD].rstrip("-")
-    return re.fullmatch(re.escape(head) + rf"-[0-9a-f]{{{SHARD_CONTAINER_HASH}}}", name) is not None
+def is_shard_container_of(base: str, name: str, prefix: str) -> bool:
+    """Whether ``name`` is the shard container ``base`` makes for ``prefix`` (the prefix from its metadata):
+    another base with the same first 30 characters makes other names."""
+    return is_container_name(base) and name == shard_container_name(base, prefix)
+
+
+def sas_secret_name(job_name: str, access_id: str) -> str:
+    """The Secret that hands a Job's pods their SAS (``access_id``: ``ACCESS_ID_HEX`` random hex)."""
+    if not re.fullmatch(rf"[0-9a-f]{{{ACCESS_ID_HEX}}}", access_id):
+        raise ValueError(f"access_id={access_id!r} must be {ACCESS_ID_HEX} lowercase hex characters")
+    return f"{job_name}{SAS_SECRET_INFIX}{access_id}"
+
+
+def secret_name_of(obj: Mapping[str, Any]) -> str | None:
+    """The SAS Secret an object's pods read: the ``secretKeyRef`` of ``CHECKPOINT_SAS_ENV`` anywhere in
+    its pod templates (a Job's, or a JobSet's replicated jobs'); None when its pods get no SAS."""
+    stack: list[Any] = [obj.get("spec")]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            if node.get("name") == CHECKPOINT_SAS_ENV and "valueFrom" in node:
+                return str(node["valueFrom"]["secretKeyRef"]["name"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
+def is_finished(obj: Mapping[str, Any]) -> bool:
+    """Whether a Job (Complete/Failed) or JobSet (Completed/Failed) has finished: no pod of it starts."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") in _FINISHED and c.get("status") == "True" for c in conditions)
+
+
+def access_policy_head(job_name: str) -> str:
+    """The start of every stored access policy id of ``job_name``'s SAS (what a revoke matches)."""
+    return hashlib.sha256(job_name.encode()).hexdigest()[:ACCESS_POLICY_HEAD]
+
+
+def access_policy_id(job_name: str, access_id: str) -> str:
+    """One attempt's stored access policy id (40 characters; Azure allows 64)."""
+    return access_policy_head(job_name) + access_id
+
+
+def policies_to_keep(expiries: dict[str, datetime | None], now: datetime) -> list[str]:
+    """Which existing stored access policies stay when one more is added: the unexpired ones, at most
+    ``MAX_ACCESS_POLICIES - 1`` of them (those expiring last: the oldest attempts' go first)."""
+    never = datetime.max.replace(tzinfo=now.tzinfo)
+    live = sorted((e or never, i) for i, e in expiries.items() if e is None or e > now)
+    return sorted(i for _, i in live[len(live) - (MAX_ACCESS_POLICIES - 1) :]) if live else []
 
 
 def credential_window(now: datetime, ttl: timedelta) -> tuple[datetime, datetime]:

@@ -6,13 +6,16 @@ runs the ``i``-th of them (the pod learns its shard from ``AIRFLOW_KUEUE_SHARDS`
 
 What pods may touch (``kueue.checkpoint_access``): the shards checkpoint in a container of their task
 instance's own, and each Job's pods get a SAS for that container only, through a Secret the operator creates
-and the Job owns (Kubernetes deletes it with the Job). The ledger stays in the base container, out of the
-pods' reach; the account key never leaves Airflow.
+and the Job owns (Kubernetes deletes it with the Job), named with a random suffix only the Job's pod env
+records. On account-key auth the SAS is bound to a per-attempt stored access policy: refreshed on reattach,
+revoked when the attempt ends, refused by a re-created container. The ledger stays in the base container,
+out of the pods' reach; the account key never leaves Airflow.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -24,9 +27,15 @@ from ..hooks.ledger_store import LedgerStore
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.attempt_figures import AttemptFigures
 from ..kueue.checkpoint_access import (
+    ACCESS_ID_HEX,
     DEFAULT_CREDENTIAL_TTL,
+    access_policy_head,
+    access_policy_id,
     credential_window,
     is_container_name,
+    is_finished,
+    sas_secret_name,
+    secret_name_of,
     shard_container_name,
 )
 from ..kueue.deadline import DEADLINE_RESULT_KEYS
@@ -49,8 +58,6 @@ from ..kueue.spill import SPILLED_STATUS
 from ..storage.blob_auth import container_url_of
 from ..storage.blob_errors import BlobStoreError
 
-SAS_SECRET_SUFFIX = "-checkpoint"
-
 log = logging.getLogger(__name__)
 
 
@@ -63,8 +70,9 @@ class Checkpointing:
         an Azure identity allowed to get a user-delegation key.
     :param container: the base container: ledgers live here, each task instance's shard checkpoints in a
         container of its own named after it (``<container head>-<hash>``).
-    :param credential_ttl: how long a Job's pod SAS is valid (from submission): the longest a Job may queue
-        and run. A retry gets a new one. At most 7 days.
+    :param credential_ttl: how long a Job's pod SAS is valid (from submission, and again from each
+        reattach on account-key auth): the longest a Job may queue and run. A retry gets a new one; an
+        ended attempt's SAS is revoked (account key). At most 7 days.
     :param workload_identity_service_account: on AKS, run the pods as this ServiceAccount (workload
         identity) instead of giving them a SAS; grant its identity access to the shard containers only.
     """
@@ -115,6 +123,7 @@ class CheckpointSession:
             config.conn_id, config.container, create_container=config.create_container
         )
         self.ledger = LedgerStore(self.hook, self.prefix)
+        self._shaped = ("", secrets.token_hex(ACCESS_ID_HEX // 2))  # (job name, access id) of shape_job
 
     def check(self) -> None:
         """Fail fast (BlobConfigError) on an unknown connection, bad credentials, a missing container, or a
@@ -183,7 +192,9 @@ class CheckpointSession:
                 name, view.completed, view.failed, status=SPILLED_STATUS, finished_at=now, figures=figures
             )
 
-        return self.ledger.update(record)
+        ledger = self.ledger.update(record)
+        self.revoke_pod_access(name)
+        return ledger
 
     def record_attempt(self, job_name: str, shards: IndexSet) -> RunLedger:
         attempt = Attempt(
@@ -199,7 +210,8 @@ class CheckpointSession:
     @staticmethod
     def job_shards(job: dict[str, Any], default: IndexSet) -> IndexSet:
         """The shards a Job was created for (its ``AIRFLOW_KUEUE_SHARDS``), or ``default``."""
-        for container in job["spec"]["template"]["spec"]["containers"]:
+        pod = (job.get("spec") or {}).get("template") or {}
+        for container in (pod.get("spec") or {}).get("containers") or []:
             for var in container.get("env") or []:
                 if var.get("name") == SHARDS_ENV and "value" in var:
                     return IndexSet.parse(var["value"])
@@ -218,8 +230,10 @@ class CheckpointSession:
     def pods_use_sas(self) -> bool:
         return self.config.workload_identity_service_account is None
 
-    def prepare_pod_access(self) -> str | None:
-        """Create the task instance's shard container (kept across tries) and sign a SAS for it alone.
+    def prepare_pod_access(self, job_name: str | None = None) -> str | None:
+        """Create the task instance's shard container (kept across tries) and sign a SAS for it alone,
+        bound (account key) to a new stored access policy of the Job (``job_name``, else the one
+        ``shape_job`` shaped last).
 
         Returns the SAS token (None with workload identity). Called before the Job exists, so a connection
         that cannot sign fails the task with nothing created."""
@@ -227,22 +241,68 @@ class CheckpointSession:
         if not self.pods_use_sas:
             return None
         start, expiry = credential_window(datetime.now(timezone.utc), self.config.credential_ttl)
-        return self.hook.container_sas(self.shard_container, start, expiry)
+        policy = access_policy_id(job_name or self._shaped[0], secrets.token_hex(ACCESS_ID_HEX // 2))
+        return self.hook.container_sas(self.shard_container, start, expiry, policy)
 
-    @staticmethod
-    def sas_secret_name(job_name: str) -> str:
-        return job_name + SAS_SECRET_SUFFIX
+    def sas_secret_name(self, job_name: str) -> str:
+        """The SAS Secret ``shape_job`` named for ``job_name`` (a random suffix: not derivable)."""
+        return sas_secret_name(job_name, self._shaped[1])
+
+    def ensure_pod_access(self, client: KindClient, obj: dict[str, Any]) -> None:
+        """On reattach: a worker that died between creating the object and its Secret left pods that can
+        never start, so create the Secret (one that exists is kept: 409); and the SAS already handed out
+        is refreshed (account key: its policies' window moves to now + ``credential_ttl``). A finished
+        object, or one whose pods get no SAS, needs nothing."""
+        name = obj["metadata"]["name"]
+        if not self.pods_use_sas or secret_name_of(obj) is None or is_finished(obj):
+            return
+        start, expiry = credential_window(datetime.now(timezone.utc), self.config.credential_ttl)
+        head = access_policy_head(name)
+        refreshed = self.hook.binds_sas_to_policy and self.hook.extend_access(
+            self.shard_container, head, start, expiry
+        )
+        self._shaped = (name, self._shaped[1])
+        token = self.prepare_pod_access(name)
+        if self.hand_pods_their_sas(client, obj, token):
+            log.warning("created the missing SAS Secret of %s %s (its worker died before)", client.noun, name)
+            return
+        self.revoke_pod_access(name, policy_of(token))  # the Secret exists: the new policy is unused
+        if not refreshed:
+            log.warning(
+                "%s %s keeps the SAS it was given: it cannot be refreshed (%s); a Job that waits longer than "
+                "Checkpointing(credential_ttl=%s) gets pods whose SAS has expired: raise credential_ttl",
+                client.noun,
+                name,
+                "a user-delegation SAS carries its own expiry"
+                if not self.hook.binds_sas_to_policy
+                else "its stored access policy is gone",
+                self.config.credential_ttl,
+            )
+
+    def revoke_pod_access(self, job_name: str, policy_id: str | None = None) -> None:
+        """Drop the Job's stored access policies (or the one ``policy_id``): its SAS stops working. Blob
+        trouble costs the revoke (the policy expires on its own), never the task."""
+        if not self.pods_use_sas or not self.hook.binds_sas_to_policy:
+            return
+        try:
+            self.hook.revoke_access(self.shard_container, policy_id or access_policy_head(job_name))
+        except BlobStoreError as exc:
+            log.warning("could not revoke the SAS of %s (%s); it expires on its own", job_name, exc)
 
     def sas_secret(self, job: dict[str, Any], token: str) -> dict[str, Any]:
-        """The Secret that hands the Job's pods their SAS, owned by the Job (or JobSet): it goes with it."""
+        """The Secret that hands the Job's pods their SAS, owned by the Job (or JobSet): it goes with it.
+        Its name is the one the object's pod env reads."""
         meta = job["metadata"]
+        secret_name = secret_name_of(job)
+        if secret_name is None:
+            raise ValueError(f"{meta['name']}: its pods read no {CHECKPOINT_SAS_ENV} Secret (not shaped)")
         owner = {"apiVersion": job.get("apiVersion") or "batch/v1", "kind": job.get("kind") or "Job"}
         return {
             "apiVersion": "v1",
             "kind": "Secret",
             "type": "Opaque",
             "metadata": {
-                "name": self.sas_secret_name(meta["name"]),
+                "name": secret_name,
                 "namespace": meta["namespace"],
                 "labels": dict(meta.get("labels") or {}),
                 "annotations": dict(meta.get("annotations") or {}),
@@ -251,21 +311,19 @@ class CheckpointSession:
             "stringData": {SAS_SECRET_KEY: token},
         }
 
-    def hand_pods_their_sas(self, client: KindClient, obj: dict[str, Any], token: str | None) -> None:
+    def hand_pods_their_sas(self, client: KindClient, obj: dict[str, Any], token: str | None) -> bool:
         """The Secret with the pods' SAS (``token``: None with workload identity), owned by the object (it
         goes with it). The object was created suspended, and a pod that starts before its Secret exists waits
         for it (the kubelet retries). If the Secret cannot be made, the object goes too (unless it finished):
-        its pods could never checkpoint."""
+        its pods could never checkpoint. Returns whether it created the Secret."""
         if token is None:
-            return
+            return False
         meta = obj["metadata"]
         try:
-            if not client.hook.create_secret(self.sas_secret(obj, token)):
-                log.info(
-                    "the Secret of %s %s exists already (this try's earlier worker)",
-                    client.noun,
-                    meta["name"],
-                )
+            if client.hook.create_secret(self.sas_secret(obj, token)):
+                return True
+            log.info("the Secret of %s %s exists already (an earlier worker's)", client.noun, meta["name"])
+            return False
         except Exception:
             client.delete_unless_finished(meta["namespace"], meta["name"], uid=meta.get("uid"))
             raise
@@ -284,13 +342,16 @@ class CheckpointSession:
             {"name": GRACE_ENV, "value": str(max(1, termination_grace - 5))},
         ]
         if self.pods_use_sas and job_name:
-            secret = {"name": self.sas_secret_name(job_name), "key": SAS_SECRET_KEY}
+            secret = {"name": sas_secret_name(job_name, self._shaped[1]), "key": SAS_SECRET_KEY}
             env.append({"name": CHECKPOINT_SAS_ENV, "valueFrom": {"secretKeyRef": secret}})
         return env
 
     def shape_job(self, manifest: dict[str, Any], shards: IndexSet) -> dict[str, Any]:
         """Run exactly ``shards`` (completions = their count) and tell each pod where to checkpoint, with
-        which credential (the Job's SAS Secret, created right after the Job: the Job starts suspended)."""
+        which credential (the Job's SAS Secret, created right after the Job: the Job starts suspended; its
+        name gets a new random suffix here)."""
+        name = str(manifest.get("metadata", {}).get("name") or "")
+        self._shaped = (name, secrets.token_hex(ACCESS_ID_HEX // 2))
         spec = manifest["spec"]
         spec["completions"] = len(shards)
         spec["parallelism"] = min(int(spec.get("parallelism") or len(shards)), len(shards))
@@ -340,9 +401,12 @@ class CheckpointSession:
     def finish(
         self, job_name: str, job_result: JobResult, status: str, figures: AttemptFigures | None = None
     ) -> RunLedger:
-        return self.ledger.update(
+        """Record the attempt's end, then revoke its SAS (the attempt is over)."""
+        ledger = self.ledger.update(
             lambda current: self.finished(current, job_name, job_result, status, figures)
         )
+        self.revoke_pod_access(job_name)
+        return ledger
 
     def finished(
         self,
@@ -395,3 +459,12 @@ class CheckpointSession:
             deleted = shards.delete_prefix(f"{self.prefix}/shards/")
         self.hook.delete_container_if_empty(self.shard_container)
         return deleted
+
+
+def policy_of(token: str | None) -> str | None:
+    """The stored access policy id (``si=``) a SAS token is bound to, if any."""
+    for part in (token or "").split("&"):
+        key, _, value = part.partition("=")
+        if key == "si":
+            return value
+    return None

@@ -204,6 +204,8 @@ class KueueOperator(OperatorKind, BaseOperator):
                 self.log.info("every shard already finished in an earlier try; nothing to run")
                 return self._nothing_left(identity, shards, ledger)
             submission = self._submit(client, manifest, identity, shards, indexes)
+        else:
+            self._reattached(client, shards, submission.job)
         obj = submission.job
         self._name, self._uid = obj["metadata"]["name"], obj["metadata"].get("uid")
         if plan is not None:
@@ -238,6 +240,12 @@ class KueueOperator(OperatorKind, BaseOperator):
         shards.hand_pods_their_sas(client, submission.job, token)
         self._record_attempt(shards, submission.job, indexes)
         return submission
+
+    def _reattached(self, client: KindClient, shards: Shards, obj: dict[str, Any]) -> None:
+        """A worker that died between creating the object and its Secret left pods that can never start,
+        and a ledger that never learnt the attempt: ensure both (the null object does nothing)."""
+        shards.ensure_pod_access(client, obj)
+        self._record_attempt(shards, obj, IndexSet.range(0, shards.shard_count))
 
     def _previous(self, client: KindClient, identity: AirflowIdentity) -> list[dict[str, Any]]:
         return client.task_instance_objects(self.resolved_namespace(), identity)

@@ -39,8 +39,12 @@ class NoCheckpointing:
     def prepare_pod_access(self) -> str | None:
         return None
 
-    def hand_pods_their_sas(self, client: KindClient, obj: dict[str, Any], token: str | None) -> None:
+    def hand_pods_their_sas(self, client: KindClient, obj: dict[str, Any], token: str | None) -> bool:
         """No checkpoint location, no credential."""
+        return False
+
+    def ensure_pod_access(self, client: KindClient, obj: dict[str, Any]) -> None:
+        """A reattached object's pods need no credential."""
 
     def shape_job(self, manifest: dict[str, Any], shards: IndexSet) -> dict[str, Any]:
         return manifest

@@ -10,9 +10,13 @@ from hypothesis import strategies as st
 
 from airflow_kueue_provider.kueue.checkpoint_access import (
     CLOCK_SKEW,
+    access_policy_head,
+    access_policy_id,
     credential_window,
     is_container_name,
     is_shard_container_of,
+    policies_to_keep,
+    sas_secret_name,
     shard_container_name,
 )
 from airflow_kueue_provider.kueue.ledger import ledger_prefix
@@ -32,7 +36,7 @@ def test_two_task_instances_never_share_a_shard_container(
         shard_container_name(base, ledger_prefix(*other)),
     )
     assert is_container_name(first) and is_container_name(second)
-    assert is_shard_container_of(base, first)
+    assert is_shard_container_of(base, first, ledger_prefix(*one))
     assert (first == second) == (ledger_prefix(*one) == ledger_prefix(*other))
     assert first != base, "checkpoints never share the ledgers' container"
 
@@ -40,7 +44,36 @@ def test_two_task_instances_never_share_a_shard_container(
 def test_a_long_base_is_cut_to_fit_azures_63_characters() -> None:
     name = shard_container_name("a" * 40 + "-" + "b" * 22, "d/r/t")
     assert len(name) == 63 and is_container_name(name)
-    assert not is_shard_container_of("other", name)
+    assert not is_shard_container_of("other", name, "d/r/t")
+
+
+def test_two_bases_sharing_their_first_30_characters_never_share_a_shard_container() -> None:
+    head = "a" * 30
+    one, other = head + "-one", head + "-two"
+    assert shard_container_name(one, "d/r/t") != shard_container_name(other, "d/r/t")
+    assert is_shard_container_of(one, shard_container_name(one, "d/r/t"), "d/r/t")
+    assert not is_shard_container_of(other, shard_container_name(one, "d/r/t"), "d/r/t")
+
+
+def test_the_sas_secret_name_is_the_job_and_a_random_access_id() -> None:
+    assert sas_secret_name("job-1", "0123456789abcdef") == "job-1-checkpoint-0123456789abcdef"
+    for bad in ("", "0123", "0123456789ABCDEF", "job-1-checkpoint"):
+        with pytest.raises(ValueError, match="access_id"):
+            sas_secret_name("job-1", bad)
+
+
+def test_access_policy_ids_start_with_their_jobs_head_and_fit_azures_64() -> None:
+    pid = access_policy_id("job-1", "0123456789abcdef")
+    assert pid.startswith(access_policy_head("job-1")) and len(pid) <= 64
+    assert not access_policy_id("job-2", "0123456789abcdef").startswith(access_policy_head("job-1"))
+
+
+def test_adding_a_policy_drops_expired_ones_and_keeps_at_most_four() -> None:
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    expiries = {f"p{i}": now + timedelta(hours=i) for i in range(-1, 6)}
+    assert policies_to_keep(expiries, now) == ["p2", "p3", "p4", "p5"]
+    assert policies_to_keep({"a": now - timedelta(seconds=1)}, now) == []
+    assert policies_to_keep({}, now) == []
 
 
 @pytest.mark.parametrize("bad", ["ab", "A-b-c", "a--b", "-abc", "abc-", "a_b_c", "a" * 64])

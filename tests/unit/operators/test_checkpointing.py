@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.checkpoint_access import access_policy_head, secret_name_of
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
+from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession, policy_of
+from airflow_kueue_provider.operators.no_checkpointing import NoCheckpointing
 
 
 def _job(env: list[dict[str, object]]) -> dict[str, object]:
@@ -62,10 +65,14 @@ def test_pods_get_their_sas_from_the_jobs_own_secret(monkeypatch: pytest.MonkeyP
         "env"
     ]
     by_name = {e["name"]: e for e in env}
+    secret_name = by_name["AIRFLOW_KUEUE_CHECKPOINT_SAS"]["valueFrom"]["secretKeyRef"]["name"]
+    assert re.fullmatch(r"d-t-abc-1-checkpoint-[0-9a-f]{16}", secret_name), "not derivable from the Job"
     assert by_name["AIRFLOW_KUEUE_CHECKPOINT_SAS"] == {
         "name": "AIRFLOW_KUEUE_CHECKPOINT_SAS",
-        "valueFrom": {"secretKeyRef": {"name": "d-t-abc-1-checkpoint", "key": "sas-token"}},
+        "valueFrom": {"secretKeyRef": {"name": secret_name, "key": "sas-token"}},
     }
+    again = session.shape_job(json.loads(json.dumps(manifest)), IndexSet.range(0, 4))
+    assert secret_name_of(again) != secret_name, "each shaping draws a new suffix"
     url = by_name["AIRFLOW_KUEUE_CHECKPOINT_URL"]["value"]
     assert url.startswith("https://acct.blob.core.windows.net/ckpt-") and url.endswith(
         session.shard_container
@@ -73,11 +80,12 @@ def test_pods_get_their_sas_from_the_jobs_own_secret(monkeypatch: pytest.MonkeyP
     assert not any("AZURE_STORAGE" in e["name"] for e in env)
 
     job = {**manifest, "metadata": {**manifest["metadata"], "uid": "u-1", "labels": {"a": "b"}}}
+    job["spec"]["template"]["spec"]["containers"][0]["env"] = env
     secret = session.sas_secret(job, "sv=x&sig=y")
     assert secret["metadata"]["ownerReferences"] == [
         {"apiVersion": "batch/v1", "kind": "Job", "name": "d-t-abc-1", "uid": "u-1"}
     ]
-    assert secret["metadata"]["name"] == "d-t-abc-1-checkpoint" and secret["metadata"]["labels"] == {"a": "b"}
+    assert secret["metadata"]["name"] == secret_name and secret["metadata"]["labels"] == {"a": "b"}
     assert secret["stringData"] == {"sas-token": "sv=x&sig=y"}
 
 
@@ -160,3 +168,90 @@ def test_a_result_without_the_ledger_is_still_in_shard_ids_of_this_attempt(
     out = session.result_without_ledger_write(job, result, "succeeded")
 
     assert out["completed_indexes"] == "2,5,8" and out["completions"] == 10 and out["ledger_written"] is False
+
+
+class _Hook:
+    """The Blob account hook's access-policy calls, recorded."""
+
+    binds_sas_to_policy = True
+
+    def __init__(self, extended: int) -> None:
+        self.extended, self.calls = extended, []  # type: list[tuple[str, str]]
+
+    def ensure_container(self, name: str, prefix: str) -> None:
+        self.calls.append(("ensure", name))
+
+    def extend_access(self, name: str, head: str, start: object, expiry: object) -> int:
+        self.calls.append(("extend", head))
+        return self.extended
+
+    def container_sas(self, name: str, start: object, expiry: object, policy: str | None) -> str:
+        self.calls.append(("grant", str(policy)))
+        return f"sv=x&si={policy}&sig=y"
+
+    def revoke_access(self, name: str, head: str) -> int:
+        self.calls.append(("revoke", head))
+        return 1
+
+
+class _Secrets:
+    noun = "Job"
+
+    def __init__(self, exists: bool) -> None:
+        self.hook, self.exists, self.created = self, exists, []  # type: ignore[var-annotated]
+
+    def create_secret(self, body: dict[str, Any]) -> bool:
+        self.created.append(body)
+        return not self.exists
+
+
+def _reattach(monkeypatch: pytest.MonkeyPatch, *, exists: bool, extended: int, finished: bool = False):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KEY_BLOB", json.dumps({"conn_type": "wasb", "login": "acct", "password": "a2V5"})
+    )
+    session = CheckpointSession(Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r"), 4)
+    job: dict[str, Any] = {
+        "metadata": {"name": "job-1", "namespace": "batch", "uid": "u-1"},
+        "spec": {"template": {"spec": {"containers": [{"name": "main"}]}}},
+    }
+    session.shape_job(job, IndexSet.range(0, 4))
+    hook = _Hook(extended)
+    session.hook = hook  # type: ignore[assignment]
+    if finished:
+        job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    client = _Secrets(exists)
+    session.ensure_pod_access(client, job)  # type: ignore[arg-type]
+    return hook.calls, client.created, job
+
+
+def test_reattach_creates_the_secret_a_crashed_worker_never_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls, created, job = _reattach(monkeypatch, exists=False, extended=0)
+    (secret,) = created
+    assert secret["metadata"]["name"] == secret_name_of(job), "the name the Job's pods read"
+    granted = [p for what, p in calls if what == "grant"]
+    assert len(granted) == 1 and granted[0].startswith(access_policy_head("job-1"))
+    assert policy_of(secret["stringData"]["sas-token"]) == granted[0]
+    assert not [c for c in calls if c[0] == "revoke"]
+
+
+def test_reattach_to_a_job_with_its_secret_refreshes_the_sas_and_drops_the_unused_policy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls, _created, _ = _reattach(monkeypatch, exists=True, extended=1)
+    assert calls[0] == ("extend", access_policy_head("job-1"))
+    granted = next(p for what, p in calls if what == "grant")
+    assert calls[-1] == ("revoke", granted), "the new policy only, not the Job's live one"
+
+
+def test_reattach_to_a_finished_job_needs_no_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls, created, _ = _reattach(monkeypatch, exists=False, extended=0, finished=True)
+    assert calls == [] and created == []
+
+
+def test_the_null_object_reattaches_with_nothing_to_do() -> None:
+    assert NoCheckpointing(3).ensure_pod_access(None, {"metadata": {"name": "j"}}) is None  # type: ignore[arg-type, func-returns-value]
+
+
+def test_policy_of_reads_the_si_field() -> None:
+    assert policy_of("sv=2024&si=abc123&sr=c&sig=x") == "abc123"
+    assert policy_of("sv=2024&se=2026&sig=x") is None and policy_of(None) is None
