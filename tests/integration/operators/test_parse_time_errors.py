@@ -52,3 +52,27 @@ def _json_part(output: str) -> str:
     """The JSON array in the command's output (log lines may come before it)."""
     start = output.index('[{"')
     return output[start : output.rindex("]") + 1]
+
+
+def test_a_literal_queue_or_priority_class_outside_the_allowlists_fails_the_import(
+    airflow_home: AirflowHome,
+) -> None:
+    """[kueue] allowed_local_queues / allowed_priority_classes, as the platform set them for the process."""
+    params = 'namespace="team-a", priority_class="top", completions=2,'
+    dag = BAD_DAG.format(dag_id="parse_other_queue", params=params).replace('"lq"', '"team-b-queue"')
+    airflow_home.write_dag("parse_other_queue", dag)
+    policy = {
+        "AIRFLOW__KUEUE__ALLOWED_LOCAL_QUEUES": "team-a:q1 q2; team-b:*",
+        "AIRFLOW__KUEUE__ALLOWED_PRIORITY_CLASSES": "team-a:low",
+    }
+    try:
+        run = airflow_home.airflow(
+            "dags", "list-import-errors", "--local", "-o", "json", check=False, extra_env=policy
+        )
+    finally:
+        (airflow_home.home / "dags" / "parse_other_queue.py").unlink()
+    errors = {row["filepath"].rsplit("/", 1)[-1]: row["error"] for row in json.loads(_json_part(run.output))}
+    error = errors["parse_other_queue.py"]
+    assert "queue_name (LocalQueue) 'team-b-queue' is not allowed in namespace 'team-a'" in error, error
+    assert "[kueue] allowed_local_queues (allowed there: q1, q2)" in error, error
+    assert "priority_class (WorkloadPriorityClass) 'top' is not allowed in namespace 'team-a'" in error, error
