@@ -4,9 +4,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
+
+# The identity seal's key is derived from it when [kueue] identity_key is unset (hooks/identity_key.py);
+# Airflow's default is random per process, which gives no key: the test processes share this one.
+os.environ.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", "test-jwt-secret-not-secret")
 
 OPT_IN_MARKERS = {
     "long": "the long variant of a stress test",

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from kubernetes import client
 
 from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.identity_seal import IdentitySeal
 from ..kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from .jobset_hook import JobSetHook
 from .kueue_hook import KueueHook
@@ -21,6 +22,8 @@ class KindClient(Protocol):
     pod logs)."""
 
     noun: str
+    uid_sealed: bool
+    """The kind gets a uid seal right after create (docs/tenancy.md): the worker may patch it."""
 
     @property
     def hook(self) -> KueueHook: ...
@@ -32,6 +35,7 @@ class KindClient(Protocol):
         self, namespace: str, name: str, metadata: dict[str, Any], uid: str | None = None
     ) -> None: ...
     def delete_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str: ...
+    def seal_uid(self, obj: dict[str, Any], seal: IdentitySeal) -> None: ...
 
 
 def _with_uid(metadata: dict[str, Any], uid: str | None) -> dict[str, Any]:
@@ -41,6 +45,7 @@ def _with_uid(metadata: dict[str, Any], uid: str | None) -> dict[str, Any]:
 
 class JobClient:
     noun = "Job"
+    uid_sealed = True
 
     def __init__(self, conn_id: str) -> None:
         self.hook = KueueHook(conn_id)
@@ -64,9 +69,18 @@ class JobClient:
     def delete_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
         return self.hook.delete_job_unless_finished(namespace, name, uid=uid)
 
+    def seal_uid(self, obj: dict[str, Any], seal: IdentitySeal) -> None:
+        """The uid seal onto ``obj`` as created (uid precondition: never onto a namesake)."""
+        meta = obj["metadata"]
+        annotations = seal.uid_annotations(self.noun, obj)
+        self.patch_metadata(meta["namespace"], meta["name"], {"annotations": annotations}, meta["uid"])
+        meta.setdefault("annotations", {}).update(annotations)
+
 
 class JobSetClient:
     noun = "JobSet"
+    uid_sealed = False
+    """The worker's Role may not patch JobSets (it could unsuspend one): the name seal alone."""
 
     def __init__(self, conn_id: str) -> None:
         self.hook: JobSetHook = JobSetHook(conn_id)
@@ -97,3 +111,6 @@ class JobSetClient:
 
     def delete_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
         return self.hook.delete_jobset_unless_finished(namespace, name, uid=uid)
+
+    def seal_uid(self, obj: dict[str, Any], seal: IdentitySeal) -> None:
+        """No uid seal for a JobSet (``uid_sealed``)."""

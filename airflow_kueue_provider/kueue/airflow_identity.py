@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from airflow_kueue_provider.kueue.k8s_names import (
     HASH_LENGTH,
     MAX_JOB_NAME_LENGTH,
     dns_fragment,
     safe_label_value,
-    short_hash,
 )
 
 from .names import DAG_ID_LABEL, MAP_INDEX_LABEL, RUN_ID_LABEL, TASK_ID_LABEL, TRY_NUMBER_LABEL
+
+if TYPE_CHECKING:
+    from .identity_seal import IdentitySeal
 
 
 @dataclass(frozen=True)
@@ -48,10 +52,29 @@ class AirflowIdentity:
         }
 
 
+def identity_of(obj: Mapping[str, Any]) -> AirflowIdentity | None:
+    """The identity an object's annotations claim (full values, its own try); None when one is missing."""
+    metadata = obj.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    if not isinstance(annotations, Mapping):
+        return None
+    values = [annotations.get(k) for k in (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL)]
+    try:
+        try_number = int(annotations.get(TRY_NUMBER_LABEL))  # type: ignore[arg-type]
+        map_index = int(annotations.get(MAP_INDEX_LABEL, "-1"))
+    except (TypeError, ValueError):
+        return None
+    if not all(isinstance(v, str) for v in values):
+        return None
+    dag_id, task_id, run_id = (str(v) for v in values)
+    return AirflowIdentity(dag_id, task_id, run_id, try_number=try_number, map_index=map_index)
+
+
 def deterministic_job_name(
     identity: AirflowIdentity,
     prefix: str | None = None,
     *,
+    seal: IdentitySeal,
     per_try: bool = False,
     variant: str = "",
     max_length: int = MAX_JOB_NAME_LENGTH,
@@ -61,14 +84,15 @@ def deterministic_job_name(
     It differs per (dag_id, task_id, run_id, map_index), per try_number only when ``per_try``, and per
     ``variant`` (a second Job of the same try, e.g. a deadline spill) when one is given. The result
     is a DNS-1123 label of at most ``max_length`` (52) characters: a readable part (``prefix``, or
-    ``<dag>-<task>[-<map>]``, lower-cased and truncated) + ``-`` + 10 hex of a sha256 over the identity.
+    ``<dag>-<task>[-<map>]``, lower-cased and truncated) + ``-`` + 10 hex of an HMAC over the identity
+    under ``seal``'s key: only Airflow can compute it, so no tenant can create the name ahead of the task.
     """
     parts = [identity.dag_id, identity.task_id, identity.run_id, str(identity.map_index)]
     if per_try:
         parts.append(str(identity.try_number))
     if variant:
         parts.append(variant)
-    digest = short_hash(*parts)
+    digest = seal.name_hash(*parts)
     if prefix is None:
         readable = f"{identity.dag_id}-{identity.task_id}"
         if identity.map_index >= 0:

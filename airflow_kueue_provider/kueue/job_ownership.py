@@ -3,15 +3,18 @@
 Labels are hashed when a value is too long or has characters a label value cannot carry, so two run ids
 (``manual__2026-05-01T10:00:00+00:00`` and ``manual__2026-05-01T10_00_00_00_00-<hash>``) can give the same
 labels. Labels only pre-select (a server-side selector); the decision is made here, on the unhashed identity
-the provider writes into the Job's annotations and on the managed-by label. Pure policy, no I/O.
+the provider writes into the Job's annotations and on the managed-by label. Those are public, so what makes
+an object the task's is its seal (``kueue.identity_seal``): ``sort_by_seal``. Pure policy, no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity_seal import IdentitySeal
 from airflow_kueue_provider.kueue.job_progress import finished_condition
 
 from .names import (
@@ -76,3 +79,50 @@ def delete_unless_finished_step(
     if not last_attempt:
         preconditions["resourceVersion"] = _metadata(job).get("resourceVersion")
     return {"propagationPolicy": "Background", "preconditions": preconditions}
+
+
+@dataclass(frozen=True)
+class SealedObjects:
+    """A task instance's objects (as listed by its labels) sorted by their seals (``sort_by_seal``)."""
+
+    ours: list[dict[str, Any]]
+    """Adoptable: this try's with a valid name seal; an earlier try's with a valid uid seal (a kind without
+    uid seals: a valid name seal). Oldest first, as listed."""
+    unconfirmed: list[dict[str, Any]]
+    """An earlier try's live Jobs with a valid name seal and no uid seal (their worker died between create and
+    patch, or a copy stripped of it): deleted by uid, never adopted."""
+    ignored: list[dict[str, Any]]
+    """They carry the task's labels but not its seal (or a uid seal over another uid): never adopted, never
+    deleted, never shown."""
+
+
+def sort_by_seal(
+    objs: list[dict[str, Any]], identity: AirflowIdentity, seal: IdentitySeal, kind: str, uid_sealed: bool
+) -> SealedObjects:
+    """The reattach rules of docs/tenancy.md ("Reattach and the identity seal"); ``uid_sealed``: the kind
+    gets a uid seal after create (the Job kind; not JobSets, which the worker may not patch)."""
+    ours: list[dict[str, Any]] = []
+    unconfirmed: list[dict[str, Any]] = []
+    ignored: list[dict[str, Any]] = []
+    for obj in objs:
+        if not seal.is_sealed(kind, obj):
+            ignored.append(obj)
+            continue
+        state = seal.uid_seal_state(kind, obj) if uid_sealed else "valid"
+        this_try = _annotations(obj).get(TRY_NUMBER_LABEL) == str(identity.try_number)
+        if state == "valid" or (this_try and state == "missing"):
+            ours.append(obj)
+        elif state == "missing" and finished_condition(obj) is None:
+            unconfirmed.append(obj)
+        else:
+            ignored.append(obj)
+    return SealedObjects(ours, unconfirmed, ignored)
+
+
+def needs_uid_seal(obj: Mapping[str, Any], seal: IdentitySeal, kind: str, uid_sealed: bool) -> bool:
+    """An adopted object of a uid-sealed kind that lacks its uid seal (its worker died before the patch)."""
+    return uid_sealed and seal.uid_seal_state(kind, obj) == "missing"
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _metadata(obj).get("annotations") or {}

@@ -18,6 +18,7 @@ from typing import Any
 
 from .airflow_identity import AirflowIdentity, deterministic_job_name
 from .followed_view import ever_admitted, is_admitted
+from .identity_seal import IdentitySeal
 from .index_set import IndexSet
 from .job_progress import finished_condition
 from .job_spec import InvalidJobSpec
@@ -57,15 +58,18 @@ def jobset_name_budget(replicated_jobs: Sequence[ReplicatedJob]) -> int:
 
 
 def jobset_name_for(
-    identity: AirflowIdentity, prefix: str | None, replicated_jobs: Sequence[ReplicatedJob]
+    identity: AirflowIdentity,
+    prefix: str | None,
+    replicated_jobs: Sequence[ReplicatedJob],
+    seal: IdentitySeal,
 ) -> str:
     """The try's deterministic JobSet name, short enough for its pod names and starting with a letter
     (JobSet names are DNS-1035 labels: a DAG id may start with a digit)."""
     budget = jobset_name_budget(replicated_jobs)
-    name = deterministic_job_name(identity, prefix, per_try=True, max_length=budget)
+    name = deterministic_job_name(identity, prefix, seal=seal, per_try=True, max_length=budget)
     if not name[:1].isalpha():
         name = NAME_PREFIX_FOR_DNS1035 + deterministic_job_name(
-            identity, prefix, per_try=True, max_length=budget - len(NAME_PREFIX_FOR_DNS1035)
+            identity, prefix, seal=seal, per_try=True, max_length=budget - len(NAME_PREFIX_FOR_DNS1035)
         )
     if len(name) > budget:
         raise InvalidJobSpec(

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from ..hooks.identity_key import identity_seal
 from ..hooks.kind_client import JobClient
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.attempt_figures import AttemptFigures, CostModel, status_figures
 from ..kueue.spill import WAITING, not_spillable_because, spill_manifest, spilled_detail
 from ..kueue.trigger_event import KueueEvent
 from .checkpointing import CheckpointSession
-from .job_submission import create_or_adopt
+from .job_submission import create_or_adopt_object
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ def spill(
     #    SAS for the task instance's checkpoint container, so shards resume from their checkpoints.
     second = session.shape_job(spill_manifest(manifest, spill_name, queue_name), shards)
     token = session.prepare_pod_access()
-    submission = create_or_adopt(hook, second, identity)
+    submission = create_or_adopt_object(client, second, identity, identity_seal())  # sealed like the first
     session.hand_pods_their_sas(client, submission.job, token)
     session.record_attempt(spill_name, session.job_shards(submission.job, shards))
     detail = spilled_detail(shards, spill_name, queue_name, name)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..airflow_compat import AirflowException, AirflowFailException
+from ..hooks.identity_key import identity_seal
 from ..hooks.kind_client import JobClient
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.attempt_figures import AttemptFigures, CostModel
@@ -280,7 +281,7 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         if not isinstance(session, CheckpointSession) or spill_to is None:
             return None  # spill_to goes with checkpointing= (checked when the DAG is parsed)
         name = deterministic_job_name(
-            identity, self.job_name_prefix, per_try=True, variant=SPILL_NAME_VARIANT
+            identity, self.job_name_prefix, seal=identity_seal(), per_try=True, variant=SPILL_NAME_VARIANT
         )
         manifest = self.build_manifest(identity)
         return JobSpill(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..airflow_compat import AirflowFailException
+from ..hooks.identity_key import identity_seal
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.job_manifest import build_indexed_job
 from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
@@ -100,7 +101,7 @@ class IndexedJobManifest:
         template = self._template()
         template_image = template_main_container(template).get("image")
         spec = IndexedJobSpec(
-            name=deterministic_job_name(identity, self.job_name_prefix, per_try=True),
+            name=deterministic_job_name(identity, self.job_name_prefix, seal=identity_seal(), per_try=True),
             namespace=self.resolved_namespace(),
             queue_name=self.queue_name,
             image=self.image or (str(template_image) if template_image else ""),

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client.rest import ApiException
 
 from ..airflow_compat import AirflowFailException
+from ..hooks.kind_client import KindClient
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.job_ownership import belongs_to_try
+from ..kueue.identity_seal import IdentitySeal
+from ..kueue.job_ownership import belongs_to_try, needs_uid_seal, sort_by_seal
 from ..kueue.job_progress import finished_condition
+from ..kueue.names import TRY_NUMBER_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,8 @@ def _api_message(exc: ApiException) -> str:
 
 
 class JobNotOurs(RuntimeError):
-    """A Job with this try's name exists but was made for another task instance (or by someone else)."""
+    """A Job with this try's name exists but was made for another task instance (or by someone else: no
+    valid seal)."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +53,9 @@ def _finished(job: dict[str, Any]) -> str | None:
 
 
 def reattachable(previous: list[dict[str, Any]], *, completed_counts: bool = True) -> Submission | None:
-    """1. a live Job of an earlier try (or of this one) -> reattach; 2. a Complete one -> reattach, so nothing
-    finished is redone (with checkpointing the ledger decides instead, so ``completed_counts`` is off)."""
+    """Of ``previous`` (the sealed ones: ``sealed_previous``): 1. a live Job of an earlier try (or of this
+    one) -> reattach; 2. a Complete one -> reattach, so nothing finished is redone (with checkpointing the
+    ledger decides instead, so ``completed_counts`` is off)."""
     live = [j for j in previous if _finished(j) is None]
     if live:
         return Submission(live[-1], True, "a Job of this task is still running")
@@ -61,40 +65,98 @@ def reattachable(previous: list[dict[str, Any]], *, completed_counts: bool = Tru
     return None
 
 
-def create_or_adopt(hook: KueueHook, manifest: dict[str, Any], identity: AirflowIdentity) -> Submission:
-    """Create this try's Job. Its name is deterministic per try, so a worker that died right after creating
-    it finds it again through the 409 and adopts it (after checking it is really this task's)."""
-    return create_or_adopt_object(hook.create_job, hook.get_job, manifest, identity, "Job")
-
-
 def create_or_adopt_object(
-    create: Callable[[dict[str, Any]], dict[str, Any]],
-    read: Callable[[str, str], dict[str, Any] | None],
-    manifest: dict[str, Any],
-    identity: AirflowIdentity,
-    kind: str,
+    client: KindClient, manifest: dict[str, Any], identity: AirflowIdentity, seal: IdentitySeal
 ) -> Submission:
-    """``create_or_adopt`` for any kind the provider submits (a Job, a JobSet)."""
-    namespace = manifest["metadata"]["namespace"]
+    """Create this try's object, sealed (its name seal in the manifest; a Job's uid seal patched right after).
+    Its name is deterministic per try, so a worker that died right after creating it finds it again through
+    the 409 and adopts it -- only with a valid seal, writing the uid seal if the worker died before it."""
+    kind, meta = client.noun, manifest["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    meta.setdefault("annotations", {}).update(seal.annotations(kind, namespace, name, identity))
     try:
-        return Submission(create(manifest), False, "created")
+        created = client.create(manifest)
     except ApiException as exc:
         if exc.status != 409 and WEBHOOK_FAILURE in str(exc.body or ""):
             raise KueueWebhookUnavailable(
-                f"creating {kind} {namespace}/{manifest['metadata']['name']} failed after retries because "
+                f"creating {kind} {namespace}/{name} failed after retries because "
                 f"an admission webhook did not answer ({_api_message(exc)}). Kueue's webhook must answer "
                 f"for a queued {kind} to be created: check that the Kueue controller runs and is ready "
                 "(kueue-controller-manager) and its MutatingWebhookConfiguration. Nothing was created."
             ) from None  # the message has what matters; the response's headers do not belong in a task log
         if exc.status != 409:
             raise
-    job = read(namespace, manifest["metadata"]["name"])
-    if job is None or not belongs_to_try(job, identity):
+    else:
+        if client.uid_sealed:
+            client.seal_uid(created, seal)
+        return Submission(created, False, "created")
+    job = client.get(namespace, name)
+    if (
+        job is None
+        or not belongs_to_try(job, identity)
+        or not seal.is_sealed(kind, job)
+        or (client.uid_sealed and seal.uid_seal_state(kind, job) == "invalid")
+    ):
         raise JobNotOurs(
-            f"{kind} {namespace}/{manifest['metadata']['name']} exists but was not created for this task "
-            "instance and try; it is left alone: delete it yourself, or set job_name_prefix to another name"
+            f"{kind} {namespace}/{name} exists but was not created for this task "
+            "instance and try (it lacks the task's seal); it is left alone: delete it yourself, or set "
+            "job_name_prefix to another name"
         )
-    return Submission(job, True, f"this try's {kind} already exists (the worker restarted)")
+    return adopted(
+        client, Submission(job, True, f"this try's {kind} already exists (the worker restarted)"), seal
+    )
+
+
+def adopted(client: KindClient, submission: Submission, seal: IdentitySeal) -> Submission:
+    """``submission`` with its object's uid seal written if its worker died before writing it."""
+    if needs_uid_seal(submission.job, seal, client.noun, client.uid_sealed):
+        client.seal_uid(submission.job, seal)
+    return submission
+
+
+def sealed_previous(
+    client: KindClient, namespace: str, identity: AirflowIdentity, seal: IdentitySeal, logger: Any = log
+) -> list[dict[str, Any]]:
+    """The task instance's objects it may adopt (``kueue.job_ownership.sort_by_seal``). The others: an
+    earlier try's live Job whose uid seal was never written is deleted (by uid); anything else that carries
+    the task's labels without its seal is left alone and said once."""
+    found = sort_by_seal(
+        client.task_instance_objects(namespace, identity), identity, seal, client.noun, client.uid_sealed
+    )
+    for obj in found.ignored:
+        logger.warning(
+            "%s %s/%s ignored: carries this task's labels but not its seal (not adopted, not deleted)",
+            client.noun,
+            namespace,
+            obj["metadata"]["name"],
+        )
+    for obj in found.unconfirmed:
+        meta = obj["metadata"]
+        what = client.delete_unless_finished(namespace, meta["name"], uid=meta.get("uid"))
+        logger.warning(
+            "%s %s/%s of try %s has no uid seal (its worker died after creating it): not adopted; %s",
+            client.noun,
+            namespace,
+            meta["name"],
+            (meta.get("annotations") or {}).get(TRY_NUMBER_LABEL, "?"),
+            what,
+        )
+    return found.ours
+
+
+def delete_task_instance_objects(
+    client: KindClient, namespace: str, identity: AirflowIdentity, seal: IdentitySeal
+) -> dict[str, str]:
+    """Every live object of the task instance that carries its seal goes (a kill: the spill Job and one
+    created mid-escalation too, not only the one the task last waited on); name -> what happened."""
+    found = sort_by_seal(
+        client.task_instance_objects(namespace, identity), identity, seal, client.noun, client.uid_sealed
+    )
+    done = {}
+    for obj in found.ours + found.unconfirmed:
+        meta = obj["metadata"]
+        done[meta["name"]] = client.delete_unless_finished(namespace, meta["name"], uid=meta.get("uid"))
+    return done
 
 
 def check_local_queue(hook: KueueHook, namespace: str, name: str, param: str, task_id: str) -> None:

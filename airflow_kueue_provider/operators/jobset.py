@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from kubernetes.client.rest import ApiException
 
 from ..airflow_compat import AirflowException, AirflowFailException
+from ..hooks.identity_key import identity_seal
 from ..hooks.kind_client import JobSetClient
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.attempt_figures import GangCostModel, PodSetPrice
@@ -196,6 +197,14 @@ class KueueJobSetOperator(KueueOperator):
                 f"{self.task_id}: checkpoint=True on {', '.join(checkpointed)}: set it on one replicated job "
                 "(its indexes are the shards the checkpoint location is for)"
             )
+        for rj in self.replicated_jobs:
+            if rj.checkpoint and rj.replicas > 1:
+                raise AirflowFailException(
+                    f"{self.task_id}: replicated job {rj.name!r} has checkpoint=True and "
+                    f"replicas={rj.replicas}: "
+                    "every replica would run each of its shards again. Set replicas=1 on it (raise its "
+                    "completions for more shards), or checkpoint=False"
+                )
         if bool(checkpointed) != (self._checkpointing is not None):
             raise AirflowFailException(
                 f"{self.task_id}: checkpointing= and a replicated job with checkpoint=True go together: "
@@ -216,7 +225,7 @@ class KueueJobSetOperator(KueueOperator):
             for rj in self.replicated_jobs
         ]
         try:
-            name = jobset_name_for(identity, self.jobset_name_prefix, replicated)
+            name = jobset_name_for(identity, self.jobset_name_prefix, replicated, identity_seal())
             labels = {**(self.labels or {}), **identity.labels(), MANAGED_BY_LABEL: MANAGED_BY_VALUE}
             if self.priority_class:
                 labels[PRIORITY_CLASS_LABEL] = self.priority_class

@@ -53,6 +53,7 @@ from airflow.sdk import BaseOperator
 
 from ..airflow_compat import AirflowFailException
 from ..hooks.blob_store import BlobConfigError
+from ..hooks.identity_key import identity_seal
 from ..hooks.kind_client import KindClient
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.cost import VmPrice
@@ -67,7 +68,15 @@ from ..triggers.kueue_follow import KueueFollowTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .deadline_escalation import DeadlineEscalation
 from .deadline_handling import DeadlineHandling
-from .job_submission import Submission, check_local_queue, create_or_adopt_object, reattachable
+from .job_submission import (
+    Submission,
+    adopted,
+    check_local_queue,
+    create_or_adopt_object,
+    delete_task_instance_objects,
+    reattachable,
+    sealed_previous,
+)
 from .kueue_link import KueueJobLink
 from .no_checkpointing import NoCheckpointing
 from .operator_kind import OperatorKind, Shards, WaitOn
@@ -159,6 +168,8 @@ class KueueOperator(OperatorKind, BaseOperator):
         self._check_queue_policy(namespace)  # literal values now; templated ones before submitting
         self._name: str | None = None
         self._uid: str | None = None
+        self._identity: AirflowIdentity | None = None
+        """The running task instance and try, once known: ``on_kill`` deletes every object it sealed."""
 
     def _check_queue_policy(self, namespace: str | None) -> None:
         escalation = self._deadlines.escalation
@@ -179,7 +190,8 @@ class KueueOperator(OperatorKind, BaseOperator):
         return self.namespace
 
     def execute(self, context: Context) -> dict[str, Any]:
-        identity = task_identity(context)
+        identity = self._identity = task_identity(context)
+        seal = identity_seal()  # no key: a typed error naming the option, before anything is created
         self._check_queue_policy(self.resolved_namespace())
         manifest = self.build_manifest(identity)
         shards = self._shards(identity)
@@ -205,6 +217,7 @@ class KueueOperator(OperatorKind, BaseOperator):
                 return self._nothing_left(identity, shards, ledger)
             submission = self._submit(client, manifest, identity, shards, indexes)
         else:
+            submission = adopted(client, submission, seal)
             self._reattached(client, shards, submission.job)
         obj = submission.job
         self._name, self._uid = obj["metadata"]["name"], obj["metadata"].get("uid")
@@ -236,7 +249,7 @@ class KueueOperator(OperatorKind, BaseOperator):
         its worker may have died before recording it)."""
         self._shape(manifest, shards, indexes)
         token = shards.prepare_pod_access()  # before the object: a bad connection creates nothing
-        submission = create_or_adopt_object(client.create, client.get, manifest, identity, self.kind)
+        submission = create_or_adopt_object(client, manifest, identity, identity_seal())
         shards.hand_pods_their_sas(client, submission.job, token)
         self._record_attempt(shards, submission.job, indexes)
         return submission
@@ -248,7 +261,8 @@ class KueueOperator(OperatorKind, BaseOperator):
         self._record_attempt(shards, obj, IndexSet.range(0, shards.shard_count))
 
     def _previous(self, client: KindClient, identity: AirflowIdentity) -> list[dict[str, Any]]:
-        return client.task_instance_objects(self.resolved_namespace(), identity)
+        """The objects of the task instance it may adopt: those with its seal (docs/tenancy.md)."""
+        return sealed_previous(client, self.resolved_namespace(), identity, identity_seal(), self.log)
 
     def _shards(self, identity: AirflowIdentity, check: bool = True) -> Shards:
         """The try's checkpoint session (or its null object); ``check`` fails fast on bad Blob
@@ -274,6 +288,7 @@ class KueueOperator(OperatorKind, BaseOperator):
 
     # --- the final event -> result or failure ---------------------------------------------------------------
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        self._identity = task_identity(context)
         if not event:
             raise self._failure("the trigger ended without an event", {})
         self.resolved_namespace()
@@ -346,8 +361,15 @@ class KueueOperator(OperatorKind, BaseOperator):
         return f"; its {self.kind} was still running and has been deleted" if what == "deleted" else ""
 
     def on_kill(self) -> None:
-        """Blocking mode: the task was killed, so an object still queued or running goes too; a finished one
-        is kept, as in deferred mode (the trigger's on_kill)."""
-        if self._name:
-            what = self._client().delete_unless_finished(self.resolved_namespace(), self._name, uid=self._uid)
-            self.log.info("task killed; %s %s/%s: %s", self.kind, self.resolved_namespace(), self._name, what)
+        """The task was killed in a worker (blocking mode, or while it escalates or spills): every object of
+        the task instance that carries its seal and still runs goes -- the spill Job and one created
+        mid-escalation too, not only the one it waited on. A finished one is kept, as in deferred mode (the
+        trigger's on_kill)."""
+        namespace = self.resolved_namespace()
+        done: dict[str, str] = {}
+        if self._identity is not None:
+            done = delete_task_instance_objects(self._client(), namespace, self._identity, identity_seal())
+        if self._name and self._name not in done:  # listed before it was created, or a lost read
+            done[self._name] = self._client().delete_unless_finished(namespace, self._name, uid=self._uid)
+        for name, what in done.items():
+            self.log.info("task killed; %s %s/%s: %s", self.kind, namespace, name, what)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity, deterministic_job_name
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.airflow_identity import deterministic_job_name as keyed_name
+from airflow_kueue_provider.kueue.identity_seal import IdentitySeal
 from airflow_kueue_provider.kueue.job_manifest import build_indexed_job
 from airflow_kueue_provider.kueue.job_validation import validate
 from airflow_kueue_provider.kueue.k8s_names import is_dns1123_label, is_valid_label_value
@@ -158,6 +161,19 @@ def test_no_pod_failure_policy_without_spot() -> None:
 
 
 # -- names and label values --------------------------------------------------------------------------
+
+SEAL = IdentitySeal(b"a key only Airflow holds")
+
+
+def deterministic_job_name(identity: AirflowIdentity, prefix: str | None = None, **kwargs: Any) -> str:
+    return keyed_name(identity, prefix, seal=SEAL, **kwargs)
+
+
+def test_the_name_s_hash_is_keyed() -> None:
+    """A tenant without the key cannot compute a task's Job name (and squat it)."""
+    other = keyed_name(IDENTITY, seal=IdentitySeal(b"another key"))
+    assert other != deterministic_job_name(IDENTITY)
+    assert other.rsplit("-", 1)[0] == deterministic_job_name(IDENTITY).rsplit("-", 1)[0]
 
 
 def test_deterministic_job_name_is_stable_and_readable() -> None:
