@@ -52,6 +52,14 @@ def test_the_jobset_carries_the_task_and_each_template_is_a_checked_indexed_job(
             {"replicated_jobs": [KueueReplicatedJob("w", image="x:1", checkpoint=True)]},
             "checkpointing= and a replicated job with checkpoint=True go together",
         ),
+        (
+            {
+                "replicated_jobs": [KueueReplicatedJob("w", image="x:1", checkpoint=True, replicas=2)],
+                "checkpointing": "blob",
+            },
+            r"replicated job 'w' has checkpoint=True and replicas=2: every replica would run each of its "
+            r"shards again. Set replicas=1",
+        ),
     ],
 )
 def test_bad_input_fails_when_the_dag_is_parsed(kwargs: dict[str, Any], message: str) -> None:
