@@ -71,6 +71,15 @@ def _option(description: str, default: str | None = "", example: str | None = No
 
 
 _OPTIONS = {
+    "identity_key": {
+        **_option(
+            "The key of the identity seal (docs/tenancy.md): names and seals of a task's Jobs only Airflow "
+            "can compute. The same long random secret on every worker, triggerer and API server; empty: "
+            "derived from [core] fernet_key, else [api_auth] jwt_secret, else [api] secret_key.",
+            example="<a long random secret>",
+        ),
+        "sensitive": True,
+    },
     "kubernetes_conn_id": _option(
         "The connection the API server's Kueue pages read the cluster with (read-only: deploy/rbac/ui.yaml).",
         "kubernetes_default",
