@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from kubernetes.client.rest import ApiException
 
 from ..airflow_compat import AirflowException, AirflowFailException
+from ..hooks.identity_key import identity_seal
 from ..hooks.kind_client import JobSetClient
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.attempt_figures import GangCostModel, PodSetPrice
@@ -224,7 +225,7 @@ class KueueJobSetOperator(KueueOperator):
             for rj in self.replicated_jobs
         ]
         try:
-            name = jobset_name_for(identity, self.jobset_name_prefix, replicated)
+            name = jobset_name_for(identity, self.jobset_name_prefix, replicated, identity_seal())
             labels = {**(self.labels or {}), **identity.labels(), MANAGED_BY_LABEL: MANAGED_BY_VALUE}
             if self.priority_class:
                 labels[PRIORITY_CLASS_LABEL] = self.priority_class
