@@ -12,7 +12,10 @@ once a minute on an idle watch (60.7 s measured on the local cluster), so WATCH_
 intervals) without a byte means it is dead, and the hub lists again. Every watch round also ends after
 about RESYNC_SECONDS, and the hub lists again: a watch can stay open, bookmarks flowing, while the
 apiserver's watch cache lags behind etcd, and only a LIST (a consistent read) shows what it missed. Only
-401/403/404 that repeat with no successful LIST between them are fatal to the followers.
+401/403/404 that repeat for one kind with no successful LIST of that kind between them are fatal to the
+followers (``kind_failures``: a Workloads 403 is not hidden by Jobs that list fine); a hub that gave up leaves
+the registry at once, so the next follower gets a fresh hub, not the stale error, even while old followers
+(a UI page) are still joined to the old one.
 
 This module is the loop and the hubs' registry; the parts it is made of live next to it and are re-exported
 here: the cache of objects and followers (``cache``), the followers' handles (``following``), the snapshots
@@ -35,6 +38,7 @@ from .cache import ANY_JOB, JOBSET_KEY_PREFIX, NamespaceCache, _Follower, jobset
 from .diagnostics import DEBUG_SIGNAL_ENV, install_debug_signal
 from .following import Following, FollowingJobSet
 from .gc_freeze import followers_changed, freeze_once
+from .kind_failures import FATAL_AFTER, FATAL_STATUSES, KindFailures, WatchUnavailable, is_fatal, unavailable
 from .snapshots import JobSetSnapshot, JobSnapshot
 
 __all__ = [
@@ -56,6 +60,7 @@ __all__ = [
     "NamespaceWatch",
     "WatchLoopEnded",
     "WatchStalled",
+    "WatchUnavailable",
     "jobset_key",
 ]
 
@@ -67,8 +72,6 @@ log = logging.getLogger(__name__)
 # a GET showed it, the watch delivered nothing). Cost: two LISTs per namespace per period, not per Job.
 RESYNC_SECONDS = 120.0
 WATCH_READ_TIMEOUT = 120.0  # no byte for 2 bookmark intervals (the apiserver sends one every ~60 s): dead
-FATAL_STATUSES = frozenset({401, 403, 404})
-FATAL_AFTER = 3  # consecutive failures with a fatal status, without a successful LIST between them
 BASE_KINDS = frozenset({"jobs", "workloads"})
 
 JOBSET_FATAL_STATUSES = frozenset({403, 404})
@@ -107,9 +110,14 @@ class NamespaceWatch(NamespaceCache):
         self.hook: AsyncKueueHook | None = None  # the open session, lent to followers for one-off reads
         self._synced_kinds: set[str] = set()
         self._task: asyncio.Task[None] | None = None
-        self.failures = 0  # consecutive broken rounds; a successful LIST resets it
+        self.kind_failures = KindFailures()  # consecutive broken rounds per kind; its LIST resets it
         self.lists = 0  # LISTs made so far (both kinds): each one a fresh, trusted view
         self.events: dict[str, int] = {"jobs": 0, "workloads": 0, "jobsets": 0}  # watch events, bookmarks too
+
+    @property
+    def failures(self) -> int:
+        """The longest run of consecutive failures of one kind (what the diagnostics show)."""
+        return self.kind_failures.worst
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -139,7 +147,9 @@ class NamespaceWatch(NamespaceCache):
     ) -> AsyncIterator[tuple[NamespaceWatch, _Follower]]:
         key = (conn_id, namespace)
         hub = cls._hubs.get(key)
-        if hub is None:
+        if (
+            hub is None or hub.error is not None
+        ):  # a hub that gave up is never joined: a fresh one tries again
             hub = cls._hubs[key] = NamespaceWatch(conn_id, namespace)
             hub._task = asyncio.get_running_loop().create_task(hub._run(), name=f"kueue-watch-{namespace}")
             if os.environ.get(DEBUG_SIGNAL_ENV):
@@ -157,8 +167,9 @@ class NamespaceWatch(NamespaceCache):
         finally:
             NamespaceWatch._follower_count -= 1
             hub._unfollow(follower)
-            if not hub.followers and cls._hubs.get(key) is hub:
-                del cls._hubs[key]
+            if not hub.followers:
+                if cls._hubs.get(key) is hub:
+                    del cls._hubs[key]
                 await hub._stop()
 
     # --- the watch loop ---------------------------------------------------------------------------------
@@ -200,14 +211,13 @@ class NamespaceWatch(NamespaceCache):
                 if self._jobsets_failed(exc):
                     continue  # the Jobs and Workloads are listed again at once, without JobSets
                 self._mark_unsynced()
-                self.failures += 1
-                fatal = api_status(exc) in FATAL_STATUSES
-                if fatal and self.failures >= FATAL_AFTER:
-                    self.error = exc
-                    self.synced.set()
-                    self._wake()
+                kind, status = getattr(exc, "watch_kind", None), api_status(exc)
+                phase = getattr(exc, "watch_phase", "list")
+                count = self.kind_failures.failed(kind, phase)
+                if is_fatal(status, count):
+                    self._give_up(unavailable(kind, status, self.namespace, describe(exc), phase), exc)
                     return
-                delay = random.uniform(0, min(30.0, 0.5 * 2**self.failures))
+                delay = random.uniform(0, min(30.0, 0.5 * 2**count))
                 if api_status(exc) is not None:
                     delay = max(delay, retry_after(exc) or 0.0)
                 log.warning(
@@ -217,6 +227,16 @@ class NamespaceWatch(NamespaceCache):
                     delay,
                 )
                 await asyncio.sleep(delay)
+
+    def _give_up(self, error: WatchUnavailable, cause: BaseException) -> None:
+        """End every follower with ``error`` and leave the registry, so the next follower starts afresh."""
+        error.__cause__ = cause
+        self.error = error
+        log.error("watch of namespace %s gave up: %s", self.namespace, error)
+        if NamespaceWatch._hubs.get((self.conn_id, self.namespace)) is self:
+            del NamespaceWatch._hubs[(self.conn_id, self.namespace)]
+        self.synced.set()
+        self._wake()
 
     def _jobsets_failed(self, exc: BaseException) -> bool:
         """A JobSet LIST or WATCH refused for good (no CRD, no RBAC): stop watching JobSets and end only the
@@ -278,7 +298,7 @@ class NamespaceWatch(NamespaceCache):
                     len(changed),
                 )
             self.lists += 1
-            self.failures = 0
+            self.kind_failures.listed(kind)
             self._synced_kinds.add(kind)
             if self._synced_kinds >= self.kinds:
                 self.synced.set()  # wakes the followers waiting for a first (or a fresh) view
@@ -291,16 +311,19 @@ class NamespaceWatch(NamespaceCache):
                 round_seconds = int(RESYNC_SECONDS * random.uniform(0.9, 1.1))
                 events = watch_fn(self.namespace, version, round_seconds, WATCH_READ_TIMEOUT)
                 async for event_type, obj in events:
+                    self.kind_failures.watched(kind)
                     self.events[kind] += 1
                     version = obj.get("metadata", {}).get("resourceVersion", version)
                     if event_type != "BOOKMARK":
                         apply(event_type, obj)
+                self.kind_failures.watched(kind)  # a round the server ended: the watch works
             except asyncio.TimeoutError as exc:
                 raise WatchStalled(
                     f"no byte on the {kind} watch for {WATCH_READ_TIMEOUT:.0f}s (not even a bookmark)"
                 ) from exc
             except Exception as exc:
                 if api_status(exc) != 410:
+                    exc.watch_phase = "watch"  # type: ignore[attr-defined]  # counted apart from its LIST
                     raise
                 log.info("%s watch in %s expired (410 Gone); listing again", kind, self.namespace)
 
