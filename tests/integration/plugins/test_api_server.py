@@ -29,11 +29,12 @@ def start_api_server(
     kueue_env: KueueEnv,
     extra_env: dict[str, str] | None = None,
     base_path: str = "",
+    airflow: str = AIRFLOW,
 ) -> Iterator[str]:
     """A real ``airflow api-server`` on a free loopback port; yields its URL.
 
     With ``base_path`` (e.g. ``/airflow``) Airflow is served under that path (``[api] base_url``), as behind
-    a reverse proxy, and the URL ends with it."""
+    a reverse proxy, and the URL ends with it. ``airflow``: the executable (another venv's Airflow)."""
     port = _free_port()
     env = {**airflow_home.env, "AIRFLOW__KUEUE__UI_NAMESPACES": kueue_env.namespace, **(extra_env or {})}
     if base_path:
@@ -41,7 +42,7 @@ def start_api_server(
     log_path = airflow_home.home / f"api-server-{port}.log"
     log = open(log_path, "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [AIRFLOW, "api-server", "--host", "127.0.0.1", "--port", str(port)],
+        [airflow, "api-server", "--host", "127.0.0.1", "--port", str(port)],
         env=env,
         cwd=airflow_home.home,  # outside the source tree, as deployed (see tests/unit/plugins)
         stdout=log,
