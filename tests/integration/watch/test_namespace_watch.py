@@ -1,4 +1,5 @@
-"""The shared watch against the real apiserver: server-side watch timeouts and 410 Gone."""
+"""The shared watch against the real apiserver: server-side watch timeouts, 410 Gone, and when it gives up (an
+identity the worker's Role without workloads, or without anything): the reason, and a fresh hub afterwards."""
 
 from __future__ import annotations
 
@@ -10,15 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from kubernetes import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from airflow_kueue_provider.hooks.kueue_async_hook import AsyncKueueHook
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
 from airflow_kueue_provider.watch import namespace_watch
-from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
+from airflow_kueue_provider.watch.namespace_watch import ANY_JOB, NamespaceWatch, WatchUnavailable
 from devcluster.layout import PORTS
 
 from ..cluster import KueueEnv, wait_for
+from ..deploy.test_rbac import RBAC, Identity
 from ..tcp_proxy import FreezableProxy, kubeconfig_through
 from ..triggers.test_kueue_job_trigger import _first_event, _submit, _trigger
 
@@ -137,3 +141,93 @@ def test_a_watch_that_stalls_without_closing_is_relisted_and_the_trigger_succeed
     assert event["status"] == "success" and event["completed_indexes"] == "0-2"
     assert relists >= 1, "the hub listed again after the stall"
     assert elapsed < 2 * read_timeout + 10, f"the stall was noticed and recovered from in {elapsed:.1f}s"
+
+
+def _worker_without(
+    kueue_env: KueueEnv, resources: set[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> tuple[Identity, list[dict[str, Any]]]:
+    """The worker's identity (``deploy/rbac/worker-triggerer.yaml``) with ``resources`` cut from its Role;
+    returns it and the Role's full rules (to grant them later)."""
+    docs = list(yaml.safe_load_all((RBAC / "worker-triggerer.yaml").read_text()))
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    full = [dict(rule) for rule in role["rules"]]
+    role["rules"] = [r for r in role["rules"] if not set(r["resources"]) & resources]
+    manifest = tmp_path / "worker-cut.yaml"
+    manifest.write_text(yaml.safe_dump_all(docs))
+    return Identity(kueue_env.cluster, str(manifest), kueue_env.namespace, monkeypatch, tmp_path), full
+
+
+def _grant(identity: Identity, rules: list[dict[str, Any]]) -> None:
+    """The platform adds the missing rules; returns once the identity may list Workloads and Jobs."""
+    rbac = client.RbacAuthorizationV1Api(identity.cluster.api)
+    (role,) = rbac.list_namespaced_role(identity.namespace).items
+    rbac.patch_namespaced_role(role.metadata.name, identity.namespace, {"rules": rules})
+    custom, batch = client.CustomObjectsApi(identity.api), client.BatchV1Api(identity.api)
+
+    def allowed() -> bool:
+        try:
+            custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", identity.namespace, "workloads")
+            batch.list_namespaced_job(identity.namespace)
+        except client.ApiException:
+            return False
+        return True
+
+    wait_for("the rules in force", allowed, 30)
+
+
+def test_a_403_on_workloads_only_is_fatal_with_the_kind_and_the_rule(
+    kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A Role without ``workloads``: every Jobs LIST succeeds and every Workloads LIST answers 403. Before,
+    each Jobs LIST reset the one failure count and the followers waited for ever; now the Workloads' own count
+    reaches FATAL_AFTER and the followers end with the kind, the status and the rule to add."""
+    identity, _ = _worker_without(kueue_env, {"workloads"}, monkeypatch, tmp_path)
+    try:
+
+        async def scenario() -> WatchUnavailable:
+            async with NamespaceWatch.follow(identity.conn_id, kueue_env.namespace, ANY_JOB) as follower:
+                with pytest.raises(WatchUnavailable) as gave_up:
+                    await asyncio.wait_for(follower.next(), 60)
+                assert (identity.conn_id, kueue_env.namespace) not in NamespaceWatch._hubs
+                return gave_up.value
+
+        error = asyncio.run(scenario())
+    finally:
+        identity.delete()
+    assert error.kind == "workloads" and error.status == 403, error
+    assert f"the workloads LIST in namespace {kueue_env.namespace} failed 3 times in a row" in str(error)
+    assert 'apiGroups ["kueue.x-k8s.io"], resources ["workloads"], verbs ["get", "list", "watch"]' in str(
+        error
+    )
+
+
+def test_a_hub_that_gave_up_is_rebuilt_for_the_next_follower_while_a_ui_follower_is_still_joined(
+    kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The identity may list nothing at first (its Role without jobs and workloads): the hub gives up
+    while the queue page's follower (ANY_JOB) stays joined. The platform then adds the rules: a trigger that
+    follows a Job now gets a fresh hub and sees its Job, not the stale error (before, the hub that gave up
+    stayed in the registry as long as the page was open)."""
+    identity, rules = _worker_without(kueue_env, {"jobs", "workloads"}, monkeypatch, tmp_path)
+    job = _submit(kueue_env, run_duration="1s", hold=True)
+    name, key = job["metadata"]["name"], (identity.conn_id, kueue_env.namespace)
+    try:
+
+        async def scenario() -> None:
+            async with NamespaceWatch.follow(identity.conn_id, kueue_env.namespace, ANY_JOB) as queue_page:
+                with pytest.raises(WatchUnavailable, match=r"the (jobs|workloads) LIST"):
+                    await asyncio.wait_for(queue_page.next(), 60)
+                await asyncio.to_thread(_grant, identity, rules)
+                async with NamespaceWatch.follow(identity.conn_id, kueue_env.namespace, name) as trigger:
+                    snapshot = await asyncio.wait_for(trigger.next(), 60)
+                    assert (
+                        snapshot.job is not None and snapshot.job["metadata"]["uid"] == job["metadata"]["uid"]
+                    )
+                    assert NamespaceWatch._hubs[key].error is None
+                with pytest.raises(WatchUnavailable):
+                    queue_page.current()  # the page keeps its old hub's reason until it reloads
+            assert key not in NamespaceWatch._hubs
+
+        asyncio.run(scenario())
+    finally:
+        identity.delete()
