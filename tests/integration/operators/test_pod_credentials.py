@@ -25,9 +25,11 @@ from azure.storage.blob import (
 )
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
+from airflow_kueue_provider.kueue.checkpoint_access import secret_name_of
+from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.ledger import ledger_prefix
 from airflow_kueue_provider.kueue.names import CHECKPOINT_SAS_ENV, TASK_ID_LABEL
-from airflow_kueue_provider.operators.checkpointing import Checkpointing
+from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.worker.shard import Shard
 from devcluster.layout import AZURITE_KEY
@@ -51,9 +53,8 @@ def blob(devcluster_env: dict[str, str]) -> Iterator[SimpleNamespace]:
             service.delete_container(container.name)
 
 
-def _submit(env: KueueEnv, blob: SimpleNamespace, task_id: str) -> dict[str, Any]:
-    """Run the operator up to its deferral: the Job and its Secret exist, the pods are held Running."""
-    op = KueueIndexedJobOperator(
+def _operator(env: KueueEnv, blob: SimpleNamespace, task_id: str) -> KueueIndexedJobOperator:
+    return KueueIndexedJobOperator(
         task_id=task_id,
         namespace=env.namespace,
         queue_name=env.local_queue,
@@ -62,9 +63,16 @@ def _submit(env: KueueEnv, blob: SimpleNamespace, task_id: str) -> dict[str, Any
         annotations=HOLD,
         checkpointing=Checkpointing(CONN_ID, blob.base),
     )
-    ti = SimpleNamespace(dag_id="creds", task_id=task_id, run_id="run-1", try_number=1, map_index=-1)
+
+
+def _ti(task_id: str) -> SimpleNamespace:
+    return SimpleNamespace(dag_id="creds", task_id=task_id, run_id="run-1", try_number=1, map_index=-1)
+
+
+def _submit(env: KueueEnv, blob: SimpleNamespace, task_id: str) -> dict[str, Any]:
+    """Run the operator up to its deferral: the Job and its Secret exist, the pods are held Running."""
     with pytest.raises(TaskDeferred):
-        op.execute({"ti": ti})  # type: ignore[arg-type]
+        _operator(env, blob, task_id).execute({"ti": _ti(task_id)})  # type: ignore[arg-type]
     (job,) = [j for j in env.jobs() if j.metadata.labels.get(TASK_ID_LABEL) == task_id]
     return dict(env.cluster.api.sanitize_for_serialization(job))
 
@@ -142,7 +150,8 @@ def test_a_pods_sas_reaches_its_own_checkpoints_only_and_goes_with_its_job(
     )
 
     # 4. No account key anywhere a pod (or a reader of the Job) could see it.
-    secret_name = job_a["metadata"]["name"] + "-checkpoint"
+    secret_name = secret_name_of(job_a)
+    assert secret_name is not None and secret_name.startswith(job_a["metadata"]["name"] + "-checkpoint-")
     secret = kueue_env.cluster.core.read_namespaced_secret(secret_name, kueue_env.namespace)
     for text in (json.dumps(job_a), json.dumps(job_b), json.dumps(pod_a), json.dumps(pod_b)):
         assert AZURITE_KEY not in text and "AccountKey" not in text
@@ -206,3 +215,73 @@ def test_a_connection_that_cannot_sign_fails_before_anything_is_created(
     assert kueue_env.jobs() == []
     secrets = kueue_env.cluster.core.list_namespaced_secret(kueue_env.namespace).items
     assert not [s.metadata.name for s in secrets if s.metadata.name.endswith("-checkpoint")]
+
+
+def test_a_re_created_container_refuses_the_old_sas(kueue_env: KueueEnv, blob: SimpleNamespace) -> None:
+    """The SAS points at its attempt's stored access policy: a container deleted and made again under the
+    same name has none, so a SAS taken before (from an old Secret, a log, a pod) is worthless there."""
+    job = _submit(kueue_env, blob, "task-old-sas")
+    pod = _pod_env(kueue_env, job)
+    sas = pod[CHECKPOINT_SAS_ENV]
+    assert "si=" in sas and "se=" not in sas, "bound to a stored access policy, no rights of its own"
+    account_url, name = pod["AIRFLOW_KUEUE_CHECKPOINT_URL"].rsplit("/", 1)
+    with_old = ContainerClient(account_url, name, credential=sas)
+    with_old.upload_blob("creds/run-1/task-old-sas/shards/0/a.json", b"{}", overwrite=True)  # valid now
+
+    blob.service.delete_container(name)
+    wait_for("the container made again", lambda: _recreated(blob.service, name), timeout=90)
+    assert _refused(lambda: with_old.upload_blob("creds/run-1/x/shards/0/done.json", b"{}")) == 403
+    assert _refused(lambda: list(with_old.list_blobs())) == 403
+
+
+def _recreated(service: BlobServiceClient, name: str) -> bool:
+    try:
+        service.create_container(name)
+        return True
+    except HttpResponseError as exc:  # 409 ContainerBeingDeleted for a while
+        if exc.status_code == 409:
+            return False
+        raise
+
+
+class _WorkerDied(BaseException):
+    """The worker process ends here (a BaseException: no cleanup of the operator catches it)."""
+
+
+def test_reattach_after_a_crash_between_job_and_secret_creates_the_secret_and_records_the_attempt(
+    kueue_env: KueueEnv, blob: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def die(*args: Any, **kwargs: Any) -> bool:
+        raise _WorkerDied
+
+    monkeypatch.setattr(CheckpointSession, "hand_pods_their_sas", die)
+    with pytest.raises(_WorkerDied):
+        _operator(kueue_env, blob, "task-crash").execute({"ti": _ti("task-crash")})  # type: ignore[arg-type]
+    monkeypatch.undo()
+    (job,) = [j for j in kueue_env.jobs() if j.metadata.labels.get(TASK_ID_LABEL) == "task-crash"]
+    crashed = dict(kueue_env.cluster.api.sanitize_for_serialization(job))
+    secret_name = secret_name_of(crashed)
+    assert secret_name is not None and not _exists(kueue_env, secret_name), "its pods could never start"
+    ledger_name = f"{ledger_prefix('creds', 'run-1', 'task-crash')}/ledger.json"
+    assert _attempts(blob, ledger_name) == [], "the ledger never learnt it"
+
+    # The same try, on a restarted worker: it reattaches to the Job ...
+    with pytest.raises(TaskDeferred):
+        _operator(kueue_env, blob, "task-crash").execute({"ti": _ti("task-crash")})  # type: ignore[arg-type]
+    (again,) = [j for j in kueue_env.jobs() if j.metadata.labels.get(TASK_ID_LABEL) == "task-crash"]
+    assert again.metadata.uid == crashed["metadata"]["uid"], "reattached, not a second Job"
+    # ... its pods get their Secret (the name their env reads, owned by the Job) and a SAS that works ...
+    secret = kueue_env.cluster.core.read_namespaced_secret(secret_name, kueue_env.namespace)
+    assert [(o.kind, o.uid) for o in secret.metadata.owner_references] == [
+        ("Job", crashed["metadata"]["uid"])
+    ]
+    with Shard.from_env(_pod_env(kueue_env, crashed), handle_sigterm=False) as shard:
+        assert shard.save({"next": 1}) is not None
+    # ... and the ledger records the attempt.
+    assert _attempts(blob, ledger_name) == [(crashed["metadata"]["name"], IndexSet.range(0, 2), "running")]
+
+
+def _attempts(blob: SimpleNamespace, ledger_name: str) -> list[tuple[str, IndexSet, str]]:
+    client = blob.service.get_blob_client(blob.base, ledger_name)
+    data = json.loads(client.download_blob().readall()) if client.exists() else {}
+    return [(a["job_name"], IndexSet.parse(a["shards"]), a["status"]) for a in data.get("attempts", [])]
