@@ -14,9 +14,11 @@ tenant could use against another on a shared cluster:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .checkpoint_access import ACCESS_ID_HEX, SAS_SECRET_INFIX
 from .job_template import as_mapping
 
 # Pod Security Standards, baseline profile (Kubernetes 1.29+).
@@ -40,14 +42,16 @@ SAFE_SELINUX_TYPES = frozenset(
 APPARMOR_ANNOTATION_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
 SAFE_APPARMOR_ANNOTATION = ("runtime/default", "localhost/")
 SYSTEM_PRIORITY_PREFIX = "system-"
-# The Secrets the provider creates for a Job's pods (operators/checkpointing.py: ``<job>-checkpoint``).
-PROVIDER_SECRET_SUFFIX = "-checkpoint"
+# The Secrets the provider creates for a Job's pods (``checkpoint_access.sas_secret_name``:
+# ``<job>-checkpoint-<access id>``; ``<job>-checkpoint`` before the access id). Their names are not
+# derivable, but a tenant who can read Jobs reads them off another Job's pod template.
+_PROVIDER_SECRET = re.compile(rf"(?:{re.escape(SAS_SECRET_INFIX)}[0-9a-f]{{{ACCESS_ID_HEX}}}|-checkpoint)$")
 POD = "spec.template.spec"
 
 
 def is_provider_secret(name: object) -> bool:
     """A Secret the provider creates for one Job's pods: no other pod may name it."""
-    return isinstance(name, str) and name.endswith(PROVIDER_SECRET_SUFFIX)
+    return isinstance(name, str) and _PROVIDER_SECRET.search(name) is not None
 
 
 def security_profile_breaches(where: str, context: Mapping[str, Any]) -> list[str]:

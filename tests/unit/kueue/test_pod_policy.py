@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from airflow_kueue_provider.kueue.checkpoint_access import sas_secret_name
 from airflow_kueue_provider.kueue.pod_policy import (
     PodPolicy,
     PolicyConfigError,
@@ -13,7 +14,6 @@ from airflow_kueue_provider.kueue.pod_policy import (
     with_restricted_defaults,
 )
 from airflow_kueue_provider.kueue.policy_allowlists import NamespacedNames
-from airflow_kueue_provider.operators.checkpointing import CheckpointSession
 
 
 def job(
@@ -202,8 +202,8 @@ def test_a_malformed_allowlist_names_the_option_and_its_format() -> None:
 
 
 def test_the_provider_checkpoint_secret_is_recognised() -> None:
-    """The pod policy's idea of "a Secret the provider creates" follows operators/checkpointing.py."""
-    name = CheckpointSession.sas_secret_name("job-abc")
+    """The pod policy's idea of "a Secret the provider creates" follows kueue/checkpoint_access.py."""
+    name = sas_secret_name("job-abc", "0123456789abcdef")
     manifest = job(volumes=[{"name": "s", "secret": {"secretName": name}}])
     assert any(name in problem for problem in violations(manifest, STRICT))
 
