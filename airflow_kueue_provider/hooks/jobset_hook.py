@@ -9,10 +9,12 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.identity_seal import JOBSET_KIND, sealed_only
 from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
 from ..kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from ..kueue.names import DAG_ID_LABEL, RUN_ID_LABEL, TASK_ID_LABEL
 from . import kueue_api
+from .identity_key import identity_seal
 from .kueue_hook import DELETE_ATTEMPTS, KueueApiError, KueueHook
 from .retry import call_with_retry
 
@@ -53,9 +55,12 @@ class JobSetHook(KueueHook):
                 return None
             raise
 
-    def task_instance_jobsets(self, namespace: str, identity: AirflowIdentity) -> list[dict[str, Any]]:
+    def task_instance_jobsets(
+        self, namespace: str, identity: AirflowIdentity, *, unsealed_too: bool = False
+    ) -> list[dict[str, Any]]:
         """This provider's JobSets of one task instance (any try), oldest first; ones being deleted left out
-        (the labels pre-select, the full identity in the annotations decides)."""
+        (the labels pre-select, the full identity in the annotations decides), and so are JobSets without the
+        task's seal (docs/tenancy.md) unless ``unsealed_too`` (reattach sorts them itself)."""
         labels = identity.labels()
         selector = kueue_api.label_selector(
             {k: labels[k] for k in (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL)}
@@ -76,6 +81,7 @@ class JobSetHook(KueueHook):
             for js in listed.get("items") or []
             if belongs_to_task_instance(js, identity) and js["metadata"].get("deletionTimestamp") is None
         ]
+        jobsets = jobsets if unsealed_too else sealed_only(jobsets, identity_seal(), JOBSET_KIND)
         return sorted(jobsets, key=lambda js: js["metadata"].get("creationTimestamp") or "")
 
     def delete_jobset_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:

@@ -35,6 +35,7 @@ class KindClient(Protocol):
         self, namespace: str, name: str, metadata: dict[str, Any], uid: str | None = None
     ) -> None: ...
     def delete_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str: ...
+    def seal_manifest(self, manifest: dict[str, Any], annotations: dict[str, str]) -> None: ...
     def seal_uid(self, obj: dict[str, Any], seal: IdentitySeal) -> None: ...
 
 
@@ -57,7 +58,7 @@ class JobClient:
         return self.hook.create_job(body)
 
     def task_instance_objects(self, namespace: str, identity: AirflowIdentity) -> list[dict[str, Any]]:
-        return self.hook.task_instance_jobs(namespace, identity)
+        return self.hook.task_instance_jobs(namespace, identity, unsealed_too=True)  # reattach sorts them
 
     def patch_metadata(
         self, namespace: str, name: str, metadata: dict[str, Any], uid: str | None = None
@@ -68,6 +69,10 @@ class JobClient:
 
     def delete_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
         return self.hook.delete_job_unless_finished(namespace, name, uid=uid)
+
+    def seal_manifest(self, manifest: dict[str, Any], annotations: dict[str, str]) -> None:
+        """The name seal into the Job to create."""
+        manifest["metadata"].setdefault("annotations", {}).update(annotations)
 
     def seal_uid(self, obj: dict[str, Any], seal: IdentitySeal) -> None:
         """The uid seal onto ``obj`` as created (uid precondition: never onto a namesake)."""
@@ -92,7 +97,7 @@ class JobSetClient:
         return self.hook.create_jobset(body)
 
     def task_instance_objects(self, namespace: str, identity: AirflowIdentity) -> list[dict[str, Any]]:
-        return self.hook.task_instance_jobsets(namespace, identity)
+        return self.hook.task_instance_jobsets(namespace, identity, unsealed_too=True)
 
     def patch_metadata(
         self, namespace: str, name: str, metadata: dict[str, Any], uid: str | None = None
@@ -111,6 +116,14 @@ class JobSetClient:
 
     def delete_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
         return self.hook.delete_jobset_unless_finished(namespace, name, uid=uid)
+
+    def seal_manifest(self, manifest: dict[str, Any], annotations: dict[str, str]) -> None:
+        """The name seal into the JobSet and into each replicated job's template, so its Jobs carry their
+        JobSet's seal (what the UI shows of the task: ``IdentitySeal.is_sealed_child``)."""
+        manifest["metadata"].setdefault("annotations", {}).update(annotations)
+        for rj in manifest.get("spec", {}).get("replicatedJobs") or []:
+            template = rj.setdefault("template", {})
+            template.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
 
     def seal_uid(self, obj: dict[str, Any], seal: IdentitySeal) -> None:
         """No uid seal for a JobSet (``uid_sealed``)."""

@@ -11,6 +11,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.identity_seal import JOB_KIND, sealed_only
 from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
 from ..kueue.names import (
     DAG_ID_LABEL,
@@ -21,6 +22,7 @@ from ..kueue.names import (
     TASK_ID_LABEL,
 )
 from . import kueue_api
+from .identity_key import identity_seal
 from .retry import call_with_retry
 
 DELETE_ATTEMPTS = 5  # reads + conditioned deletes before "delete unless finished" gives up
@@ -196,11 +198,14 @@ class KueueHook:
         )
         return [self._json(j) for j in res.items]
 
-    def task_instance_jobs(self, namespace: str | None, identity: AirflowIdentity) -> list[dict[str, Any]]:
+    def task_instance_jobs(
+        self, namespace: str | None, identity: AirflowIdentity, *, unsealed_too: bool = False
+    ) -> list[dict[str, Any]]:
         """This provider's Jobs of one (dag, task, run, map index), oldest first; namespace None: all.
 
         The labels pre-select on the server; the full identity in the annotations decides (labels are hashed
-        and can collide between run ids). Jobs being deleted are left out."""
+        and can collide between run ids). Jobs being deleted are left out, and so are Jobs without the task's
+        seal (docs/tenancy.md) unless ``unsealed_too`` (reattach sorts them itself)."""
         labels = identity.labels()
         selector = {k: labels[k] for k in (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL)}
         jobs = [
@@ -208,6 +213,7 @@ class KueueHook:
             for j in self.find_jobs(namespace, selector)
             if belongs_to_task_instance(j, identity) and j["metadata"].get("deletionTimestamp") is None
         ]
+        jobs = jobs if unsealed_too else sealed_only(jobs, identity_seal(), JOB_KIND)
         return sorted(jobs, key=lambda j: j["metadata"].get("creationTimestamp") or "")
 
     def delete_job(

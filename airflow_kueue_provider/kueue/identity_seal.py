@@ -19,7 +19,11 @@ from typing import Any
 
 from .airflow_identity import AirflowIdentity, identity_of
 from .k8s_names import HASH_LENGTH
-from .names import SEAL_ANNOTATION, UID_SEAL_ANNOTATION
+from .names import JOBSET_NAME_LABEL, SEAL_ANNOTATION, UID_SEAL_ANNOTATION
+
+JOB_KIND = "Job"
+JOBSET_KIND = "JobSet"
+"""The kind part of a seal: what ``KindClient.noun`` says."""
 
 _NAME_CONTEXT = "name/v1"
 _SEAL_CONTEXT = "seal/v1"
@@ -97,7 +101,20 @@ class IdentitySeal:
         wanted = self.uid_seal(kind, str(meta.get("namespace")), str(meta.get("name")), str(meta["uid"]))
         return "valid" if hmac.compare_digest(given, wanted) else "invalid"
 
+    def is_sealed_child(self, obj: Mapping[str, Any]) -> bool:
+        """``obj`` is a Job of a sealed JobSet: it carries its JobSet's seal (the replicated jobs' templates
+        do), valid for the JobSet its label names. For what the UI shows; reattach reads the JobSet itself."""
+        meta = obj.get("metadata")
+        labels = meta.get("labels") if isinstance(meta, Mapping) else None
+        jobset = labels.get(JOBSET_NAME_LABEL) if isinstance(labels, Mapping) else None
+        if not isinstance(meta, Mapping) or not isinstance(jobset, str):
+            return False
+        return self.is_sealed(JOBSET_KIND, {"metadata": {**meta, "name": jobset}})
+
 
 def sealed_only(objs: list[dict[str, Any]], seal: IdentitySeal, kind: str) -> list[dict[str, Any]]:
-    """The objects that carry a valid name seal (what the UI shows of a task)."""
+    """The objects that carry a valid seal: what the UI and the figures count as the task's. A Job of a
+    JobSet task counts through its JobSet's seal."""
+    if kind == JOB_KIND:
+        return [o for o in objs if seal.is_sealed(kind, o) or seal.is_sealed_child(o)]
     return [o for o in objs if seal.is_sealed(kind, o)]

@@ -73,7 +73,7 @@ def create_or_adopt_object(
     the 409 and adopts it -- only with a valid seal, writing the uid seal if the worker died before it."""
     kind, meta = client.noun, manifest["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    meta.setdefault("annotations", {}).update(seal.annotations(kind, namespace, name, identity))
+    client.seal_manifest(manifest, seal.annotations(kind, namespace, name, identity))
     try:
         created = client.create(manifest)
     except ApiException as exc:

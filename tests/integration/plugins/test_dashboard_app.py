@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from airflow_kueue_provider.hooks.identity_key import identity_seal
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
@@ -126,7 +127,9 @@ def test_a_task_page_costs_a_few_requests_whatever_its_jobs_pod_count(
             run_duration="0s",
             labels={**identity.labels(), MANAGED_BY_LABEL: MANAGED_BY_VALUE},
         )
-        manifest["metadata"]["annotations"] = identity.annotations()
+        name = manifest["metadata"]["name"]
+        seal = identity_seal().annotations("Job", env.namespace, name, identity)  # docs/tenancy.md
+        manifest["metadata"]["annotations"] = {**identity.annotations(), **seal}
         env.create_job(manifest)
     for job in env.jobs():
         wait_for(

@@ -1,0 +1,213 @@
+"""Forged completion (issue 26, items 1 and 6b) on the local cluster: a second tenant with only Job rights in
+the namespace pre-creates Jobs that carry the victim's identity; the victim's task, run as the worker's
+ServiceAccount (deploy/rbac/worker-triggerer.yaml), is not fooled and runs its own Job. A task killed while
+it spills leaves no Job of its task instance behind."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.names import (
+    ESCALATIONS_ANNOTATION,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    QUEUE_NAME_LABEL,
+    SEAL_ANNOTATION,
+)
+from airflow_kueue_provider.operators.deadline_handling import DeadlineHandling
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
+from ..deploy.test_rbac import Identity, _token_kubeconfig
+from .conftest import CONN_ID
+
+RUN_ID = "scheduled__2026-12-03T02:00:00+00:00"
+ON_DEMAND = "on-demand"
+
+
+class Tenant:
+    """Another team in the same namespace: a ServiceAccount whose Role may create, read and list Jobs."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        name = f"tenant-b-{short_id()}"
+        cluster.core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+        rbac = client.RbacAuthorizationV1Api(cluster.api)
+        rule = {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list"]}
+        rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": [rule]})
+        rbac.create_namespaced_role_binding(
+            namespace,
+            {
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            },
+        )
+        token = cluster.core.create_namespaced_service_account_token(
+            name, namespace, {"spec": {"expirationSeconds": 3600}}
+        ).status.token
+        api = config.new_client_from_config_dict(_token_kubeconfig(cluster, token))
+        self.batch, self.namespace = client.BatchV1Api(api), namespace
+
+    def create_job(self, manifest: dict[str, Any]) -> Any:
+        return self.batch.create_namespaced_job(self.namespace, manifest)
+
+
+@pytest.fixture
+def worker(cluster: Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    made: list[Identity] = []
+
+    def make(namespace: str) -> Identity:
+        made.append(Identity(cluster, "worker-triggerer.yaml", namespace, monkeypatch, tmp_path))
+        return made[-1]
+
+    yield make
+    for item in made:
+        item.delete()
+
+
+def _ti(try_number: int, task_id: str = "shards") -> SimpleNamespace:
+    return SimpleNamespace(
+        dag_id="nightly", task_id=task_id, run_id=RUN_ID, try_number=try_number, map_index=-1
+    )
+
+
+def _operator(env: KueueEnv, conn_id: str, **more: Any) -> KueueIndexedJobOperator:
+    return KueueIndexedJobOperator(
+        task_id="shards",
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        image="example.invalid/shard:1",
+        completions=2,
+        resources={"requests": {"cpu": "1", "memory": "1Gi"}},
+        annotations={"kwok.airflow-kueue.io/run-duration": "1s"},
+        deferrable=False,
+        kubernetes_conn_id=conn_id,
+        **more,
+    )
+
+
+def _forged(name: str, env: KueueEnv, identity: AirflowIdentity, seal: str) -> dict[str, Any]:
+    """A no-op Job that completes at once, with the victim's labels and full-identity annotations."""
+    job = indexed_job(
+        name,
+        env.local_queue,
+        completions=1,
+        cpu="100m",
+        run_duration="0s",
+        labels={**identity.labels(), MANAGED_BY_LABEL: MANAGED_BY_VALUE},
+    )
+    job["metadata"]["annotations"] = {**identity.annotations(), SEAL_ANNOTATION: seal}
+    return job
+
+
+def _task_jobs(env: KueueEnv, task_id: str = "shards") -> list[Any]:
+    return [
+        j
+        for j in env.jobs()
+        if (j.metadata.annotations or {}).get("airflow-kueue.io/task-id") == task_id
+        and j.metadata.deletion_timestamp is None
+    ]
+
+
+def test_a_forged_complete_job_with_the_victims_identity_is_not_adopted(
+    kueue_env: KueueEnv, cluster: Cluster, worker: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tenant = Tenant(cluster, kueue_env.namespace)
+    victim = AirflowIdentity("nightly", "shards", RUN_ID, try_number=1)
+    # The name the base would give (sha256 of the identity: computable) and one with a made-up seal.
+    for name, seal in (("nightly-shards-forged", "0" * 64), ("nightly-shards-guessed", "")):
+        tenant.create_job(_forged(f"{name}-{short_id()}", kueue_env, victim, seal))
+    for job in _task_jobs(kueue_env):
+        wait_for(
+            f"{job.metadata.name} complete", lambda n=job.metadata.name: is_true(kueue_env.job(n), "Complete")
+        )
+    forged = {j.metadata.name for j in _task_jobs(kueue_env)}
+
+    result = _operator(kueue_env, worker(kueue_env.namespace).conn_id).execute({"ti": _ti(1)})  # type: ignore[arg-type]
+
+    assert result["job_name"] not in forged, "the task adopted a forged Job"
+    own = kueue_env.job(result["job_name"])
+    assert own is not None and is_true(own, "Complete")
+    assert own["metadata"]["annotations"][SEAL_ANNOTATION] not in ("0" * 64, "")
+    assert result["completed_indexes"] == "0,1"
+    said = capsys.readouterr().out
+    assert all(f"{n} ignored: carries this task's labels but not its seal" in said for n in forged), said
+    assert forged <= {j.metadata.name for j in _task_jobs(kueue_env)}, "a forged Job was deleted"
+
+
+def test_a_copy_of_an_earlier_try_s_job_made_after_its_deletion_is_not_adopted(
+    kueue_env: KueueEnv, cluster: Cluster, worker: Any
+) -> None:
+    tenant = Tenant(cluster, kueue_env.namespace)
+    conn_id = worker(kueue_env.namespace).conn_id
+    first = _operator(kueue_env, conn_id).execute({"ti": _ti(1)})  # type: ignore[arg-type]
+    original = kueue_env.job(first["job_name"])
+    assert original is not None
+    # The original goes (a sweeper, a TTL); the tenant re-creates it under its name, labels and annotations
+    # (seals included), as a no-op that completes at once.
+    kueue_env.cluster.batch.delete_namespaced_job(
+        first["job_name"], kueue_env.namespace, propagation_policy="Foreground"
+    )
+    wait_for("the original gone", lambda: kueue_env.job(first["job_name"]) is None, timeout=120)
+    copy_of = indexed_job(
+        first["job_name"], kueue_env.local_queue, completions=2, cpu="100m", run_duration="0s"
+    )
+    copy_of["metadata"]["labels"] = copy.deepcopy(original["metadata"]["labels"])
+    copy_of["metadata"]["annotations"] = copy.deepcopy(original["metadata"]["annotations"])
+    tenant.create_job(copy_of)
+    wait_for("the copy complete", lambda: is_true(kueue_env.job(first["job_name"]) or {}, "Complete"))
+
+    second = _operator(kueue_env, conn_id).execute({"ti": _ti(2)})  # type: ignore[arg-type]
+
+    assert second["job_name"] != first["job_name"], "try 2 adopted the copy of try 1's Job"
+    own = kueue_env.job(second["job_name"])
+    assert own is not None and is_true(own, "Complete")
+    assert kueue_env.job(first["job_name"]) is not None, "the copy (not the task's) was deleted"
+
+
+class Killed(Exception):
+    """What Airflow raises in the task after on_kill (a SIGTERM while it runs)."""
+
+
+def test_a_task_killed_while_it_spills_leaves_no_job(
+    kueue_env_factory: Any, monkeypatch: pytest.MonkeyPatch, blob: SimpleNamespace
+) -> None:
+    spot = kueue_env_factory(cpu="2", memory="16Gi")
+    kueue_env_factory(namespace=spot.namespace, local_queue=ON_DEMAND, spot=False, cpu="4", memory="16Gi")
+    blocker = spot.create_job(indexed_job("blocker", spot.local_queue, completions=1, cpu="2", hold=True))
+    wait_for("the blocker admitted", lambda: is_true(spot.workload(blocker), "Admitted"))
+    deadline = datetime.now(timezone.utc) + timedelta(seconds=45)
+    op = _operator(
+        spot,
+        "kubernetes_default",
+        checkpointing={"conn_id": CONN_ID, "container": blob.container},
+        deadline=deadline.isoformat(timespec="seconds"),
+        deadline_margin=35,
+        on_deadline_risk={"spill_to": ON_DEMAND},
+    )
+    annotate = DeadlineHandling._annotate
+    before_kill: list[str | None] = []
+
+    def killed_mid_escalation(self: DeadlineHandling, kind_client: Any, obj: Any, annotations: Any) -> None:
+        """The kill comes after the spill Job was created, before the escalation returned."""
+        if ESCALATIONS_ANNOTATION in annotations:
+            before_kill.extend((j.metadata.labels or {}).get(QUEUE_NAME_LABEL) for j in _task_jobs(spot))
+            op.on_kill()
+            raise Killed
+        annotate(self, kind_client, obj, annotations)
+
+    monkeypatch.setattr(DeadlineHandling, "_annotate", killed_mid_escalation)
+    with pytest.raises(Killed):
+        op.execute({"ti": _ti(1)})  # type: ignore[arg-type]
+
+    assert before_kill == [ON_DEMAND], "the kill was to come right after the spill Job was created"
+    assert [j.metadata.name for j in _task_jobs(spot)] == [], "a Job of the killed task still holds quota"
