@@ -20,6 +20,7 @@ from airflow_kueue_provider.hooks.queue_setup_hook import FIELD_MANAGER
 from airflow_kueue_provider.operators.queue_setup import KueueQueueSetupOperator, QueueConflict, QueueDrift
 
 from ..cluster import Cluster, is_true, short_id, wait_for
+from ..deploy.test_rbac import Identity
 
 DECLARATIONS = """
 # the seed's v1beta1 objects: converted to v1beta2 when applied
@@ -212,14 +213,19 @@ spec:
 
 
 @pytest.fixture
-def held(cluster: Cluster, tmp_path: Path) -> Iterator[SimpleNamespace]:
-    """A ResourceFlavor and a ClusterQueue declared in one file; the test writes the file."""
+def held(cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
+    """A ResourceFlavor and a ClusterQueue declared in one file (the test writes it), applied as the
+    queue-admin identity of ``deploy/rbac/queue-admin.yaml`` (get, create, patch: enough to adopt fields)."""
     sid = short_id()
-    names = SimpleNamespace(flavor=f"rf-hold-{sid}", cq=f"cq-hold-{sid}", file=tmp_path / "queues.yaml")
+    admin = Identity(cluster, "queue-admin.yaml", "default", monkeypatch, tmp_path)
+    names = SimpleNamespace(
+        flavor=f"rf-hold-{sid}", cq=f"cq-hold-{sid}", file=tmp_path / "queues.yaml", conn_id=admin.conn_id
+    )
     cluster.kueue_create("resourceflavors", {"kind": "ResourceFlavor", "metadata": {"name": names.flavor}})
     yield names
     cluster.kueue_delete("clusterqueues", names.cq)
     cluster.kueue_delete("resourceflavors", names.flavor)
+    admin.delete()
 
 
 def _declare(names: SimpleNamespace, stop: str = "") -> None:
@@ -237,13 +243,19 @@ def test_removing_stop_policy_from_a_declaration_reopens_the_queue(
     names the removed field; the apply removes it (Kueue's default, None, comes back) and the queue is active
     again."""
     _declare(held, stop="  stopPolicy: Hold\n")
-    apply = KueueQueueSetupOperator(task_id="queues", declarations=str(held.file))
+    apply = KueueQueueSetupOperator(
+        task_id="queues", declarations=str(held.file), kubernetes_conn_id=held.conn_id
+    )
     assert apply.execute({})["counts"] == {"created": 1}  # type: ignore[arg-type]
     wait_for("the held ClusterQueue inactive", lambda: not _active(cluster, held.cq), 30)
 
     _declare(held)  # stopPolicy removed from the declaration
     check = KueueQueueSetupOperator(
-        task_id="check", declarations=str(held.file), check_only=True, fail_on_drift=True
+        task_id="check",
+        declarations=str(held.file),
+        check_only=True,
+        fail_on_drift=True,
+        kubernetes_conn_id=held.conn_id,
     )
     with pytest.raises(QueueDrift, match=r"spec\.stopPolicy: removed from the declaration, live 'Hold'"):
         check.execute({})  # type: ignore[arg-type]
@@ -271,11 +283,16 @@ def test_a_stop_policy_written_by_client_side_calls_is_removed_by_the_first_appl
         "kueue.x-k8s.io", "v1beta2", "clusterqueues", held.cq, {"spec": {"stopPolicy": "Hold"}}
     )
     wait_for("the held ClusterQueue inactive", lambda: not _active(cluster, held.cq), 30)
-    check = KueueQueueSetupOperator(task_id="check", declarations=str(held.file), check_only=True)
+    check = KueueQueueSetupOperator(
+        task_id="check", declarations=str(held.file), check_only=True, kubernetes_conn_id=held.conn_id
+    )
     (checked,) = check.execute({})["objects"]  # type: ignore[arg-type]
     assert checked["action"] == "drifted" and "not yet owned by server-side apply" in checked["drift"][-1]
 
-    applied = KueueQueueSetupOperator(task_id="queues", declarations=str(held.file)).execute({})  # type: ignore[arg-type]
+    apply = KueueQueueSetupOperator(
+        task_id="queues", declarations=str(held.file), kubernetes_conn_id=held.conn_id
+    )
+    applied = apply.execute({})  # type: ignore[arg-type]
     assert applied["counts"] == {"updated": 1}, applied
     live = cluster.kueue_get("clusterqueues", held.cq)
     assert live["spec"].get("stopPolicy", "None") == "None"
