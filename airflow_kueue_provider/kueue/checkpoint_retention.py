@@ -4,17 +4,20 @@ Blobs live under a task instance's prefix ``<dag>/<run>/<task>[/<map index>]``, 
 segment (``ledger.path_segment``): its ``ledger.json`` and its ``shards/<n>/...`` checkpoints. Only names of
 exactly that layout are the provider's; anything else in the container (``results/genome/shards/x.bam``) is
 not. A prefix is stale when even its newest blob is older than the retention period, so a run still writing
-(a live retry's checkpoints, a ledger the trigger just wrote) is never swept.
+(a live retry's checkpoints, a ledger the trigger just wrote) is never swept. Blob times alone cannot tell a
+Job that waits in its queue (it writes nothing) from an abandoned one, so a prefix whose ledger has a running
+attempt, or that a live Job of the provider belongs to, is protected: kept whatever its age.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 LEDGER = "ledger.json"
+MIN_OLDER_THAN = timedelta(days=1)  # the sweep's floor: nothing younger than a day is ever a candidate
 SHARDS = "shards"
 _SEGMENT = re.compile(r"(?:[A-Za-z0-9_-]|%[0-9A-F]{2})+(?:~[0-9a-f]{16})?")
 
@@ -34,6 +37,18 @@ class SweepPlan:
     delete: tuple[BlobInfo, ...]
     stale_prefixes: tuple[str, ...]
     kept_prefixes: tuple[str, ...]
+    protected: tuple[tuple[str, str], ...] = ()
+    """(prefix, why) of each old prefix kept because a Job of it may still run."""
+
+
+def check_older_than(older_than: timedelta) -> timedelta:
+    """``older_than`` if it is at least ``MIN_OLDER_THAN``; else a ValueError saying the floor."""
+    if not isinstance(older_than, timedelta) or older_than < MIN_OLDER_THAN:
+        raise ValueError(
+            f"older_than={older_than!r} is below the sweep's floor of {MIN_OLDER_THAN}: a younger prefix may "
+            f"belong to a run that is still queued or retrying; use older_than=timedelta(days=1) or more"
+        )
+    return older_than
 
 
 def task_prefix(name: str) -> str | None:
@@ -47,17 +62,25 @@ def task_prefix(name: str) -> str | None:
     return "/".join(parts[:rest_at]) if ours else None
 
 
-def plan_sweep(blobs: Iterable[BlobInfo], now: datetime, older_than: timedelta) -> SweepPlan:
-    """Delete every blob of a prefix whose newest blob is older than ``older_than``; keep the others whole."""
+def plan_sweep(
+    blobs: Iterable[BlobInfo],
+    now: datetime,
+    older_than: timedelta,
+    protected: Mapping[str, str] | None = None,
+) -> SweepPlan:
+    """Delete every blob of a prefix whose newest blob is older than ``older_than``; keep the others whole,
+    and every ``protected`` prefix (prefix -> why: a running attempt, a live Job)."""
+    guard = dict(protected or {})
     by_prefix: dict[str, list[BlobInfo]] = {}
     for blob in blobs:
         prefix = task_prefix(blob.name)
         if prefix is not None:
             by_prefix.setdefault(prefix, []).append(blob)
-    stale = sorted(p for p, items in by_prefix.items() if now - max(b.modified for b in items) > older_than)
-    kept = sorted(set(by_prefix) - set(stale))
+    old = {p for p, items in by_prefix.items() if now - max(b.modified for b in items) > older_than}
+    stale = sorted(old - set(guard))
+    kept = sorted((set(by_prefix) - set(stale)) | set(guard))
     delete = tuple(b for p in stale for b in sorted(by_prefix[p], key=lambda b: (b.container or "", b.name)))
-    return SweepPlan(delete, tuple(stale), tuple(kept))
+    return SweepPlan(delete, tuple(stale), tuple(kept), tuple(sorted(guard.items())))
 
 
 def shard_blobs_of(container: str, prefix: str, blobs: Iterable[BlobInfo]) -> list[BlobInfo]:

@@ -8,8 +8,22 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from ..airflow_compat import AirflowFailException
 from ..hooks.blob_containers import BlobAccountHook
-from ..kueue.checkpoint_retention import BlobInfo, empty_containers_to_delete, plan_sweep, shard_blobs_of
+from ..hooks.kueue_hook import KueueHook
+from ..hooks.ledger_store import LedgerStore
+from ..kueue.airflow_identity import identity_of
+from ..kueue.checkpoint_access import is_finished
+from ..kueue.checkpoint_retention import (
+    BlobInfo,
+    check_older_than,
+    empty_containers_to_delete,
+    plan_sweep,
+    shard_blobs_of,
+)
+from ..kueue.ledger import ledger_prefix
+from ..kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from ..storage.blob_errors import BlobStoreError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -23,8 +37,15 @@ class KueueCheckpointSweepOperator(BaseOperator):
     if its ETag is still the one listed: a blob written since (a live retry's checkpoint) is kept. A shard
     container goes once it is empty. The result lists what went and what was kept.
 
+    Blob times cannot tell a queued Job (it writes nothing) from an abandoned one, so a prefix is never swept
+    while its ledger has a running attempt or an unfinished Job of the provider belongs to it (Jobs listed in
+    ``namespace``, every namespace when None: the sweeper's identity needs ``list`` on Jobs there, see
+    ``deploy/rbac/job-sweeper.yaml``). A shard container goes only if empty and unmodified since the listing
+    (a new attempt's access policy modifies it).
+
     Successful runs delete their shards' checkpoints themselves (unless kept); this sweep is the backstop for
-    failed, abandoned or kept runs, e.g. in a daily maintenance DAG. ``dry_run`` only lists what would go.
+    failed, abandoned or kept runs, e.g. in a daily maintenance DAG. ``dry_run`` (the default) only lists what
+    would go: set ``dry_run=False`` to delete. ``older_than`` is at least one day.
     """
 
     template_fields: Sequence[str] = ("container",)
@@ -35,17 +56,56 @@ class KueueCheckpointSweepOperator(BaseOperator):
         checkpoint_conn_id: str = "kueue_blob_default",
         container: str = "airflow-kueue",
         older_than: timedelta = timedelta(days=7),
-        dry_run: bool = False,
+        dry_run: bool = True,
+        kubernetes_conn_id: str = "kubernetes_default",
+        namespace: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        try:
+            self.older_than = check_older_than(older_than)
+        except ValueError as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
         self.checkpoint_conn_id = checkpoint_conn_id
         self.container = container
-        self.older_than = older_than
         self.list_only = dry_run  # BaseOperator.dry_run is a method
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.namespace = namespace
+
+    @staticmethod
+    def _now() -> datetime:
+        return datetime.now(timezone.utc)
+
+    def _live_job_prefixes(self) -> dict[str, str]:
+        """prefix -> why, for every unfinished Job of the provider (its identity annotations say whose)."""
+        jobs = KueueHook(self.kubernetes_conn_id).find_jobs(
+            self.namespace, {MANAGED_BY_LABEL: MANAGED_BY_VALUE}
+        )
+        live: dict[str, str] = {}
+        for job in jobs:
+            identity = identity_of(job)
+            if identity is not None and not is_finished(job):
+                prefix = ledger_prefix(identity.dag_id, identity.run_id, identity.task_id, identity.map_index)
+                live[prefix] = f"Job {job['metadata'].get('namespace')}/{job['metadata']['name']} is live"
+        return live
+
+    def _running_attempts(self, hook: BlobAccountHook, prefixes: Sequence[str]) -> dict[str, str]:
+        """prefix -> why, for each of ``prefixes`` whose ledger has an attempt still running."""
+        running: dict[str, str] = {}
+        for prefix in prefixes:
+            try:
+                ledger = LedgerStore(hook, prefix).read()
+            except (BlobStoreError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                self.log.warning("ledger of %s unreadable (%s): it protects nothing", prefix, exc)
+                continue
+            jobs = [a.job_name for a in (ledger.attempts if ledger else ()) if a.status == "running"]
+            if jobs:
+                running[prefix] = f"the ledger has a running attempt ({', '.join(jobs)})"
+        return running
 
     def execute(self, context: Context) -> dict[str, Any]:
-        now = datetime.now(timezone.utc)
+        now = self._now()
+        live = self._live_job_prefixes()
         with BlobAccountHook(self.checkpoint_conn_id, self.container, create_container=False) as hook:
             hook.check()
             # 1. One listing decides: the base container's ledgers and each shard container's checkpoints,
@@ -55,7 +115,9 @@ class KueueCheckpointSweepOperator(BaseOperator):
             for name, (prefix, _) in containers.items():
                 with hook.container_hook(name) as shards:
                     blobs += shard_blobs_of(name, prefix, shards.list_blobs(""))
-            plan = plan_sweep(blobs, now, self.older_than)
+            candidates = plan_sweep(blobs, now, self.older_than).stale_prefixes
+            protected = {**self._running_attempts(hook, candidates), **live}
+            plan = plan_sweep(blobs, now, self.older_than, protected)
             empty = empty_containers_to_delete(containers, plan, blobs, now, self.older_than)
             # 2. Delete exactly those names, each only if unchanged since the listing (its ETag); then the
             #    shard containers left empty.
@@ -64,7 +126,7 @@ class KueueCheckpointSweepOperator(BaseOperator):
             gone: list[str] = []
             if not self.list_only:
                 deleted, changed = self._delete(hook, plan.delete)
-                gone = [name for name in empty if hook.delete_container_if_empty(name)]
+                gone = [name for name in empty if hook.delete_container_if_empty(name, containers[name][1])]
         verb = "would delete" if self.list_only else "deleted"
         names = [_label(b) for b in plan.delete] if self.list_only else deleted
         self.log.info(
@@ -85,6 +147,8 @@ class KueueCheckpointSweepOperator(BaseOperator):
             ", ".join(changed) or "none",
         )
         self.log.info("%s %d empty shard containers: %s", verb, len(empty), ", ".join(empty) or "none")
+        old = [f"{p} ({why})" for p, why in plan.protected if p in candidates]
+        self.log.info("kept %d old prefixes whose Job may still run: %s", len(old), ", ".join(old) or "none")
         return {
             "prefixes": list(plan.stale_prefixes),
             "deleted_containers": empty if self.list_only else gone,
@@ -92,6 +156,7 @@ class KueueCheckpointSweepOperator(BaseOperator):
             "deleted_blobs": len(names),
             "kept_prefixes": list(plan.kept_prefixes),
             "kept_changed": changed,
+            "kept_protected": {p: why for p, why in plan.protected if p in candidates},
             "dry_run": self.list_only,
         }
 

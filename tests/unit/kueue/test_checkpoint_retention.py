@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from airflow_kueue_provider.kueue.checkpoint_retention import (
+    MIN_OLDER_THAN,
     BlobInfo,
+    check_older_than,
+    empty_containers_to_delete,
     plan_sweep,
     stale_prefixes,
     task_prefix,
@@ -77,3 +82,32 @@ def test_empty_shard_containers_go_with_their_stale_prefix_or_when_old_and_uncla
         "c-abandoned",
         "c-stale",
     ]
+
+
+def test_an_old_prefix_whose_job_may_still_run_is_kept_whole() -> None:
+    """A Job that waits in its queue writes nothing: its old blobs alone do not make it stale."""
+    old = NOW - timedelta(days=30)
+    blobs = [
+        BlobInfo("d/queued/t/ledger.json", old),
+        BlobInfo("d/queued/t/shards/0/checkpoint-00000001.json", old, container="c-1"),
+        BlobInfo("d/gone/t/ledger.json", old),
+    ]
+    why = {"d/queued/t": "the ledger has a running attempt (j-1)", "d/jobset/t": "Job ns/js-1 is live"}
+    plan = plan_sweep(blobs, NOW, timedelta(days=7), why)
+    assert plan.stale_prefixes == ("d/gone/t",)
+    assert [b.name for b in plan.delete] == ["d/gone/t/ledger.json"]
+    assert set(plan.kept_prefixes) == {"d/queued/t", "d/jobset/t"}
+    assert dict(plan.protected) == why
+    containers = {"c-1": ("d/queued/t", old), "c-2": ("d/jobset/t", old), "c-3": ("d/other/t", old)}
+    assert empty_containers_to_delete(containers, plan, blobs, NOW, timedelta(days=7)) == ["c-3"], (
+        "a live Job's container (no blob yet) stays"
+    )
+
+
+def test_older_than_has_a_floor_with_a_clear_error() -> None:
+    assert check_older_than(MIN_OLDER_THAN) == MIN_OLDER_THAN
+    for bad in (timedelta(0), timedelta(hours=23)):
+        with pytest.raises(
+            ValueError, match=r"older_than=.* below the sweep's floor of 1 day.*timedelta\(days=1\)"
+        ):
+            check_older_than(bad)
