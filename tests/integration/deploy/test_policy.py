@@ -2,9 +2,9 @@
 longer do around the operator, while Kueue, the Job and JobSet controllers and the provider still work.
 
 Each test applies the three ValidatingAdmissionPolicies of ``deploy/policy`` (renamed per test) with their
-bindings narrowed to its own namespace (the shipped label selector plus the namespace's name), reads the
-parameters from a ConfigMap in that namespace with the bed's controller identity (every controller of the
-bed talks as ``devcluster-admin``), and removes the policies at teardown. The tenant is a ServiceAccount of
+bindings narrowed to its own namespace (the shipped label selector plus the namespace's name), with the bed's
+controller identity in the policies' site variables (every controller of the bed talks as
+``devcluster-admin``), and removes the policies at teardown. The tenant is a ServiceAccount of
 that namespace with an ordinary Role (create Jobs, JobSets, pods and Secrets, patch Jobs and JobSets, no
 Secret reads), talking through a kubeconfig that carries only its token.
 """
@@ -33,7 +33,10 @@ from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_fo
 
 POLICY = Path(__file__).resolve().parents[3] / "deploy" / "policy"
 POLICIES = ("only-kueue-unsuspends.yaml", "checkpoint-secret-binding.yaml", "tenant-pod-guard.yaml")
-BED_CONTROLLER = "devcluster-admin"
+BED_SITE = {
+    name: "['devcluster-admin']"
+    for name in ("kueueUsers", "jobControllerUsers", "jobsetControllerUsers", "checkpointSecretWriters")
+}
 """The bed's Kueue, job controller, JobSet controller and test code share the admin client certificate."""
 GUARD_LABEL = "airflow-kueue.io/tenant-guard"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -101,25 +104,22 @@ class Tenant:
 
 
 class Guard:
-    """The three policies of deploy/policy in force for one namespace (and nowhere else)."""
+    """The three policies of deploy/policy in force for one namespace (and nowhere else), with the bed's
+    identities in their site variables."""
 
     def __init__(self, cluster: Cluster, namespace: str) -> None:
         self.admission = client.AdmissionregistrationV1Api(cluster.api)
         suffix = short_id()
-        params = yaml.safe_load((POLICY / "params.yaml").read_text())
-        params["metadata"]["namespace"] = namespace
-        for key in ("kueueUsers", "jobControllerUsers", "jobsetControllerUsers", "checkpointSecretWriters"):
-            params["data"][key] = BED_CONTROLLER
-        cluster.core.create_namespaced_config_map(namespace, params)
         cluster.core.patch_namespace(namespace, {"metadata": {"labels": {GUARD_LABEL: "enforced"}}})
         self.made: list[tuple[str, str]] = []
         for file in POLICIES:
             policy, binding = yaml.safe_load_all((POLICY / file).read_text())
             policy["metadata"]["name"] += f"-{suffix}"
+            for variable in policy["spec"]["variables"]:
+                variable["expression"] = BED_SITE.get(variable["name"], variable["expression"])
             binding["metadata"]["name"] += f"-{suffix}"
             spec = binding["spec"]
             spec["policyName"] = policy["metadata"]["name"]
-            spec["paramRef"]["namespace"] = namespace
             labels = spec["matchResources"]["namespaceSelector"]["matchLabels"]
             assert labels == {GUARD_LABEL: "enforced"}, labels
             labels["kubernetes.io/metadata.name"] = namespace  # this test's namespace only
