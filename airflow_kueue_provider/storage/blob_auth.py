@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from .blob_errors import BlobConfigError, register_secret
 
@@ -172,6 +173,25 @@ def credential_for(auth: BlobAuth, *, aio: bool) -> Any:
     from azure.identity import DefaultAzureCredential
 
     return DefaultAzureCredential(**ids)
+
+
+def check_sas_not_expired(token: str, now: datetime) -> None:
+    """Fail early (BlobConfigError) with a SAS whose own expiry (``se=``) has passed, saying what sets it: a
+    Job that queued longer than its pods' credential gets pods that could never checkpoint. A SAS bound to
+    a stored access policy (``si=``) carries no expiry: the operator refreshes that one on reattach."""
+    expiry = (parse_qs(token.lstrip("?")).get("se") or [""])[0]
+    if not expiry:
+        return
+    try:
+        ends = datetime.fromisoformat(expiry.replace("Z", "+00:00"))
+    except ValueError:
+        return
+    if ends <= now:
+        raise BlobConfigError(
+            f"the pod's checkpoint SAS expired at {expiry}: the Job waited or ran longer than its "
+            "credential, Checkpointing(credential_ttl=...) of the operator (default 48 h, at most 7 days). "
+            "Raise credential_ttl, or retry the task: a new try signs a new SAS"
+        )
 
 
 def container_url_of(auth: BlobAuth, container: str) -> str:

@@ -53,7 +53,8 @@ def _translate(exc: BaseException, what: str, where: str) -> BlobStoreError | No
     if isinstance(exc, ClientAuthenticationError) or status in (401, 403):
         return BlobConfigError(
             f"{what}: authentication/authorization to {where} failed ({code}): check the account key, the "
-            f"SAS token (expiry, permissions) or the identity's role (Storage Blob Data Contributor): "
+            f"SAS token (expiry, permissions) or the identity's role (Storage Blob Data Contributor); a "
+            f"pod's SAS lasts Checkpointing(credential_ttl=...) and is revoked when its attempt ends: "
             f"{redact(exc)}"
         )
     if status == 404 and code == "ContainerNotFound":

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from ..kueue.checkpoint_retention import BlobInfo
+from ..storage.blob_auth import check_sas_not_expired
 from ..storage.blob_store import (
     BlobPreconditionFailed,
     BlobStore,
@@ -280,6 +281,7 @@ class CheckpointStore:
 def store_for(env: ShardEnv, retry: RetryPolicy) -> BlobStore:
     """The SAS the operator gives the pod; else (local runs) a connection string; else the pod's identity."""
     if env.sas_token:
+        check_sas_not_expired(env.sas_token, datetime.now(timezone.utc))  # fail early, saying why
         return BlobStore.from_sas(env.account_url, env.container, env.sas_token, retry=retry)
     if env.connection_string:
         return BlobStore.from_connection_string(env.connection_string, env.container, retry=retry)

@@ -133,3 +133,16 @@ def test_a_deadline_caps_request_timeouts_and_stops_retries() -> None:
 def test_backoff_is_capped() -> None:
     policy = RetryPolicy(base_delay=0.5, max_delay=2.0)
     assert all(policy.delay(n) <= 2.0 for n in range(1, 30)) and policy.delay(1) <= 0.5
+
+
+def test_a_pod_with_an_expired_sas_fails_early_naming_credential_ttl() -> None:
+    from datetime import datetime, timezone
+
+    from airflow_kueue_provider.storage.blob_auth import check_sas_not_expired
+    from airflow_kueue_provider.storage.blob_errors import BlobConfigError
+
+    now = datetime(2026, 12, 2, 12, tzinfo=timezone.utc)
+    with pytest.raises(BlobConfigError, match=r"expired at 2026-12-02T11:00:00Z.*credential_ttl"):
+        check_sas_not_expired("sv=2024&se=2026-12-02T11%3A00%3A00Z&sr=c&sig=x", now)
+    check_sas_not_expired("sv=2024&se=2026-12-02T13%3A00%3A00Z&sr=c&sig=x", now)  # still valid
+    check_sas_not_expired("sv=2024&si=policy&sr=c&sig=x", now)  # policy-bound: the operator refreshes it
