@@ -31,6 +31,8 @@ from .test_api_server import start_api_server
 FAB = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
 FLOOR_AIRFLOW = "3.1.0"
 FLOOR_VENV = Path.home() / ".cache" / "airflow-kueue-provider" / f"venv-airflow-{FLOOR_AIRFLOW}"
+FLOOR_PINS = ("structlog<25.5",)
+"""Pins for 3.1.0, which lacks upper bounds where the newest breaks it (structlog 25.5 dropped ``Styles``)."""
 REPO = Path(__file__).resolve().parents[3]
 PASSWORD = "alice-reads-a"
 
@@ -61,7 +63,7 @@ def _floor_venv() -> Path:
         if not ready.exists():
             subprocess.run([sys.executable, "-m", "venv", str(FLOOR_VENV)], check=True)
             pip = [str(FLOOR_VENV / "bin" / "pip"), "install", "-q"]
-            packages = [f"apache-airflow=={FLOOR_AIRFLOW}", "apache-airflow-providers-fab"]
+            packages = [f"apache-airflow=={FLOOR_AIRFLOW}", "apache-airflow-providers-fab", *FLOOR_PINS]
             subprocess.run([*pip, *packages, "-e", str(REPO)], check=True, timeout=1800)
             ready.touch()
     return FLOOR_VENV
@@ -132,6 +134,8 @@ def fab_server(
             proxy, Path(devcluster_env["KUBECONFIG"]), PORTS.apiserver, tmp_path / "ui-kubeconfig"
         )
         env = {
+            # 3.1.0 signs tokens with iss=None without it, which PyJWT >= 2.10 refuses (3.1.8 fixed it).
+            "AIRFLOW__API_AUTH__JWT_ISSUER": "airflow-kueue-tests",
             "AIRFLOW__KUEUE__KUBERNETES_CONN_ID": "kueue_ui_via_proxy",
             "AIRFLOW_CONN_KUEUE_UI_VIA_PROXY": json.dumps(
                 {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
