@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from ..kueue.queue_ownership import PREVIOUS_MANAGERS
 from ..kueue.queue_setup import InvalidQueueDeclaration, QueueObject, in_apply_order, read_declarations
 from .queue_setup_hook import ApplyOutcome, KueueQueueSetupHook
 
@@ -41,8 +42,11 @@ def apply_declarations(
     *,
     check_only: bool = False,
     force: bool = False,
+    adopt_managers: Sequence[str] = PREVIOUS_MANAGERS,
 ) -> list[ApplyOutcome]:
-    return [hook.apply(obj, check_only=check_only, force=force) for obj in objects]
+    return [
+        hook.apply(obj, check_only=check_only, force=force, adopt_managers=adopt_managers) for obj in objects
+    ]
 
 
 def report(outcomes: Sequence[ApplyOutcome]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from airflow.sdk import BaseOperator
 from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.queue_declarations import apply_declarations, conflict_summary, load_declarations, report
 from ..hooks.queue_setup_hook import KueueQueueSetupHook
+from ..kueue.queue_ownership import PREVIOUS_MANAGERS
 from ..kueue.queue_setup import InvalidQueueDeclaration
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ class KueueQueueSetupOperator(BaseOperator):
     :param fail_on_drift: with ``check_only``, fail the task when anything is missing or drifted (for an
         alerting DAG).
     :param force: take declared fields other field managers own (each is logged with its manager).
+    :param adopt_managers: the field managers of client-side writes the first apply takes over (default
+        ``kubectl-client-side-apply`` and ``OpenAPI-Generator``, the Python client's); ``()`` when other
+        scripts write these objects with the Python client and their fields must be reported as conflicts.
     :param kubernetes_conn_id: a connection whose identity may manage Kueue's cluster-scoped objects
         (``deploy/rbac/queue-admin.yaml``), not the workers' namespaced one.
     """
@@ -57,6 +61,7 @@ class KueueQueueSetupOperator(BaseOperator):
         check_only: bool = False,
         fail_on_drift: bool = False,
         force: bool = False,
+        adopt_managers: Sequence[str] = PREVIOUS_MANAGERS,
         kubernetes_conn_id: str = "kubernetes_default",
         **kwargs: Any,
     ) -> None:
@@ -71,6 +76,7 @@ class KueueQueueSetupOperator(BaseOperator):
         self.check_only = check_only
         self.fail_on_drift = fail_on_drift
         self.force = force
+        self.adopt_managers = tuple(adopt_managers)
         self.kubernetes_conn_id = kubernetes_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -79,7 +85,9 @@ class KueueQueueSetupOperator(BaseOperator):
         except InvalidQueueDeclaration as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from exc
         hook = KueueQueueSetupHook(self.kubernetes_conn_id)
-        outcomes = apply_declarations(hook, objects, check_only=self.check_only, force=self.force)
+        outcomes = apply_declarations(
+            hook, objects, check_only=self.check_only, force=self.force, adopt_managers=self.adopt_managers
+        )
         for outcome in outcomes:
             self.log.info("%s: %s", outcome.ref, outcome.action)
             for line in outcome.drift:

@@ -288,6 +288,12 @@ def test_a_stop_policy_written_by_client_side_calls_is_removed_by_the_first_appl
     )
     (checked,) = check.execute({})["objects"]  # type: ignore[arg-type]
     assert checked["action"] == "drifted" and "not yet owned by server-side apply" in checked["drift"][-1]
+    kept = KueueQueueSetupOperator(
+        task_id="kept", declarations=str(held.file), adopt_managers=(), kubernetes_conn_id=held.conn_id
+    )
+    assert kept.execute({})["counts"] == {"unchanged": 1}  # type: ignore[arg-type]
+    held_cq = cluster.kueue_get("clusterqueues", held.cq)
+    assert held_cq["spec"]["stopPolicy"] == "Hold", "not adopted: another manager's undeclared field stays"
 
     apply = KueueQueueSetupOperator(
         task_id="queues", declarations=str(held.file), kubernetes_conn_id=held.conn_id
