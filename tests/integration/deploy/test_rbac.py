@@ -25,6 +25,7 @@ from kubernetes.client.rest import ApiException
 
 from airflow_kueue_provider.airflow_compat import AirflowException
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
+from airflow_kueue_provider.kueue.checkpoint_access import secret_name_of
 from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.finished_job_sweep import KueueFinishedJobSweepOperator
@@ -40,34 +41,49 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 class Identity:
-    """A ServiceAccount from one manifest, applied to ``namespace``, as an Airflow connection id."""
+    """A ServiceAccount from one manifest, as an Airflow connection id: the ServiceAccount in a namespace of
+    its own (the manifest's ``airflow``, Airflow's namespace) and its Role bindings in ``namespace`` (the
+    manifest's ``batch-jobs``, the team's), as deployed: the worker's account is not in the Jobs' namespace.
+    ``home`` names Airflow's namespace (default: a fresh one per identity, deleted with it)."""
 
     def __init__(
-        self, cluster: Cluster, manifest: str, namespace: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+        self,
+        cluster: Cluster,
+        manifest: str,
+        namespace: str,
+        monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path,
+        home: str | None = None,
     ) -> None:
         self.cluster, self.namespace = cluster, namespace
         suffix = short_id()
+        self.home = home or f"airflow-{suffix}"
+        self.owns_home = home is None
+        if self.owns_home:
+            cluster.core.create_namespace({"metadata": {"name": self.home}})
+        where = {"batch-jobs": namespace, "airflow": self.home}
         self.cluster_scoped: list[tuple[str, str]] = []
         account = ""
         for doc in yaml.safe_load_all((RBAC / manifest).read_text()):
             kind, meta = doc["kind"], doc["metadata"]
             if meta.get("namespace") in MANIFEST_NAMESPACES:
-                meta["namespace"] = namespace
+                meta["namespace"] = where[meta["namespace"]]
             for subject in doc.get("subjects", []):
-                subject["namespace"] = namespace
+                subject["namespace"] = where.get(subject["namespace"], subject["namespace"])
             if kind.startswith("Cluster"):
                 meta["name"] = f"{meta['name']}-{suffix}"
                 if "roleRef" in doc:
                     doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{suffix}"
                 self.cluster_scoped.append((kind, meta["name"]))
             if kind == "ServiceAccount":
-                account = meta["name"]
+                account, self.account_namespace = meta["name"], meta["namespace"]
             _create(cluster, doc)
+        self.account = account
         token = cluster.core.create_namespaced_service_account_token(
-            account, namespace, {"spec": {"expirationSeconds": 3600}}
+            account, self.account_namespace, {"spec": {"expirationSeconds": 3600}}
         ).status.token
         kubeconfig = _token_kubeconfig(cluster, token)
-        path = tmp_path / f"kubeconfig-{account}"
+        path = tmp_path / f"kubeconfig-{account}-{suffix}"
         path.write_text(yaml.safe_dump(kubeconfig))
         self.conn_id = f"kueue_rbac_{account.replace('-', '_')}_{suffix}"
         conn = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(path), "namespace": namespace}}
@@ -79,6 +95,8 @@ class Identity:
         for kind, name in self.cluster_scoped:
             delete = rbac.delete_cluster_role if kind == "ClusterRole" else rbac.delete_cluster_role_binding
             delete(name)
+        if self.owns_home:
+            self.cluster.core.delete_namespace(self.home, propagation_policy="Background")
 
 
 def _create(cluster: Cluster, doc: dict[str, Any]) -> None:
@@ -103,8 +121,8 @@ def _token_kubeconfig(cluster: Cluster, token: str) -> dict[str, Any]:
 def identity(cluster: Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
     made: list[Identity] = []
 
-    def make(manifest: str, namespace: str) -> Identity:
-        made.append(Identity(cluster, manifest, namespace, monkeypatch, tmp_path))
+    def make(manifest: str, namespace: str, home: str | None = None) -> Identity:
+        made.append(Identity(cluster, manifest, namespace, monkeypatch, tmp_path, home))
         return made[-1]
 
     yield make
@@ -147,7 +165,9 @@ def test_the_worker_identity_runs_a_task_end_to_end_and_reaches_nothing_else(
     result = _operator(env, worker.conn_id, checkpointing=checkpointing).execute({"ti": _ti("ok")})
     assert result["completed_indexes"] == "0-3" and result["cluster_queue"] == env.cluster_queue
     (job,) = env.jobs()
-    secret = env.cluster.core.read_namespaced_secret(f"{job.metadata.name}-checkpoint", env.namespace)
+    secret_name = secret_name_of(env.job(job.metadata.name) or {})
+    assert secret_name, "the pods read a SAS Secret"
+    secret = env.cluster.core.read_namespaced_secret(secret_name, env.namespace)
     assert secret.metadata.owner_references[0].uid == job.metadata.uid
     with pytest.raises(ApiException) as denied:
         client.CoreV1Api(worker.api).read_namespaced_secret(secret.metadata.name, env.namespace)
@@ -399,7 +419,7 @@ def test_the_worker_identity_runs_a_jobset_task_with_checkpointing_and_reaches_n
     jobset = env.cluster.custom.get_namespaced_custom_object(
         JOBSET_GROUP, JOBSET_VERSION, env.namespace, JOBSET_PLURAL, name
     )
-    secret = env.cluster.core.read_namespaced_secret(f"{name}-checkpoint", env.namespace)
+    secret = env.cluster.core.read_namespaced_secret(secret_name_of(jobset) or "", env.namespace)
     assert secret.metadata.owner_references[0].uid == jobset["metadata"]["uid"]
     (workers_job,) = [j for j in env.jobs() if j.metadata.name == f"{name}-workers-0"]
     env_names = {e.name for e in workers_job.spec.template.spec.containers[0].env}

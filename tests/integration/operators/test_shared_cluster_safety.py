@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,8 +19,11 @@ from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueRe
 
 from ..airflow_runner import AirflowHome
 from ..cluster import HOLD, KueueEnv, is_true, wait_for
+from ..deploy.test_rbac import Identity
+from ..kueue_policy import set_kueue_options
 from .test_indexed_job_queueing import write_operator_dag
 
+JOB = {"apiVersion": "batch/v1", "kind": "Job"}
 COLON_RUN = "manual__2026-05-01T10:00:00+00:00"
 
 
@@ -78,18 +83,169 @@ POLICY_BREACHES: list[tuple[dict[str, Any], str]] = [
         "initContainers[init]: securityContext.privileged is true",
     ),
     ({"serviceAccountName": "cluster-admin"}, "serviceAccountName 'cluster-admin' is not in"),
+    ({"nodeName": "kwok-node-0"}, "spec.template.spec.nodeName is set"),
+    ({"priorityClassName": "system-node-critical"}, "priorityClassName 'system-node-critical' is a system"),
+    ({"priorityClassName": "high"}, "priorityClassName (PriorityClass) 'high' is not allowed"),
+    ({"runtimeClassName": "kata"}, "runtimeClassName 'kata' is not in [kueue] allowed_runtime_classes"),
+    ({"securityContext": {"appArmorProfile": {"type": "Unconfined"}}}, "appArmorProfile is Unconfined"),
+    ({"securityContext": {"seLinuxOptions": {"type": "spc_t"}}}, "seLinuxOptions.type is 'spc_t'"),
+    (
+        {"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]}},
+        "sysctls 'kernel.msgmax' is not a Pod Security baseline sysctl",
+    ),
+    (
+        {"volumes": [{"name": "steal", "secret": {"secretName": "victim-job-checkpoint"}}]},
+        "volumes[steal].secret names 'victim-job-checkpoint'",
+    ),
+    (
+        {"containers": [{"name": "main", "envFrom": [{"secretRef": {"name": "victim-job-checkpoint"}}]}]},
+        "envFrom.secretRef names 'victim-job-checkpoint'",
+    ),
+    (
+        {
+            "volumes": [
+                {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
+            ]
+        },
+        "volumes[token].projected.sources.serviceAccountToken is set",
+    ),
 ]
+
+
+@pytest.fixture
+def worker(kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Identity]:
+    """The Airflow worker's identity from deploy/rbac (its ServiceAccount in Airflow's namespace)."""
+    made = Identity(kueue_env.cluster, "worker-triggerer.yaml", kueue_env.namespace, monkeypatch, tmp_path)
+    yield made
+    made.delete()
 
 
 @pytest.mark.parametrize(("pod_spec", "expected"), POLICY_BREACHES, ids=[e for _, e in POLICY_BREACHES])
 def test_pod_policy_breaches_fail_before_anything_is_created(
-    kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch, pod_spec: dict[str, Any], expected: str
+    kueue_env: KueueEnv,
+    worker: Identity,
+    monkeypatch: pytest.MonkeyPatch,
+    pod_spec: dict[str, Any],
+    expected: str,
 ) -> None:
-    monkeypatch.setenv("AIRFLOW__KUEUE__ALLOWED_SERVICE_ACCOUNTS", "genomics-sa")
+    set_kueue_options(monkeypatch, allowed_service_accounts="genomics-sa")
     template = {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": pod_spec}}}
+    operator = _operator(kueue_env, job_template=template, kubernetes_conn_id=worker.conn_id)
     with pytest.raises(AirflowFailException) as err:
-        _operator(kueue_env, job_template=template).execute({"ti": _ti("policy")})  # type: ignore[arg-type]
+        operator.execute({"ti": _ti("policy")})  # type: ignore[arg-type]
     assert "pod policy" in str(err.value) and expected in str(err.value), str(err.value)
+    assert kueue_env.jobs() == []
+
+
+def test_no_task_runs_as_the_worker_account_or_any_account_not_allowed(
+    kueue_env: KueueEnv, worker: Identity
+) -> None:
+    """The worker's ServiceAccount is not in the Jobs' namespace, and [kueue] allowed_service_accounts is
+    empty by default: service_account_name (or a template's serviceAccountName) fails before anything."""
+    assert worker.account == "airflow-kueue-worker" and worker.account_namespace != kueue_env.namespace
+    accounts = {
+        a.metadata.name
+        for a in kueue_env.cluster.core.list_namespaced_service_account(kueue_env.namespace).items
+    }
+    assert worker.account not in accounts, "a pod could run as the worker's account"
+    template = {**JOB, "spec": {"template": {"spec": {"serviceAccountName": "airflow-kueue-worker"}}}}
+    tasks = [
+        _operator(kueue_env, service_account_name="airflow-kueue-worker", kubernetes_conn_id=worker.conn_id),
+        _operator(kueue_env, service_account_name="default", kubernetes_conn_id=worker.conn_id),
+        _operator(kueue_env, job_template=template, kubernetes_conn_id=worker.conn_id),
+    ]
+    for task in tasks:
+        with pytest.raises(AirflowFailException) as err:
+            task.execute({"ti": _ti("worker-sa")})  # type: ignore[arg-type]
+        assert "is not in [kueue] allowed_service_accounts (empty: no ServiceAccount is allowed)" in str(
+            err.value
+        )
+    assert kueue_env.jobs() == []
+
+
+def test_an_apparmor_annotation_and_a_template_queue_label_are_refused(
+    kueue_env: KueueEnv, kueue_env_factory: Any, worker: Identity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = kueue_env_factory(namespace=kueue_env.namespace, local_queue="team-b-queue")
+    set_kueue_options(monkeypatch, allowed_local_queues=f"{kueue_env.namespace}:{kueue_env.local_queue}")
+    annotation = "container.apparmor.security.beta.kubernetes.io/main"
+    template = {**JOB, "spec": {"template": {"metadata": {"annotations": {annotation: "unconfined"}}}}}
+    with pytest.raises(AirflowFailException, match=rf"annotations\[{annotation}\] is 'unconfined'"):
+        _operator(kueue_env, job_template=template, kubernetes_conn_id=worker.conn_id).execute(
+            {"ti": _ti("apparmor")}  # type: ignore[arg-type]
+        )
+    # The queue as it is after rendering (a templated queue_name): checked before anything is created.
+    task = _operator(kueue_env, kubernetes_conn_id=worker.conn_id)
+    task.queue_name = other.local_queue
+    with pytest.raises(AirflowFailException, match=r"'team-b-queue' is not allowed in namespace"):
+        task.execute({"ti": _ti("queue")})  # type: ignore[arg-type]
+    assert kueue_env.jobs() == []
+
+
+TAMPERING_DAG = """
+import os
+os.environ["AIRFLOW__KUEUE__ALLOWED_SERVICE_ACCOUNTS"] = "*"
+os.environ["AIRFLOW__KUEUE__ALLOWED_LOCAL_QUEUES"] = "*:*"
+from airflow.configuration import conf
+conf.set("kueue", "allowed_service_accounts", "*")
+conf.set("kueue", "allowed_local_queues", "*:*")
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+         params={{"queue": {queue!r}}}) as dag:
+    KueueIndexedJobOperator(
+        task_id="shards", namespace={namespace!r}, queue_name="{{{{ params.queue }}}}",
+        image="example.invalid/shard:1", completions=1, {extra}
+    )
+"""
+
+
+@pytest.mark.parametrize(
+    ("case", "extra", "queue", "expected"),
+    [
+        (
+            "service_account",
+            'service_account_name="airflow-kueue-worker",',
+            None,
+            "serviceAccountName 'airflow-kueue-worker' is not in [kueue] allowed_service_accounts",
+        ),
+        ("queue", "", "team-b-queue", "queue_name (LocalQueue) 'team-b-queue' is not allowed in namespace"),
+    ],
+)
+def test_a_dag_file_that_sets_the_policy_changes_nothing(
+    kueue_env: KueueEnv,
+    kueue_env_factory: Any,
+    airflow_home: AirflowHome,
+    monkeypatch: pytest.MonkeyPatch,
+    case: str,
+    extra: str,
+    queue: str | None,
+    expected: str,
+) -> None:
+    """A real `airflow dags test`: the DAG file sets the env vars and conf.set at its top; the task still
+    runs under the policy the process was started with (empty ServiceAccount list, one LocalQueue)."""
+    other = kueue_env_factory(namespace=kueue_env.namespace, local_queue="team-b-queue")
+    monkeypatch.setitem(
+        airflow_home.env,
+        "AIRFLOW__KUEUE__ALLOWED_LOCAL_QUEUES",
+        f"{kueue_env.namespace}:{kueue_env.local_queue}",
+    )
+    monkeypatch.delitem(airflow_home.env, "AIRFLOW__KUEUE__ALLOWED_SERVICE_ACCOUNTS", raising=False)
+    dag_id = f"tamper_{case}"
+    airflow_home.write_dag(
+        dag_id,
+        TAMPERING_DAG.format(
+            dag_id=dag_id,
+            namespace=kueue_env.namespace,
+            queue=other.local_queue if queue else kueue_env.local_queue,
+            extra=extra,
+        ),
+    )
+    run = airflow_home.test_dag(dag_id)
+    assert not run.succeeded, run.output[-4000:]
+    assert expected in run.output, run.output[-4000:]
     assert kueue_env.jobs() == []
 
 
@@ -98,7 +254,7 @@ def test_a_workload_identity_account_outside_the_allowed_ones_is_refused(
 ) -> None:
     """Checkpointing's workload identity becomes the pods' ServiceAccount after the Job's own policy check:
     it is checked against [kueue] allowed_service_accounts too, before anything is created."""
-    monkeypatch.setenv("AIRFLOW__KUEUE__ALLOWED_SERVICE_ACCOUNTS", "genomics-sa")
+    set_kueue_options(monkeypatch, allowed_service_accounts="genomics-sa")
     checkpointing = Checkpointing("any_blob", workload_identity_service_account="cluster-admin-sa")
     match = (
         r"workload_identity_service_account 'cluster-admin-sa' is not in \[kueue\] allowed_service_accounts"
@@ -120,7 +276,7 @@ def test_a_workload_identity_account_outside_the_allowed_ones_is_refused(
 def test_a_namespace_outside_the_allowed_ones_is_refused(
     kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("AIRFLOW__KUEUE__ALLOWED_NAMESPACES", "genomics,risk")
+    set_kueue_options(monkeypatch, allowed_namespaces="genomics,risk")
     with pytest.raises(AirflowFailException, match=r"not in \[kueue\] allowed_namespaces \(genomics, risk\)"):
         _operator(kueue_env).execute({"ti": _ti("ns")})  # type: ignore[arg-type]
     assert kueue_env.jobs() == []
