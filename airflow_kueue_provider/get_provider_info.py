@@ -95,8 +95,26 @@ _OPTIONS = {
         "Pod policy: namespaces tasks may run Jobs in (comma-separated); empty: any.", example="genomics,risk"
     ),
     "allowed_service_accounts": _option(
-        "Pod policy: service accounts a Job's pods may use (comma-separated); empty: any.",
+        "Pod policy: service accounts a Job's pods may use (comma-separated, '*': any); empty: none. Read "
+        "from the config file and the environment at exec, as every [kueue] option (docs/tenancy-policy.md).",
         example="genomics-sa",
+    ),
+    "allowed_local_queues": _option(
+        "Pod policy: LocalQueues per namespace ('ns:q1 q2; ns2:*; *:shared'); empty: any.",
+        example="genomics:gpu-lq cpu-lq; risk:*",
+    ),
+    "allowed_priority_classes": _option(
+        "Pod policy: Kueue WorkloadPriorityClasses per namespace (priority_class, raise_priority; format as "
+        "allowed_local_queues); empty: any.",
+        example="genomics:batch-low batch-high",
+    ),
+    "allowed_pod_priority_classes": _option(
+        "Pod policy: pod priorityClassName per namespace (format as allowed_local_queues; system-* never); "
+        "empty: none.",
+        example="genomics:batch-low",
+    ),
+    "allowed_runtime_classes": _option(
+        "Pod policy: pod runtimeClassName values allowed (comma-separated); empty: none.", example="gvisor"
     ),
     "allow_privileged_pods": _option(
         "Pod policy: allow privileged containers and privilege escalation.", "False"
