@@ -292,6 +292,9 @@ def test_a_pod_of_another_job_cannot_read_the_victims_checkpoint_secret(
         lambda: tenant.create_job(job_of("thief-5", projected, labels)), "projected.sources[].secret.name"
     )
     refused(lambda: tenant.create_jobset(jobset_of("thief-6", by_env)), "env[].valueFrom.secretKeyRef.name")
+    # A Job named so that the victim's Secret starts with its own name plus the marker is still not the owner.
+    namesake = job_of(f"{job.metadata.name}-checkpoint", by_env)
+    refused(lambda: tenant.create_job(namesake, dry_run=True), "env[].valueFrom.secretKeyRef.name")
     # Nor can it plant the Secret of a Job before (or after) the operator makes it.
     planted = {
         "apiVersion": "v1",
