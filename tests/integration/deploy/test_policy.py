@@ -304,6 +304,16 @@ def test_a_pod_of_another_job_cannot_read_the_victims_checkpoint_secret(
     }
     refused(lambda: tenant.core.create_namespaced_secret(env.namespace, planted), "metadata.name")
 
+    # Nor through an ephemeral container added to a pod of its own (kubectl debug).
+    debug = {"name": "debug", "image": "example.invalid/x:1", "env": [key_ref]}
+    tenant.create_pod(pod("plain"))
+    refused(
+        lambda: tenant.core.patch_namespaced_pod_ephemeralcontainers(
+            "plain", env.namespace, {"spec": {"ephemeralContainers": [debug]}}
+        ),
+        "env[].valueFrom.secretKeyRef.name",
+    )
+
     # Its own Secrets and its own checkpoint-named Secret reference stay open to it.
     mine = pod("mine", volumes=[{"name": "s", "secret": {"secretName": "mine-config"}}])
     tenant.create_pod(mine, dry_run=True)
