@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
+from typing import Any
 
 from ..kueue.run_history import RunRecord
 from ..kueue.run_trends import RUNS_PER_TASK
@@ -32,48 +33,84 @@ def airflow_task_run_records(
     return _read([dag_id], (task_id, map_index), limit)
 
 
+SUMMARY_FIELDS = (
+    "cluster_queue",
+    "completions",
+    "namespace",
+    "succeeded",
+    "failed",
+    "queued_seconds",
+    "running_seconds",
+    "evictions",
+    "estimated_cost_usd",
+    "admitted_parallelism",
+    "attempt_figures",
+)
+"""The result keys a RunRecord reads. Only these leave the database (its JSON operators pick them out of the
+stored result): a page of 500 results no longer ships and decodes every result whole (failed indexes, log
+tails, per-attempt details)."""
+
+
 def _read(dag_ids: Collection[str] | None, task: tuple[str, int] | None, limit: int) -> list[RunRecord]:
     try:
-        from airflow.models.taskinstance import TaskInstance
-        from airflow.models.xcom import XComModel
-        from airflow.utils.session import create_session
-        from sqlalchemy import select
-
-        query = (
-            select(
-                XComModel.dag_id,
-                XComModel.run_id,
-                XComModel.task_id,
-                XComModel.map_index,
-                XComModel.timestamp,
-                XComModel.value,
-            )
-            .join(
-                TaskInstance,
-                (TaskInstance.dag_id == XComModel.dag_id)
-                & (TaskInstance.run_id == XComModel.run_id)
-                & (TaskInstance.task_id == XComModel.task_id)
-                & (TaskInstance.map_index == XComModel.map_index),
-            )
-            .where(XComModel.key == "return_value", TaskInstance.operator.in_(sorted(KUEUE_OPERATORS)))
-            .order_by(XComModel.timestamp.desc())
-            .limit(limit)
-        )
-        if dag_ids is not None:
-            query = query.where(XComModel.dag_id.in_(sorted(dag_ids)))
-        if task is not None:
-            query = query.where(XComModel.task_id == task[0], XComModel.map_index == task[1])
-        with create_session() as session:
-            rows = session.execute(query).all()
-        records = []
-        for row in rows:
-            value = XComModel.deserialize_value(row)
-            record = RunRecord.from_result(
-                row.dag_id, row.run_id, row.task_id, row.map_index, row.timestamp, value
-            )
-            if record is not None:
-                records.append(record)
-        return records
+        return _records(dag_ids, task, limit)
     except Exception:
         log.warning("Kueue queue page: cannot read the run history from Airflow's database", exc_info=True)
         return []
+
+
+def summary_query(dag_ids: Collection[str] | None, task: tuple[str, int] | None, limit: int) -> Any:
+    """The newest results' SUMMARY_FIELDS (each a JSON element of the stored value), never the value whole."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from sqlalchemy import select
+
+    key = (XComModel.dag_id, XComModel.run_id, XComModel.task_id, XComModel.map_index)
+    query = (
+        select(*key, XComModel.timestamp, *(XComModel.value[f].label(f) for f in SUMMARY_FIELDS))
+        .join(
+            TaskInstance,
+            (TaskInstance.dag_id == XComModel.dag_id)
+            & (TaskInstance.run_id == XComModel.run_id)
+            & (TaskInstance.task_id == XComModel.task_id)
+            & (TaskInstance.map_index == XComModel.map_index),
+        )
+        .where(XComModel.key == "return_value", TaskInstance.operator.in_(sorted(KUEUE_OPERATORS)))
+        .order_by(XComModel.timestamp.desc())
+        .limit(limit)
+    )
+    if dag_ids is not None:
+        query = query.where(XComModel.dag_id.in_(sorted(dag_ids)))
+    if task is not None:
+        query = query.where(XComModel.task_id == task[0], XComModel.map_index == task[1])
+    return query
+
+
+def _records(dag_ids: Collection[str] | None, task: tuple[str, int] | None, limit: int) -> list[RunRecord]:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select, tuple_
+
+    key = (XComModel.dag_id, XComModel.run_id, XComModel.task_id, XComModel.map_index)
+    query = summary_query(dag_ids, task, limit)
+    with create_session() as session:
+        rows = session.execute(query).all()
+        # A result stored as an encoded JSON string (through XCom.serialize_value) has no fields to pick:
+        # those rows, and only those, are read whole and decoded, so older results stay readable.
+        whole = [tuple(row[:4]) for row in rows if row.cluster_queue is None]
+        decoded = {}
+        if whole:
+            full = select(*key, XComModel.value).where(
+                XComModel.key == "return_value", tuple_(*key).in_(whole)
+            )
+            decoded = {tuple(r[:4]): XComModel.deserialize_value(r) for r in session.execute(full).all()}
+    records = []
+    for row in rows:
+        ident = tuple(row[:4])
+        value = decoded[ident] if ident in decoded else {f: getattr(row, f) for f in SUMMARY_FIELDS}
+        record = RunRecord.from_result(
+            row.dag_id, row.run_id, row.task_id, row.map_index, row.timestamp, value
+        )
+        if record is not None:
+            records.append(record)
+    return records
