@@ -84,7 +84,9 @@ def test_retry_runs_only_the_unfinished_shards_and_the_result_covers_all(
     assert env["AIRFLOW_KUEUE_SHARDS"].value == "2,5,8"
     for job in jobs:  # each Job's pods read their own SAS Secret, which the Job owns
         sas = {e.name: e for e in job.spec.template.spec.containers[0].env}["AIRFLOW_KUEUE_CHECKPOINT_SAS"]
-        assert sas.value_from.secret_key_ref.name == f"{job.metadata.name}-checkpoint"
+        assert re.fullmatch(
+            rf"{job.metadata.name}-checkpoint-[0-9a-f]{{16}}", sas.value_from.secret_key_ref.name
+        )
     result = returned_result(run)
     assert result["completed_indexes"] == "0-9" and result["completions"] == 10 and result["failed"] == 0
     assert result["attempts"] == 2
