@@ -108,7 +108,7 @@ def policies_to_keep(expiries: dict[str, datetime | None], now: datetime) -> lis
     ``MAX_ACCESS_POLICIES - 1`` of them (those expiring last: the oldest attempts' go first)."""
     never = datetime.max.replace(tzinfo=now.tzinfo)
     live = sorted((e or never, i) for i, e in expiries.items() if e is None or e > now)
-    return sorted(i for _, i in live[len(live) - (MAX_ACCESS_POLICIES - 1) :]) if live else []
+    return sorted(i for _, i in live[max(0, len(live) - (MAX_ACCESS_POLICIES - 1)) :])
 
 
 def credential_window(now: datetime, ttl: timedelta) -> tuple[datetime, datetime]:

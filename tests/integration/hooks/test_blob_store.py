@@ -298,3 +298,51 @@ def test_a_server_that_never_answers_times_out_within_the_budget(
         with pytest.raises(BlobUnavailable):
             hook.write_json("x.json", {"a": 1}, timeout=1.0)  # the budget wins over 50 attempts x 5 s
         assert time.monotonic() - started < 2.0
+
+
+def test_a_policy_bound_sas_is_refreshed_revoked_and_at_most_five_policies_stay(
+    conn: str, container: str, cs: str
+) -> None:
+    """The pods' SAS on account-key auth (hooks.blob_containers): valid through its stored access policy,
+    extended in place, dead the moment the policy goes; the oldest attempts' policies make room."""
+    from azure.core.exceptions import HttpResponseError
+    from azure.storage.blob import ContainerClient
+
+    from airflow_kueue_provider.hooks.blob_containers import BlobAccountHook
+
+    account_url = cs.split("BlobEndpoint=")[1].split(";")[0]
+    with BlobAccountHook(conn, container) as hook:
+        hook.check()
+        assert hook.binds_sas_to_policy
+        now = datetime.now(timezone.utc)
+        token = hook.container_sas(container, now - timedelta(minutes=5), now + timedelta(hours=1), "job-a-1")
+        assert "si=job-a-1" in token and "se=" not in token
+        pod = ContainerClient(account_url, container, credential=token)
+        pod.upload_blob("d/r/t/shards/0/a.json", b"{}")
+
+        assert hook.extend_access(container, "job-a", now, now + timedelta(days=2)) == 1
+        assert hook._policies(container)["job-a-1"].expiry.startswith(  # type: ignore[union-attr]
+            (now + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")
+        )
+        pod.upload_blob("d/r/t/shards/0/b.json", b"{}")  # the same token, still valid
+
+        tokens = {}
+        for n in range(2, 8):  # six more attempts: the oldest policies make room (Azure allows 5)
+            later = now + timedelta(hours=1, minutes=n)
+            tokens[n] = hook.container_sas(container, now, later, f"job-{n}")
+        assert sorted(hook._policies(container)) == ["job-4", "job-5", "job-6", "job-7", "job-a-1"], (
+            "those expiring last stay (job-a-1 was extended)"
+        )
+        pod.upload_blob("d/r/t/shards/0/c.json", b"{}")
+        with pytest.raises(HttpResponseError) as refused:
+            ContainerClient(account_url, container, credential=tokens[2]).upload_blob("x/shards/0/c", b"{}")
+        assert refused.value.status_code == 403, "a dropped policy's SAS is refused"
+
+        last = ContainerClient(
+            account_url, container, credential=hook.container_sas(container, now, later, "job-8")
+        )
+        last.upload_blob("d/r/t/shards/0/d.json", b"{}")
+        assert hook.revoke_access(container, "job-8") == 1
+        with pytest.raises(HttpResponseError) as revoked:
+            last.upload_blob("d/r/t/shards/0/e.json", b"{}")
+        assert revoked.value.status_code == 403, "revoked at the attempt's end: refused at once"

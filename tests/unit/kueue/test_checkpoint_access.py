@@ -74,6 +74,8 @@ def test_adding_a_policy_drops_expired_ones_and_keeps_at_most_four() -> None:
     assert policies_to_keep(expiries, now) == ["p2", "p3", "p4", "p5"]
     assert policies_to_keep({"a": now - timedelta(seconds=1)}, now) == []
     assert policies_to_keep({}, now) == []
+    fewer = {f"p{i}": now + timedelta(hours=i) for i in range(1, 4)}
+    assert policies_to_keep(fewer, now) == ["p1", "p2", "p3"], "room for one more: all stay"
 
 
 @pytest.mark.parametrize("bad", ["ab", "A-b-c", "a--b", "-abc", "abc-", "a_b_c", "a" * 64])
