@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -379,3 +380,45 @@ def test_blocking_on_kill_keeps_a_finished_job_and_deletes_a_running_one(kueue_e
     assert name and kueue_env.job(name) is not None
     running.on_kill()
     wait_for("the running Job deleted", lambda: kueue_env.job(name) is None, timeout=60)
+
+
+CONF_DAG = """
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+TEMPLATE = {{
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "spec": {{"template": {{"spec": {{"serviceAccountName": "{{{{ dag_run.conf.get('sa', '') }}}}"}}}}}},
+}}
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+    KueueIndexedJobOperator(
+        task_id="shards", namespace={namespace!r},
+        queue_name="{{{{ dag_run.conf.get('queue', {queue!r}) }}}}",
+        image="example.invalid/shard:1", completions=1, job_template=TEMPLATE,
+    )
+"""
+
+
+def test_a_template_and_a_queue_rendered_from_dag_run_conf_are_checked_before_anything_is_created(
+    kueue_env: KueueEnv, kueue_env_factory: Any, airflow_home: AirflowHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`airflow dags test -c`: what a run's conf renders into job_template and queue_name is checked."""
+    other = kueue_env_factory(namespace=kueue_env.namespace, local_queue="team-b-queue")
+    allowed = f"{kueue_env.namespace}:{kueue_env.local_queue}"
+    monkeypatch.setitem(airflow_home.env, "AIRFLOW__KUEUE__ALLOWED_LOCAL_QUEUES", allowed)
+    dag_id = "conf_rendered"
+    airflow_home.write_dag(
+        dag_id, CONF_DAG.format(dag_id=dag_id, namespace=kueue_env.namespace, queue=kueue_env.local_queue)
+    )
+    airflow_home.airflow("dags", "reserialize")
+    cases = [
+        ({"sa": "airflow-kueue-worker"}, "serviceAccountName 'airflow-kueue-worker' is not in [kueue]"),
+        ({"queue": other.local_queue}, "queue_name (LocalQueue) 'team-b-queue' is not allowed in namespace"),
+    ]
+    for conf, expected in cases:
+        run = airflow_home.airflow("dags", "test", dag_id, "-c", json.dumps(conf), check=False)
+        assert not run.succeeded and expected in run.output, run.output[-4000:]
+    assert kueue_env.jobs() == []
