@@ -70,7 +70,8 @@ class JobClient:
     def delete_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
         return self.hook.delete_job_unless_finished(namespace, name, uid=uid)
 
-    def seal_manifest(self, manifest: dict[str, Any], annotations: dict[str, str]) -> None:
+    @staticmethod
+    def seal_manifest(manifest: dict[str, Any], annotations: dict[str, str]) -> None:
         """The name seal into the Job to create."""
         manifest["metadata"].setdefault("annotations", {}).update(annotations)
 
@@ -117,7 +118,8 @@ class JobSetClient:
     def delete_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
         return self.hook.delete_jobset_unless_finished(namespace, name, uid=uid)
 
-    def seal_manifest(self, manifest: dict[str, Any], annotations: dict[str, str]) -> None:
+    @staticmethod
+    def seal_manifest(manifest: dict[str, Any], annotations: dict[str, str]) -> None:
         """The name seal into the JobSet and into each replicated job's template, so its Jobs carry their
         JobSet's seal (what the UI shows of the task: ``IdentitySeal.is_sealed_child``)."""
         manifest["metadata"].setdefault("annotations", {}).update(annotations)

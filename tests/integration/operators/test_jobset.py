@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
+from airflow_kueue_provider.hooks.identity_key import identity_seal
+from airflow_kueue_provider.hooks.kind_client import JobSetClient
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
@@ -151,7 +153,11 @@ def _operator(env: KueueEnv, queue_name: str | None = None) -> KueueJobSetOperat
 def test_a_restarted_try_reattaches_and_on_kill_deletes_the_jobset_and_its_pods(kueue_env: KueueEnv) -> None:
     op = _operator(kueue_env)
     # The try's JobSet exists (a worker died after creating it); the coordinator's pod is held Running.
-    manifest = op.build_manifest(AirflowIdentity("js", "genomics", "r1", 1))
+    identity = AirflowIdentity("js", "genomics", "r1", 1)
+    manifest = op.build_manifest(identity)
+    meta = manifest["metadata"]  # sealed, as the dead worker's create was (docs/tenancy.md)
+    seal = identity_seal().annotations("JobSet", kueue_env.namespace, meta["name"], identity)
+    JobSetClient.seal_manifest(manifest, seal)
     created = kueue_env.cluster.custom.create_namespaced_custom_object(
         JOBSET_GROUP, JOBSET_VERSION, kueue_env.namespace, JOBSET_PLURAL, manifest
     )
