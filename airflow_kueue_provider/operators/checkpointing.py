@@ -100,12 +100,25 @@ class Checkpointing:
         )
 
     @classmethod
-    def from_param(cls, value: Checkpointing | dict[str, Any] | str | None) -> Checkpointing | None:
+    def from_param(
+        cls, value: Checkpointing | dict[str, Any] | str | None, queue_timeout: float | None = None
+    ) -> Checkpointing | None:
+        """The operator's ``checkpointing=``; with ``queue_timeout`` (seconds), a pod credential that could
+        expire while the Job may still wait in its queue is refused (ValueError naming both)."""
         if value is None or isinstance(value, Checkpointing):
-            return value
-        if isinstance(value, str):
-            return cls(conn_id=value)
-        return cls(**value)
+            config = value
+        elif isinstance(value, str):
+            config = cls(conn_id=value)
+        else:
+            config = cls(**value)
+        waits = timedelta(seconds=queue_timeout) if queue_timeout is not None else None
+        if config is not None and waits is not None and config.credential_ttl <= waits:
+            raise ValueError(
+                f"credential_ttl={config.credential_ttl} is not longer than queue_timeout={waits}: a Job "
+                "that waits that long gets pods whose SAS has expired; set Checkpointing(credential_ttl=...) "
+                "above queue_timeout (at most 7 days) or lower queue_timeout"
+            )
+        return config
 
 
 class CheckpointSession:

@@ -140,7 +140,9 @@ class KueueOperator(OperatorKind, BaseOperator):
         )
         self.on_deadline_risk = self._deadlines.escalation
         try:
-            self.checkpointing = self._checkpointing = Checkpointing.from_param(checkpointing)
+            self.checkpointing = self._checkpointing = Checkpointing.from_param(
+                checkpointing, queue_timeout=self.queue_timeout
+            )
         except (TypeError, ValueError) as exc:
             raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from None
         if self._deadlines.spill_to is not None and self._checkpointing is None:

@@ -255,3 +255,22 @@ def test_the_null_object_reattaches_with_nothing_to_do() -> None:
 def test_policy_of_reads_the_si_field() -> None:
     assert policy_of("sv=2024&si=abc123&sr=c&sig=x") == "abc123"
     assert policy_of("sv=2024&se=2026&sig=x") is None and policy_of(None) is None
+
+
+def test_a_credential_that_could_expire_in_the_queue_fails_when_the_dag_is_parsed() -> None:
+    from airflow_kueue_provider.airflow_compat import AirflowFailException
+    from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+    with pytest.raises(
+        AirflowFailException,
+        match=r"checkpointing: credential_ttl=2:00:00 is not longer than queue_timeout=3:00:00",
+    ):
+        KueueIndexedJobOperator(
+            task_id="t",
+            queue_name="lq",
+            image="x:1",
+            completions=2,
+            queue_timeout=timedelta(hours=3),
+            checkpointing=Checkpointing("blob", credential_ttl=timedelta(hours=2)),
+        )
+    assert Checkpointing.from_param("blob", queue_timeout=3600.0) == Checkpointing("blob")
