@@ -19,6 +19,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hooks.kueue_config import kueue_option
+
 log = logging.getLogger(__name__)
 
 Publish = Callable[[list[str], bool], None]
@@ -183,12 +185,11 @@ class StreamCaps:
 
 
 def configured_caps() -> StreamCaps:
-    """The caps from ``[kueue]`` (env ``AIRFLOW__KUEUE__UI_STREAMS_PER_USER`` and ``..._TOTAL`` too)."""
-    from airflow.configuration import conf
-
+    """The caps from ``[kueue]`` through the provider's one reader (the config file and the environment at
+    exec: ``AIRFLOW__KUEUE__UI_STREAMS_PER_USER`` and ``..._TOTAL``)."""
     return StreamCaps(
-        per_user=_count(conf.get("kueue", "ui_streams_per_user", fallback=None), "ui_streams_per_user", 10),
-        total=_count(conf.get("kueue", "ui_streams_total", fallback=None), "ui_streams_total", 100),
+        per_user=_count(kueue_option("ui_streams_per_user"), "ui_streams_per_user", 10),
+        total=_count(kueue_option("ui_streams_total"), "ui_streams_total", 100),
     )
 
 

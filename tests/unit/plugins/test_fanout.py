@@ -8,11 +8,13 @@ import json
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from airflow_kueue_provider.hooks import kueue_config
 from airflow_kueue_provider.kueue.eta import FinishClock
 from airflow_kueue_provider.plugins import fanout, live_feed
 from airflow_kueue_provider.plugins.dashboard_app import create_app
@@ -153,13 +155,18 @@ def test_the_caps_count_per_user_and_in_total_and_say_which_option_raises_them()
 def test_a_bad_cap_is_a_clear_error_naming_the_option(
     monkeypatch: pytest.MonkeyPatch, option: str, raw: str
 ) -> None:
-    monkeypatch.setenv(f"AIRFLOW__KUEUE__{option.upper()}", raw)
+    source = kueue_config.ConfigSource({f"AIRFLOW__KUEUE__{option.upper()}": raw})
+    monkeypatch.setattr(kueue_config, "current_source", lambda: source)
     with pytest.raises(ValueError, match=rf"\[kueue\] {option} must"):
         fanout.configured_caps()
 
 
-def test_the_caps_default_from_the_kueue_section(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW__KUEUE__UI_STREAMS_PER_USER", "3")
+def test_the_caps_come_from_the_kueue_section_through_the_providers_reader(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "airflow.cfg").write_text("[kueue]\nui_streams_per_user = 3\n")
+    source = kueue_config.ConfigSource({"AIRFLOW_HOME": str(tmp_path)})
+    monkeypatch.setattr(kueue_config, "current_source", lambda: source)
     caps = fanout.configured_caps()
     assert (caps.per_user, caps.total) == (3, 100)
 
