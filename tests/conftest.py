@@ -9,9 +9,10 @@ import re
 
 import pytest
 
-# The identity seal's key is derived from it when [kueue] identity_key is unset (hooks/identity_key.py);
-# Airflow's default is random per process, which gives no key: the test processes share this one.
-os.environ.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", "test-jwt-secret-not-secret")
+# The identity seal's key is derived from it when [kueue] identity_key is unset (hooks/identity_key.py). An
+# `airflow` command in a fresh AIRFLOW_HOME writes a random one into its airflow.cfg: pytest and the Airflow
+# processes it starts must share one (a valid Fernet key, not a secret).
+os.environ.setdefault("AIRFLOW__CORE__FERNET_KEY", "YWlyZmxvdy1rdWV1ZS1wcm92aWRlci10ZXN0LWtleSE=")
 
 OPT_IN_MARKERS = {
     "long": "the long variant of a stress test",
