@@ -214,3 +214,36 @@ def test_a_stream_past_the_cap_is_a_429_saying_how_many_are_open_and_which_optio
         "1 live Kueue streams are already open for you" in answer.text
         and "ui_streams_per_user" in answer.text
     )
+
+
+def test_a_stream_cancelled_mid_way_gives_its_slot_back_and_the_last_one_stops_the_feed() -> None:
+    """A closed tab: Starlette cancels the response's task while the stream waits for the next change."""
+    caps = StreamCaps(per_user=5, total=5)
+    feeds = fanout.Feeds()
+    stopped: list[bool] = []
+
+    async def produce(publish: fanout.Publish) -> None:
+        publish(["event: part\ndata: {}\n\n"], False)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.append(True)
+
+    async def scenario() -> None:
+        async def one() -> None:
+            async for _ in caps.hold("alice", feeds.follow("k", produce, 60, _never)):
+                pass
+
+        tabs = [asyncio.create_task(one()) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        assert caps.open_for("alice") == 3 and len(feeds) == 1
+        tabs[0].cancel()
+        await asyncio.sleep(0.05)
+        assert caps.open_for("alice") == 2 and not stopped, "the feed goes on for the other two"
+        for tab in tabs[1:]:
+            tab.cancel()
+        await asyncio.gather(*tabs, return_exceptions=True)
+        await asyncio.sleep(0.05)
+
+    asyncio.run(scenario())
+    assert caps.open_total == 0 and len(feeds) == 0 and stopped == [True]
