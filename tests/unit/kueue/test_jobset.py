@@ -100,18 +100,18 @@ def test_the_jobset_name_is_per_try_short_enough_for_its_pod_names_and_starts_wi
     from airflow_kueue_provider.kueue.identity_seal import IdentitySeal
     from airflow_kueue_provider.kueue.jobset import jobset_name_budget, jobset_name_for, longest_pod_name_part
 
-    SEAL = IdentitySeal(b"k")  # noqa: N806
+    seal = IdentitySeal(b"k")
 
     workers = ReplicatedJob("workers", build_indexed_job(spec(completions=1000)))
     identity = AirflowIdentity("2026_nightly_" + "x" * 60, "genomics", "r1", try_number=1)
-    name = jobset_name_for(identity, None, [workers], SEAL)
+    name = jobset_name_for(identity, None, [workers], seal)
     # "<name>-workers-0-999-abcde" is at most 63 characters (the JobSet webhook's rule), and the name is
     # a DNS-1035 label although the DAG id starts with a digit.
     assert len(name) + longest_pod_name_part(workers) <= 63 and len(name) <= jobset_name_budget([workers])
     assert name[0].isalpha() and name.startswith("js-2026-nightly")
-    assert name == jobset_name_for(identity, None, [workers], SEAL)  # deterministic: a restart finds it again
+    assert name == jobset_name_for(identity, None, [workers], seal)  # deterministic: a restart finds it again
     retry = AirflowIdentity(identity.dag_id, "genomics", "r1", try_number=2)
-    assert jobset_name_for(retry, None, [workers], SEAL) != name  # each try its own JobSet
+    assert jobset_name_for(retry, None, [workers], seal) != name  # each try its own JobSet
 
 
 def test_a_name_too_long_for_the_pod_names_is_refused() -> None:
