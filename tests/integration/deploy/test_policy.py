@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from azure.storage.blob import BlobServiceClient
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
@@ -30,6 +30,7 @@ from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 
 from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
+from ..tenant import Tenant
 
 POLICY = Path(__file__).resolve().parents[3] / "deploy" / "policy"
 POLICIES = ("only-kueue-unsuspends.yaml", "checkpoint-secret-binding.yaml", "tenant-pod-guard.yaml")
@@ -49,42 +50,11 @@ TENANT_RULES = [
 ]
 
 
-class Tenant:
-    """A second team's ServiceAccount in ``namespace``, as a client with only its token."""
+class PolicyTenant(Tenant):
+    """A second team's ServiceAccount in ``namespace`` with an ordinary Role (``TENANT_RULES``)."""
 
-    def __init__(self, cluster: Cluster, namespace: str, tmp_path: Path) -> None:
-        name = "tenant-b"
-        cluster.core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
-        rbac = client.RbacAuthorizationV1Api(cluster.api)
-        rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": TENANT_RULES})
-        rbac.create_namespaced_role_binding(
-            namespace,
-            {
-                "metadata": {"name": name},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-            },
-        )
-        token = cluster.core.create_namespaced_service_account_token(
-            name, namespace, {"spec": {"expirationSeconds": 3600}}
-        ).status.token
-        conf = cluster.api.configuration
-        kubeconfig = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {"name": "bed", "cluster": {"server": conf.host, "certificate-authority": conf.ssl_ca_cert}}
-            ],
-            "users": [{"name": name, "user": {"token": token}}],
-            "contexts": [{"name": name, "context": {"cluster": "bed", "user": name}}],
-            "current-context": name,
-        }
-        path = tmp_path / f"kubeconfig-{name}"
-        path.write_text(yaml.safe_dump(kubeconfig))
-        api = config.new_client_from_config(config_file=str(path))
-        self.namespace = namespace
-        self.core, self.batch = client.CoreV1Api(api), client.BatchV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        super().__init__(cluster, namespace, TENANT_RULES)
 
     def create_pod(self, body: dict[str, Any], dry_run: bool = False) -> Any:
         return self.core.create_namespaced_pod(self.namespace, body, dry_run="All" if dry_run else None)
@@ -229,7 +199,7 @@ def test_a_pod_of_another_job_cannot_read_the_victims_checkpoint_secret(
     kueue_env: KueueEnv, guard: Any, blob_conn: str, tmp_path: Path
 ) -> None:
     env = kueue_env
-    tenant = Tenant(env.cluster, env.namespace, tmp_path)
+    tenant = PolicyTenant(env.cluster, env.namespace)
     thief = pod("thief", volumes=[{"name": "sas", "secret": {"secretName": "victim-checkpoint"}}])
     tenant.create_pod(thief, dry_run=True)  # without the policy, any pod may mount any Job's Secret
 
@@ -335,7 +305,7 @@ def test_only_kueue_unsuspends_a_queued_job_or_jobset_and_kueue_still_runs_them(
     kueue_env_factory: Any, guard: Any, blob_conn: str, tmp_path: Path
 ) -> None:
     env = kueue_env_factory(cpu="8")
-    tenant = Tenant(env.cluster, env.namespace, tmp_path)
+    tenant = PolicyTenant(env.cluster, env.namespace)
     # Queued for good: each asks for more CPU than the ClusterQueue has.
     queued = env.create_job(indexed_job("queued", env.local_queue, completions=1, cpu="16"))
     env.cluster.custom.create_namespaced_custom_object(
@@ -452,7 +422,7 @@ def test_the_tenant_pod_guard_refuses_each_field_naming_it(
     kueue_env: KueueEnv, guard: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     env = kueue_env
-    tenant = Tenant(env.cluster, env.namespace, tmp_path)
+    tenant = PolicyTenant(env.cluster, env.namespace)
     node = client.NodeV1Api(env.cluster.api)
     runtime = node.create_runtime_class(
         {"metadata": {"name": f"kata-{short_id()}"}, "handler": "kata"}

@@ -34,6 +34,7 @@ from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueRe
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 
 from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
+from ..tenant import token_kubeconfig
 
 RBAC = Path(__file__).resolve().parents[3] / "deploy" / "rbac"
 MANIFEST_NAMESPACES = ("batch-jobs", "airflow")
@@ -82,7 +83,7 @@ class Identity:
         token = cluster.core.create_namespaced_service_account_token(
             account, self.account_namespace, {"spec": {"expirationSeconds": 3600}}
         ).status.token
-        kubeconfig = _token_kubeconfig(cluster, token)
+        kubeconfig = token_kubeconfig(cluster, token)
         path = tmp_path / f"kubeconfig-{account}-{suffix}"
         path.write_text(yaml.safe_dump(kubeconfig))
         self.conn_id = f"kueue_rbac_{account.replace('-', '_')}_{suffix}"
@@ -101,20 +102,6 @@ class Identity:
 
 def _create(cluster: Cluster, doc: dict[str, Any]) -> None:
     utils.create_from_dict(cluster.api, doc)
-
-
-def _token_kubeconfig(cluster: Cluster, token: str) -> dict[str, Any]:
-    conf = cluster.api.configuration
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {"name": "local", "cluster": {"server": conf.host, "certificate-authority": conf.ssl_ca_cert}}
-        ],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
-        "current-context": "sa",
-    }
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from kubernetes import client, config
 
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.names import (
@@ -27,38 +26,16 @@ from airflow_kueue_provider.operators.deadline_handling import DeadlineHandling
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
-from ..deploy.test_rbac import Identity, _token_kubeconfig
+from ..deploy.test_rbac import Identity
+from ..tenant import Tenant
 from .conftest import CONN_ID
 
 RUN_ID = "scheduled__2026-12-03T02:00:00+00:00"
 ON_DEMAND = "on-demand"
 
 
-class Tenant:
-    """Another team in the same namespace: a ServiceAccount whose Role may create, read and list Jobs."""
-
-    def __init__(self, cluster: Cluster, namespace: str) -> None:
-        name = f"tenant-b-{short_id()}"
-        cluster.core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
-        rbac = client.RbacAuthorizationV1Api(cluster.api)
-        rule = {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list"]}
-        rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": [rule]})
-        rbac.create_namespaced_role_binding(
-            namespace,
-            {
-                "metadata": {"name": name},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-            },
-        )
-        token = cluster.core.create_namespaced_service_account_token(
-            name, namespace, {"spec": {"expirationSeconds": 3600}}
-        ).status.token
-        api = config.new_client_from_config_dict(_token_kubeconfig(cluster, token))
-        self.batch, self.namespace = client.BatchV1Api(api), namespace
-
-    def create_job(self, manifest: dict[str, Any]) -> Any:
-        return self.batch.create_namespaced_job(self.namespace, manifest)
+JOB_FORGER_RULES = [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list"]}]
+"""Another team in the same namespace: it may create, read and list Jobs."""
 
 
 @pytest.fixture
@@ -121,11 +98,13 @@ def _task_jobs(env: KueueEnv, task_id: str = "shards") -> list[Any]:
 def test_a_forged_complete_job_with_the_victims_identity_is_not_adopted(
     kueue_env: KueueEnv, cluster: Cluster, worker: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    tenant = Tenant(cluster, kueue_env.namespace)
+    tenant = Tenant(cluster, kueue_env.namespace, JOB_FORGER_RULES)
     victim = AirflowIdentity("nightly", "shards", RUN_ID, try_number=1)
     # The name the base would give (sha256 of the identity: computable) and one with a made-up seal.
     for name, seal in (("nightly-shards-forged", "0" * 64), ("nightly-shards-guessed", "")):
-        tenant.create_job(_forged(f"{name}-{short_id()}", kueue_env, victim, seal))
+        tenant.batch.create_namespaced_job(
+            tenant.namespace, _forged(f"{name}-{short_id()}", kueue_env, victim, seal)
+        )
     for job in _task_jobs(kueue_env):
         wait_for(
             f"{job.metadata.name} complete", lambda n=job.metadata.name: is_true(kueue_env.job(n), "Complete")
@@ -147,7 +126,7 @@ def test_a_forged_complete_job_with_the_victims_identity_is_not_adopted(
 def test_a_copy_of_an_earlier_try_s_job_made_after_its_deletion_is_not_adopted(
     kueue_env: KueueEnv, cluster: Cluster, worker: Any
 ) -> None:
-    tenant = Tenant(cluster, kueue_env.namespace)
+    tenant = Tenant(cluster, kueue_env.namespace, JOB_FORGER_RULES)
     conn_id = worker(kueue_env.namespace).conn_id
     first = _operator(kueue_env, conn_id).execute({"ti": _ti(1)})  # type: ignore[arg-type]
     original = kueue_env.job(first["job_name"])
@@ -163,7 +142,7 @@ def test_a_copy_of_an_earlier_try_s_job_made_after_its_deletion_is_not_adopted(
     )
     copy_of["metadata"]["labels"] = copy.deepcopy(original["metadata"]["labels"])
     copy_of["metadata"]["annotations"] = copy.deepcopy(original["metadata"]["annotations"])
-    tenant.create_job(copy_of)
+    tenant.batch.create_namespaced_job(tenant.namespace, copy_of)
     wait_for("the copy complete", lambda: is_true(kueue_env.job(first["job_name"]) or {}, "Complete"))
 
     second = _operator(kueue_env, conn_id).execute({"ti": _ti(2)})  # type: ignore[arg-type]
