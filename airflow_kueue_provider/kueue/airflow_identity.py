@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from airflow_kueue_provider.kueue.k8s_names import (
     HASH_LENGTH,
@@ -15,8 +15,12 @@ from airflow_kueue_provider.kueue.k8s_names import (
 
 from .names import DAG_ID_LABEL, MAP_INDEX_LABEL, RUN_ID_LABEL, TASK_ID_LABEL, TRY_NUMBER_LABEL
 
-if TYPE_CHECKING:
-    from .identity_seal import IdentitySeal
+
+class NameHasher(Protocol):
+    """What keys a name's hash part (``identity_seal.IdentitySeal``; a protocol so the seal, which reads
+    identities, and this module do not import each other)."""
+
+    def name_hash(self, *parts: str) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ def deterministic_job_name(
     identity: AirflowIdentity,
     prefix: str | None = None,
     *,
-    seal: IdentitySeal,
+    seal: NameHasher,
     per_try: bool = False,
     variant: str = "",
     max_length: int = MAX_JOB_NAME_LENGTH,
