@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,6 +39,7 @@ MAX_ACCESS_POLICIES = 5  # Azure's limit of stored access policies per container
 SHARD_SAS_PERMISSIONS = "racwdl"  # read, add, create, write, delete, list: save, load, prune, mark done
 CLOCK_SKEW = timedelta(minutes=5)  # a SAS starts this much in the past: the account's clock may be behind
 MAX_CREDENTIAL_TTL = timedelta(days=7)  # Azure's limit for a user-delegation key (workload identity)
+MIN_RENEWAL_SECONDS = 5.0  # a trigger renews a Job's SAS every quarter of its TTL, never more often than this
 DEFAULT_CREDENTIAL_TTL = timedelta(hours=48)
 _FINISHED = frozenset({"Complete", "Completed", "Failed"})
 _CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")
@@ -119,3 +121,36 @@ def credential_window(now: datetime, ttl: timedelta) -> tuple[datetime, datetime
             "(Azure's limit for a user-delegation SAS): set it to the longest a Job may queue and run"
         )
     return now - CLOCK_SKEW, now + ttl
+
+
+@dataclass(frozen=True)
+class CredentialRenewal:
+    """What a trigger needs to keep a waiting or running Job's policy-bound SAS valid: it moves the window of
+    the Job's stored access policies (``policy_head``) on ``shard_container`` to now + ``ttl_seconds``, every
+    quarter of that. Crosses the operator/trigger boundary as ``to_dict``/``from_dict``."""
+
+    conn_id: str
+    container: str
+    shard_container: str
+    policy_head: str
+    ttl_seconds: float
+
+    @property
+    def every_seconds(self) -> float:
+        return max(self.ttl_seconds / 4, MIN_RENEWAL_SECONDS)
+
+    def window(self, now: datetime) -> tuple[datetime, datetime]:
+        return credential_window(now, timedelta(seconds=self.ttl_seconds))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CredentialRenewal:
+        return cls(
+            str(data["conn_id"]),
+            str(data["container"]),
+            str(data["shard_container"]),
+            str(data["policy_head"]),
+            float(data["ttl_seconds"]),
+        )

@@ -29,6 +29,7 @@ from ..kueue.attempt_figures import AttemptFigures
 from ..kueue.checkpoint_access import (
     ACCESS_ID_HEX,
     DEFAULT_CREDENTIAL_TTL,
+    CredentialRenewal,
     access_policy_head,
     access_policy_id,
     credential_window,
@@ -238,6 +239,20 @@ class CheckpointSession:
             "prefix": self.prefix,
             "shard_count": self.shard_count,
         }
+
+    def trigger_credential(self, job_name: str) -> dict[str, Any] | None:
+        """What the trigger needs to keep ``job_name``'s pod SAS valid however long it waits or runs
+        (``CredentialRenewal``); None where there is nothing to renew (workload identity, or a
+        user-delegation SAS, which carries its own expiry)."""
+        if not self.pods_use_sas or not self.hook.binds_sas_to_policy:
+            return None
+        return CredentialRenewal(
+            self.config.conn_id,
+            self.config.container,
+            self.shard_container,
+            access_policy_head(job_name),
+            self.config.credential_ttl.total_seconds(),
+        ).to_dict()
 
     @property
     def pods_use_sas(self) -> bool:

@@ -230,6 +230,7 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
             deadline=wait.plan.to_dict() if wait.plan else None,
             deferred_at=time.time(),
             released_before=wait.released_before,
+            credential=wait.shards.trigger_credential(wait.obj["metadata"]["name"]),
         )
 
     def _ramp_for(self, job: dict[str, Any]) -> dict[str, Any] | None:

@@ -394,6 +394,7 @@ class KueueJobSetOperator(KueueOperator):
             deadline=wait.plan.to_dict() if wait.plan else None,
             deferred_at=time.time(),
             released_before=wait.released_before,
+            credential=wait.shards.trigger_credential(wait.obj["metadata"]["name"]),
         )
 
     def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:

@@ -59,6 +59,9 @@ class NoCheckpointing:
     def trigger_ledger(self) -> dict[str, Any] | None:
         return None
 
+    def trigger_credential(self, job_name: str) -> dict[str, Any] | None:
+        return None
+
     def finish(
         self, job_name: str, job_result: JobResult, status: str, figures: AttemptFigures | None = None
     ) -> RunLedger | None:

@@ -29,6 +29,7 @@ from ..kueue.released_quota import ReleasedQuota
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..kueue.trigger_event import KueueEvent
 from ..kueue.workload_state import WorkloadPhase
+from .credential_renewal import renewing
 from .deadline_watch import DeadlineWatch
 from .eta_tracking import QueueAndFinishEta
 from .followed_kind import FollowedKind
@@ -72,6 +73,7 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         deadline: dict[str, Any] | None = None,
         deferred_at: float | None = None,
         released_before: dict[str, Any] | None = None,
+        credential: dict[str, Any] | None = None,
     ) -> None:
         """The kind's ``__init__`` maps its own name and uid kwargs (``job_name``, ``jobset_name``, ...) to
         ``name`` and ``uid`` and passes the others on as they are (``**shared``): the serialized kwargs of an
@@ -86,6 +88,7 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         self.deadline = DeadlinePlan.from_dict(deadline) if deadline else None
         self.deferred_at = deferred_at
         self.released_before = released_before
+        self.credential = credential  # CredentialRenewal.to_dict(): keep the pods' SAS valid while followed
         # what Kueue gave back while it ran: as this trigger sees it, after what earlier deferrals saw
         self._released = ReleasedQuota.carried(released_before)
         self._deadline = DeadlineWatch(self.deadline)
@@ -109,11 +112,12 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         return f"{self.kind} {self.namespace}/{self.name}"
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Keys a kind gained later (a JobSet's ``deadline`` and ``released_before``) are left out while
-        unset, so that a triggerer of the previous version still loads the trigger during a rolling
-        upgrade."""
+        """Keys a kind gained later (a JobSet's ``deadline`` and ``released_before``; ``credential``) are
+        left out while unset, so that a triggerer of the previous version still loads the trigger during a
+        rolling upgrade."""
         later = {"deadline": self.deadline.to_dict() if self.deadline else None}
         later["released_before"] = self.released_before
+        later["credential"] = self.credential
         kwargs = {
             "namespace": self.namespace,
             "queue_name": self.queue_name,
@@ -136,7 +140,11 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
     async def first_event(self) -> dict[str, Any]:
         """The one event this trigger ends with (``run`` adds the resume guard a triggerer needs)."""
         try:
-            async with self._capabilities(), self._follow() as following:
+            async with (
+                self._capabilities(),
+                renewing(self.credential, self.where),
+                self._follow() as following,
+            ):
                 return await self._until_outcome(following)
         except asyncio.CancelledError:
             raise

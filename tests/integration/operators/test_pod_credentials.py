@@ -3,6 +3,7 @@ Azurite, real Secret and garbage collection on the cluster)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -53,7 +54,10 @@ def blob(devcluster_env: dict[str, str]) -> Iterator[SimpleNamespace]:
             service.delete_container(container.name)
 
 
-def _operator(env: KueueEnv, blob: SimpleNamespace, task_id: str) -> KueueIndexedJobOperator:
+def _operator(
+    env: KueueEnv, blob: SimpleNamespace, task_id: str, credential_ttl: timedelta | None = None
+) -> KueueIndexedJobOperator:
+    ttl = {"credential_ttl": credential_ttl} if credential_ttl is not None else {}
     return KueueIndexedJobOperator(
         task_id=task_id,
         namespace=env.namespace,
@@ -61,7 +65,7 @@ def _operator(env: KueueEnv, blob: SimpleNamespace, task_id: str) -> KueueIndexe
         image="example.invalid/shard:1",
         completions=2,
         annotations=HOLD,
-        checkpointing=Checkpointing(CONN_ID, blob.base),
+        checkpointing=Checkpointing(CONN_ID, blob.base, **ttl),
     )
 
 
@@ -285,3 +289,44 @@ def _attempts(blob: SimpleNamespace, ledger_name: str) -> list[tuple[str, IndexS
     client = blob.service.get_blob_client(blob.base, ledger_name)
     data = json.loads(client.download_blob().readall()) if client.exists() else {}
     return [(a["job_name"], IndexSet.parse(a["shards"]), a["status"]) for a in data.get("attempts", [])]
+
+
+def test_a_job_that_outlives_credential_ttl_keeps_a_valid_sas_while_its_trigger_follows_it(
+    kueue_env: KueueEnv, blob: SimpleNamespace
+) -> None:
+    """A Job may wait in its queue, or run, longer than ``credential_ttl``: while the trigger follows it, the
+    stored access policy behind its pods' SAS moves to now + TTL every quarter of the TTL, so the SAS in the
+    Secret (and in running pods) still works after the TTL has passed."""
+    ttl = timedelta(seconds=24)
+    operator = _operator(kueue_env, blob, "task-long-wait", credential_ttl=ttl)
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute({"ti": _ti("task-long-wait")})  # type: ignore[arg-type]
+    (job,) = [j for j in kueue_env.jobs() if j.metadata.labels.get(TASK_ID_LABEL) == "task-long-wait"]
+    pod = _pod_env(kueue_env, dict(kueue_env.cluster.api.sanitize_for_serialization(job)))
+    account_url, name = pod["AIRFLOW_KUEUE_CHECKPOINT_URL"].rsplit("/", 1)
+    container = ContainerClient(account_url, name, credential=pod[CHECKPOINT_SAS_ENV])
+    signed = _latest_expiry(blob.service, name)
+
+    trigger = deferred.value.trigger
+    assert trigger.credential is not None, "an account-key SAS is renewed by the trigger"
+
+    async def follow_past_the_ttl() -> None:
+        with contextlib.suppress(asyncio.TimeoutError):  # held pods never finish: stop following
+            await asyncio.wait_for(trigger.first_event(), timeout=ttl.total_seconds() + 8)
+
+    asyncio.run(follow_past_the_ttl())
+    assert datetime.now(timezone.utc) > signed, "the SAS as signed has expired by now"
+    assert _latest_expiry(blob.service, name) > signed + timedelta(seconds=5)
+    container.upload_blob(
+        "creds/run-1/task-long-wait/shards/0/done.json", b"{}", overwrite=True
+    )  # still valid
+
+
+def _latest_expiry(service: BlobServiceClient, name: str) -> datetime:
+    identifiers = service.get_container_client(name).get_container_access_policy()["signed_identifiers"]
+    expiries = [i.access_policy.expiry for i in identifiers if i.access_policy and i.access_policy.expiry]
+    as_dates = [
+        e if isinstance(e, datetime) else datetime.fromisoformat(str(e).replace("Z", "+00:00"))
+        for e in expiries
+    ]
+    return max(d if d.tzinfo else d.replace(tzinfo=timezone.utc) for d in as_dates)

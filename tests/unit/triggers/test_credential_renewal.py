@@ -1,0 +1,89 @@
+"""The trigger keeps a followed Job's pod SAS valid: it moves the stored access policy's window to now + TTL
+every quarter of the TTL, retries Blob trouble, stops once the policy is gone, and does nothing without a
+renewal (no checkpointing, workload identity, a user-delegation SAS, a trigger of an earlier version)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from airflow_kueue_provider.kueue import checkpoint_access
+from airflow_kueue_provider.kueue.checkpoint_access import CredentialRenewal
+from airflow_kueue_provider.triggers.credential_renewal import renewing
+from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
+
+PREVIOUS = Path(__file__).parents[2] / "integration" / "triggers" / "previous_main"
+RENEWAL = CredentialRenewal("blob", "checkpoints", "checkpoints-abc", "0123abcd", ttl_seconds=0.4)
+
+
+@pytest.fixture(autouse=True)
+def fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checkpoint_access, "MIN_RENEWAL_SECONDS", 0.01)
+
+
+def test_the_renewal_crosses_the_boundary_as_a_dict() -> None:
+    assert CredentialRenewal.from_dict(json.loads(json.dumps(RENEWAL.to_dict()))) == RENEWAL
+    assert RENEWAL.every_seconds == pytest.approx(0.1)
+
+
+def test_each_quarter_of_the_ttl_the_window_moves_to_now_plus_ttl() -> None:
+    calls: list[tuple[CredentialRenewal, datetime, datetime]] = []
+
+    def extend(renewal: CredentialRenewal, start: datetime, expiry: datetime) -> int:
+        calls.append((renewal, start, expiry))
+        return 1
+
+    async def follow() -> None:
+        async with renewing(RENEWAL.to_dict(), "Job ns/a", extend):
+            await asyncio.sleep(0.35)
+
+    asyncio.run(follow())
+    assert 2 <= len(calls) <= 4
+    now = datetime.now(timezone.utc)
+    renewal, start, expiry = calls[-1]
+    assert renewal == RENEWAL
+    assert start < now - timedelta(minutes=4)  # the clock-skew allowance
+    assert now - timedelta(seconds=1) < expiry <= now + timedelta(seconds=0.4)
+
+
+def test_blob_trouble_is_retried_and_a_gone_policy_ends_the_renewal() -> None:
+    answers: list[int | Exception] = [OSError("Blob away"), 1, 0]
+    calls = 0
+
+    def extend(renewal: CredentialRenewal, start: datetime, expiry: datetime) -> int:
+        nonlocal calls
+        calls += 1
+        answer = answers.pop(0) if answers else 1
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def follow() -> None:
+        async with renewing(RENEWAL.to_dict(), "Job ns/a", extend):
+            await asyncio.sleep(1.0)
+
+    asyncio.run(follow())
+    assert calls == 3  # failed, renewed, then no policy left: no more calls
+
+
+def test_without_a_renewal_nothing_runs() -> None:
+    def extend(renewal: CredentialRenewal, start: datetime, expiry: datetime) -> int:
+        raise AssertionError("must not renew")
+
+    async def follow() -> None:
+        async with renewing(None, "Job ns/a", extend):
+            await asyncio.sleep(0.05)
+
+    asyncio.run(follow())
+
+
+def test_the_trigger_carries_its_renewal_and_an_earlier_versions_trigger_has_none() -> None:
+    _, kwargs = json.loads((PREVIOUS / "job_ramp_deadline_ledger.json").read_text())
+    earlier = KueueJobTrigger(**kwargs)
+    assert earlier.credential is None and "credential" not in earlier.serialize()[1]
+    _, again = KueueJobTrigger(**{**kwargs, "credential": RENEWAL.to_dict()}).serialize()
+    assert CredentialRenewal.from_dict(again["credential"]) == RENEWAL
