@@ -195,38 +195,26 @@ from airflow.sdk import DAG
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
-         params={{"queue": {queue!r}}}) as dag:
+         params={{"queue": {other_queue!r}}}) as dag:
     KueueIndexedJobOperator(
-        task_id="shards", namespace={namespace!r}, queue_name="{{{{ params.queue }}}}",
-        image="example.invalid/shard:1", completions=1, {extra}
+        task_id="as_the_worker", namespace={namespace!r}, queue_name={queue!r},
+        image="example.invalid/shard:1", completions=1, service_account_name="airflow-kueue-worker",
+    )
+    KueueIndexedJobOperator(
+        task_id="in_team_b_queue", namespace={namespace!r}, queue_name="{{{{ params.queue }}}}",
+        image="example.invalid/shard:1", completions=1,
     )
 """
 
 
-@pytest.mark.parametrize(
-    ("case", "extra", "queue", "expected"),
-    [
-        (
-            "service_account",
-            'service_account_name="airflow-kueue-worker",',
-            None,
-            "serviceAccountName 'airflow-kueue-worker' is not in [kueue] allowed_service_accounts",
-        ),
-        ("queue", "", "team-b-queue", "queue_name (LocalQueue) 'team-b-queue' is not allowed in namespace"),
-    ],
-)
 def test_a_dag_file_that_sets_the_policy_changes_nothing(
     kueue_env: KueueEnv,
     kueue_env_factory: Any,
     airflow_home: AirflowHome,
     monkeypatch: pytest.MonkeyPatch,
-    case: str,
-    extra: str,
-    queue: str | None,
-    expected: str,
 ) -> None:
-    """A real `airflow dags test`: the DAG file sets the env vars and conf.set at its top; the task still
-    runs under the policy the process was started with (empty ServiceAccount list, one LocalQueue)."""
+    """A real `airflow dags test`: the DAG file sets the env vars and conf.set at its top; both tasks still
+    run under the policy the process was started with (empty ServiceAccount list, one LocalQueue)."""
     other = kueue_env_factory(namespace=kueue_env.namespace, local_queue="team-b-queue")
     monkeypatch.setitem(
         airflow_home.env,
@@ -234,19 +222,23 @@ def test_a_dag_file_that_sets_the_policy_changes_nothing(
         f"{kueue_env.namespace}:{kueue_env.local_queue}",
     )
     monkeypatch.delitem(airflow_home.env, "AIRFLOW__KUEUE__ALLOWED_SERVICE_ACCOUNTS", raising=False)
-    dag_id = f"tamper_{case}"
+    dag_id = "tamper"
     airflow_home.write_dag(
         dag_id,
         TAMPERING_DAG.format(
             dag_id=dag_id,
             namespace=kueue_env.namespace,
-            queue=other.local_queue if queue else kueue_env.local_queue,
-            extra=extra,
+            queue=kueue_env.local_queue,
+            other_queue=other.local_queue,
         ),
     )
     run = airflow_home.test_dag(dag_id)
     assert not run.succeeded, run.output[-4000:]
-    assert expected in run.output, run.output[-4000:]
+    for expected in (
+        "serviceAccountName 'airflow-kueue-worker' is not in [kueue] allowed_service_accounts",
+        "queue_name (LocalQueue) 'team-b-queue' is not allowed in namespace",
+    ):
+        assert expected in run.output, run.output[-4000:]
     assert kueue_env.jobs() == []
 
 
