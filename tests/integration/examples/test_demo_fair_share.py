@@ -115,8 +115,9 @@ def test_held_risk_queue_lets_research_borrow_and_its_release_reclaims(
         timeout=60,
     )
     assert research["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] == "8"
-    risk = workload(risk_ns, "risk")
-    assert risk is not None and not is_true(risk, "QuotaReserved"), "held: not admitted"
+    # Kueue creates the held Job's Workload on its own schedule: wait for it, then check it was not admitted.
+    risk = wait_for("the risk Workload created", lambda: workload(risk_ns, "risk"), timeout=60)
+    assert not is_true(risk, "QuotaReserved"), "held: not admitted"
 
     cluster.custom.patch_namespaced_custom_object(
         "kueue.x-k8s.io", "v1beta2", risk_ns, "localqueues", demo.RISK_QUEUE, {"spec": {"stopPolicy": "None"}}
