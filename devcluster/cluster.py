@@ -310,7 +310,12 @@ def bring_up(layout: Layout, bin_dir: Path, spot: int, system: int) -> Kubectl:
     kubectl.apply(
         manifests.jobset_install(Path(kubectl.base[0]), jobset_src, ca_bundle, api_only=layout.is_worker)
     )
-    kubectl.apply(manifests.kueue_install(Path(kubectl.base[0]), source_dir(bin_dir) / "kueue", layout.ports))
+    kueue_api = manifests.kueue_api_mode(os.environ.get(manifests.KUEUE_API_ENV))
+    kubectl.apply(
+        manifests.kueue_install(Path(kubectl.base[0]), source_dir(bin_dir) / "kueue", layout.ports, kueue_api)
+    )
+    for resource, stale in manifests.kueue_stale_objects(kueue_api):
+        kubectl("delete", resource, stale, "--ignore-not-found")
     kubectl(
         "wait", "--for=condition=Established", "crd", "-l", "app.kubernetes.io/name=kueue", "--timeout=60s"
     )

@@ -106,20 +106,65 @@ def _is_served_webhook(hook: dict[str, Any]) -> bool:
     return any(part in path for part in ("batch-v1-job", "jobset-x-k8s-io", "kueue-x-k8s-io"))
 
 
-def kueue_install(kubectl: Path, kueue_src: Path, ports: Ports = PORTS) -> list[dict[str, Any]]:
+KUEUE_API_ENV = "DEVCLUSTER_KUEUE_API"
+"""Which ``kueue.x-k8s.io`` versions the bed serves: ``v1beta2`` (the default: Kueue v0.20's API surface,
+v1beta1 unserved, no v1beta1 visibility APIService) or ``both`` (Kueue 0.19.2 as it ships).
+See docs/kueue-versions.md."""
+KUEUE_API_MODES = ("v1beta2", "both")
+KUEUE_GROUP = "kueue.x-k8s.io"
+VISIBILITY_V1BETA1 = "v1beta1.visibility.kueue.x-k8s.io"
+
+
+class KueueApiModeError(ValueError):
+    """``DEVCLUSTER_KUEUE_API`` names no mode the bed knows."""
+
+
+def kueue_api_mode(raw: str | None) -> str:
+    """The mode from the environment's value; unset or empty is ``v1beta2``."""
+    mode = (raw or "").strip() or KUEUE_API_MODES[0]
+    if mode not in KUEUE_API_MODES:
+        raise KueueApiModeError(
+            f"{KUEUE_API_ENV}={raw!r}: use one of {', '.join(KUEUE_API_MODES)} "
+            "(v1beta2: v1beta1 unserved as in Kueue v0.20; both: Kueue 0.19.2 as it ships)"
+        )
+    return mode
+
+
+def kueue_stale_objects(api: str) -> list[tuple[str, str]]:
+    """(resource, name) pairs a re-apply in mode ``api`` must delete: server-side apply adds and changes
+    objects but never removes one that an earlier mode applied."""
+    return [("apiservice", VISIBILITY_V1BETA1)] if api == "v1beta2" else []
+
+
+def _serve_v1beta2_only(crd: dict[str, Any]) -> None:
+    """As Kueue v0.20's CRDs (kubernetes-sigs/kueue#14558): v1beta1 stays listed (objects stored as v1beta1
+    still decode) but is not served; v1beta2 is served and the storage version. The conversion webhook
+    stays."""
+    for version in crd["spec"]["versions"]:
+        version["served"] = version["storage"] = version["name"] == "v1beta2"
+
+
+def kueue_install(
+    kubectl: Path, kueue_src: Path, ports: Ports = PORTS, api: str = KUEUE_API_MODES[0]
+) -> list[dict[str, Any]]:
     """Kueue's own ``config/default`` kustomization, rewired for a controller that runs on the host.
 
     - the Deployment goes (Kueue runs as a local process);
     - the webhook and visibility Services become ExternalName Services for ``localhost`` with the local ports,
       so the apiserver's service resolver dials 127.0.0.1 with the in-cluster TLS server name;
-    - webhooks of frameworks that are not enabled are dropped (nothing would answer them).
+    - webhooks of frameworks that are not enabled are dropped (nothing would answer them);
+    - with ``api="v1beta2"``, Kueue v0.20's API surface: every ``kueue.x-k8s.io`` CRD serves v1beta2 only and
+      the v1beta1 visibility APIService is left out (delete a stale one: ``kueue_stale_objects``).
     """
+    kueue_api_mode(api)
     docs: list[dict[str, Any]] = []
     for doc in _kustomized(kubectl, kueue_src / "config" / "default"):
         if not doc:
             continue
         kind, name = doc["kind"], doc["metadata"]["name"]
         if kind == "Deployment":
+            continue
+        if api == "v1beta2" and (kind, name) == ("APIService", VISIBILITY_V1BETA1):
             continue
         if kind == "Service" and name in ("kueue-webhook-service", "kueue-visibility-server"):
             port = ports.kueue_webhook if name == "kueue-webhook-service" else ports.kueue_visibility
@@ -133,6 +178,8 @@ def kueue_install(kubectl: Path, kueue_src: Path, ports: Ports = PORTS) -> list[
             for hook in doc["webhooks"]:
                 hook["clientConfig"]["service"]["port"] = ports.kueue_webhook
         elif kind == "CustomResourceDefinition":
+            if api == "v1beta2" and doc["spec"]["group"] == KUEUE_GROUP:
+                _serve_v1beta2_only(doc)
             conversion = doc["spec"].get("conversion", {})
             if conversion.get("strategy") == "Webhook":
                 conversion["webhook"]["clientConfig"]["service"]["port"] = ports.kueue_webhook

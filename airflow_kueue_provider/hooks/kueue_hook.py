@@ -80,8 +80,14 @@ class KueueHook:
 
     @functools.cached_property
     def kueue_version(self) -> str:
-        """v1beta2 when served, else v1beta1."""
-        return kueue_api.pick_version(self._get_raw(f"/apis/{kueue_api.KUEUE_GROUP}"))
+        """v1beta2 when served (Kueue 0.15 and later; the only one from 0.20), else v1beta1."""
+        try:
+            group = self._get_raw(f"/apis/{kueue_api.KUEUE_GROUP}")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            group = {}  # the group is not served at all (no Kueue): pick_version says so
+        return kueue_api.pick_version(group)
 
     # --- queues -------------------------------------------------------------------------------------
     def list_local_queues(self, namespace: str | None) -> list[dict[str, Any]]:
