@@ -58,10 +58,10 @@ TEST_WORKERS ?= 3
 TEST_REPORTS ?= .test-reports
 test: venv
 	@rm -rf $(TEST_REPORTS); mkdir -p $(TEST_REPORTS)
-	-$(PY) -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS) -m "not serial" --durations=15 \
+	-$(PY) -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS) -m "not serial and not soak" --durations=15 \
 		--junitxml=$(TEST_REPORTS)/parallel.xml tests
 	-$(PY) -m devcluster multikueue down
-	-$(PY) -m pytest $(PYTEST_ARGS) -m serial --durations=5 --junitxml=$(TEST_REPORTS)/serial.xml tests
+	-$(PY) -m pytest $(PYTEST_ARGS) -m "serial and not soak" --durations=5 --junitxml=$(TEST_REPORTS)/serial.xml tests
 	-$(MAKE) --no-print-directory test-min-airflow PYTEST_ARGS="$(PYTEST_ARGS) --junitxml=$(TEST_REPORTS)/min-airflow.xml"
 	@$(PY) tools/test_summary.py $(TEST_REPORTS)/parallel.xml $(TEST_REPORTS)/serial.xml \
 		$(TEST_REPORTS)/min-airflow.xml

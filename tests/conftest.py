@@ -1,6 +1,6 @@
 """Tests under tests/integration/ are marked ``integration`` (they need the local cluster). Tests marked
-``long`` or ``scale`` run only when the marker expression names them (``-m long``, ``-m "serial and scale"``):
-``make test`` leaves them out, skipped with the reason."""
+``long``, ``scale`` or ``soak`` run only when the marker expression names them (``-m long``,
+``-m "serial and scale"``): ``make test`` leaves them out, skipped with the reason."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ os.environ.setdefault("AIRFLOW__CORE__FERNET_KEY", "YWlyZmxvdy1rdWV1ZS1wcm92aWRl
 OPT_IN_MARKERS = {
     "long": "the long variant of a stress test",
     "scale": "a full-size run (minutes to an hour; figures in the README)",
+    "soak": "the long fault soak (an hour of faults; figures in benchmarks/results/fault_soak.md)",
 }
 
 
