@@ -212,10 +212,13 @@ class History:
 
 # --- the watch-based recorder ------------------------------------------------------------------------------
 class Recorder:
-    """Records Workloads, Jobs and Pods in ``namespaces`` until ``stop()``; thread-safe, survives outages."""
+    """Records Workloads, Jobs and Pods in ``namespaces`` until ``stop()``; each kind's thread has its own
+    client from ``new_client()`` and survives apiserver and etcd outages (relist, and a ``Gap``)."""
 
-    def __init__(self, api_client: Any, namespaces: Iterable[str], watch_seconds: int = 60) -> None:
-        self.api_client = api_client
+    def __init__(
+        self, new_client: Callable[[], Any], namespaces: Iterable[str], watch_seconds: int = 60
+    ) -> None:
+        self.new_client = new_client
         self.namespaces = set(namespaces)
         self.watch_seconds = watch_seconds
         self.observations: list[Observation] = []
@@ -238,24 +241,20 @@ class Recorder:
         for thread in self._threads:
             thread.join(timeout=self.watch_seconds + 15)
 
-    def _list_fn(self, kind: str) -> tuple[Callable[..., Any], dict[str, Any]]:
+    @staticmethod
+    def _list_fn(kind: str, api_client: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
         from kubernetes import client
 
         if kind == "Workload":
-            api = client.CustomObjectsApi(self.api_client)
+            api = client.CustomObjectsApi(api_client)
             return api.list_cluster_custom_object, {
                 "group": "kueue.x-k8s.io",
                 "version": "v1beta2",
                 "plural": "workloads",
             }
         if kind == "Job":
-            return client.BatchV1Api(self.api_client).list_job_for_all_namespaces, {}
-        return client.CoreV1Api(self.api_client).list_pod_for_all_namespaces, {}
-
-    def _as_dict(self, obj: Any) -> dict[str, Any]:
-        if isinstance(obj, dict):
-            return obj
-        return dict(self.api_client.sanitize_for_serialization(obj))
+            return client.BatchV1Api(api_client).list_job_for_all_namespaces, {}
+        return client.CoreV1Api(api_client).list_pod_for_all_namespaces, {}
 
     def _add(self, t: float, kind: str, event: str, obj: dict[str, Any], batch: int = 0) -> None:
         meta = obj.get("metadata") or {}
@@ -267,18 +266,16 @@ class Recorder:
         with self._lock:
             self.observations.append(observation)
 
-    def _relist(self, kind: str, known: dict[str, dict[str, Any]]) -> str:
+    def _relist(self, kind: str, api_client: Any, known: dict[str, dict[str, Any]]) -> str:
         """List every object of ``kind`` as one batch; objects known before and missing now are GONE."""
-        fn, kwargs = self._list_fn(kind)
-        listed = self._as_dict(fn(**kwargs, _request_timeout=30))
+        fn, kwargs = self._list_fn(kind, api_client)
+        listed = json.loads(fn(**kwargs, _preload_content=False, _request_timeout=30).data)
         t = time.time()
         with self._lock:
             self._batches += 1
             batch = self._batches
         seen: dict[str, dict[str, Any]] = {}
         for item in listed.get("items") or []:
-            item = self._as_dict(item)
-            item.setdefault("kind", kind)
             seen[item["metadata"]["uid"]] = item
             self._add(t, kind, "RELISTED", item, batch)
         for uid, last in known.items():
@@ -291,18 +288,19 @@ class Recorder:
     def _run(self, kind: str) -> None:
         from kubernetes import watch
 
+        api_client = self.new_client()
         known: dict[str, dict[str, Any]] = {}
         version: str | None = None
         broken_at: float | None = None
         while not self._stop.is_set():
             try:
                 if version is None:
-                    version = self._relist(kind, known)
+                    version = self._relist(kind, api_client, known)
                     if broken_at is not None:
                         with self._lock:
                             self.gaps.append(Gap(kind, broken_at, time.time()))
                         broken_at = None
-                fn, kwargs = self._list_fn(kind)
+                fn, kwargs = self._list_fn(kind, api_client)
                 stream = watch.Watch().stream(
                     fn,
                     **kwargs,
@@ -312,7 +310,7 @@ class Recorder:
                     _request_timeout=self.watch_seconds + 10,
                 )
                 for event in stream:
-                    obj = self._as_dict(event["object"])
+                    obj = event.get("raw_object") or {}
                     version = (obj.get("metadata") or {}).get("resourceVersion") or version
                     if event["type"] == "BOOKMARK":
                         continue
