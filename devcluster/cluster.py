@@ -377,6 +377,15 @@ def crash(layout: Layout, name: str) -> int | None:
     return procs.stop(layout, name, grace=0.0)
 
 
+def start_one(layout: Layout, name: str) -> None:
+    """Start one crashed component again and wait until it is healthy, without the rest of ``up`` (no
+    manifests, no webhook waits): what a supervisor does, in seconds (the fault soak heals this way)."""
+    comps = {c.name: c for c in components(build_binaries(), layout)}
+    if name not in comps:
+        raise ValueError(f"unknown component {name!r}; one of {', '.join(comps)}")
+    _start_and_wait(comps[name], layout)
+
+
 def restart(layout: Layout, name: str) -> None:
     """Crash ``name`` and bring the cluster back (``up`` starts only what is missing)."""
     pid = crash(layout, name)
