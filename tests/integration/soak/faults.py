@@ -13,7 +13,7 @@ error). The actions are small objects with ``kill(target)`` and ``heal(target)``
 
 - ``ClusterComponent``: SIGKILL one devcluster process group (kube-apiserver, etcd, kueue,
   kube-controller-manager (the Job controller), kube-scheduler, kwok, azurite, procnode-N); healed by
-  ``python -m devcluster up`` (starts only what is missing).
+  starting that component alone (``devcluster.cluster.start_one``).
 - ``AirflowComponent``: SIGKILL a triggerer or the Airflow scheduler of the test's deployment (with its task
   processes), then start it again.
 - ``SpotNodeLoss``: what AKS does to a Spot VM: the Node is tainted and cordoned, its pods are evicted
@@ -106,8 +106,16 @@ def devcluster_up(log: Path, timeout: float = 600) -> None:
     raise RuntimeError(f"devcluster up exited {done.returncode}; see {log}")
 
 
+START_ONE = (
+    "import sys; from devcluster.cluster import start_one; from devcluster.layout import Layout; "
+    "start_one(Layout.default(), sys.argv[1])"
+)
+
+
 class ClusterComponent:
-    """A devcluster process: SIGKILL of its process group, then ``devcluster up``."""
+    """A devcluster process: SIGKILL of its process group, then started again alone, as a supervisor would
+    (``devcluster.cluster.start_one``, in a short-lived process so the component is not the test's child);
+    ``devcluster up`` if that fails."""
 
     def __init__(self, log: Path) -> None:
         self.log = log
@@ -119,7 +127,17 @@ class ClusterComponent:
         procs.stop(Layout.default(), target, grace=0.0)
 
     def heal(self, target: str) -> None:
-        devcluster_up(self.log)
+        with open(self.log, "ab") as out:
+            done = subprocess.run(
+                [sys.executable, "-c", START_ONE, target],
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=300,
+                check=False,
+            )
+        if done.returncode != 0:
+            devcluster_up(self.log)
 
 
 class AirflowComponent:

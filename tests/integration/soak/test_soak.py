@@ -13,6 +13,7 @@ quiet time between faults (default 6 s). The history, the fault log and a summar
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import shlex
@@ -101,6 +102,7 @@ def _heal(bed: SoakBed, deployment: AirflowDeployment, log: Path) -> None:
 def run_soak(
     cluster: Cluster, deployment: AirflowDeployment, devcluster_env: dict[str, str], test: str, default: float
 ) -> None:
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # the recorder's retries while the apiserver is down
     seed = int(os.environ.get("SOAK_SEED") or random.SystemRandom().randrange(1, 2**31))
     seconds = float(os.environ.get("SOAK_SECONDS", default))
     kinds = [k for k in os.environ.get("SOAK_KINDS", "").split(",") if k]
