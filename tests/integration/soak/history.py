@@ -266,8 +266,9 @@ class Recorder:
         with self._lock:
             self.observations.append(observation)
 
-    def _relist(self, kind: str, api_client: Any, known: dict[str, dict[str, Any]]) -> str:
-        """List every object of ``kind`` as one batch; objects known before and missing now are GONE."""
+    def _relist(self, kind: str, api_client: Any, known: dict[str, dict[str, Any]]) -> tuple[str, float]:
+        """List every object of ``kind`` as one batch (objects known before and missing now are GONE);
+        returns the list's resource version and when it was taken."""
         fn, kwargs = self._list_fn(kind, api_client)
         listed = json.loads(fn(**kwargs, _preload_content=False, _request_timeout=30).data)
         t = time.time()
@@ -283,7 +284,7 @@ class Recorder:
                 self._add(t, kind, "GONE", last, batch)
         known.clear()
         known.update(seen)
-        return str((listed.get("metadata") or {}).get("resourceVersion") or "")
+        return str((listed.get("metadata") or {}).get("resourceVersion") or ""), t
 
     def _run(self, kind: str) -> None:
         from kubernetes import watch
@@ -295,10 +296,10 @@ class Recorder:
         while not self._stop.is_set():
             try:
                 if version is None:
-                    version = self._relist(kind, api_client, known)
-                    if broken_at is not None:
+                    version, listed_at = self._relist(kind, api_client, known)
+                    if broken_at is not None:  # the gap ends when the list's snapshot was taken
                         with self._lock:
-                            self.gaps.append(Gap(kind, broken_at, time.time()))
+                            self.gaps.append(Gap(kind, broken_at, listed_at))
                         broken_at = None
                 fn, kwargs = self._list_fn(kind, api_client)
                 stream = watch.Watch().stream(
