@@ -57,7 +57,7 @@ def workload_view(obj: dict[str, Any]) -> dict[str, Any]:
     """Owner Job, ClusterQueue, conditions ``{type: [status, lastTransitionTime]}`` and the quota it holds
     (``status.admission`` less the pods Kueue may reclaim)."""
     meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), {})
+    owner: dict[str, Any] = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), {})
     conditions = {
         c["type"]: [c.get("status") == "True", api_time(c.get("lastTransitionTime"))]
         for c in status.get("conditions") or []
@@ -111,7 +111,7 @@ def job_view(obj: dict[str, Any]) -> dict[str, Any]:
 def pod_view(obj: dict[str, Any]) -> dict[str, Any]:
     """Owner Job, node, phase and when its container started and ended (API times)."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), {})
+    owner: dict[str, Any] = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), {})
     started = finished = None
     for cs in status.get("containerStatuses") or []:
         state = cs.get("state") or {}
