@@ -152,12 +152,22 @@ class SoakBed:
         )
 
     def heal_nodes(self) -> None:
-        """The soak's KWOK nodes exist and are schedulable (a fault may have left one deleted)."""
+        """The soak's KWOK nodes exist, and every node of the soak is schedulable and without the eviction
+        taint (a fault may have left one deleted, or cordoned)."""
+        from .faults import EVICTION_TAINT
+
         for name in self.kwok_nodes:
             with contextlib.suppress(ApiException):
                 self.cluster.core.create_node(
                     fake_node(name, SPOT_POOL, extra_labels={"soak-pool": self.sid})
                 )
+        for name in self.kwok_nodes + self.process_nodes:
+            with contextlib.suppress(ApiException):
+                node = self.cluster.core.read_node(name)
+                taints = [t for t in node.spec.taints or [] if t.key != EVICTION_TAINT["key"]]
+                if node.spec.unschedulable or len(taints) != len(node.spec.taints or []):
+                    body = [{"key": t.key, "value": t.value, "effect": t.effect} for t in taints]
+                    self.cluster.core.patch_node(name, {"spec": {"unschedulable": False, "taints": body}})
 
     def delete(self) -> None:
         for namespace in self.namespaces:

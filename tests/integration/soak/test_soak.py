@@ -169,7 +169,7 @@ def run_soak(
             gaps=list(recorder.gaps),
             journal=[
                 e
-                for e in read_journals(REPO / ".devcluster" / "procnode", started)
+                for e in read_journals(Path(devcluster_env["DEVCLUSTER_STATE"]) / "procnode", started)
                 if str(e.get("pod", "")).split("/")[0] in bed.namespaces
             ],
             items=read_items(Path(dags.items_log(p)) for p in dags.programs),
