@@ -356,7 +356,7 @@ def read_items(paths: Iterable[Path]) -> list[dict[str, Any]]:
             continue
         for raw in path.read_text(errors="replace").splitlines():
             parts = raw.split(" ")
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, IndexError):  # a line torn by a SIGKILL mid-write
                 shard, item = parts[0].split(":")
                 found.append({"shard": int(shard), "item": int(item), "pod": parts[1], "t": float(parts[2])})
     return found
