@@ -13,6 +13,6 @@ out="$cache/bin/procnode-$key/procnode"
 if [ -x "$out" ]; then echo "$out"; exit 0; fi
 echo "[build $(date +%T)] procnode $key" >&2
 mkdir -p "$(dirname "$out")"
-(cd "$src" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$out.tmp" . >&2)
+(cd "$src" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="-s -w" -o "$out.tmp" . >&2)
 mv "$out.tmp" "$out"
 echo "$out"

@@ -21,7 +21,14 @@ from urllib.parse import urlsplit
 import yaml
 
 from . import manifests, procs
-from .components import JOBSET_CONFIG, KUEUE_CONFIG, KWOK_CONFIG, components
+from .components import (
+    JOBSET_CONFIG,
+    KUEUE_CONFIG,
+    KWOK_CONFIG,
+    components,
+    process_node_count,
+    process_node_name,
+)
 from .layout import DEVCLUSTER_SRC, REPO, Layout, azurite_connection_string, write_atomically
 from .pki import JOBSET_WEBHOOK_CERT, ensure_pki, write_kubeconfig
 
@@ -37,6 +44,7 @@ RESTARTABLE = (
     "kwok",
     "jobset",
     "azurite",
+    *(f"procnode-{n}" for n in range(process_node_count())),
 )
 DEFAULT_SPOT_NODES = 4
 DEFAULT_SYSTEM_NODES = 1
@@ -60,6 +68,33 @@ def build_binaries() -> Path:
         ["bash", str(DEVCLUSTER_SRC / "build.sh")], check=True, stdout=subprocess.PIPE, text=True
     )
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+def build_procnode() -> Path:
+    """Run build_procnode.sh (a no-op when the cache has these procnode sources) and return the binary."""
+    out = subprocess.run(
+        ["bash", str(DEVCLUSTER_SRC / "build_procnode.sh")], check=True, stdout=subprocess.PIPE, text=True
+    )
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def start_process_nodes(layout: Layout, kubectl: Kubectl, procnode: Path) -> None:
+    """Start the process nodes (a procnode rebuilt from changed sources replaces the running one) and wait
+    until their Nodes are Ready."""
+    count = process_node_count()
+    for comp in components(Path(), layout, procnode):
+        if not comp.name.startswith("procnode-"):
+            continue
+        pid = procs.running_pid(layout, comp.name)  # checked against the executable it was started with
+        pid_file = layout.pids / f"{comp.name}.pid"
+        if pid is not None and pid_file.read_text().partition("\n")[2].strip() != comp.executable:
+            say(f"{comp.name} (pid {pid}) runs an older build: replacing it")
+            procs.stop(layout, comp.name)
+        _start_and_wait(comp, layout)
+    for n in range(count):
+        kubectl("wait", "--for=condition=Ready", f"node/{process_node_name(n)}", "--timeout=60s")
+    if count:
+        say(f"{layout.name}: {count} process nodes ready")
 
 
 def source_dir(bin_dir: Path) -> Path:
@@ -262,7 +297,9 @@ def up(layout: Layout) -> None:
         # 2.-5. The control plane, Kueue, KWOK and the fake AKS node pools.
         spot = int(os.environ.get("DEVCLUSTER_SPOT_NODES", DEFAULT_SPOT_NODES))
         system = int(os.environ.get("DEVCLUSTER_SYSTEM_NODES", DEFAULT_SYSTEM_NODES))
-        bring_up(layout, bin_dir, spot, system)
+        kubectl = bring_up(layout, bin_dir, spot, system)
+        # 5b. The process nodes (pods run as local processes; their own module and build key).
+        start_process_nodes(layout, kubectl, build_procnode())
         comps = {c.name: c for c in components(bin_dir, layout)}
         # 6. The JobSet controller (its CRD and webhooks were applied before Kueue started), and Azurite.
         _start_and_wait(comps["jobset"], layout)
@@ -354,6 +391,7 @@ def stop_workers(layout: Layout) -> None:
 def down(layout: Layout) -> None:
     stop_workers(layout)  # MultiKueue workers first, while their manager still runs
     names = [
+        *sorted(p.stem for p in layout.pids.glob("procnode-*.pid")),
         "azurite",
         "jobset",
         "kueue",

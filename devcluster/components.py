@@ -11,6 +11,8 @@ from .procs import Component
 KUEUE_CONFIG = "kueue-config.yaml"
 KWOK_CONFIG = "kwok-stages.yaml"
 JOBSET_CONFIG = "jobset-config.yaml"
+PROCESS_NODES_ENV = "DEVCLUSTER_PROCESS_NODES"
+DEFAULT_PROCESS_NODES = 2
 TERMINATED_POD_GC_THRESHOLD = int(os.environ.get("DEVCLUSTER_TERMINATED_POD_GC_THRESHOLD", "12500"))
 """Finished pods kept before the controller-manager's PodGC deletes the oldest (12,500: Kubernetes' default).
 A 100,000-index Job with fake pods runs at a few pods a second once KWOK tracks tens of thousands of finished
@@ -18,9 +20,26 @@ pods; its full-size test restarts the controller-manager with a lower value (the
 finished pod before PodGC can remove it, so nothing is lost)."""
 
 
-def components(bin_dir: Path, layout: Layout) -> list[Component]:
-    """The processes of the cluster kept in ``layout`` (a MultiKueue worker has no JobSet controller and no
-    Azurite of its own)."""
+def process_node_count() -> int:
+    """How many process nodes the main cluster runs (``DEVCLUSTER_PROCESS_NODES``, default 2)."""
+    raw = os.environ.get(PROCESS_NODES_ENV, str(DEFAULT_PROCESS_NODES))
+    try:
+        count = int(raw)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise ValueError(f"{PROCESS_NODES_ENV}={raw!r}: give a whole number of process nodes (0 for none)")
+    return count
+
+
+def process_node_name(number: int) -> str:
+    """The Node (and ``procnode-<number>`` component) of process node ``number``."""
+    return f"proc-spot-{number}"
+
+
+def components(bin_dir: Path, layout: Layout, procnode: Path = Path("procnode")) -> list[Component]:
+    """The processes of the cluster kept in ``layout`` (a MultiKueue worker has no JobSet controller, no
+    Azurite and no process nodes of its own); ``procnode`` is the process node binary (build_procnode.sh)."""
     pki = layout.pki
     ports = layout.ports
     kc = str(layout.kubeconfig)
@@ -136,7 +155,35 @@ def components(bin_dir: Path, layout: Layout) -> list[Component]:
             f"http://{HOST}:{ports.kueue_health}/readyz",
             cwd=layout.kueue,
         ),
-    ] + ([] if layout.is_worker else [_jobset(bin_dir, layout), _azurite(azurite, layout)])
+    ] + (
+        []
+        if layout.is_worker
+        else [
+            _jobset(bin_dir, layout),
+            _azurite(azurite, layout),
+            *(_procnode(procnode, layout, n) for n in range(process_node_count())),
+        ]
+    )
+
+
+def _procnode(binary: Path, layout: Layout, number: int) -> Component:
+    """Process node ``number``: a Node whose pods run as local processes (docs/process-node.md)."""
+    return Component(
+        f"procnode-{number}",
+        [
+            str(binary),
+            f"--kubeconfig={layout.kubeconfig}",
+            f"--node-name={process_node_name(number)}",
+            f"--state-dir={layout.procnode}",
+            f"--repo={REPO}",
+            f"--health-addr={HOST}:{layout.ports.procnode_health + number}",
+            "--cpu=4",
+            "--memory=16Gi",
+            "--pods=32",
+        ],
+        f"http://{HOST}:{layout.ports.procnode_health + number}/healthz",
+        cwd=layout.procnode,
+    )
 
 
 def _jobset(bin_dir: Path, layout: Layout) -> Component:

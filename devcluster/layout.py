@@ -34,6 +34,8 @@ class Ports:
     jobset_webhook: int = 9450
     jobset_metrics: int = 28450
     jobset_health: int = 28050
+    procnode_health: int = 20270
+    """Process node ``n`` (``procnode-n``) answers ``/healthz`` on this port plus ``n``."""
 
     def shifted(self, by: int) -> Ports:
         """Every port moved by ``by``: another cluster's processes on the same loopback address."""
@@ -131,6 +133,11 @@ class Layout:
     def jobset(self) -> Path:
         return self.state / "jobset"
 
+    @property
+    def procnode(self) -> Path:
+        """The process nodes' state: ``<node>/journal.jsonl`` and ``<node>/pods/<ns>_<pod>_<uid8>/``."""
+        return self.state / "procnode"
+
     def make_dirs(self) -> None:
         for d in (
             self.pki,
@@ -141,6 +148,7 @@ class Layout:
             self.kwok,
             self.azurite,
             self.jobset,
+            self.procnode,
         ):
             d.mkdir(parents=True, exist_ok=True)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from devcluster.components import process_node_count
 from devcluster.layout import Layout
 
 from ..cluster import Cluster
@@ -62,6 +63,7 @@ def test_up_is_idempotent_and_down_leaves_no_process(
         "kueue",
         "jobset",
         "azurite",
+        *(f"procnode-{n}" for n in range(process_node_count())),
     }
 
     again = _devcluster("up")
