@@ -1,0 +1,395 @@
+"""Issue 27 item 1: the process nodes run a pod's command as local processes, as a kubelet would.
+
+Each test has a namespace of its own and never deletes a node (the serial test at the end does). What the
+programs print is read from their pod directory; the node's journal witnesses signals and exits.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from ..cluster import Cluster, KueueEnv, is_true, short_id, wait_for
+from ..process_node import (
+    PROCESS_NODE_LABEL,
+    PROCESS_TOLERATIONS,
+    journal,
+    pod_dir,
+    pod_log,
+    process_flavor,
+    process_nodes,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+PROCNODE_SRC = REPO / "devcluster" / "procnode"
+
+
+@pytest.fixture
+def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    slug = request.node.name.lower().replace("_", "-")[:30].strip("-")
+    name = f"t-{slug}-{short_id()}"
+    cluster.core.create_namespace({"metadata": {"name": name, "labels": {"devcluster/test": "true"}}})
+    yield name
+    cluster.core.delete_namespace(name, propagation_policy="Background")
+
+
+def process_pod(name: str, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    """A bare pod for the process nodes (their label and both taints' tolerations)."""
+    return {
+        "metadata": {"name": name, "labels": {"app": name}, "annotations": {"note": "hello"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": dict(PROCESS_NODE_LABEL),
+            "tolerations": PROCESS_TOLERATIONS,
+            "containers": [
+                {"image": "ignored", "resources": {"requests": {"cpu": "100m"}}, **c} for c in containers
+            ],
+            **spec,
+        },
+    }
+
+
+def sh(name: str, script: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "image": "ignored", "command": ["sh", "-c", script], **extra}
+
+
+def pod_of(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        pod = cluster.core.read_namespaced_pod(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return cluster.core.api_client.sanitize_for_serialization(pod)  # type: ignore[no-any-return]
+
+
+def finished(cluster: Cluster, namespace: str, name: str, timeout: float = 60) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        pod = pod_of(cluster, namespace, name)
+        return pod if pod and pod["status"].get("phase") in ("Succeeded", "Failed") else None
+
+    return wait_for(
+        f"pod {namespace}/{name} finished",
+        done,
+        timeout=timeout,
+        explain=lambda: (pod_of(cluster, namespace, name) or {}).get("status"),
+    )
+
+
+def terminated(pod: dict[str, Any], container: str | None = None) -> dict[str, Any]:
+    statuses = pod["status"]["containerStatuses"]
+    status = next(s for s in statuses if container in (None, s["name"]))
+    return status["state"]["terminated"]  # type: ignore[no-any-return]
+
+
+def test_pod_env_is_resolved_as_a_kubelet_does(cluster: Cluster, namespace: str) -> None:
+    cluster.core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "creds"}, "stringData": {"token": "s3cret"}}
+    )
+    cluster.core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "settings"}, "data": {"mode": "fast", "level": "7"}}
+    )
+    env = [
+        {"name": "PLAIN", "value": "plain-value"},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+        {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+        {"name": "NOTE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['note']"}}},
+        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}},
+        {"name": "NOPE", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "absent", "optional": True}}},
+        {"name": "COMBINED", "value": "$(POD_NAME)/$(MODE)/$(UNDEFINED)/$$(POD_NAME)"},
+    ]
+    script = (  # no `$$` here: in a pod command it is the kubelet's escape of `$`
+        'echo "args=$0 $1"; for v in PLAIN POD_NAME POD_NS POD_UID APP NOTE NODE TOKEN MODE COMBINED '
+        'CFG_level HOME HOSTNAME PYTHONPATH; do echo "$v=$(printenv $v)"; done; echo "NOPE=${NOPE-unset}"; '
+        'echo "cwd=$(pwd)"; '
+        "python -c \"import devcluster, sys; print('python=' + sys.prefix)\""
+    )
+    pod = process_pod(
+        "env-probe",
+        [
+            {
+                "name": "main",
+                "command": ["sh", "-c", script, "$(POD_NAME)", "$(MODE)-$$(MODE)"],
+                "env": env,
+                "envFrom": [{"prefix": "CFG_", "configMapRef": {"name": "settings"}}],
+            }
+        ],
+    )
+    cluster.core.create_namespaced_pod(namespace, pod)
+    done = finished(cluster, namespace, "env-probe")
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    node, uid = done["spec"]["nodeName"], done["metadata"]["uid"]
+    assert node in process_nodes(cluster)
+    directory = pod_dir(done)
+    assert directory.name == f"{namespace}_env-probe_{uid[:8]}"
+    lines = dict(line.split("=", 1) for line in pod_log(done, "main").splitlines() if "=" in line)
+    assert lines == {
+        "args": "env-probe fast-$(MODE)",
+        "PLAIN": "plain-value",
+        "POD_NAME": "env-probe",
+        "POD_NS": namespace,
+        "POD_UID": uid,
+        "APP": "env-probe",
+        "NOTE": "hello",
+        "NODE": node,
+        "TOKEN": "s3cret",
+        "MODE": "fast",
+        "COMBINED": "env-probe/fast/$(UNDEFINED)/$(POD_NAME)",
+        "CFG_level": "7",
+        "HOME": str(directory),
+        "HOSTNAME": "env-probe",
+        "PYTHONPATH": str(REPO),
+        "NOPE": "unset",
+        "cwd": str(directory),
+        "python": str(REPO / ".venv"),
+    }
+
+
+def test_exit_codes_restarts_init_and_start_errors(cluster: Cluster, namespace: str) -> None:
+    pods = {
+        "ok": process_pod("ok", [sh("main", "exit 0")]),
+        "three": process_pod("three", [sh("main", "echo failing; exit 3")]),
+        "missing": process_pod("missing", [{"name": "main", "command": ["no-such-program-27"]}]),
+        # OnFailure: the first run fails, the restart (same pod directory) succeeds
+        "retry": process_pod(
+            "retry", [sh("main", "[ -f ran ] && exit 0; touch ran; exit 1")], restartPolicy="OnFailure"
+        ),
+        # an init container runs first; both containers run and the pod ends when both ended
+        "multi": process_pod(
+            "multi",
+            [sh("a", "cat from-init; sleep 1"), sh("b", "exit 0")],
+            initContainers=[sh("init", "echo prepared > from-init")],
+        ),
+    }
+    for body in pods.values():
+        cluster.core.create_namespaced_pod(namespace, body)
+    done = {name: finished(cluster, namespace, name) for name in pods}
+
+    assert done["ok"]["status"]["phase"] == "Succeeded"
+    assert terminated(done["ok"])["reason"] == "Completed" and terminated(done["ok"])["exitCode"] == 0
+    assert done["three"]["status"]["phase"] == "Failed"
+    assert (terminated(done["three"])["exitCode"], terminated(done["three"])["reason"]) == (3, "Error")
+    assert pod_log(done["three"], "main") == "failing\n"
+    missing = terminated(done["missing"])
+    assert done["missing"]["status"]["phase"] == "Failed"
+    assert (missing["exitCode"], missing["reason"]) == (128, "StartError")
+    assert "no-such-program-27" in missing["message"]
+    retry = done["retry"]["status"]
+    assert retry["phase"] == "Succeeded" and retry["containerStatuses"][0]["restartCount"] == 1, retry
+    assert retry["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 1
+    multi = done["multi"]
+    assert multi["status"]["phase"] == "Succeeded"
+    assert multi["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
+    assert pod_log(multi, "a") == "prepared\n"
+    assert {s["name"] for s in multi["status"]["containerStatuses"]} == {"a", "b"}
+
+
+def _events(node: str, namespace: str, pod: str) -> list[dict[str, Any]]:
+    return [e for e in journal(node) if e["pod"] == f"{namespace}/{pod}"]
+
+
+def test_delete_with_grace_sigterm_then_sigkill(cluster: Cluster, namespace: str) -> None:
+    polite = sh(
+        "main", "trap 'sleep 1; echo cleaned > marker; exit 0' TERM; echo up; while :; do sleep 0.2; done"
+    )
+    stubborn = sh("main", "trap '' TERM; echo up; while :; do sleep 0.2; done")
+    for name, container in (("polite", polite), ("stubborn", stubborn)):
+        cluster.core.create_namespaced_pod(namespace, process_pod(name, [container]))
+    running = {
+        name: wait_for(
+            f"{name} running",
+            lambda n=name: (p := pod_of(cluster, namespace, n)) and "up" in pod_log(p, "main") and p,
+            timeout=60,
+        )
+        for name in ("polite", "stubborn")
+    }
+    for name in running:
+        cluster.core.delete_namespaced_pod(name, namespace, grace_period_seconds=5)
+    for name in running:
+        wait_for(f"{name} gone", lambda n=name: pod_of(cluster, namespace, n) is None, timeout=60)
+
+    polite_ev = _events(running["polite"]["spec"]["nodeName"], namespace, "polite")
+    stubborn_ev = _events(running["stubborn"]["spec"]["nodeName"], namespace, "stubborn")
+    assert [e["event"] for e in polite_ev] == ["start", "signal", "exit"], polite_ev
+    assert polite_ev[1]["signal"] == "SIGTERM" and polite_ev[2]["exit_code"] == 0
+    assert 0.9 < polite_ev[2]["t"] - polite_ev[1]["t"] < 4.5, "the trap ran within its grace"
+    assert (pod_dir(running["polite"]) / "marker").read_text() == "cleaned\n"
+    assert [e["event"] for e in stubborn_ev] == ["start", "signal", "signal", "exit"], stubborn_ev
+    assert [e["signal"] for e in stubborn_ev[1:3]] == ["SIGTERM", "SIGKILL"]
+    assert 4.8 < stubborn_ev[2]["t"] - stubborn_ev[1]["t"] < 7, "SIGKILL when the 5 s grace was over"
+    assert stubborn_ev[3]["exit_code"] == 137
+
+
+def test_indexed_job_through_kueue_runs_on_process_nodes(cluster: Cluster, namespace: str) -> None:
+    sid = short_id()
+    flavor, cq = f"rf-proc-{sid}", f"cq-proc-{sid}"
+    cluster.kueue_create("resourceflavors", process_flavor(flavor))
+    resources = [{"name": "cpu", "nominalQuota": "1"}, {"name": "memory", "nominalQuota": "2Gi"}]
+    cluster.kueue_create(
+        "clusterqueues",
+        {
+            "kind": "ClusterQueue",
+            "metadata": {"name": cq},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory"],
+                        "flavors": [{"name": flavor, "resources": resources}],
+                    }
+                ],
+            },
+        },
+    )
+    try:
+        cluster.kueue_create(
+            "localqueues",
+            {
+                "kind": "LocalQueue",
+                "metadata": {"name": "lq", "namespace": namespace},
+                "spec": {"clusterQueue": cq},
+            },
+            namespace=namespace,
+        )
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "shards", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+            "spec": {
+                "completionMode": "Indexed",
+                "completions": 3,
+                "parallelism": 3,
+                "backoffLimit": 0,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "ignored",
+                                "command": ["sh", "-c", 'echo "index=$JOB_COMPLETION_INDEX"'],
+                                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                            }
+                        ],
+                    }
+                },
+            },
+        }
+        env = KueueEnv(cluster, namespace, flavor, cq, "lq", owns_namespace=False)
+        env.create_job(job)
+        wait_for(
+            "Job Complete",
+            lambda: is_true(env.job("shards"), "Complete"),
+            timeout=120,
+            explain=lambda: (env.job("shards") or {}).get("status"),
+        )
+        pods = env.pods("shards")
+        assert {p["spec"]["nodeName"] for p in pods} <= set(process_nodes(cluster))
+        seen = {}
+        for p in pods:
+            index = p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+            seen[index] = pod_log(p, "main").strip()
+            starts = [
+                e
+                for e in _events(p["spec"]["nodeName"], namespace, p["metadata"]["name"])
+                if e["event"] == "start"
+            ]
+            assert starts and starts[0]["job"] == "shards" and starts[0]["index"] == int(index)
+            assert starts[0]["cpu"] == pytest.approx(0.1)
+        assert seen == {str(i): f"index={i}" for i in range(3)}
+    finally:
+        cluster.core.delete_namespace(namespace, propagation_policy="Background")
+        cluster.kueue_delete("clusterqueues", cq)
+        cluster.kueue_delete("resourceflavors", flavor)
+
+
+def test_process_nodes_are_ready_and_renew_their_lease(cluster: Cluster) -> None:
+    nodes = process_nodes(cluster)
+    assert len(nodes) >= 1, "DEVCLUSTER_PROCESS_NODES process nodes run (default 2)"
+    for name in nodes:
+        node = cluster.core.read_node(name)
+        assert {c.type: c.status for c in node.status.conditions}["Ready"] == "True"
+        assert node.metadata.labels["kubernetes.azure.com/scalesetpriority"] == "spot"
+        assert {(t.key, t.effect) for t in node.spec.taints} >= {
+            ("airflow-kueue.io/process-node", "NoSchedule"),
+            ("kubernetes.azure.com/scalesetpriority", "NoSchedule"),
+        }
+        assert node.status.allocatable["cpu"] == "4" and node.status.allocatable["pods"] == "32"
+    lease_api = cluster.coordination if hasattr(cluster, "coordination") else None
+    from kubernetes import client
+
+    leases = lease_api or client.CoordinationV1Api(cluster.core.api_client)
+    first = leases.read_namespaced_lease(nodes[0], "kube-node-lease").spec.renew_time
+    wait_for(
+        "the Lease renewed",
+        lambda: leases.read_namespaced_lease(nodes[0], "kube-node-lease").spec.renew_time > first,
+        timeout=30,
+        interval=1,
+    )
+
+
+def test_go_unit_tests_of_the_provider() -> None:
+    """The provider's own tests (env resolution, signals and grace, exit codes): no apiserver needed."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("no Go toolchain")
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -trimpath"}
+    res = subprocess.run(
+        [go, "test", "-count=1", "./..."],
+        cwd=PROCNODE_SRC,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.serial
+def test_deleted_node_comes_back_and_its_pods_were_killed(cluster: Cluster, namespace: str) -> None:
+    """AKS deletes an evicted spot VM's Node: what ran there dies, the pool gets the node back."""
+    victim = process_nodes(cluster)[-1]
+    body = process_pod("doomed", [sh("main", "trap '' TERM; echo up; while :; do sleep 0.2; done")])
+    body["spec"]["nodeName"] = victim
+    cluster.core.create_namespaced_pod(namespace, body)
+    pod = wait_for(
+        "doomed running",
+        lambda: (p := pod_of(cluster, namespace, "doomed")) and "up" in pod_log(p, "main") and p,
+        timeout=60,
+    )
+    deleted_at = time.time()
+    cluster.core.delete_node(victim)
+    wait_for(
+        f"{victim} back and Ready",
+        lambda: (
+            victim in process_nodes(cluster)
+            and {c.type: c.status for c in cluster.core.read_node(victim).status.conditions}.get("Ready")
+            == "True"
+        ),
+        timeout=90,
+        interval=1,
+    )
+    events = _events(victim, namespace, "doomed")
+    kills = [e for e in events if e["event"] == "signal"]
+    assert kills and kills[0]["signal"] == "SIGKILL" and kills[0]["t"] - deleted_at < 10, events
+    assert next(e for e in events if e["event"] == "exit")["exit_code"] == 137
+    wait_for(
+        "the lost node's pod deleted",
+        lambda: (
+            pod_of(cluster, namespace, "doomed") is None
+            or pod_of(cluster, namespace, "doomed")["metadata"]["uid"] != pod["metadata"]["uid"]
+        ),
+        timeout=60,
+    )
