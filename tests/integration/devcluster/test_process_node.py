@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,21 @@ def finished(cluster: Cluster, namespace: str, name: str, timeout: float = 60) -
         timeout=timeout,
         explain=lambda: (pod_of(cluster, namespace, name) or {}).get("status"),
     )
+
+
+def printed(cluster: Cluster, namespace: str, name: str, text: str) -> dict[str, Any]:
+    """The pod once its main container has printed ``text`` (it runs and got past its setup)."""
+
+    def check() -> dict[str, Any] | None:
+        pod = pod_of(cluster, namespace, name)
+        return pod if pod and text in pod_log(pod, "main") else None
+
+    return wait_for(f"{namespace}/{name} printed {text!r}", check, timeout=60)
+
+
+def gone(cluster: Cluster, namespace: str, name: str, uid: str) -> bool:
+    pod = pod_of(cluster, namespace, name)
+    return pod is None or pod["metadata"]["uid"] != uid
 
 
 def terminated(pod: dict[str, Any], container: str | None = None) -> dict[str, Any]:
@@ -207,18 +223,11 @@ def test_delete_with_grace_sigterm_then_sigkill(cluster: Cluster, namespace: str
     stubborn = sh("main", "trap '' TERM; echo up; while :; do sleep 0.2; done")
     for name, container in (("polite", polite), ("stubborn", stubborn)):
         cluster.core.create_namespaced_pod(namespace, process_pod(name, [container]))
-    running = {
-        name: wait_for(
-            f"{name} running",
-            lambda n=name: (p := pod_of(cluster, namespace, n)) and "up" in pod_log(p, "main") and p,
-            timeout=60,
-        )
-        for name in ("polite", "stubborn")
-    }
+    running = {name: printed(cluster, namespace, name, "up") for name in ("polite", "stubborn")}
     for name in running:
         cluster.core.delete_namespaced_pod(name, namespace, grace_period_seconds=5)
-    for name in running:
-        wait_for(f"{name} gone", lambda n=name: pod_of(cluster, namespace, n) is None, timeout=60)
+    for name, pod in running.items():
+        wait_for(f"{name} gone", partial(gone, cluster, namespace, name, pod["metadata"]["uid"]), timeout=60)
 
     polite_ev = _events(running["polite"]["spec"]["nodeName"], namespace, "polite")
     stubborn_ev = _events(running["stubborn"]["spec"]["nodeName"], namespace, "stubborn")
@@ -364,11 +373,7 @@ def test_deleted_node_comes_back_and_its_pods_were_killed(cluster: Cluster, name
     body = process_pod("doomed", [sh("main", "trap '' TERM; echo up; while :; do sleep 0.2; done")])
     body["spec"]["nodeName"] = victim
     cluster.core.create_namespaced_pod(namespace, body)
-    pod = wait_for(
-        "doomed running",
-        lambda: (p := pod_of(cluster, namespace, "doomed")) and "up" in pod_log(p, "main") and p,
-        timeout=60,
-    )
+    pod = printed(cluster, namespace, "doomed", "up")
     deleted_at = time.time()
     cluster.core.delete_node(victim)
     wait_for(
@@ -385,11 +390,5 @@ def test_deleted_node_comes_back_and_its_pods_were_killed(cluster: Cluster, name
     kills = [e for e in events if e["event"] == "signal"]
     assert kills and kills[0]["signal"] == "SIGKILL" and kills[0]["t"] - deleted_at < 10, events
     assert next(e for e in events if e["event"] == "exit")["exit_code"] == 137
-    wait_for(
-        "the lost node's pod deleted",
-        lambda: (
-            pod_of(cluster, namespace, "doomed") is None
-            or pod_of(cluster, namespace, "doomed")["metadata"]["uid"] != pod["metadata"]["uid"]
-        ),
-        timeout=60,
-    )
+    uid = pod["metadata"]["uid"]
+    wait_for("the lost node's pod deleted", lambda: gone(cluster, namespace, "doomed", uid), timeout=60)
