@@ -76,7 +76,8 @@ from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 DEFAULTS = {{"retries": {retries}, "retry_delay": timedelta(seconds=5)}}
-CHECKPOINTS = Checkpointing(conn_id="kueue_blob_default", container={container!r})
+# The shards' done markers (their outputs) stay for the soak's checker: kept after success.
+CHECKPOINTS = Checkpointing(conn_id="kueue_blob_default", container={container!r}, keep_after_success=True)
 
 
 def process_task(task_id, namespace, queue, module, arguments, shards):

@@ -180,6 +180,15 @@ class SoakBed:
             with contextlib.suppress(ApiException):
                 self.cluster.core.delete_node(name)
 
+    def delete_containers(self, connection_string: str) -> None:
+        """Delete the soak's Blob containers (its DAGs keep the shards' checkpoints for the checker)."""
+        from azure.storage.blob import BlobServiceClient
+
+        service = BlobServiceClient.from_connection_string(connection_string)
+        for container in service.list_containers(name_starts_with=f"soak-{self.sid}"):
+            with contextlib.suppress(Exception):
+                service.delete_container(container.name)
+
 
 def read_done_markers(connection_string: str, jobs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``<prefix>/<shard>`` -> the shard's done.json, for every checkpointed Job's shards (Job views)."""

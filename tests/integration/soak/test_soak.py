@@ -200,6 +200,7 @@ def run_soak(
         raise
     finally:
         bed.delete()
+        bed.delete_containers(devcluster_env["AZURE_STORAGE_CONNECTION_STRING"])
 
 
 def _summary(
