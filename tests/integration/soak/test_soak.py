@@ -6,8 +6,8 @@ components at random points; at the end the checker proves the invariants over w
 
 ``SOAK_SEED`` replays a run (default: a fresh seed, printed with the replay command), ``SOAK_KINDS`` limits
 the fault kinds (comma-separated, e.g. ``triggerer,airflow-scheduler``), ``SOAK_MEAN_GAP`` sets the mean
-quiet time between faults (default 6 s). The history, the fault log and a summary stay in the test's
-``soak`` directory (its path is printed) for an offline look: ``History.load(path)`` and ``check_all``.
+quiet time between faults (default 6 s). The history, the fault log and a summary are kept in
+``.test-reports/soak/<test>-seed<seed>/`` for an offline look: ``History.load(path)`` and ``check_all``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import logging
 import os
 import random
 import shlex
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -201,6 +202,9 @@ def run_soak(
     finally:
         bed.delete()
         bed.delete_containers(devcluster_env["AZURE_STORAGE_CONNECTION_STRING"])
+        kept = REPO / ".test-reports" / "soak" / f"{test}-seed{seed}"
+        shutil.copytree(soak_dir, kept, dirs_exist_ok=True)  # pytest's temp dirs do not last
+        print(f"soak records kept in {kept}", flush=True)
 
 
 def _summary(
