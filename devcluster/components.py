@@ -158,10 +158,10 @@ def components(bin_dir: Path, layout: Layout, procnode: Path = Path("procnode"))
     ] + (
         []
         if layout.is_worker
-        else [
+        else [  # in start order: the process nodes come right after KWOK's nodes
+            *(_procnode(procnode, layout, n) for n in range(process_node_count())),
             _jobset(bin_dir, layout),
             _azurite(azurite, layout),
-            *(_procnode(procnode, layout, n) for n in range(process_node_count())),
         ]
     )
 
