@@ -43,7 +43,7 @@ func testPod() *corev1.Pod {
 }
 
 var objs = fakeObjects{
-	secrets: map[string]*corev1.Secret{"ns/s": {Data: map[string][]byte{"token": []byte("t0k"), "A": []byte("from-secret")}}},
+	secrets:    map[string]*corev1.Secret{"ns/s": {Data: map[string][]byte{"token": []byte("t0k"), "A": []byte("from-secret")}}},
 	configMaps: map[string]*corev1.ConfigMap{"ns/cm": {Data: map[string]string{"mode": "fast", "B": "from-cm"}}},
 }
 
@@ -54,9 +54,9 @@ func TestContainerEnvTable(t *testing.T) {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: p}}
 	}
 	cases := []struct {
-		name string
-		env  corev1.EnvVar
-		want string // "" with absent=true: not set
+		name   string
+		env    corev1.EnvVar
+		want   string // "" with absent=true: not set
 		absent bool
 	}{
 		{"value", corev1.EnvVar{Name: "V", Value: "plain"}, "plain", false},

@@ -40,6 +40,7 @@ type podRun struct {
 	stopCh   chan struct{}
 	done     bool
 	conds    map[corev1.PodConditionType]corev1.PodCondition
+	lost     bool // killed with its node: reported with PodGC's DisruptionTarget condition
 }
 
 func newPodRun(p *Provider, pod *corev1.Pod, dir string) *podRun {
@@ -321,6 +322,15 @@ func (r *podRun) snapshot() *corev1.Pod {
 	r.setCondition(st, corev1.PodInitialized, r.initDone)
 	r.setCondition(st, corev1.ContainersReady, allRunning)
 	r.setCondition(st, corev1.PodReady, allRunning)
+	if r.lost {
+		r.setCondition(st, corev1.DisruptionTarget, true)
+		for i := range st.Conditions {
+			if st.Conditions[i].Type == corev1.DisruptionTarget {
+				st.Conditions[i].Reason = "DeletionByPodGC"
+				st.Conditions[i].Message = "PodGC: node no longer exists"
+			}
+		}
+	}
 	return pod
 }
 

@@ -162,6 +162,9 @@ func (p *Provider) KillAll() []*corev1.Pod {
 	p.mu.Unlock()
 	pods := make([]*corev1.Pod, 0, len(runs))
 	for _, r := range runs {
+		r.mu.Lock()
+		r.lost = true
+		r.mu.Unlock()
 		r.terminate(0)
 		pods = append(pods, r.pod)
 	}
