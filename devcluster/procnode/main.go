@@ -87,7 +87,6 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	dir := filepath.Join(o.stateDir, o.nodeName)
-	KillLeftovers(filepath.Join(dir, "pods"))
 	base := map[string]string{
 		"PATH":       filepath.Join(o.repo, ".venv", "bin") + ":/usr/local/bin:/usr/bin:/bin",
 		"PYTHONPATH": o.repo,
@@ -96,6 +95,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	provider.KillLeftovers()
 	defer provider.KillAll() // a stopped node's processes end with it, as a VM's would
 	reg := &Registrar{Client: client, Shape: o.shape, Provider: provider}
 

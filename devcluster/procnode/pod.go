@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -71,6 +72,9 @@ func (r *podRun) lifecycle(ctx context.Context) {
 			c.state = waitingState("CreateContainerError", err.Error())
 		}
 		return
+	}
+	if raw, err := json.Marshal(&corev1.Pod{ObjectMeta: r.pod.ObjectMeta, Spec: r.pod.Spec}); err == nil {
+		_ = os.WriteFile(filepath.Join(r.dir, podFile), raw, 0o644)
 	}
 	if r.ranBefore() {
 		r.mu.Lock()

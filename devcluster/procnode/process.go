@@ -200,20 +200,3 @@ func signalName(s syscall.Signal) string {
 	}
 	return fmt.Sprintf("signal %d", int(s))
 }
-
-// KillLeftovers SIGKILLs the process groups a previous procnode of this node left running (it was killed
-// before it could stop them): their pods are the API server's to account for, not orphans to adopt.
-func KillLeftovers(podsDir string) {
-	files, _ := filepath.Glob(filepath.Join(podsDir, "*", "*.pid"))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		var pid int
-		if err == nil {
-			_, err = fmt.Sscanf(strings.TrimSpace(string(data)), "%d", &pid)
-		}
-		if err == nil && pid > 1 {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
-		_ = os.Remove(f)
-	}
-}

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -170,6 +172,33 @@ func (p *Provider) KillAll() []*corev1.Pod {
 	}
 	return pods
 }
+
+// KillLeftovers SIGKILLs the process groups a previous procnode of this node left running (it was killed
+// before it could stop them) and journals their end: their pods are the API server's to account for, not
+// orphans to adopt.
+func (p *Provider) KillLeftovers() {
+	files, _ := filepath.Glob(filepath.Join(p.Dir, "pods", "*", "*.pid"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		var pid int
+		if err == nil {
+			_, err = fmt.Sscanf(strings.TrimSpace(string(data)), "%d", &pid)
+		}
+		_ = os.Remove(f)
+		if err != nil || pid <= 1 || syscall.Kill(-pid, syscall.SIGKILL) != nil {
+			continue // gone already
+		}
+		var pod corev1.Pod
+		if raw, err := os.ReadFile(filepath.Join(filepath.Dir(f), podFile)); err == nil && json.Unmarshal(raw, &pod) == nil {
+			container := strings.TrimSuffix(filepath.Base(f), ".pid")
+			p.Journal.Record(&pod, container, "signal", map[string]any{"signal": "SIGKILL", "grace": 0, "leftover": true})
+			p.Journal.Record(&pod, container, "exit", map[string]any{"exit_code": 137, "signal": "SIGKILL", "leftover": true})
+		}
+	}
+}
+
+// podFile in a pod's directory is the pod as created (metadata and spec), for KillLeftovers' journal lines.
+const podFile = "pod.json"
 
 // Journal is the node's append-only record of starts, signals and exits, one JSON object a line.
 type Journal struct {

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,5 +141,30 @@ func TestFailureRestartAndDeletion(t *testing.T) {
 	}
 	if _, err := p.GetPod(ctx, "ns", "long"); err == nil {
 		t.Fatal("a deleted pod whose processes ended is forgotten")
+	}
+}
+
+func TestLeftoversOfAKilledNodeAreKilledAndJournaled(t *testing.T) {
+	p, s := newTestProvider(t)
+	_ = p.CreatePod(context.Background(), shPod("orphan", corev1.RestartPolicyNever, "sleep 60"))
+	running := s.wait(t, "orphan", phase(corev1.PodRunning))
+	var pid int
+	_, _ = fmt.Sscanf(running.Status.ContainerStatuses[0].ContainerID, "procnode://%d", &pid)
+	// a new procnode on the same state directory (the old one was SIGKILLed: its children live on)
+	again, err := NewProvider("proc-test", p.Dir, nil, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.KillLeftovers()
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Fatalf("leftover pid %d still runs", pid)
+	}
+	data, _ := os.ReadFile(filepath.Join(p.Dir, "journal.jsonl"))
+	if !strings.Contains(string(data), `"leftover":true`) || !strings.Contains(string(data), `"exit_code":137`) {
+		t.Fatalf("journal %s", data)
 	}
 }
