@@ -137,20 +137,40 @@ class Index:
         return "/".join(str(identity[k]) for k in ("dag_id", "task_id", "run_id", "map_index"))
 
 
-def _starts(history: History, index: Index) -> list[tuple[float, str, str, str | None, str]]:
-    """(t, pod uid, namespace, job name, witness) of every container start: the journals' and the pods'."""
+def _delete_asked(seen: list[Observation]) -> float | None:
+    """When the pod's deletion was asked for: from its deletionTimestamp, or the first look that had it."""
+    asked = [o.view["delete_asked"] for o in seen if o.view.get("delete_asked")]
+    asked += [o.t for o in seen if o.view.get("deleting") or o.event in GONE]
+    return min(asked, default=None)
+
+
+def _starts(history: History, index: Index) -> tuple[list[tuple[float, str, str, str | None, str]], int]:
+    """(t, pod uid, namespace, job name, witness) of every pod creation and container start, the journals'
+    and the pods';
+    and how many pod-status starts came after the pod's deletion was asked for. A kubelet never starts the
+    containers of a pod being deleted; KWOK, restarted, plays a pending pod's stages (Running, then gone)
+    even so: no process runs, so those are counted, not checked (the journals witness real starts)."""
     starts = []
     for entry in history.journal:
         if entry.get("event") == "start":
             namespace = str(entry["pod"]).partition("/")[0]
             starts.append((float(entry["t"]), str(entry["uid"]), namespace, entry.get("job"), "journal"))
+    after_delete = 0
     for uid, seen in index.by_uid.items():
+        if seen[0].kind == "Pod" and seen[0].view.get("created"):  # the Job controller made it then
+            job = seen[0].view.get("job_name")
+            starts.append((seen[0].view["created"], uid, seen[0].namespace, job, "pod creation"))
         first = min(
             (o.view["started"] for o in seen if o.kind == "Pod" and o.view.get("started")), default=None
         )
-        if first is not None:
-            starts.append((first, uid, seen[0].namespace, seen[0].view.get("job_name"), "pod status"))
-    return starts
+        if first is None:
+            continue
+        asked = _delete_asked(seen)
+        if asked is not None and asked < first:
+            after_delete += 1
+            continue
+        starts.append((first, uid, seen[0].namespace, seen[0].view.get("job_name"), "pod status"))
+    return starts, after_delete
 
 
 def started_outside_admission(history: History, index: Index | None = None) -> Findings:
@@ -158,7 +178,9 @@ def started_outside_admission(history: History, index: Index | None = None) -> F
     Admitted."""
     index = index or Index(history)
     found = Findings()
-    for t, pod_uid, namespace, job, witness in _starts(history, index):
+    starts, after_delete = _starts(history, index)
+    found.figures["pod_status_starts_after_delete"] = after_delete
+    for t, pod_uid, namespace, job, witness in starts:
         job_uid = index.job_uid_for_pod(pod_uid, namespace, job, t)
         segments = index.timeline(job_uid, "Admitted")
         subject = f"pod {namespace}/{pod_uid[:8]} of Job {job} started at {t:.1f} ({witness})"

@@ -123,10 +123,16 @@ def pod_view(obj: dict[str, Any]) -> dict[str, Any]:
         "job_name": owner.get("name"),
         "index": (meta.get("annotations") or {}).get(INDEX_ANNOTATION),
         "node": spec.get("nodeName"),
+        "created": api_time(meta.get("creationTimestamp")),
         "phase": status.get("phase"),
         "started": started,
         "finished": finished,
         "deleting": meta.get("deletionTimestamp") is not None,
+        # when its deletion was asked for: deletionTimestamp is that time plus the grace period
+        "delete_asked": (api_time(meta.get("deletionTimestamp")) or 0)
+        - int(meta.get("deletionGracePeriodSeconds") or 0)
+        if meta.get("deletionTimestamp")
+        else None,
         "grace": spec.get("terminationGracePeriodSeconds", 30),
     }
 

@@ -148,6 +148,27 @@ def test_a_process_started_before_its_workload_was_admitted() -> None:
     assert violation.check == "started-outside-admission" and "journal" in violation.subject
 
 
+def test_a_fake_pod_started_after_its_deletion_was_asked_is_counted_not_checked() -> None:
+    history = clean()
+    created = {**history.observations[3].view, "created": T0 + 2}
+    running = {**created, "started": T0 + 40}
+    deleting = {**created, "deleting": True, "delete_asked": T0 + 10}
+    history.observations[3:4] = [
+        Observation(T0 + 2, "Pod", "ADDED", NS, "pod-p1", "p1", created),
+        Observation(T0 + 11, "Pod", "MODIFIED", NS, "pod-p1", "p1", deleting),
+        Observation(T0 + 40, "Pod", "MODIFIED", NS, "pod-p1", "p1", {**running, "deleting": True}),
+    ]
+    history.observations[-1] = workload("w1", T0 + 9, "j1", admitted=T0 + 1, released=T0 + 9)  # evicted
+    found = started_outside_admission(history)
+    assert found.violations == [] and found.figures["pod_status_starts_after_delete"] == 1
+    # Created while its Workload was not admitted: a violation, whatever else the pod did.
+    history.observations[3] = Observation(
+        T0 + 30, "Pod", "ADDED", NS, "pod-p1", "p1", {**created, "created": T0 + 30}
+    )
+    (violation,) = started_outside_admission(history).violations
+    assert "(pod creation)" in violation.subject
+
+
 def test_an_admission_seen_only_after_a_recorder_gap_is_unverified_not_a_violation() -> None:
     history = clean()
     history.observations[2] = workload("w1", T0 + 30, "j1", admitted=T0 + 25, event="RELISTED", batch=1)
