@@ -418,7 +418,8 @@ def crash(layout: Layout, name: str) -> int | None:
 def start_one(layout: Layout, name: str) -> None:
     """Start one crashed component again and wait until it is healthy, without the rest of ``up`` (no
     manifests, no webhook waits): what a supervisor does, in seconds (the fault soak heals this way)."""
-    comps = {c.name: c for c in components(build_binaries(), layout)}
+    procnode = build_procnode() if name.startswith("procnode-") else Path("procnode")
+    comps = {c.name: c for c in components(build_binaries(), layout, procnode)}
     if name not in comps:
         raise ValueError(f"unknown component {name!r}; one of {', '.join(comps)}")
     _start_and_wait(comps[name], layout)
