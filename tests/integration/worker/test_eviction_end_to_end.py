@@ -304,12 +304,18 @@ def _spot_node_loss(
             lambda: all(pod_records(cluster, job, env.namespace)[p].exited for p in evicted),
             timeout=GRACE + 30,
         )
-        cluster.core.delete_node(victim)
+        indexes = sorted(index_of(p) for p in pods)
+
+        def replaced() -> bool:  # every evicted index has its new pod placed (on the other node: the taint)
+            placed = {index_of(p) for p in running_pods(cluster, env, job) if p["spec"].get("nodeName")}
+            return set(indexes) <= placed
+
+        wait_for("the evicted indexes running again", replaced, timeout=120)
+        cluster.core.delete_node(victim)  # what is left of the VM goes (the bed's node registers again)
         run = finished(background)
 
     assert run.succeeded, run.output[-6000:]
     assert account(read_items_log(log), range(shards), items) == account([], [], 0), "each item exactly once"
-    indexes = sorted(index_of(p) for p in pods)
     assert_flushed_and_resumed(cluster, env, job, log, indexes)
     records = pod_records(cluster, job, env.namespace)
     moved = [r for r in records.values() if r.index in indexes and r.pod not in evicted]
