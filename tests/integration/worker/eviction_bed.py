@@ -72,7 +72,7 @@ def expected_pricer_output(shard_id: int, items: int) -> dict[str, Any]:
 
 def command_job(
     name: str, queue: str, command: list[str], *, pods: int, cpu: str, priority: str | None = None,
-    env: dict[str, str] | None = None, grace: int = 30, spot_policy: bool = True,
+    env: dict[str, str] | None = None, grace: int = 30, spot_policy: bool = True, retries_per_index: int = 2,
 ) -> dict[str, Any]:  # fmt: skip
     """A plain Indexed Job (``pods`` indexes, all at once) whose container runs ``command`` on the process
     nodes. With ``spot_policy``, a pod evicted with a DisruptionTarget condition does not count as a failure
@@ -85,7 +85,7 @@ def command_job(
         "completionMode": "Indexed",
         "completions": pods,
         "parallelism": pods,
-        "backoffLimitPerIndex": 2,
+        "backoffLimitPerIndex": retries_per_index,
         "template": {
             "spec": {
                 "restartPolicy": "Never",
