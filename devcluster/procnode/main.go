@@ -120,6 +120,14 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	podLister := podInformers.Core().V1().Pods().Lister()
+	provider.Current = func(namespace, name string) *corev1.Pod {
+		pod, err := podLister.Pods(namespace).Get(name)
+		if err != nil {
+			return nil
+		}
+		return pod
+	}
 	podInformers.Start(ctx.Done())
 	others.Start(ctx.Done())
 	watchNodeDeletion(ctx, client, o.nodeName, reg)

@@ -326,6 +326,7 @@ func (r *podRun) snapshot() *corev1.Pod {
 	r.setCondition(st, corev1.PodInitialized, r.initDone)
 	r.setCondition(st, corev1.ContainersReady, allRunning)
 	r.setCondition(st, corev1.PodReady, allRunning)
+	r.keepForeignConditions(st)
 	if r.lost {
 		r.setCondition(st, corev1.DisruptionTarget, true)
 		for i := range st.Conditions {
@@ -358,6 +359,40 @@ func statuses(cs []*ctr) []corev1.ContainerStatus {
 }
 
 // setCondition sets condition t; its transition time is kept in r so that equal states snapshot equal.
+// kubeletConditions are the pod conditions the kubelet writes; the others (PodScheduled, DisruptionTarget from
+// the Eviction API or the taint manager, readiness gates) belong to other writers and are kept, as the kubelet's
+// status manager keeps them. Without this, the status update would drop a DisruptionTarget and the Job
+// controller would count an evicted pod as a failure.
+var kubeletConditions = map[corev1.PodConditionType]bool{
+	corev1.PodReady: true, corev1.ContainersReady: true, corev1.PodInitialized: true,
+	corev1.PodReadyToStartContainers: true,
+}
+
+// keepForeignConditions copies into st the conditions other writers set on the API server's copy of the pod.
+func (r *podRun) keepForeignConditions(st *corev1.PodStatus) {
+	if r.p == nil || r.p.Current == nil {
+		return
+	}
+	cur := r.p.Current(r.pod.Namespace, r.pod.Name)
+	if cur == nil || cur.UID != r.pod.UID {
+		return
+	}
+	for _, c := range cur.Status.Conditions {
+		if kubeletConditions[c.Type] {
+			continue
+		}
+		replaced := false
+		for i := range st.Conditions {
+			if st.Conditions[i].Type == c.Type {
+				st.Conditions[i], replaced = c, true
+			}
+		}
+		if !replaced {
+			st.Conditions = append(st.Conditions, c)
+		}
+	}
+}
+
 func (r *podRun) setCondition(st *corev1.PodStatus, t corev1.PodConditionType, ok bool) {
 	status := corev1.ConditionFalse
 	if ok {

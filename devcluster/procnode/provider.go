@@ -29,6 +29,9 @@ type Provider struct {
 	Base     map[string]string
 	Objects  Objects
 	Journal  *Journal
+	// Current returns the API server's copy of a pod (an informer's cache), or nil; its conditions written by
+	// others are kept in the status this node reports.
+	Current func(namespace, name string) *corev1.Pod
 
 	mu     sync.Mutex
 	pods   map[string]*podRun

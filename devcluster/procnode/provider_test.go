@@ -168,3 +168,47 @@ func TestLeftoversOfAKilledNodeAreKilledAndJournaled(t *testing.T) {
 		t.Fatalf("journal %s", data)
 	}
 }
+
+// An evicted pod's DisruptionTarget (written by the Eviction API on the API server's copy) survives the status
+// this node reports when the process exits, while the kubelet-owned conditions stay this node's.
+func TestConditionsOfOtherWritersAreKept(t *testing.T) {
+	p, s := newTestProvider(t)
+	pod := shPod("evicted", corev1.RestartPolicyNever, "trap 'exit 143' TERM; while :; do sleep 0.05; done")
+	api := pod.DeepCopy()
+	api.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI"},
+		{Type: corev1.PodReady, Status: corev1.ConditionTrue, Reason: "stale"},
+	}
+	p.Current = func(ns, name string) *corev1.Pod {
+		if ns == pod.Namespace && name == pod.Name {
+			return api
+		}
+		return nil
+	}
+	if err := p.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	s.wait(t, "evicted", phase(corev1.PodRunning))
+	grace := int64(5)
+	deleted := pod.DeepCopy()
+	deleted.DeletionTimestamp, deleted.DeletionGracePeriodSeconds = &metav1.Time{Time: time.Now()}, &grace
+	if err := p.DeletePod(context.Background(), deleted); err != nil {
+		t.Fatal(err)
+	}
+	end := s.wait(t, "evicted", phase(corev1.PodFailed))
+	var target, ready *corev1.PodCondition
+	for i := range end.Status.Conditions {
+		switch end.Status.Conditions[i].Type {
+		case corev1.DisruptionTarget:
+			target = &end.Status.Conditions[i]
+		case corev1.PodReady:
+			ready = &end.Status.Conditions[i]
+		}
+	}
+	if target == nil || target.Reason != "EvictionByEvictionAPI" {
+		t.Fatalf("DisruptionTarget not kept: %+v", end.Status.Conditions)
+	}
+	if ready == nil || ready.Status != corev1.ConditionFalse {
+		t.Fatalf("PodReady must be this node's (False after exit): %+v", end.Status.Conditions)
+	}
+}
