@@ -52,14 +52,13 @@ from bed_env import load_devcluster_env, write_results  # noqa: E402
 from kubernetes import config, watch  # noqa: E402
 
 from tests.integration.cluster import Cluster, KueueEnv, delete_kueue_env, is_true, short_id, wait_for  # noqa: E402
-from tests.integration.process_node import pod_log  # noqa: E402
+from tests.integration.process_node import pod_log, process_queues  # noqa: E402
 from tests.integration.worker.eviction_bed import (  # noqa: E402
     PRICER,
     command_job,
     pod_records,
     pod_spans,
     pricer_arguments,
-    process_queues,
     read_items_log,
 )
 

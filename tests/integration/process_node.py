@@ -13,7 +13,7 @@ from typing import Any
 
 from devcluster.layout import Layout
 
-from .cluster import Cluster
+from .cluster import Cluster, KueueEnv, is_true, short_id, wait_for
 
 NODE_KIND_LABEL = "airflow-kueue.io/node-kind"
 PROCESS_NODE_LABEL = {NODE_KIND_LABEL: "process"}
@@ -103,3 +103,37 @@ def journal(node: str) -> list[dict[str, Any]]:
         except ValueError:  # a line being written right now
             continue
     return events
+
+
+def process_queues(cluster: Cluster, test_name: str, *, cpu: str = "1", memory: str = "8Gi") -> KueueEnv:
+    """A namespace, a ResourceFlavor over the process nodes, a ClusterQueue of ``cpu`` that preempts lower
+    priorities for higher ones, and LocalQueue ``lq``; delete with ``cluster.delete_kueue_env``."""
+    sid = short_id()
+    slug = "".join(c if c.isalnum() else "-" for c in test_name.lower()).strip("-")[:36].strip("-")
+    namespace, flavor, cq = f"t-{slug}-{sid}", f"rf-proc-{sid}", f"cq-proc-{sid}"
+    cluster.core.create_namespace({"metadata": {"name": namespace, "labels": {"devcluster/test": "true"}}})
+    cluster.kueue_create("resourceflavors", process_flavor(flavor))
+    resources = [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory}]
+    spec = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "preemption": {"withinClusterQueue": "LowerPriority"},
+        "resourceGroups": [
+            {"coveredResources": ["cpu", "memory"], "flavors": [{"name": flavor, "resources": resources}]}
+        ],
+    }
+    cluster.kueue_create("clusterqueues", {"kind": "ClusterQueue", "metadata": {"name": cq}, "spec": spec})
+    cluster.kueue_create(
+        "localqueues",
+        {
+            "kind": "LocalQueue",
+            "metadata": {"name": "lq", "namespace": namespace},
+            "spec": {"clusterQueue": cq},
+        },
+        namespace=namespace,
+    )
+    wait_for(
+        f"LocalQueue lq in {namespace} active",
+        lambda: is_true(cluster.kueue_get("localqueues", "lq", namespace), "Active"),
+        timeout=30,
+    )
+    return KueueEnv(cluster, namespace, flavor, cq, "lq")

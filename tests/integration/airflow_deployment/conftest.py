@@ -42,6 +42,18 @@ def deployment(
     devcluster_env: dict[str, str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[AirflowDeployment]:
+    yield from module_deployment(request, postgres_server, devcluster_env, tmp_path_factory)
+
+
+def module_deployment(
+    request: pytest.FixtureRequest,
+    postgres_server: Postgres,
+    devcluster_env: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+    env: dict[str, str] | None = None,
+) -> Iterator[AirflowDeployment]:
+    """The ``deployment`` fixture's body, for a package whose deployment needs ``env`` on top (e.g. a
+    connection)."""
     module = request.module
     name = re.sub(r"[^a-z0-9]+", "_", module.__name__.rsplit(".", 1)[-1].lower())
     database = f"{name}_{short_id()}"
@@ -53,6 +65,7 @@ def deployment(
         devcluster_env,
         config=getattr(module, "AIRFLOW_CONFIG", None),
     )
+    bed.env.update(env or {})
     if os.environ.get("DEPLOYMENT_ASYNCIO_DEBUG"):  # the triggerers' logs then name every step over 0.1 s
         bed.component_env["triggerer"] = {"PYTHONASYNCIODEBUG": "1"}
     try:

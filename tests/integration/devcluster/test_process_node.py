@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
-from ..cluster import Cluster, KueueEnv, is_true, short_id, wait_for
+from ..cluster import Cluster, delete_kueue_env, is_true, short_id, wait_for
 from ..process_node import (
     PROCESS_NODE_LABEL,
     PROCESS_TOLERATIONS,
     journal,
     pod_dir,
     pod_log,
-    process_flavor,
     process_nodes,
+    process_queues,
 )
 
 REPO = Path(__file__).resolve().parents[3]
@@ -241,37 +241,9 @@ def test_delete_with_grace_sigterm_then_sigkill(cluster: Cluster, namespace: str
     assert stubborn_ev[3]["exit_code"] == 137
 
 
-def test_indexed_job_through_kueue_runs_on_process_nodes(cluster: Cluster, namespace: str) -> None:
-    sid = short_id()
-    flavor, cq = f"rf-proc-{sid}", f"cq-proc-{sid}"
-    cluster.kueue_create("resourceflavors", process_flavor(flavor))
-    resources = [{"name": "cpu", "nominalQuota": "1"}, {"name": "memory", "nominalQuota": "2Gi"}]
-    cluster.kueue_create(
-        "clusterqueues",
-        {
-            "kind": "ClusterQueue",
-            "metadata": {"name": cq},
-            "spec": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory"],
-                        "flavors": [{"name": flavor, "resources": resources}],
-                    }
-                ],
-            },
-        },
-    )
+def test_indexed_job_through_kueue_runs_on_process_nodes(cluster: Cluster) -> None:
+    env = process_queues(cluster, "indexed-job-on-process-nodes")
     try:
-        cluster.kueue_create(
-            "localqueues",
-            {
-                "kind": "LocalQueue",
-                "metadata": {"name": "lq", "namespace": namespace},
-                "spec": {"clusterQueue": cq},
-            },
-            namespace=namespace,
-        )
         job = {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -296,7 +268,6 @@ def test_indexed_job_through_kueue_runs_on_process_nodes(cluster: Cluster, names
                 },
             },
         }
-        env = KueueEnv(cluster, namespace, flavor, cq, "lq", owns_namespace=False)
         env.create_job(job)
         wait_for(
             "Job Complete",
@@ -312,16 +283,14 @@ def test_indexed_job_through_kueue_runs_on_process_nodes(cluster: Cluster, names
             seen[index] = pod_log(p, "main").strip()
             starts = [
                 e
-                for e in _events(p["spec"]["nodeName"], namespace, p["metadata"]["name"])
+                for e in _events(p["spec"]["nodeName"], env.namespace, p["metadata"]["name"])
                 if e["event"] == "start"
             ]
             assert starts and starts[0]["job"] == "shards" and starts[0]["index"] == int(index)
             assert starts[0]["cpu"] == pytest.approx(0.1)
         assert seen == {str(i): f"index={i}" for i in range(3)}
     finally:
-        cluster.core.delete_namespace(namespace, propagation_policy="Background")
-        cluster.kueue_delete("clusterqueues", cq)
-        cluster.kueue_delete("resourceflavors", flavor)
+        delete_kueue_env(env)
 
 
 def test_process_nodes_are_ready_and_renew_their_lease(cluster: Cluster) -> None:

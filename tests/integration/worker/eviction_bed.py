@@ -18,45 +18,11 @@ from typing import Any
 from example_dags.shard_programs.monte_carlo_pricer import make_work, parser
 from example_dags.shard_programs.shard_loop import LoggedItem, expected_output, parse_items_log
 
-from ..cluster import Cluster, KueueEnv, is_true, short_id, wait_for
-from ..process_node import journal, process_flavor, state_dir
+from ..cluster import Cluster
+from ..process_node import journal, state_dir
 
 PRICER = "example_dags.shard_programs.monte_carlo_pricer"
 PRICER_OPTIONS = ("--paths", "16", "--steps", "16")  # ~1 ms of work per item: --item-seconds paces it
-
-
-def process_queues(cluster: Cluster, test_name: str, *, cpu: str = "1", memory: str = "8Gi") -> KueueEnv:
-    """A namespace, a ResourceFlavor over the process nodes, a ClusterQueue of ``cpu`` that preempts lower
-    priorities for higher ones, and LocalQueue ``lq``; delete with ``cluster.delete_kueue_env``."""
-    sid = short_id()
-    slug = "".join(c if c.isalnum() else "-" for c in test_name.lower()).strip("-")[:36].strip("-")
-    namespace, flavor, cq = f"t-{slug}-{sid}", f"rf-proc-{sid}", f"cq-proc-{sid}"
-    cluster.core.create_namespace({"metadata": {"name": namespace, "labels": {"devcluster/test": "true"}}})
-    cluster.kueue_create("resourceflavors", process_flavor(flavor))
-    resources = [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory}]
-    spec = {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-        "preemption": {"withinClusterQueue": "LowerPriority"},
-        "resourceGroups": [
-            {"coveredResources": ["cpu", "memory"], "flavors": [{"name": flavor, "resources": resources}]}
-        ],
-    }
-    cluster.kueue_create("clusterqueues", {"kind": "ClusterQueue", "metadata": {"name": cq}, "spec": spec})
-    cluster.kueue_create(
-        "localqueues",
-        {
-            "kind": "LocalQueue",
-            "metadata": {"name": "lq", "namespace": namespace},
-            "spec": {"clusterQueue": cq},
-        },
-        namespace=namespace,
-    )
-    wait_for(
-        f"LocalQueue lq in {namespace} active",
-        lambda: is_true(cluster.kueue_get("localqueues", "lq", namespace), "Active"),
-        timeout=30,
-    )
-    return KueueEnv(cluster, namespace, flavor, cq, "lq")
 
 
 def pricer_arguments(items_log: Path, *, items: int, every: int, item_seconds: float) -> list[str]:

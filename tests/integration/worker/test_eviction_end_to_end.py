@@ -30,7 +30,7 @@ from kubernetes.client.rest import ApiException
 from ..airflow_runner import AirflowHome, DagRun
 from ..cluster import Cluster, KueueEnv, delete_kueue_env, short_id, wait_for
 from ..operators.test_indexed_job_queueing import returned_result
-from ..process_node import pod_log, process_nodes
+from ..process_node import pod_log, process_nodes, process_queues
 from .eviction_bed import (
     PRICER,
     account,
@@ -41,7 +41,6 @@ from .eviction_bed import (
     pod_records,
     pod_spans,
     pricer_arguments,
-    process_queues,
     read_items_log,
 )
 
