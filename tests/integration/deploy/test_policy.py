@@ -176,6 +176,21 @@ def jobset_of(name: str, pod_body: dict[str, Any], labels: dict[str, str] | None
     }
 
 
+def bind(env: KueueEnv, name: str) -> None:
+    """Bind pod ``name`` to a fake node as the scheduler would, unless the scheduler got there first."""
+    core = env.cluster.core
+    if core.read_namespaced_pod(name, env.namespace).spec.node_name:
+        return
+    (node, *_) = core.list_node(label_selector="type=kwok").items
+    target = {"metadata": {"name": name}, "target": {"kind": "Node", "name": node.metadata.name}}
+    try:  # the client cannot read the Status the binding subresource answers with: take the raw reply
+        core.create_namespaced_pod_binding(name, env.namespace, target, _preload_content=False)
+    except ApiException as e:
+        if e.status != 409:  # 409: the scheduler bound it meanwhile
+            raise
+    assert core.read_namespaced_pod(name, env.namespace).spec.node_name
+
+
 def refused(call: Callable[[], Any], field: str) -> str:
     """``call`` is refused by one of the policies (403), with a message that names ``field``."""
     with pytest.raises(ApiException) as denied:
@@ -275,13 +290,20 @@ def test_a_pod_of_another_job_cannot_read_the_victims_checkpoint_secret(
     refused(lambda: tenant.core.create_namespaced_secret(env.namespace, planted), "metadata.name")
 
     # Nor through an ephemeral container added to a pod of its own (kubectl debug).
+    # The pod is bound first, as a running pod is: its nodeName (the scheduler's) does not refuse the debug
+    # container, the Secret reference does; a debug container without one is added.
     debug = {"name": "debug", "image": "example.invalid/x:1", "env": [key_ref]}
     tenant.create_pod(pod("plain"))
+    bind(env, "plain")
     refused(
         lambda: tenant.core.patch_namespaced_pod_ephemeralcontainers(
             "plain", env.namespace, {"spec": {"ephemeralContainers": [debug]}}
         ),
         "env[].valueFrom.secretKeyRef.name",
+    )
+    harmless = {"name": "debug", "image": "example.invalid/x:1"}
+    tenant.core.patch_namespaced_pod_ephemeralcontainers(
+        "plain", env.namespace, {"spec": {"ephemeralContainers": [harmless]}}
     )
 
     # Its own Secrets and its own checkpoint-named Secret reference stay open to it.
