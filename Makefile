@@ -61,7 +61,7 @@ test: venv
 	-$(PY) -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS) -m "not serial and not soak" --durations=15 \
 		--junitxml=$(TEST_REPORTS)/parallel.xml tests
 	-$(PY) -m devcluster multikueue down
-	-$(PY) -m pytest $(PYTEST_ARGS) -m "serial and not soak" --durations=5 --junitxml=$(TEST_REPORTS)/serial.xml tests
+	-$(PY) -m pytest $(PYTEST_ARGS) -m "serial and not soak" --durations=10 --junitxml=$(TEST_REPORTS)/serial.xml tests
 	-$(MAKE) --no-print-directory test-min-airflow PYTEST_ARGS="$(PYTEST_ARGS) --junitxml=$(TEST_REPORTS)/min-airflow.xml"
 	@$(PY) tools/test_summary.py $(TEST_REPORTS)/parallel.xml $(TEST_REPORTS)/serial.xml \
 		$(TEST_REPORTS)/min-airflow.xml
