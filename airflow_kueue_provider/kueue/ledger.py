@@ -2,7 +2,9 @@
 
 One ledger per (dag, run, task, map index) lives in Blob Storage next to the shards' checkpoints. Shards are
 numbered 0..shard_count-1; an attempt's Job runs a subset of them (all at first, the unfinished ones on a
-retry) and its index ``i`` runs the ``i``-th shard of that subset.  ``completed`` only ever grows, and
+retry) and its index ``i`` runs the ``i``-th shard of that subset, or with ``per_pod`` > 1 the ``i``-th
+group of that many (``shard_packing``): a failed pack's shards count as failed until their done markers say
+otherwise (``with_done_shards``).  ``completed`` only ever grows, and
 ``merge`` is a union, so two writers that race (ETag conflict -> re-read -> merge -> write) lose nothing.
 """
 
@@ -16,6 +18,7 @@ from urllib.parse import quote
 
 from .attempt_figures import AttemptFigures
 from .index_set import IndexSet
+from .shard_packing import ShardPacks
 
 LEDGER_VERSION = 1
 RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
@@ -46,6 +49,12 @@ class Attempt:
     figures: AttemptFigures | None = None
     """Its Job's pods, queue and run time and cost, recorded when the attempt ended (None before, and in
     ledgers written before figures were kept)."""
+    per_pod: int = 1
+    """Shards per Job index (1 in ledgers written before packing existed)."""
+
+    @property
+    def packs(self) -> ShardPacks:
+        return ShardPacks(self.shards, self.per_pod)
 
     def merged(self, other: Attempt) -> Attempt:
         """Both writers' knowledge: completed/failed unions, the larger eviction count, a final status."""
@@ -72,6 +81,7 @@ class Attempt:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             **({"figures": self.figures.to_dict()} if self.figures else {}),
+            **({"per_pod": self.per_pod} if self.per_pod != 1 else {}),
         }
 
     @classmethod
@@ -87,6 +97,7 @@ class Attempt:
             started_at=data.get("started_at"),
             finished_at=data.get("finished_at"),
             figures=AttemptFigures.from_dict(data["figures"]) if data.get("figures") else None,
+            per_pod=int(data.get("per_pod") or 1),
         )
 
 
@@ -119,9 +130,9 @@ class RunLedger:
     def evictions(self) -> int:
         return sum(a.evictions for a in self.attempts)
 
-    def retry_plan(self) -> str:
+    def retry_plan(self, per_pod: int = 1) -> str:
         """What a new attempt runs, in shard ids: ``298 of 300 shards done in 1 earlier attempt(s); running
-        the 2 unfinished (7,123) as Job indexes 0-1``."""
+        the 2 unfinished (7,123) as Job indexes 0-1`` (``per_pod``: shards per index of the new Job)."""
         left = self.remaining
         done = (
             f"{len(self.completed)} of {self.shard_count} shards done in {len(self.attempts)} earlier "
@@ -131,8 +142,10 @@ class RunLedger:
             return f"{done}; nothing left to run"
         text = str(left)
         text = text if len(text) <= 80 else text[:79].rsplit(",", 1)[0] + ",…"
-        indexes = "index 0" if len(left) == 1 else f"indexes 0-{len(left) - 1}"
-        return f"{done}; running the {len(left)} unfinished ({text}) as Job {indexes}"
+        count = ShardPacks(left, per_pod).index_count
+        indexes = "index 0" if count == 1 else f"indexes 0-{count - 1}"
+        packed = f" ({per_pod} shards per pod)" if per_pod > 1 and len(left) > 1 else ""
+        return f"{done}; running the {len(left)} unfinished ({text}) as Job {indexes}{packed}"
 
     def attempt(self, job_name: str) -> Attempt | None:
         return next((a for a in self.attempts if a.job_name == job_name), None)
@@ -156,14 +169,16 @@ class RunLedger:
         finished_at: str | None = None,
         figures: AttemptFigures | None = None,
     ) -> RunLedger:
-        """Record a Job's progress, given in Job indexes, as shard ids of its attempt."""
+        """Record a Job's progress, given in Job indexes, as shard ids of its attempt (every shard of a
+        failed pack counts as failed: ``with_done_shards`` corrects it from the done markers)."""
         known = self.attempt(job_name)
         if known is None:
             raise UnknownAttempt(f"Job {job_name} is not an attempt of this ledger")
+        packs = known.packs
         progress = replace(
             known,
-            completed=known.shards.select(completed_indexes),
-            failed=known.shards.select(failed_indexes),
+            completed=packs.shards_of(completed_indexes),
+            failed=packs.shards_of(failed_indexes),
             evictions=evictions,
             status=status,
             finished_at=finished_at,
@@ -171,6 +186,14 @@ class RunLedger:
             figures=replace(figures, try_number=known.try_number) if figures else known.figures,
         )
         return self.with_attempt(progress)
+
+    def with_done_shards(self, job_name: str, done: IndexSet) -> RunLedger:
+        """Add the shards of ``job_name``'s attempt that have a done marker (a failed pack finished some of
+        its shards before one failed; only those are run again)."""
+        known = self.attempt(job_name)
+        if known is None:
+            raise UnknownAttempt(f"Job {job_name} is not an attempt of this ledger")
+        return self.with_attempt(replace(known, completed=known.completed | (done & known.shards)))
 
     def merge(self, other: RunLedger) -> RunLedger:
         if other.shard_count != self.shard_count:

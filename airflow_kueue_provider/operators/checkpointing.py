@@ -17,8 +17,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from ..hooks.blob_containers import BlobAccountHook
@@ -28,12 +27,10 @@ from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.attempt_figures import AttemptFigures
 from ..kueue.checkpoint_access import (
     ACCESS_ID_HEX,
-    DEFAULT_CREDENTIAL_TTL,
     CredentialRenewal,
     access_policy_head,
     access_policy_id,
     credential_window,
-    is_container_name,
     is_finished,
     sas_secret_name,
     secret_name_of,
@@ -51,75 +48,20 @@ from ..kueue.names import (
     MIN_PARALLELISM_ANNOTATION,
     SAS_SECRET_KEY,
     SHARDS_ENV,
+    SHARDS_PER_POD_ENV,
     WORKLOAD_IDENTITY_LABEL,
 )
-from ..kueue.pod_policy import PodPolicy, service_account_violation
 from ..kueue.result import JobResult
+from ..kueue.shard_blob_names import done_shard_ids, shards_folder
+from ..kueue.shard_packing import PackingChoice, ShardPacks
 from ..kueue.spill import SPILLED_STATUS
 from ..storage.blob_auth import container_url_of
 from ..storage.blob_errors import BlobStoreError
+from .checkpoint_config import Checkpointing
+
+__all__ = ["CheckpointSession", "Checkpointing", "policy_of"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Checkpointing:
-    """Where shards checkpoint and how their pods reach it.
-
-    :param conn_id: the Blob connection of Airflow (``wasb``-style fields). To give pods a SAS it must be able
-        to sign one: the account key (connection string with ``AccountKey``, or ``login`` + ``password``) or
-        an Azure identity allowed to get a user-delegation key.
-    :param container: the base container: ledgers live here, each task instance's shard checkpoints in a
-        container of its own named after it (``<container head>-<hash>``).
-    :param credential_ttl: how long a Job's pod SAS is valid (from submission, and again from each
-        reattach on account-key auth): the longest a Job may queue and run. A retry gets a new one; an
-        ended attempt's SAS is revoked (account key). At most 7 days.
-    :param workload_identity_service_account: on AKS, run the pods as this ServiceAccount (workload
-        identity) instead of giving them a SAS; grant its identity access to the shard containers only.
-    """
-
-    conn_id: str
-    container: str = "airflow-kueue"
-    create_container: bool = True
-    workload_identity_service_account: str | None = None
-    keep_after_success: bool = False
-    credential_ttl: timedelta = DEFAULT_CREDENTIAL_TTL
-
-    def __post_init__(self) -> None:
-        if not is_container_name(self.container):
-            raise ValueError(
-                f"Checkpointing(container={self.container!r}) is not a valid Blob container name: use 3-63 "
-                "lowercase letters, digits and single hyphens, starting and ending with a letter or digit"
-            )
-        credential_window(datetime.now(timezone.utc), self.credential_ttl)  # validates the TTL
-
-    def pod_policy_problem(self, policy: PodPolicy) -> str | None:
-        """The workload identity's ServiceAccount is the pods' too: the cluster's pod policy must allow it
-        (checked before anything is created; the Job's own check ran before checkpointing shaped it)."""
-        return service_account_violation(
-            self.workload_identity_service_account, policy, "Checkpointing workload_identity_service_account"
-        )
-
-    @classmethod
-    def from_param(
-        cls, value: Checkpointing | dict[str, Any] | str | None, queue_timeout: float | None = None
-    ) -> Checkpointing | None:
-        """The operator's ``checkpointing=``; with ``queue_timeout`` (seconds), a pod credential that could
-        expire while the Job may still wait in its queue is refused (ValueError naming both)."""
-        if value is None or isinstance(value, Checkpointing):
-            config = value
-        elif isinstance(value, str):
-            config = cls(conn_id=value)
-        else:
-            config = cls(**value)
-        waits = timedelta(seconds=queue_timeout) if queue_timeout is not None else None
-        if config is not None and waits is not None and config.credential_ttl <= waits:
-            raise ValueError(
-                f"credential_ttl={config.credential_ttl} is not longer than queue_timeout={waits}: a Job "
-                "that waits that long gets pods whose SAS has expired; set Checkpointing(credential_ttl=...) "
-                "above queue_timeout (at most 7 days) or lower queue_timeout"
-            )
-        return config
 
 
 class CheckpointSession:
@@ -127,10 +69,17 @@ class CheckpointSession:
 
     keeps_ledger = True
 
-    def __init__(self, config: Checkpointing, identity: AirflowIdentity, shard_count: int) -> None:
+    def __init__(
+        self,
+        config: Checkpointing,
+        identity: AirflowIdentity,
+        shard_count: int,
+        packing: PackingChoice | None = None,
+    ) -> None:
         self.config = config
         self.identity = identity
         self.shard_count = shard_count
+        self.packing = packing or PackingChoice()
         self.prefix = ledger_prefix(identity.dag_id, identity.run_id, identity.task_id, identity.map_index)
         self.shard_container = shard_container_name(config.container, self.prefix)
         self.hook = BlobAccountHook(
@@ -195,13 +144,14 @@ class CheckpointSession:
         """The final state of a Job whose unfinished shards go to a spill Job (it was deleted as read)."""
         name = job["metadata"]["name"]
         view = view_of(job, None)
-        shards = self.job_shards(job, IndexSet.range(0, self.shard_count))
+        packs = self.job_packs(job, IndexSet.range(0, self.shard_count))
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
 
         def record(current: RunLedger | None) -> RunLedger:
             ledger = current or RunLedger(self.shard_count)
             if ledger.attempt(name) is None:  # its submission's record was lost: its env says its shards
-                ledger = ledger.with_attempt(Attempt(self.identity.try_number, name, shards))
+                attempt = Attempt(self.identity.try_number, name, packs.shards, per_pod=packs.per_pod)
+                ledger = ledger.with_attempt(attempt)
             return ledger.with_job_progress(
                 name, view.completed, view.failed, status=SPILLED_STATUS, finished_at=now, figures=figures
             )
@@ -210,26 +160,37 @@ class CheckpointSession:
         self.revoke_pod_access(name)
         return ledger
 
-    def record_attempt(self, job_name: str, shards: IndexSet) -> RunLedger:
+    def record_attempt(self, job_name: str, packs: ShardPacks) -> RunLedger:
         attempt = Attempt(
             self.identity.try_number,
             job_name,
-            shards,
+            packs.shards,
             started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            per_pod=packs.per_pod,
         )
         return self.ledger.update(
             lambda current: (current or RunLedger(self.shard_count)).with_attempt(attempt)
         )
 
-    @staticmethod
-    def job_shards(job: dict[str, Any], default: IndexSet) -> IndexSet:
-        """The shards a Job was created for (its ``AIRFLOW_KUEUE_SHARDS``), or ``default``."""
+    def job_packs(self, job: dict[str, Any], default: IndexSet) -> ShardPacks:
+        """The shards a Job was created for and how many each index runs (its ``AIRFLOW_KUEUE_SHARDS`` and
+        ``AIRFLOW_KUEUE_SHARDS_PER_POD``), or ``default`` packed as this session packs."""
         pod = (job.get("spec") or {}).get("template") or {}
+        values: dict[str, str] = {}
         for container in (pod.get("spec") or {}).get("containers") or []:
             for var in container.get("env") or []:
-                if var.get("name") == SHARDS_ENV and "value" in var:
-                    return IndexSet.parse(var["value"])
-        return default
+                if var.get("name") in (SHARDS_ENV, SHARDS_PER_POD_ENV) and "value" in var:
+                    values.setdefault(var["name"], str(var["value"]))
+        if SHARDS_ENV not in values:
+            return self.packing.packs(default)
+        per_pod = values.get(SHARDS_PER_POD_ENV, "1")
+        return ShardPacks(IndexSet.parse(values[SHARDS_ENV]), int(per_pod) if per_pod.isdigit() else 1)
+
+    def done_shards(self) -> IndexSet:
+        """The shards with a done marker in the task instance's shard container (one listing)."""
+        folder = shards_folder(self.prefix)
+        with self.hook.container_hook(self.shard_container) as container:
+            return done_shard_ids((name for name, _ in container.list_names(folder)), self.prefix)
 
     def trigger_ledger(self) -> dict[str, Any]:
         """What the trigger needs to keep the ledger current while the Job runs."""
@@ -357,10 +318,11 @@ class CheckpointSession:
             raise
 
     def pod_env(
-        self, shards: IndexSet, termination_grace: int = 30, job_name: str | None = None
+        self, packs: ShardPacks, termination_grace: int = 30, job_name: str | None = None
     ) -> list[dict[str, Any]]:
         env: list[dict[str, Any]] = [
-            {"name": SHARDS_ENV, "value": str(shards)},
+            {"name": SHARDS_ENV, "value": str(packs.shards)},
+            *([{"name": SHARDS_PER_POD_ENV, "value": str(packs.per_pod)}] if packs.per_pod > 1 else []),
             {
                 "name": CHECKPOINT_URL_ENV,
                 "value": container_url_of(self.hook.get_auth(), self.shard_container),
@@ -375,22 +337,23 @@ class CheckpointSession:
         return env
 
     def shape_job(self, manifest: dict[str, Any], shards: IndexSet) -> dict[str, Any]:
-        """Run exactly ``shards`` (completions = their count) and tell each pod where to checkpoint, with
-        which credential (the Job's SAS Secret, created right after the Job: the Job starts suspended; its
-        name gets a new random suffix here)."""
+        """Run exactly ``shards`` (completions = their count, or their packs' with several per pod) and tell
+        each pod where to checkpoint, with which credential (the Job's SAS Secret, created right after the
+        Job: the Job starts suspended; its name gets a new random suffix here)."""
         name = str(manifest.get("metadata", {}).get("name") or "")
         self._shaped = (name, secrets.token_hex(ACCESS_ID_HEX // 2))
+        packs = self.packing.packs(shards)
         spec = manifest["spec"]
-        spec["completions"] = len(shards)
-        spec["parallelism"] = min(int(spec.get("parallelism") or len(shards)), len(shards))
+        spec["completions"] = count = packs.index_count
+        spec["parallelism"] = min(int(spec.get("parallelism") or count), count)
         annotations = manifest.get("metadata", {}).get("annotations") or {}
         if int(annotations.get(MIN_PARALLELISM_ANNOTATION) or 0) >= spec["parallelism"]:
             del annotations[MIN_PARALLELISM_ANNOTATION]  # so few shards: Kueue admits them all, or none
         if spec.get("maxFailedIndexes") is not None:
-            spec["maxFailedIndexes"] = min(int(spec["maxFailedIndexes"]), len(shards))
+            spec["maxFailedIndexes"] = min(int(spec["maxFailedIndexes"]), count)
         pod = spec["template"]
         grace = int(pod["spec"].get("terminationGracePeriodSeconds") or 30)
-        env = self.pod_env(shards, grace, manifest.get("metadata", {}).get("name"))
+        env = self.pod_env(packs, grace, manifest.get("metadata", {}).get("name"))
         names = {e["name"] for e in env}
         for container in pod["spec"]["containers"]:
             container["env"] = [e for e in container.get("env") or [] if e["name"] not in names] + env
@@ -429,9 +392,17 @@ class CheckpointSession:
     def finish(
         self, job_name: str, job_result: JobResult, status: str, figures: AttemptFigures | None = None
     ) -> RunLedger:
-        """Record the attempt's end, then revoke its SAS (the attempt is over)."""
+        """Record the attempt's end, then revoke its SAS (the attempt is over). Failed indexes: the done
+        markers say which of their shards finished all the same (a pack's others, a shard that failed
+        after its ``mark_done``); only the rest run again."""
+        done = IndexSet()
+        if job_result.failed_indexes:
+            try:
+                done = self.done_shards()
+            except BlobStoreError as exc:  # the retry then starts the done ones, which exit at once
+                log.warning("could not list the done shards of %s (%s)", job_name, exc)
         ledger = self.ledger.update(
-            lambda current: self.finished(current, job_name, job_result, status, figures)
+            lambda current: self.finished(current, job_name, job_result, status, figures, done)
         )
         self.revoke_pod_access(job_name)
         return ledger
@@ -443,12 +414,14 @@ class CheckpointSession:
         job_result: JobResult,
         status: str,
         figures: AttemptFigures | None = None,
+        done: IndexSet | None = None,
     ) -> RunLedger:
-        """``current`` with the attempt's end recorded (pure: what ``finish`` writes)."""
+        """``current`` with the attempt's end recorded (pure: what ``finish`` writes), and ``done`` (shards
+        with a done marker) among the attempt's completed ones."""
         ledger = current or RunLedger(self.shard_count)
         if ledger.attempt(job_name) is None:
             return ledger
-        return ledger.with_job_progress(
+        ledger = ledger.with_job_progress(
             job_name,
             IndexSet.parse(job_result.completed_indexes),
             IndexSet.parse(job_result.failed_indexes),
@@ -457,6 +430,7 @@ class CheckpointSession:
             finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             figures=figures,
         )
+        return ledger.with_done_shards(job_name, done) if done else ledger
 
     def result_without_ledger_write(
         self, job: dict[str, Any] | None, job_result: JobResult, status: str
@@ -470,8 +444,10 @@ class CheckpointSession:
             current = None
         if current is None or current.attempt(job_result.job_name) is None:
             every = IndexSet.range(0, self.shard_count)  # a Job that is gone: as a first try would run
-            shards = self.job_shards(job, every) if job else every
-            attempt = Attempt(self.identity.try_number, job_result.job_name, shards)
+            packs = self.job_packs(job, every) if job else self.packing.packs(every)
+            attempt = Attempt(
+                self.identity.try_number, job_result.job_name, packs.shards, per_pod=packs.per_pod
+            )
             current = RunLedger(self.shard_count).with_attempt(attempt)
         return {
             **self.result(self.finished(current, job_result.job_name, job_result, status), job_result),
@@ -484,7 +460,7 @@ class CheckpointSession:
         if self.config.keep_after_success:
             return 0
         with self.hook.container_hook(self.shard_container) as shards:
-            deleted = shards.delete_prefix(f"{self.prefix}/shards/")
+            deleted = shards.delete_prefix(shards_folder(self.prefix))
         self.hook.delete_container_if_empty(self.shard_container)
         return deleted
 

@@ -98,7 +98,7 @@ def spill(
     token = session.prepare_pod_access()
     submission = create_or_adopt_object(client, second, identity, identity_seal())  # sealed like the first
     session.hand_pods_their_sas(client, submission.job, token)
-    session.record_attempt(spill_name, session.job_shards(submission.job, shards))
+    session.record_attempt(spill_name, session.job_packs(submission.job, shards))
     detail = spilled_detail(shards, spill_name, queue_name, name)
     log.warning("Job %s/%s: %s", namespace, name, detail)
     return SpillOutcome(step(detail), submission.job)

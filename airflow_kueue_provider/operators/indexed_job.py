@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any, ClassVar
 
 from ..airflow_compat import AirflowException, AirflowFailException
@@ -81,6 +82,15 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
     :param parallelism_ramp: ``ParallelismRamp(start, step, every_seconds)``: start with ``start`` pods and
         add ``step`` more every ``every_seconds`` up to ``parallelism``, so a large Job does not pull its
         image on every node at once (the Job is elastic: Kueue admits each raise as a Workload slice).
+    :param shards_per_pod: run this many shards one after the other in each pod (Job index ``i`` runs the
+        ``i``-th group of them), so a pod's start stops dominating short shards. Needs ``checkpointing=``
+        and a shard program that loops with ``Shard.each_from_env()``. Everything else stays per shard (the
+        ledger, a retry of only the unfinished shards, the result); ``parallelism``, ``max_failed_indexes``
+        and ``backoff_limit_per_index`` count pods. Unset: chosen from ``expected_shard_duration``.
+    :param expected_shard_duration: how long one shard runs (``timedelta`` or seconds). With it (and
+        ``shards_per_pod`` unset) the operator packs about a minute of shards per pod, keeping at least two
+        pods' worth per parallel slot so a skewed tail stays balanced (``kueue.shard_packing``). Without
+        either, each pod runs one shard.
     """
 
     template_fields: Sequence[str] = (
@@ -141,6 +151,8 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         container_security_context: Mapping[str, Any] | Any | None = None,
         job_name_prefix: str | None = None,
         parallelism_ramp: ParallelismRamp | dict[str, Any] | None = None,
+        shards_per_pod: int | None = None,
+        expected_shard_duration: timedelta | float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(keep_on_failure=keep_job_on_failure, **kwargs)
@@ -190,6 +202,17 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         self.service_account_name = service_account_name
         self.job_name_prefix = job_name_prefix
         self.parallelism_ramp = ParallelismRamp.from_param(parallelism_ramp)
+        self.shards_per_pod = shards_per_pod
+        if isinstance(expected_shard_duration, timedelta):
+            expected_shard_duration = expected_shard_duration.total_seconds()
+        if expected_shard_duration is not None and (
+            isinstance(expected_shard_duration, bool) or not isinstance(expected_shard_duration, (int, float))
+        ):
+            raise AirflowFailException(
+                f"{self.task_id}: expected_shard_duration={expected_shard_duration!r}: give a timedelta or "
+                "a number of seconds"
+            )
+        self.expected_shard_seconds = expected_shard_duration
         self._check_untemplated()
 
     # --- 2. the Job kind's part of the operator template (kueue_operator) --------------------------------
@@ -206,12 +229,14 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
 
     def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
         shards.shape_job(manifest, indexes)
+        if (packs := self._packing().packs(indexes)).per_pod > 1:
+            self.log.info("packing: %s", packs.describe())
 
     def _reattaches_to_completed(self, shards: Shards) -> bool:
         return not shards.keeps_ledger  # with checkpointing, the ledger decides what is left
 
     def _record_attempt(self, shards: Shards, obj: dict[str, Any], indexes: IndexSet) -> None:
-        shards.record_attempt(obj["metadata"]["name"], shards.job_shards(obj, indexes))
+        shards.record_attempt(obj["metadata"]["name"], shards.job_packs(obj, indexes))
 
     def _trigger_for(self, wait: WaitOn) -> KueueJobTrigger:
         return KueueJobTrigger(

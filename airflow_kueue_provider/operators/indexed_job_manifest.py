@@ -19,6 +19,7 @@ from ..kueue.names import ELASTIC_JOB_ANNOTATION
 from ..kueue.parallelism_ramp import ParallelismRamp
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.retry_policy import per_index_retries
+from ..kueue.shard_packing import InvalidPacking, PackingChoice, choose_per_pod
 from ..kueue.topology import InvalidTopology, TopologyRequest, with_topology
 from .settings import configured_pod_policy
 from .template_file import TemplateFile
@@ -38,6 +39,9 @@ class IndexedJobManifest:
     parallelism: int | None
     min_parallelism: int | None
     parallelism_ramp: ParallelismRamp | None
+    shards_per_pod: int | None
+    expected_shard_seconds: float | None
+    _checkpointing: Any
     topology: TopologyRequest | None
     job_resources: Any
     priority_class: str | None
@@ -70,6 +74,27 @@ class IndexedJobManifest:
     def _target_parallelism(self) -> int:
         return min(self.parallelism or self.completions, self.completions)
 
+    def _packing(self) -> PackingChoice:
+        return PackingChoice(self.shards_per_pod, self.expected_shard_seconds, self._target_parallelism())
+
+    def _check_packing(self) -> None:
+        """Several shards per pod need checkpointing (the done markers say which of a pack's shards
+        finished) and a count that fits the shards."""
+        if self.shards_per_pod is None and self.expected_shard_seconds is None:
+            return
+        if self._checkpointing is None:
+            which = "shards_per_pod" if self.shards_per_pod is not None else "expected_shard_duration"
+            raise AirflowFailException(
+                f"{self.task_id}: {which} packs several shards into one pod, which needs checkpointing= "
+                "(each shard's done marker is what says which of a pod's shards finished): set "
+                "checkpointing=Checkpointing(...), or leave shards_per_pod and expected_shard_duration unset"
+            )
+        try:
+            p = self._packing()
+            choose_per_pod(self.completions, p.parallelism, p.expected_shard_seconds, p.explicit)
+        except InvalidPacking as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
+
     def _check_untemplated(self) -> None:
         """Every check no template can change, when the DAG is parsed: a bad count, quantity, retry setting,
         ramp or timeout fails the DAG's import with the message, and no run ever starts. (The rest, and these
@@ -87,6 +112,7 @@ class IndexedJobManifest:
             validate_untemplated(spec)
         except InvalidJobSpec as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
+        self._check_packing()
         ramp = self.parallelism_ramp
         if ramp is not None and (problems := ramp.problems(self._target_parallelism())):
             raise AirflowFailException(f"{self.task_id}: parallelism_ramp: {'; '.join(problems)}")

@@ -213,7 +213,7 @@ class KueueOperator(OperatorKind, BaseOperator):
             # 2. ... or run what is left: every shard, or on a retry those the ledger has not seen finish.
             indexes, ledger = self._shards_to_run(shards, previous)
             if ledger is not None and ledger.attempts:
-                self.log.info("%s", ledger.retry_plan())
+                self.log.info("%s", ledger.retry_plan(self._packing().per_pod(len(indexes) or 1)))
             if not indexes:
                 self.log.info("every shard already finished in an earlier try; nothing to run")
                 return self._nothing_left(identity, shards, ledger)
@@ -272,7 +272,7 @@ class KueueOperator(OperatorKind, BaseOperator):
         config = self._checkpointing
         if config is None:
             return NoCheckpointing(self._shard_count())
-        session = CheckpointSession(config, identity, self._shard_count())
+        session = CheckpointSession(config, identity, self._shard_count(), self._packing())
         if not check:
             return session
         if problem := config.pod_policy_problem(configured_pod_policy()):

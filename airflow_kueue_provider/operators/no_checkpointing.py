@@ -12,6 +12,7 @@ from ..kueue.attempt_figures import AttemptFigures
 from ..kueue.index_set import IndexSet
 from ..kueue.ledger import RunLedger
 from ..kueue.result import JobResult
+from ..kueue.shard_packing import ShardPacks
 
 
 class NoCheckpointing:
@@ -49,12 +50,12 @@ class NoCheckpointing:
     def shape_job(self, manifest: dict[str, Any], shards: IndexSet) -> dict[str, Any]:
         return manifest
 
-    def record_attempt(self, job_name: str, shards: IndexSet) -> RunLedger | None:
+    def record_attempt(self, job_name: str, packs: ShardPacks) -> RunLedger | None:
         return None
 
-    @staticmethod
-    def job_shards(job: dict[str, Any], default: IndexSet) -> IndexSet:
-        return default
+    def job_packs(self, job: dict[str, Any], default: IndexSet) -> ShardPacks:
+        """One shard per index: packing needs the done markers of checkpointing (refused without it)."""
+        return ShardPacks(default)
 
     def trigger_ledger(self) -> dict[str, Any] | None:
         return None

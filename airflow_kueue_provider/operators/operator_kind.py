@@ -13,6 +13,7 @@ from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.deadline import DeadlinePlan
 from ..kueue.index_set import IndexSet
 from ..kueue.ledger import RunLedger
+from ..kueue.shard_packing import PackingChoice
 from ..kueue.trigger_event import Kind, KueueEvent
 from ..triggers.kueue_follow import KueueFollowTrigger
 from .checkpointing import CheckpointSession
@@ -58,6 +59,10 @@ class OperatorKind:
     def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
         """Give the pods their shards and checkpoint location (a no-op without checkpointing)."""
         raise NotImplementedError
+
+    def _packing(self) -> PackingChoice:
+        """How many shards each pod runs (the Job kind with ``shards_per_pod``); one by default."""
+        return PackingChoice()
 
     def _reattaches_to_completed(self, shards: Shards) -> bool:
         """Whether a retry reattaches to an earlier object that completed (and returns its result), rather

@@ -13,8 +13,9 @@ from ..kueue.names import (
     GRACE_ENV,
     INDEX_ENV,
     SHARDS_ENV,
+    SHARDS_PER_POD_ENV,
 )
-from .mapping import shard_id_for_index
+from .mapping import shard_ids_for_index
 
 CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"  # local runs only: the operator never sends one
 DEFAULT_GRACE_SECONDS = 25.0
@@ -48,6 +49,14 @@ class ShardEnv:
     grace_seconds: float
     connection_string: str | None = field(default=None, repr=False)
     sas_token: str | None = field(default=None, repr=False)
+    shard_ids: tuple[int, ...] = ()
+    """Every shard this pod runs, in order (``shard_id`` is the first); more than one in a packed Job."""
+    per_pod: int = 1
+    """``AIRFLOW_KUEUE_SHARDS_PER_POD``: above 1, the Job packs shards (the last pack may hold fewer)."""
+
+    @property
+    def packed(self) -> bool:
+        return self.per_pod > 1
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> ShardEnv:
@@ -72,9 +81,13 @@ class ShardEnv:
             raise ValueError(f"{GRACE_ENV}={raw_grace!r} is not a number of seconds") from None
         if grace <= 0:
             raise ValueError(f"{GRACE_ENV}={raw_grace!r} must be > 0")
+        shard_ids = shard_ids_for_index(index, environ.get(SHARDS_ENV), environ.get(SHARDS_PER_POD_ENV))
+        per_pod = (environ.get(SHARDS_PER_POD_ENV) or "1").strip()
         return cls(
             index=index,
-            shard_id=shard_id_for_index(index, environ.get(SHARDS_ENV)),
+            shard_id=shard_ids[0],
+            shard_ids=shard_ids,
+            per_pod=int(per_pod),
             account_url=account_url,
             container=container,
             prefix=prefix,

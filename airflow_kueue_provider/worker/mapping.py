@@ -1,8 +1,9 @@
-"""Completion index → shard id: the pure mapping every pod of an IndexedJob applies to itself."""
+"""Completion index → shard id(s): the pure mapping every pod of an IndexedJob applies to itself."""
 
 from __future__ import annotations
 
 from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.kueue.shard_packing import ShardPacks
 
 
 def shard_id_for_index(index: int, shards: str | None) -> int:
@@ -30,3 +31,31 @@ def shard_id_for_index(index: int, shards: str | None) -> int:
         f"completion index {index} is out of range: AIRFLOW_KUEUE_SHARDS={shards!r} names only {len(ids)} "
         "shard ids (completions must equal the number of shard ids)"
     )
+
+
+def shard_ids_for_index(index: int, shards: str | None, per_pod: str | None) -> tuple[int, ...]:
+    """The shard ids completion ``index`` runs: with ``per_pod`` (``AIRFLOW_KUEUE_SHARDS_PER_POD``) above 1,
+    the ``index``-th group of that many of ``shards``; else the one of ``shard_id_for_index``."""
+    count = _per_pod(per_pod)
+    if count == 1:
+        return (shard_id_for_index(index, shards),)
+    if shards is None or not shards.strip():
+        raise ValueError(
+            f"AIRFLOW_KUEUE_SHARDS_PER_POD={per_pod} needs AIRFLOW_KUEUE_SHARDS (the shard ids the Job runs)"
+        )
+    packs = ShardPacks(IndexSet.parse(shards), count)
+    if index < 0 or index >= packs.index_count:
+        raise ValueError(
+            f"completion index {index} is out of range: {packs.describe()} "
+            f"(completions must be {packs.index_count})"
+        )
+    return tuple(packs.shards_of_index(index))
+
+
+def _per_pod(raw: str | None) -> int:
+    if raw is None or not raw.strip():
+        return 1
+    text = raw.strip()
+    if not (text.isdigit() and text.isascii()) or int(text) < 1:
+        raise ValueError(f"AIRFLOW_KUEUE_SHARDS_PER_POD={raw!r} is not a whole number >= 1")
+    return int(text)

@@ -6,27 +6,17 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..kueue.shard_blob_names import done_name, shard_folder
+
+__all__ = ["checkpoint_name", "checkpoint_seq", "done_name", "rank", "shard_folder", "stale_seqs"]
+
 _CHECKPOINT = re.compile(r"checkpoint-([0-9]{8,})\.json")
-
-
-def shard_folder(prefix: str, shard_id: int) -> str:
-    """``<prefix>/shards/<shard_id>/`` (with a trailing slash, so shard 1 never lists shard 10's blobs)."""
-    if shard_id < 0:
-        raise ValueError(f"shard id {shard_id} is negative")
-    clean = prefix.strip("/")
-    if clean and any(part in ("", ".", "..") for part in clean.split("/")):
-        raise ValueError(f"checkpoint prefix {prefix!r} has an empty, '.' or '..' path segment")
-    return f"{clean}/shards/{shard_id}/" if clean else f"shards/{shard_id}/"
 
 
 def checkpoint_name(prefix: str, shard_id: int, seq: int) -> str:
     if seq < 1:
         raise ValueError(f"checkpoint sequence numbers start at 1, got {seq}")
     return f"{shard_folder(prefix, shard_id)}checkpoint-{seq:08d}.json"
-
-
-def done_name(prefix: str, shard_id: int) -> str:
-    return f"{shard_folder(prefix, shard_id)}done.json"
 
 
 def checkpoint_seq(name: str) -> int | None:

@@ -87,6 +87,15 @@ __all__ = ["EXIT_SIGTERM", "MAX_CHECKPOINT_BYTES", "JsonStore", "Progress", "Sha
 log = logging.getLogger("airflow_kueue_provider.worker")
 
 
+class ShardEnding:
+    """What happens when a ``with shard:`` block ends (``ShardPack`` records a pack's failures instead): here,
+    an exception ends the program, as in any Python program."""
+
+    def ended(self, shard: Shard, error: BaseException | None) -> bool:
+        """Called with the block's exception (None: it ended normally); True suppresses it."""
+        return False
+
+
 class ShardAlreadyDone(SystemExit):
     """Raised by ``Shard.from_env`` when the shard is already marked done: the process ends with exit code 0
     (the index succeeds) without redoing the work. Catch it only to do something else first."""
@@ -110,9 +119,12 @@ class Shard:
         keep: int = 3,
         flush_store: JsonStore | None = None,
         skip_if_done: bool = True,
+        ending: ShardEnding | None = None,
+        owns_stores: bool = True,
     ) -> None:
         """``flush_store`` (default ``store``) serves the SIGTERM flush; ``from_env`` gives it its own client
-        so the flush never waits on a lock or connection the interrupted main thread holds."""
+        so the flush never waits on a lock or connection the interrupted main thread holds. The shards of a
+        pack share their stores (``owns_stores=False``: ``close`` leaves them open) and their ``ending``."""
         self.checkpoints = CheckpointStore(
             shard_id, index, store, prefix=prefix, keep=keep, skip_if_done=skip_if_done
         )
@@ -121,6 +133,9 @@ class Shard:
         self.grace_seconds, self.keep, self.skip_if_done = grace_seconds, keep, skip_if_done
         self.resumed_seq: int | None = None
         self.sigterm = SigtermFlush(shard_id, grace_seconds, self._flush_write)
+        self.ending, self.owns_stores = ending or ShardEnding(), owns_stores
+        self.marked_done = False
+        """Whether this process wrote (or found) the done marker through ``mark_done``."""
 
     @classmethod
     def from_env(
@@ -136,20 +151,13 @@ class Shard:
         With ``skip_if_done`` (the default), a shard already marked done raises ``ShardAlreadyDone``: the
         process exits 0 without redoing it."""
         env = ShardEnv.from_environ(os.environ if environ is None else environ)
-        if env.connection_string:
-            endpoint = account_url_from_connection_string(env.connection_string)
-            if endpoint.rstrip("/") != env.account_url.rstrip("/"):
-                log.warning(
-                    "%s points at %s, %s at %s: using the connection string's endpoint",
-                    CONNECTION_STRING,
-                    redact(endpoint),
-                    CHECKPOINT_URL_ENV,
-                    env.account_url,
-                )
-        store = store_for(env, RetryPolicy())
-        flush_store = store_for(
-            env, RetryPolicy(attempts=20, base_delay=0.2, max_delay=2.0, request_timeout=10.0)
-        )
+        if env.packed:
+            raise ValueError(
+                f"this pod runs shards {list(env.shard_ids)} (AIRFLOW_KUEUE_SHARDS_PER_POD={env.per_pod}): "
+                "loop over them with `for shard in Shard.each_from_env(): with shard: ...`, or run the "
+                "task without shards_per_pod/expected_shard_duration"
+            )
+        store, flush_store = stores_for(env)
         shard = cls(
             env.shard_id,
             env.index,
@@ -165,6 +173,19 @@ class Shard:
         if handle_sigterm:
             shard.handle_sigterm()
         return shard
+
+    @classmethod
+    def each_from_env(
+        cls, environ: Mapping[str, str] | None = None, *, handle_sigterm: bool = True, keep: int = 3
+    ) -> Iterator[Shard]:
+        """Every shard this pod runs that is not done yet, one after the other (``shard_pack``): one in an
+        unpacked Job, up to ``shards_per_pod`` in a packed one. Use each as ``with shard:``; an exception in
+        the block is logged and the loop goes on, and the process then exits 1 naming the failed shards
+        (``ShardsFailed``), so the index is retried and its pod redoes only those."""
+        from .shard_pack import ShardPack  # it builds on Shard
+
+        env = ShardEnv.from_environ(os.environ if environ is None else environ)
+        return ShardPack(cls, env, handle_sigterm=handle_sigterm, keep=keep).shards()
 
     def exit_if_done(self) -> None:
         """Raise ``ShardAlreadyDone`` (exit code 0) when the shard's ``done.json`` exists."""
@@ -243,6 +264,7 @@ class Shard:
         is kept (another pod of the index may have finished first); with ``skip_if_done=False`` it is
         replaced."""
         self.checkpoints.mark_done(output)
+        self.marked_done = True
 
     def done_record(self) -> dict[str, Any] | None:
         """The shard's ``done.json``, or None while it is not done."""
@@ -279,21 +301,23 @@ class Shard:
         After a SIGTERM it first waits for the flush (bounded by the grace period) and logs its outcome; the
         flush thread then still ends the process as described in the module docstring."""
         self.sigterm.close()
-        for store in {id(self.store): self.store, id(self.flush_store): self.flush_store}.values():
-            close = getattr(store, "close", None)
-            if callable(close):
-                close()
+        if self.owns_stores:
+            close_stores(self.store, self.flush_store)
 
     def __enter__(self) -> Shard:
         return self
 
     def __exit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        """Close; a block that ends normally after a SIGTERM still exits 143 (the pod was told to stop)."""
+    ) -> bool:
+        """Close; a block that ends normally after a SIGTERM still exits 143 (the pod was told to stop). An
+        exception (not a SystemExit) goes to ``ending``, which may suppress it (a pack goes on)."""
         self.close()
         if et is None and self.sigterm.signalled:
             raise SystemExit(EXIT_SIGTERM)
+        if ev is None or isinstance(ev, Exception):
+            return self.ending.ended(self, ev)
+        return False
 
     # what the SIGTERM flush did (None/False until it ran)
     @property
@@ -318,3 +342,29 @@ class Shard:
 
     def _flush_write(self, state: State, progress: Progress | None, deadline: float, quiet: bool) -> int:
         return self.checkpoints.write(state, progress, "sigterm", self.flush_store, deadline, quiet=quiet)
+
+
+def stores_for(env: ShardEnv) -> tuple[JsonStore, JsonStore]:
+    """The shard's store and the SIGTERM flush's own (never waiting on the interrupted main thread's)."""
+    if env.connection_string:
+        endpoint = account_url_from_connection_string(env.connection_string)
+        if endpoint.rstrip("/") != env.account_url.rstrip("/"):
+            log.warning(
+                "%s points at %s, %s at %s: using the connection string's endpoint",
+                CONNECTION_STRING,
+                redact(endpoint),
+                CHECKPOINT_URL_ENV,
+                env.account_url,
+            )
+    store = store_for(env, RetryPolicy())
+    flush_store = store_for(
+        env, RetryPolicy(attempts=20, base_delay=0.2, max_delay=2.0, request_timeout=10.0)
+    )
+    return store, flush_store
+
+
+def close_stores(*stores: JsonStore) -> None:
+    for store in {id(s): s for s in stores}.values():
+        close = getattr(store, "close", None)
+        if callable(close):
+            close()

@@ -42,6 +42,12 @@ def add_loop_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--item-seconds", type=float, default=0.0, help="pad each item to at least this")
     parser.add_argument("--items-log", required=True, help="append '<shard>:<item> <pod> <t>' per item here")
     parser.add_argument("--redo-done", action="store_true", help="run a shard already marked done again")
+    parser.add_argument(
+        "--fail-once",
+        default="",
+        help="fault injection for tests: shard ids (e.g. '2,5') that fail the first time they start "
+        "(a marker file next to the items log remembers it)",
+    )
 
 
 def check_loop_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -88,8 +94,24 @@ def expected_output(program: str, work: Work, shard_id: int, items: int) -> dict
     return {"program": program, "items": items, "total": total}
 
 
+class InjectedFailure(RuntimeError):
+    """``--fail-once``: the shard fails on its first start, on purpose."""
+
+
+def fail_once(args: argparse.Namespace, shard_id: int) -> None:
+    """Raise ``InjectedFailure`` the first time a shard listed in ``--fail-once`` starts (O_EXCL marker)."""
+    if str(shard_id) not in {s.strip() for s in args.fail_once.split(",")}:
+        return
+    try:
+        os.close(os.open(f"{args.items_log}.failed-{shard_id}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        return
+    raise InjectedFailure(f"shard {shard_id}: --fail-once, its first start fails")
+
+
 def run_loop(shard: Shard, program: str, work: Work, args: argparse.Namespace, pod: str) -> None:
     """Resume from the most progressed checkpoint, process the remaining items, mark the shard done."""
+    fail_once(args, shard.shard_id)
     state: dict[str, Any] = shard.load() or {"next": 0, "total": 0}
     log.info("%s: shard %d (index %d) starts at item %d of %d on %s", program, shard.shard_id, shard.index,
              state["next"], args.items, pod)  # fmt: skip
@@ -116,8 +138,8 @@ def main(
     argv: Sequence[str] | None = None,
 ) -> int:
     """Parse (``make_work`` turns the program's own options into its ``work``, or raises ValueError naming
-    the bad option), then run the shard this pod
-    is (``Shard.from_env``: the env the operator injects)."""
+    the bad option), then run the shards of this pod not done yet: one, or several when the task packs them
+    (``shards_per_pod``); ``Shard.each_from_env`` reads the env the operator injects."""
     args = parser.parse_args(argv)
     check_loop_args(parser, args)
     try:
@@ -125,7 +147,14 @@ def main(
     except ValueError as exc:
         parser.error(str(exc))
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
-    # A shard already marked done (a retried or duplicate pod) exits 0 here, before any work.
-    with Shard.from_env(skip_if_done=not args.redo_done) as shard:
-        run_loop(shard, program, work, args, os.environ.get("HOSTNAME") or "local")
+    pod = os.environ.get("HOSTNAME") or "local"
+    if args.redo_done:  # the one shard of this pod, again, whatever it did before
+        with Shard.from_env(skip_if_done=False) as shard:
+            run_loop(shard, program, work, args, pod)
+        return 0
+    # A shard already marked done (by a retried or duplicate pod) is skipped, before any work; a shard that
+    # raises is logged, the others go on, and the process then exits 1 naming it (its index is retried).
+    for shard in Shard.each_from_env():
+        with shard:
+            run_loop(shard, program, work, args, pod)
     return 0

@@ -13,6 +13,7 @@ import pytest
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.checkpoint_access import access_policy_head, secret_name_of
 from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.kueue.shard_packing import PackingChoice, ShardPacks
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession, policy_of
 from airflow_kueue_provider.operators.no_checkpointing import NoCheckpointing
 
@@ -22,9 +23,47 @@ def _job(env: list[dict[str, object]]) -> dict[str, object]:
 
 
 def test_job_shards_come_from_the_job_it_was_created_with() -> None:
+    session = CheckpointSession(Checkpointing("blob"), AirflowIdentity("d", "t", "r"), 10)
     job = _job([{"name": "AIRFLOW_KUEUE_SHARDS", "value": "2,5,8"}])
-    assert str(CheckpointSession.job_shards(job, IndexSet.range(0, 10))) == "2,5,8"
-    assert str(CheckpointSession.job_shards(_job([]), IndexSet.range(0, 10))) == "0-9"
+    assert session.job_packs(job, IndexSet.range(0, 10)) == ShardPacks(IndexSet.parse("2,5,8"))
+    assert session.job_packs(_job([]), IndexSet.range(0, 10)) == ShardPacks(IndexSet.range(0, 10))
+    packed = _job(
+        [
+            {"name": "AIRFLOW_KUEUE_SHARDS", "value": "0-9"},
+            {"name": "AIRFLOW_KUEUE_SHARDS_PER_POD", "value": "4"},
+        ]
+    )
+    assert session.job_packs(packed, IndexSet()) == ShardPacks(IndexSet.range(0, 10), 4)
+    assert NoCheckpointing(10).job_packs(packed, IndexSet.range(0, 10)) == ShardPacks(IndexSet.range(0, 10))
+
+
+def test_a_packed_session_shapes_one_index_per_pack(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_AKS_BLOB",
+        json.dumps(
+            {
+                "conn_type": "wasb",
+                "host": "https://genomicsdata.blob.core.windows.net",
+                "extra": {"workload_identity_tenant_id": "00000000-0000-0000-0000-000000000000"},
+            }
+        ),
+    )
+    config = Checkpointing("aks_blob", "checkpoints", workload_identity_service_account="sa")
+    session = CheckpointSession(config, AirflowIdentity("d", "t", "r"), 10, PackingChoice(explicit=4))
+    pod = {"spec": {"containers": [{"name": "main"}]}}
+    manifest: dict[str, Any] = {
+        "spec": {"completions": 10, "parallelism": 5, "maxFailedIndexes": 5, "template": pod}
+    }
+
+    shaped = session.shape_job(manifest, IndexSet.range(0, 10))["spec"]
+    assert (shaped["completions"], shaped["parallelism"], shaped["maxFailedIndexes"]) == (3, 3, 3)
+    env = {e["name"]: e["value"] for e in shaped["template"]["spec"]["containers"][0]["env"]}
+    assert (env["AIRFLOW_KUEUE_SHARDS"], env["AIRFLOW_KUEUE_SHARDS_PER_POD"]) == ("0-9", "4")
+    # A retry of 3 shards: one pod of 3 (the explicit setting, capped by what is left).
+    retry = session.shape_job(copy.deepcopy(manifest), IndexSet.parse("2,5,8"))["spec"]
+    assert retry["completions"] == 1
+    env = {e["name"]: e["value"] for e in retry["template"]["spec"]["containers"][0]["env"]}
+    assert (env["AIRFLOW_KUEUE_SHARDS"], env["AIRFLOW_KUEUE_SHARDS_PER_POD"]) == ("2,5,8", "3")
 
 
 def test_checkpointing_parameter_forms() -> None:

@@ -8,7 +8,12 @@ from hypothesis import strategies as st
 
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.storage.blob_store import BlobStore
-from airflow_kueue_provider.worker import ShardEnv, shard_id_for_index, split_checkpoint_url
+from airflow_kueue_provider.worker import (
+    ShardEnv,
+    shard_id_for_index,
+    shard_ids_for_index,
+    split_checkpoint_url,
+)
 
 
 @pytest.mark.parametrize(
@@ -79,6 +84,30 @@ def test_env_errors_name_the_variable(change: dict[str, str | None], message: st
     env = {k: v for k, v in {**ENV, **change}.items() if v is not None}
     with pytest.raises(ValueError, match=message):
         ShardEnv.from_environ(env)
+
+
+def test_a_packed_pod_runs_its_group_of_shards() -> None:
+    assert shard_ids_for_index(1, "3,7,9-12", "2") == (9, 10)
+    assert shard_ids_for_index(2, "3,7,9-12", "2") == (11, 12)
+    assert shard_ids_for_index(0, "3,7", None) == (3,)
+    env = ShardEnv.from_environ({**ENV, "AIRFLOW_KUEUE_SHARDS": "0-9", "AIRFLOW_KUEUE_SHARDS_PER_POD": "4"})
+    assert (env.index, env.shard_id, env.shard_ids, env.packed) == (1, 4, (4, 5, 6, 7), True)
+    unpacked = ShardEnv.from_environ(ENV)
+    assert (unpacked.shard_ids, unpacked.packed) == ((7,), False)
+
+
+@pytest.mark.parametrize(
+    ("index", "shards", "per_pod", "message"),
+    [
+        (3, "0-9", "4", "index 3 is out of range: 10 shards as 3 pods of up to 4"),
+        (0, None, "4", "PER_POD=4 needs AIRFLOW_KUEUE_SHARDS"),
+        (0, "0-9", "four", "'four' is not a whole number"),
+        (0, "0-9", "0", "'0' is not a whole number >= 1"),
+    ],
+)
+def test_bad_packing_env_is_refused(index: int, shards: str | None, per_pod: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        shard_ids_for_index(index, shards, per_pod)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,162 @@
+"""Several shards in one pod, one after the other: the loop behind ``Shard.each_from_env()``.
+
+Typical use (``example_dags/shard_programs/monte_carlo_pricer.py``)::
+
+    for shard in Shard.each_from_env():
+        with shard:                           # SIGTERM flushes this shard's latest state, as before
+            state = shard.load() or {"next": 0}
+            ...                               # the single-shard form's body, unchanged
+            shard.mark_done(output)
+
+Per shard, as in the single-shard form: its checkpoints, ``load`` resuming from the most progressed one,
+``done.json`` (a shard already done is skipped, so a retried or replacement pod of the index redoes only the
+rest), the SIGTERM flush of the shard in progress (the process then exits 143 and the next pod of the index
+resumes it). What a pack adds: an exception in one shard's block is logged and the loop goes on with the next
+shard; so is a block that ends without ``mark_done``. When the loop ends, any such shard makes the process
+exit 1 (``ShardsFailed``, naming them): Kubernetes retries the index and its new pod runs only those.
+
+The shards share one pair of Blob clients (a new TLS connection per one-second shard would cost a tenth of
+it). Between two shards a SIGTERM only sets a flag: the loop exits 143 before it starts the next one.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+from .checkpoint_store import JsonStore
+from .env import ShardEnv
+from .shard import EXIT_SIGTERM, Shard, ShardEnding, close_stores, stores_for
+
+log = logging.getLogger("airflow_kueue_provider.worker")
+
+
+class ShardsFailed(SystemExit):
+    """The pack ended with shards that failed (or ended without ``mark_done``): exit code 1, so the index is
+    retried; the others are done and are not run again."""
+
+    def __init__(self, index: int, failed: dict[int, str]) -> None:
+        super().__init__(1)
+        self.index, self.failed = index, dict(failed)
+
+    def __str__(self) -> str:
+        listed = "; ".join(f"shard {sid}: {why}" for sid, why in sorted(self.failed.items()))
+        return f"index {self.index}: {len(self.failed)} shard(s) failed ({listed})"
+
+
+class ShardPack(ShardEnding):
+    """The shards of one pod (``env.shard_ids``), run in order; it is also each shard's ``ending``."""
+
+    def __init__(
+        self,
+        shard_type: type[Shard],
+        env: ShardEnv,
+        *,
+        handle_sigterm: bool = True,
+        keep: int = 3,
+        stores: tuple[JsonStore, JsonStore] | None = None,
+    ) -> None:
+        """``stores``: (store, flush store) to use instead of the ones ``env`` names (tests)."""
+        self.shard_type, self.env, self.keep = shard_type, env, keep
+        self.handle_sigterm, self._stores = handle_sigterm, stores
+        self.failed: dict[int, str] = {}
+        self.ran: list[int] = []
+        self.done_before: list[int] = []
+        self._ended: set[int] = set()
+        self._stop = threading.Event()
+
+    # -- ShardEnding --
+
+    def ended(self, shard: Shard, error: BaseException | None) -> bool:
+        self._ended.add(shard.shard_id)
+        if error is not None:
+            log.error(
+                "shard %d (index %d) failed; going on with the pod's other shards",
+                shard.shard_id,
+                shard.index,
+                exc_info=error,
+            )
+            self.failed[shard.shard_id] = f"{type(error).__name__}: {error}"
+            return True
+        if not shard.marked_done:
+            log.error(
+                "shard %d (index %d) ended without mark_done: it counts as failed and runs again",
+                shard.shard_id,
+                shard.index,
+            )
+            self.failed[shard.shard_id] = "ended without mark_done"
+        return False
+
+    # -- the loop --
+
+    def shards(self) -> Iterator[Shard]:
+        """Yield every shard of the pod not done yet; raise ``ShardsFailed`` at the end if any failed."""
+        store, flush_store = self._stores or stores_for(self.env)
+        previous = self._catch_sigterm_between_shards()
+        try:
+            for shard_id in self.env.shard_ids:
+                self._exit_if_told_to_stop()
+                shard = self._shard(shard_id, store, flush_store)
+                if shard.is_done():
+                    log.info("shard %d (index %d) is already done; skipping it", shard_id, self.env.index)
+                    self.done_before.append(shard_id)
+                    continue
+                self._exit_if_told_to_stop()
+                if self.handle_sigterm:
+                    shard.handle_sigterm()
+                self.ran.append(shard_id)
+                try:
+                    yield shard
+                finally:
+                    shard.close()  # again if the block did (idempotent); once if the program used no block
+                if shard.shard_id not in self._ended:
+                    self.ended(shard, None)
+                if shard.sigterm.signalled:
+                    raise SystemExit(EXIT_SIGTERM)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+            if self._stores is None:
+                close_stores(store, flush_store)
+        log.info(
+            "index %d: ran %d shard(s), %d done before, %d failed",
+            self.env.index,
+            len(self.ran),
+            len(self.done_before),
+            len(self.failed),
+        )
+        if self.failed:
+            raise ShardsFailed(self.env.index, self.failed)
+
+    def _shard(self, shard_id: int, store: JsonStore, flush_store: JsonStore) -> Shard:
+        return self.shard_type(
+            shard_id,
+            self.env.index,
+            store,
+            prefix=self.env.prefix,
+            grace_seconds=self.env.grace_seconds,
+            keep=self.keep,
+            flush_store=flush_store,
+            ending=self,
+            owns_stores=False,
+        )
+
+    def _catch_sigterm_between_shards(self) -> Any:
+        """Between shards a SIGTERM only sets a flag (each shard's own handler replaces this one while it
+        runs); the previous handler is returned, to be put back."""
+        if not self.handle_sigterm or threading.current_thread() is not threading.main_thread():
+            return None
+
+        def note(signum: int, frame: FrameType | None) -> None:
+            self._stop.set()
+
+        return signal.signal(signal.SIGTERM, note)
+
+    def _exit_if_told_to_stop(self) -> None:
+        if self._stop.is_set():
+            log.info("index %d: SIGTERM between shards; exiting before the next one", self.env.index)
+            raise SystemExit(EXIT_SIGTERM)
