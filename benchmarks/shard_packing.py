@@ -1,0 +1,214 @@
+#!/usr/bin/env python
+"""Several shards per pod against one per pod, and both against the ideal, on the local cluster's fake nodes.
+
+Each case runs twice in the same run, one after the other, in a ClusterQueue that admits it at once: the Job
+as the operator builds it unpacked (one index per shard), then packed (index ``i`` runs the ``i``-th group of
+``choose_per_pod(...)`` shards, the operator's own choice from the expected shard duration). A fake pod runs
+for its index's shards' seconds in a row (``kwok.airflow-kueue.io/run-duration[-N]``), plus a per-shard SDK
+cost both forms pay (``--per-shard-overhead``, default 0.05 s: the done-marker read and write, two Blob
+round trips of about 20 ms in the same Azure region, rounded up).
+
+The anchor is the ideal, the shards' seconds / parallelism. Cases:
+
+- **scenario A**: 1,000 shards x 3 s at parallelism 50 (60 s ideal);
+- **many small**: ``--small-shards`` (default 10,000) x 1 s at parallelism 50;
+- **skewed tail**: 200 shards of 1-20 s (uniform, seed 7; ``tail_quota.py``'s distribution) at parallelism 20,
+  packed for their mean.
+
+each without a start delay (the fake nodes' own start) and with ``--aks-start-delay`` (default 5 s: on an AKS
+Spot node with the image already cached, the pod sandbox and container start take 2-3 s, the Python
+interpreter and the SDK's imports about 1 s, the first Blob round trip 0.1 s; rounded up).
+
+    .venv/bin/python benchmarks/shard_packing.py --cases scenario_a          # about 4 min
+    .venv/bin/python benchmarks/shard_packing.py                             # every case: about 45 min
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bed_env import load_devcluster_env, write_results  # noqa: E402
+from kubernetes import config  # noqa: E402
+
+from airflow_kueue_provider.kueue.index_set import IndexSet  # noqa: E402
+from airflow_kueue_provider.kueue.job_manifest import build_indexed_job  # noqa: E402
+from airflow_kueue_provider.kueue.job_spec import IndexedJobSpec  # noqa: E402
+from airflow_kueue_provider.kueue.shard_packing import ShardPacks, choose_per_pod  # noqa: E402
+from tests.integration.cluster import Cluster, create_kueue_env, delete_kueue_env, is_true, wait_for  # noqa: E402
+
+RUN = "kwok.airflow-kueue.io/run-duration"
+START = "kwok.airflow-kueue.io/start-delay"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    seconds: list[float]  # per shard
+    parallelism: int
+
+    @property
+    def ideal(self) -> float:
+        return sum(self.seconds) / self.parallelism
+
+    @property
+    def uniform(self) -> bool:
+        return len(set(self.seconds)) == 1
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: str
+    start_delay: float
+    form: str
+    shards_per_pod: int
+    pods: int
+    job_seconds: float
+    ratio_to_ideal: float
+
+
+def cases(args: argparse.Namespace) -> list[Case]:
+    rng = random.Random(7)
+    every = {
+        "scenario_a": Case("scenario_a", [3.0] * 1000, 50),
+        "many_small": Case("many_small", [1.0] * args.small_shards, 50),
+        "skewed_tail": Case("skewed_tail", [float(rng.randint(1, 20)) for _ in range(200)], 20),
+    }
+    return [every[n] for n in args.cases.split(",")]
+
+
+def pod_annotations(case: Case, per_pod: int, overhead: float, start_delay: float) -> dict[str, str]:
+    """Each index runs its shards' seconds in a row, plus the SDK's per-shard cost."""
+    packs = ShardPacks(IndexSet.range(0, len(case.seconds)), per_pod)
+    annotations = {START: f"{start_delay}s"}
+    if case.uniform:
+        full = per_pod * (case.seconds[0] + overhead)
+        annotations[RUN] = f"{full:.3f}s"
+        last = len(packs.shards_of_index(packs.index_count - 1))
+        if last != per_pod:
+            annotations[f"{RUN}-{packs.index_count - 1}"] = f"{last * (case.seconds[0] + overhead):.3f}s"
+        return annotations
+    for i in range(packs.index_count):
+        run = sum(case.seconds[s] + overhead for s in packs.shards_of_index(i))
+        annotations[f"{RUN}-{i}"] = f"{run:.3f}s"
+    return annotations
+
+
+def run_once(cluster: Cluster, case: Case, per_pod: int, args: argparse.Namespace, delay: float) -> float:
+    """Seconds from the Job's creation to its Complete condition."""
+    cpu_per_pod = 0.25
+    env = create_kueue_env(
+        cluster, f"pack-{case.name}", cpu=str(case.parallelism * cpu_per_pod + 1), memory="1Ti"
+    )
+    try:
+        pods = -(-len(case.seconds) // per_pod)
+        manifest = build_indexed_job(
+            IndexedJobSpec(
+                name="packing",
+                namespace=env.namespace,
+                queue_name=env.local_queue,
+                image="example.invalid/shard:1",
+                completions=pods,
+                parallelism=min(case.parallelism, pods),
+                resources={"requests": {"cpu": f"{int(cpu_per_pod * 1000)}m", "memory": "64Mi"}},
+                backoff_limit_per_index=1,
+                spot=True,
+                annotations=pod_annotations(case, per_pod, args.per_shard_overhead, delay),
+            )
+        )
+        created = time.monotonic()
+        env.create_job(manifest)
+        wait_for(
+            f"{case.name} x{per_pod} Complete",
+            lambda: is_true(env.job("packing"), "Complete"),
+            timeout=args.timeout,
+            interval=0.2,
+        )
+        return time.monotonic() - created
+    finally:
+        delete_kueue_env(env)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    cluster = Cluster(config.new_client_from_config(config_file=os.environ["KUBECONFIG"]))
+    outcomes: list[Outcome] = []
+    for case in cases(args):
+        mean = sum(case.seconds) / len(case.seconds)
+        packed = choose_per_pod(len(case.seconds), case.parallelism, mean)
+        for delay in (0.0, args.aks_start_delay):
+            for form, per_pod in (("unpacked", 1), ("packed", packed)):
+                seconds = run_once(cluster, case, per_pod, args, delay)
+                pods = -(-len(case.seconds) // per_pod)
+                outcomes.append(
+                    Outcome(
+                        case.name,
+                        delay,
+                        form,
+                        per_pod,
+                        pods,
+                        round(seconds, 1),
+                        round(seconds / case.ideal, 3),
+                    )
+                )
+                print(outcomes[-1], flush=True)
+    return {
+        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "per_shard_overhead_seconds": args.per_shard_overhead,
+        "aks_start_delay_seconds": args.aks_start_delay,
+        "ideal_seconds": {c.name: round(c.ideal, 1) for c in cases(args)},
+        "outcomes": [asdict(o) for o in outcomes],
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    columns = "case, start delay, form, shards per pod, pods, Job (s), ideal (s), x ideal, packed / unpacked"
+    rows = ["| " + " | ".join(columns.split(", ")) + " |", "|---" * 9 + "|"]
+    unpacked: dict[tuple[str, float], float] = {}
+    for o in result["outcomes"]:
+        key = (o["case"], o["start_delay"])
+        if o["form"] == "unpacked":
+            unpacked[key] = o["job_seconds"]
+        versus = (
+            f"{o['job_seconds'] / unpacked[key]:.3f}" if o["form"] == "packed" and key in unpacked else ""
+        )
+        rows.append(
+            f"| {o['case']} | {o['start_delay']:g} s | {o['form']} | {o['shards_per_pod']} | {o['pods']} | "
+            f"{o['job_seconds']} | {result['ideal_seconds'][o['case']]} | {o['ratio_to_ideal']} | {versus} |"
+        )
+    head = (
+        f"{result['when']}, {result['machine']}; per-shard SDK cost {result['per_shard_overhead_seconds']} s "
+        f"in both forms; AKS start delay {result['aks_start_delay_seconds']} s.\n\n"
+    )
+    return head + "\n".join(rows) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="scenario_a,many_small,skewed_tail")
+    parser.add_argument("--small-shards", type=int, default=10_000)
+    parser.add_argument("--per-shard-overhead", type=float, default=0.05)
+    parser.add_argument("--aks-start-delay", type=float, default=5.0)
+    parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--name", default="shard_packing")
+    args = parser.parse_args()
+    load_devcluster_env()
+    result = run(args)
+    write_results(args.name, result, table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
