@@ -123,6 +123,11 @@ class PackingChoice:
     expected_shard_seconds: float | None = None
     parallelism: int | None = None
 
+    @property
+    def packs_any(self) -> bool:
+        """Whether the task was told to pack (its Jobs may run several shards per index)."""
+        return self.explicit not in (None, 1) or self.expected_shard_seconds is not None
+
     def per_pod(self, shard_count: int) -> int:
         explicit = min(self.explicit, shard_count) if self.explicit is not None else None
         return choose_per_pod(shard_count, self.parallelism, self.expected_shard_seconds, explicit)

@@ -392,11 +392,11 @@ class CheckpointSession:
     def finish(
         self, job_name: str, job_result: JobResult, status: str, figures: AttemptFigures | None = None
     ) -> RunLedger:
-        """Record the attempt's end, then revoke its SAS (the attempt is over). Failed indexes: the done
-        markers say which of their shards finished all the same (a pack's others, a shard that failed
-        after its ``mark_done``); only the rest run again."""
+        """Record the attempt's end, then revoke its SAS (the attempt is over). Failed indexes of a packed
+        task: the done markers (one listing) say which of their shards finished all the same; only the rest
+        run again."""
         done = IndexSet()
-        if job_result.failed_indexes:
+        if job_result.failed_indexes and self.packing.packs_any:  # unpacked: an index is its one shard
             try:
                 done = self.done_shards()
             except BlobStoreError as exc:  # the retry then starts the done ones, which exit at once

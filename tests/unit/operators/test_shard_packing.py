@@ -9,9 +9,12 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
+from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.ledger import Attempt, RunLedger
+from airflow_kueue_provider.kueue.result import JobResult
 from airflow_kueue_provider.kueue.shard_packing import PackingChoice
+from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 
@@ -57,3 +60,22 @@ def test_the_retry_plan_says_how_many_pods_run_the_unfinished_shards() -> None:
         "280 of 300 shards done in 1 earlier attempt(s); running the 20 unfinished (280-299) as Job indexes "
         "0-1 (10 shards per pod)"
     )
+
+
+def test_a_failed_packs_finished_shards_count_as_done_from_their_markers() -> None:
+    """8 shards as 2 pods of 4: index 1 (shards 4-7) completed, index 0 failed with shard 2 alone undone."""
+    packing = PackingChoice(explicit=4, parallelism=2)
+    session = CheckpointSession(Checkpointing("blob"), AirflowIdentity("d", "t", "r"), 8, packing)
+    ledger = RunLedger(8, (Attempt(1, "job-1", IndexSet.range(0, 8), per_pod=4),))
+    end = JobResult("job-1", "ns", None, None, 2, "1", "0", 1, 1, None, None, 0)
+    without = session.finished(ledger, "job-1", end, "failed")
+    assert (str(without.completed), str(without.failed)) == ("4-7", "0-3")
+    done = IndexSet.parse("0,1,3-7")
+    with_markers = session.finished(ledger, "job-1", end, "failed", done=done)
+    assert (str(with_markers.completed), str(with_markers.failed), str(with_markers.remaining)) == (
+        "0,1,3-7",
+        "2",
+        "2",
+    )
+    assert RunLedger.from_dict(with_markers.to_dict()) == with_markers, "per_pod survives the Blob round trip"
+    assert "per_pod" not in Attempt(1, "j", IndexSet.range(0, 2)).to_dict(), "unpacked ledgers look as before"
