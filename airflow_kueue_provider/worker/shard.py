@@ -69,31 +69,22 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from ..kueue.names import CHECKPOINT_URL_ENV
-from ..storage.blob_store import BlobUnavailable, RetryPolicy, account_url_from_connection_string, redact
+from ..storage.blob_store import BlobUnavailable
 from .checkpoint_store import (
     MAX_CHECKPOINT_BYTES,
     CheckpointStore,
     JsonStore,
     Progress,
     check_progress,
-    store_for,
 )
-from .env import CONNECTION_STRING, ShardEnv
+from .env import ShardEnv
+from .shard_pack import ShardEnding, ShardPack
 from .sigterm_flush import EXIT_SIGTERM, SigtermFlush, State
+from .stores import close_stores, stores_for
 
 __all__ = ["EXIT_SIGTERM", "MAX_CHECKPOINT_BYTES", "JsonStore", "Progress", "Shard", "ShardAlreadyDone"]
 
 log = logging.getLogger("airflow_kueue_provider.worker")
-
-
-class ShardEnding:
-    """What happens when a ``with shard:`` block ends (``ShardPack`` records a pack's failures instead): here,
-    an exception ends the program, as in any Python program."""
-
-    def ended(self, shard: Shard, error: BaseException | None) -> bool:
-        """Called with the block's exception (None: it ended normally); True suppresses it."""
-        return False
 
 
 class ShardAlreadyDone(SystemExit):
@@ -182,8 +173,6 @@ class Shard:
         unpacked Job, up to ``shards_per_pod`` in a packed one. Use each as ``with shard:``; an exception in
         the block is logged and the loop goes on, and the process then exits 1 naming the failed shards
         (``ShardsFailed``), so the index is retried and its pod redoes only those."""
-        from .shard_pack import ShardPack  # it builds on Shard
-
         env = ShardEnv.from_environ(os.environ if environ is None else environ)
         return ShardPack(cls, env, handle_sigterm=handle_sigterm, keep=keep).shards()
 
@@ -342,29 +331,3 @@ class Shard:
 
     def _flush_write(self, state: State, progress: Progress | None, deadline: float, quiet: bool) -> int:
         return self.checkpoints.write(state, progress, "sigterm", self.flush_store, deadline, quiet=quiet)
-
-
-def stores_for(env: ShardEnv) -> tuple[JsonStore, JsonStore]:
-    """The shard's store and the SIGTERM flush's own (never waiting on the interrupted main thread's)."""
-    if env.connection_string:
-        endpoint = account_url_from_connection_string(env.connection_string)
-        if endpoint.rstrip("/") != env.account_url.rstrip("/"):
-            log.warning(
-                "%s points at %s, %s at %s: using the connection string's endpoint",
-                CONNECTION_STRING,
-                redact(endpoint),
-                CHECKPOINT_URL_ENV,
-                env.account_url,
-            )
-    store = store_for(env, RetryPolicy())
-    flush_store = store_for(
-        env, RetryPolicy(attempts=20, base_delay=0.2, max_delay=2.0, request_timeout=10.0)
-    )
-    return store, flush_store
-
-
-def close_stores(*stores: JsonStore) -> None:
-    for store in {id(s): s for s in stores}.values():
-        close = getattr(store, "close", None)
-        if callable(close):
-            close()

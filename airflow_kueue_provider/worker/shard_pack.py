@@ -24,13 +24,14 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from .checkpoint_store import JsonStore
 from .env import ShardEnv
-from .shard import EXIT_SIGTERM, Shard, ShardEnding, close_stores, stores_for
+from .sigterm_flush import EXIT_SIGTERM, SigtermFlush
+from .stores import close_stores, stores_for
 
 log = logging.getLogger("airflow_kueue_provider.worker")
 
@@ -48,12 +49,40 @@ class ShardsFailed(SystemExit):
         return f"index {self.index}: {len(self.failed)} shard(s) failed ({listed})"
 
 
-class ShardPack(ShardEnding):
+class PackMember(Protocol):
+    """What the pack needs of a shard (``Shard`` is one)."""
+
+    shard_id: int
+    index: int
+    marked_done: bool
+    sigterm: SigtermFlush
+
+    def is_done(self) -> bool: ...
+    def handle_sigterm(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class ShardEnding:
+    """What happens when a ``with shard:`` block ends (``ShardPack`` records a pack's failures instead): by
+    default, an exception ends the program, as in any Python program."""
+
+    def ended(self, shard: PackMember, error: BaseException | None) -> bool:
+        """Called with the block's exception (None: it ended normally); True suppresses it."""
+        return False
+
+
+S = TypeVar("S", bound=PackMember)
+MakeShard = Callable[..., S]
+"""``Shard``'s constructor: ``(shard_id, index, store, *, prefix, grace_seconds, keep, flush_store, ending,
+owns_stores)``."""
+
+
+class ShardPack(ShardEnding, Generic[S]):
     """The shards of one pod (``env.shard_ids``), run in order; it is also each shard's ``ending``."""
 
     def __init__(
         self,
-        shard_type: type[Shard],
+        shard_type: MakeShard[S],
         env: ShardEnv,
         *,
         handle_sigterm: bool = True,
@@ -71,7 +100,7 @@ class ShardPack(ShardEnding):
 
     # -- ShardEnding --
 
-    def ended(self, shard: Shard, error: BaseException | None) -> bool:
+    def ended(self, shard: PackMember, error: BaseException | None) -> bool:
         self._ended.add(shard.shard_id)
         if error is not None:
             log.error(
@@ -93,7 +122,7 @@ class ShardPack(ShardEnding):
 
     # -- the loop --
 
-    def shards(self) -> Iterator[Shard]:
+    def shards(self) -> Iterator[S]:
         """Yield every shard of the pod not done yet; raise ``ShardsFailed`` at the end if any failed."""
         store, flush_store = self._stores or stores_for(self.env)
         previous = self._catch_sigterm_between_shards()
@@ -132,7 +161,7 @@ class ShardPack(ShardEnding):
         if self.failed:
             raise ShardsFailed(self.env.index, self.failed)
 
-    def _shard(self, shard_id: int, store: JsonStore, flush_store: JsonStore) -> Shard:
+    def _shard(self, shard_id: int, store: JsonStore, flush_store: JsonStore) -> S:
         return self.shard_type(
             shard_id,
             self.env.index,
