@@ -1,14 +1,18 @@
 """Several shards per pod on the process nodes: the real operator runs the Monte Carlo pricer packed
 (``shards_per_pod``), against Azurite.
 
-A shard that fails on the first try fails alone: its pod goes on with the others of its pack, the done markers
-tell the ledger which finished, and the second try runs that one shard; every item of every shard exactly
-once, every output exact.
+- A shard that fails on the first try fails alone: its pod goes on with the others of its pack, the done
+  markers tell the ledger which finished, and the second try runs that one shard.
+- A Kueue preemption mid-pack: each pod flushes the shard in progress and stops before the next; after the
+  readmission each pod of the index skips its pack's done shards and resumes that one from its checkpoint.
+
+Either way every item of every shard exactly once, every output exact.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,13 +24,15 @@ from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.failures import KueueJobFailed
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
-from ..cluster import Cluster, KueueEnv, delete_kueue_env, short_id
+from ..cluster import Cluster, KueueEnv, delete_kueue_env, short_id, wait_for
 from ..process_node import process_queues
 from ..worker.eviction_bed import (
     PRICER,
     account,
+    command_job,
     done_outputs,
     expected_pricer_output,
+    items_per_shard,
     pricer_arguments,
     read_items_log,
 )
@@ -59,12 +65,16 @@ def _ti(try_number: int) -> SimpleNamespace:
     )
 
 
-def test_a_packed_run_retries_only_the_shard_that_failed(
-    cluster: Cluster, queues: KueueEnv, blob: SimpleNamespace, tmp_path: Path
-) -> None:
-    log, shards, items = tmp_path / "items", 8, 6
-    arguments = [*pricer_arguments(log, items=items, every=3, item_seconds=0.02), "--fail-once", "2"]
-    operator = KueueIndexedJobOperator(
+def pricer(
+    queues: KueueEnv,
+    blob: SimpleNamespace,
+    arguments: list[str],
+    *,
+    shards: int,
+    per_pod: int,
+    **kwargs: object,
+) -> KueueIndexedJobOperator:
+    return KueueIndexedJobOperator(
         task_id="price",
         namespace=queues.namespace,
         queue_name=queues.local_queue,
@@ -73,13 +83,21 @@ def test_a_packed_run_retries_only_the_shard_that_failed(
         arguments=arguments,
         completions=shards,
         parallelism=2,
-        shards_per_pod=4,
-        backoff_limit_per_index=0,
+        shards_per_pod=per_pod,
         spot=True,
         resources={"requests": {"cpu": "250m", "memory": "256Mi"}},
         deferrable=False,
         checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container, keep_after_success=True),
+        **kwargs,  # type: ignore[arg-type]
     )
+
+
+def test_a_packed_run_retries_only_the_shard_that_failed(
+    cluster: Cluster, queues: KueueEnv, blob: SimpleNamespace, tmp_path: Path
+) -> None:
+    log, shards, items = tmp_path / "items", 8, 6
+    arguments = [*pricer_arguments(log, items=items, every=3, item_seconds=0.02), "--fail-once", "2"]
+    operator = pricer(queues, blob, arguments, shards=shards, per_pod=4, backoff_limit_per_index=0)
 
     with pytest.raises(KueueJobFailed):
         operator.execute({"ti": _ti(1)})  # type: ignore[arg-type]
@@ -95,6 +113,45 @@ def test_a_packed_run_retries_only_the_shard_that_failed(
     assert second.spec.completions == 1 and env["AIRFLOW_KUEUE_SHARDS"] == "2", env
     # Shard 2 failed before its first item: every item of every shard was processed exactly once.
     assert account(read_items_log(log), range(shards), items) == account([], [], 0)
+    assert done_outputs(blob.service, blob.container) == {
+        s: expected_pricer_output(s, items) for s in range(shards)
+    }
+
+
+def test_a_preemption_mid_pack_resumes_the_shard_in_progress_and_skips_the_done_ones(
+    cluster: Cluster, queues: KueueEnv, blob: SimpleNamespace, tmp_path: Path
+) -> None:
+    low, high = queues.priority_class("low", 10), queues.priority_class("high", 1000)
+    log, shards, items = tmp_path / "items", 4, 40
+    arguments = pricer_arguments(log, items=items, every=5, item_seconds=0.1)
+    operator = pricer(queues, blob, arguments, shards=shards, per_pod=2, priority_class=low)
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = operator.execute({"ti": _ti(1)})  # type: ignore[arg-type]
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    task = threading.Thread(target=run, daemon=True)
+    task.start()
+    # Pods of 2 shards: index 0 runs 0 then 1, index 1 runs 2 then 3. Preempt once each pod is past item 7 of
+    # its second shard: the first shards are done, the second ones in progress.
+    wait_for(
+        "both pods in their second shard",
+        lambda: (
+            all(items_per_shard(read_items_log(log)).get(s, 0) >= 7 for s in (1, 3)) or "error" in outcome
+        ),
+        timeout=180,
+        interval=0.05,
+    )
+    queues.create_job(command_job("urgent", "lq", ["sleep", "3"], pods=2, cpu="500m", priority=high))
+    task.join(timeout=300)
+    assert "error" not in outcome and "result" in outcome, outcome
+    result = outcome["result"]
+    assert isinstance(result, dict) and result["completed_indexes"] == "0-3", result
+    assert result["evictions"] >= 1, result
+    assert account(read_items_log(log), range(shards), items) == account([], [], 0), "each item exactly once"
     assert done_outputs(blob.service, blob.container) == {
         s: expected_pricer_output(s, items) for s in range(shards)
     }
