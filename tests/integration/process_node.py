@@ -85,8 +85,12 @@ def pod_dir(pod: str | Mapping[str, Any], *, node: str | None = None, uid: str |
 def pod_log(
     pod: str | Mapping[str, Any], container: str, *, node: str | None = None, uid: str | None = None
 ) -> str:
-    """What ``container`` of ``pod`` wrote to stdout and stderr ("" before it started)."""
-    log = pod_dir(pod, node=node, uid=uid) / f"{container}.log"
+    """What ``container`` of ``pod`` wrote to stdout and stderr ("" before it started, also while the node
+    has not made the pod's directory yet: a pod is bound before its node starts it)."""
+    try:
+        log = pod_dir(pod, node=node, uid=uid) / f"{container}.log"
+    except FileNotFoundError:
+        return ""
     return log.read_text(errors="replace") if log.exists() else ""
 
 
