@@ -7,13 +7,15 @@ pod directory holds each container's log, its journal says what really ran when.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from devcluster.layout import Layout
 
-from .cluster import Cluster, KueueEnv, is_true, short_id, wait_for
+from .cluster import Cluster, KueueEnv, delete_kueue_env, is_true, short_id, wait_for
 
 NODE_KIND_LABEL = "airflow-kueue.io/node-kind"
 PROCESS_NODE_LABEL = {NODE_KIND_LABEL: "process"}
@@ -141,3 +143,11 @@ def process_queues(cluster: Cluster, test_name: str, *, cpu: str = "1", memory: 
         timeout=30,
     )
     return KueueEnv(cluster, namespace, flavor, cq, "lq")
+
+
+@pytest.fixture(name="queues")
+def queues_on_process_nodes(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[KueueEnv]:
+    """``process_queues`` of 1 CPU for the test, deleted after it (import it as the fixture ``queues``)."""
+    env = process_queues(cluster, request.node.name, cpu="1")
+    yield env
+    delete_kueue_env(env)

@@ -24,8 +24,8 @@ from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.failures import KueueJobFailed
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
-from ..cluster import Cluster, KueueEnv, delete_kueue_env, short_id, wait_for
-from ..process_node import process_queues
+from ..cluster import Cluster, KueueEnv, short_id, wait_for
+from ..process_node import queues_on_process_nodes as queues  # noqa: F401 - the fixture
 from ..worker.eviction_bed import (
     PRICER,
     account,
@@ -52,13 +52,6 @@ def blob(devcluster_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Ite
         service.delete_container(made.name)
 
 
-@pytest.fixture
-def queues(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[KueueEnv]:
-    env = process_queues(cluster, request.node.name, cpu="1")
-    yield env
-    delete_kueue_env(env)
-
-
 def _ti(try_number: int) -> SimpleNamespace:
     return SimpleNamespace(
         dag_id="packed", task_id="price", run_id="manual__1", try_number=try_number, map_index=-1
@@ -66,7 +59,7 @@ def _ti(try_number: int) -> SimpleNamespace:
 
 
 def pricer(
-    queues: KueueEnv,
+    queues: KueueEnv,  # noqa: F811
     blob: SimpleNamespace,
     arguments: list[str],
     *,
@@ -93,7 +86,10 @@ def pricer(
 
 
 def test_a_packed_run_retries_only_the_shard_that_failed(
-    cluster: Cluster, queues: KueueEnv, blob: SimpleNamespace, tmp_path: Path
+    cluster: Cluster,
+    queues: KueueEnv,  # noqa: F811
+    blob: SimpleNamespace,
+    tmp_path: Path,
 ) -> None:
     log, shards, items = tmp_path / "items", 8, 6
     arguments = [*pricer_arguments(log, items=items, every=3, item_seconds=0.02), "--fail-once", "2"]
@@ -119,7 +115,10 @@ def test_a_packed_run_retries_only_the_shard_that_failed(
 
 
 def test_a_preemption_mid_pack_resumes_the_shard_in_progress_and_skips_the_done_ones(
-    cluster: Cluster, queues: KueueEnv, blob: SimpleNamespace, tmp_path: Path
+    cluster: Cluster,
+    queues: KueueEnv,  # noqa: F811
+    blob: SimpleNamespace,
+    tmp_path: Path,
 ) -> None:
     low, high = queues.priority_class("low", 10), queues.priority_class("high", 1000)
     log, shards, items = tmp_path / "items", 4, 40

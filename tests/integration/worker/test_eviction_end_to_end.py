@@ -31,6 +31,7 @@ from ..airflow_runner import AirflowHome, DagRun
 from ..cluster import Cluster, KueueEnv, delete_kueue_env, short_id, wait_for
 from ..operators.test_indexed_job_queueing import returned_result
 from ..process_node import pod_log, process_nodes, process_queues
+from ..process_node import queues_on_process_nodes as queues  # noqa: F401 - the fixture
 from .eviction_bed import (
     PRICER,
     account,
@@ -80,13 +81,6 @@ def blob(devcluster_env: dict[str, str], airflow_home: AirflowHome) -> Iterator[
     for made in service.list_containers(name_starts_with=container):
         with contextlib.suppress(Exception):
             service.delete_container(made.name)
-
-
-@pytest.fixture
-def queues(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[KueueEnv]:
-    env = process_queues(cluster, request.node.name, cpu="1")
-    yield env
-    delete_kueue_env(env)
 
 
 def start_pricer(
@@ -160,7 +154,11 @@ def assert_flushed_and_resumed(
 
 
 def test_a_preempted_job_flushes_every_shard_and_resumes_each_item_exactly_once(
-    cluster: Cluster, queues: KueueEnv, airflow_home: AirflowHome, blob: SimpleNamespace, tmp_path: Path
+    cluster: Cluster,
+    queues: KueueEnv,  # noqa: F811
+    airflow_home: AirflowHome,
+    blob: SimpleNamespace,
+    tmp_path: Path,
 ) -> None:
     low, high = queues.priority_class("low", 10), queues.priority_class("high", 1000)
     log, shards, items = tmp_path / "items", 4, 24
@@ -204,7 +202,11 @@ def index_of(pod: dict[str, Any]) -> int:
 
 
 def test_a_shard_killed_without_grace_resumes_from_its_last_periodic_checkpoint(
-    cluster: Cluster, queues: KueueEnv, airflow_home: AirflowHome, blob: SimpleNamespace, tmp_path: Path
+    cluster: Cluster,
+    queues: KueueEnv,  # noqa: F811
+    airflow_home: AirflowHome,
+    blob: SimpleNamespace,
+    tmp_path: Path,
 ) -> None:
     log, shards, items, every = tmp_path / "items", 2, 20, 5
     background = start_pricer(

@@ -37,7 +37,8 @@ def test_job_shards_come_from_the_job_it_was_created_with() -> None:
     assert NoCheckpointing(10).job_packs(packed, IndexSet.range(0, 10)) == ShardPacks(IndexSet.range(0, 10))
 
 
-def test_a_packed_session_shapes_one_index_per_pack(monkeypatch: pytest.MonkeyPatch) -> None:
+def aks_blob_with_workload_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connection ``aks_blob``: an AKS storage account reached through workload identity (no SAS)."""
     monkeypatch.setenv(
         "AIRFLOW_CONN_AKS_BLOB",
         json.dumps(
@@ -48,6 +49,10 @@ def test_a_packed_session_shapes_one_index_per_pack(monkeypatch: pytest.MonkeyPa
             }
         ),
     )
+
+
+def test_a_packed_session_shapes_one_index_per_pack(monkeypatch: pytest.MonkeyPatch) -> None:
+    aks_blob_with_workload_identity(monkeypatch)
     config = Checkpointing("aks_blob", "checkpoints", workload_identity_service_account="sa")
     session = CheckpointSession(config, AirflowIdentity("d", "t", "r"), 10, PackingChoice(explicit=4))
     pod = {"spec": {"containers": [{"name": "main"}]}}
@@ -131,17 +136,7 @@ def test_pods_get_their_sas_from_the_jobs_own_secret(monkeypatch: pytest.MonkeyP
 def test_workload_identity_pods_get_the_service_account_label_and_no_secret(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_AKS_BLOB",
-        json.dumps(
-            {
-                "conn_type": "wasb",
-                "host": "https://genomicsdata.blob.core.windows.net",
-                "extra": {"workload_identity_tenant_id": "00000000-0000-0000-0000-000000000000"},
-            }
-        ),
-    )
+    aks_blob_with_workload_identity(monkeypatch)
     config = Checkpointing("aks_blob", "checkpoints", workload_identity_service_account="genomics-sa")
     session = CheckpointSession(config, AirflowIdentity("nightly", "align", "scheduled__2026-11-30"), 1000)
     manifest: dict[str, Any] = {
