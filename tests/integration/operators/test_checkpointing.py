@@ -294,6 +294,7 @@ def test_two_triggers_writing_the_ledger_at_once_lose_no_index(
 ) -> None:
     from airflow_kueue_provider.hooks.kueue_hook import KueueHook
     from airflow_kueue_provider.kueue.index_set import IndexSet
+    from airflow_kueue_provider.kueue.shard_packing import ShardPacks
     from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
     from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
 
@@ -310,7 +311,7 @@ def test_two_triggers_writing_the_ledger_at_once_lose_no_index(
     session = CheckpointSession(Checkpointing(CONN_ID, blob.container), identity, 12)
     session.check()
     job = KueueHook().create_job(op.build_manifest(identity))
-    session.record_attempt(job["metadata"]["name"], IndexSet.range(0, 12))
+    session.record_attempt(job["metadata"]["name"], ShardPacks(IndexSet.range(0, 12)))
 
     def trigger() -> KueueJobTrigger:
         return KueueJobTrigger(

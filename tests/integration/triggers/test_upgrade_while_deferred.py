@@ -26,6 +26,7 @@ import pytest
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.parallelism_ramp import ParallelismRamp
+from airflow_kueue_provider.kueue.shard_packing import ShardPacks
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
@@ -185,7 +186,7 @@ def test_a_job_deferred_by_previous_main_resumes_on_the_current_code(
         blob = request.getfixturevalue("blob")
         kwargs["ledger"] = {**ledger, "container": blob.container}  # this run's container, same shape
         session = _ledger_session(blob, ledger)
-        session.record_attempt(name, IndexSet.range(0, 3))
+        session.record_attempt(name, ShardPacks(IndexSet.range(0, 3)))
 
     def ramped() -> bool:
         return bool((kueue_env.job(name) or {}).get("spec", {}).get("parallelism") == 3)
