@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-unit test-integration lint typecheck screenshots
+.PHONY: venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-unit test-integration lint typecheck screenshots
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -63,8 +63,9 @@ test: venv
 	-$(PY) -m devcluster multikueue down
 	-$(PY) -m pytest $(PYTEST_ARGS) -m "serial and not soak" --durations=10 --junitxml=$(TEST_REPORTS)/serial.xml tests
 	-$(MAKE) --no-print-directory test-min-airflow PYTEST_ARGS="$(PYTEST_ARGS) --junitxml=$(TEST_REPORTS)/min-airflow.xml"
+	-$(MAKE) --no-print-directory test-python-lanes PYTEST_ARGS="$(PYTEST_ARGS)"
 	@$(PY) tools/test_summary.py $(TEST_REPORTS)/parallel.xml $(TEST_REPORTS)/serial.xml \
-		$(TEST_REPORTS)/min-airflow.xml
+		$(TEST_REPORTS)/min-airflow.xml $(foreach v,$(PY_LANES),$(TEST_REPORTS)/unit-py$(v).xml)
 
 ## The lowest supported Airflow (pyproject: apache-airflow>=3.1): build the wheel, install it with Airflow
 ## $(MIN_AIRFLOW) in a venv of its own (kept outside the repo), import it from there, run the unit tests.
@@ -82,6 +83,23 @@ test-min-airflow: venv
 		assert '/site-packages/' in p.__file__, p.__file__; \
 		print('installed wheel', p.__version__, 'on Airflow', airflow.__version__)"
 	$(MIN_VENV)/bin/python -m pytest $(PYTEST_ARGS) -n 2 -q tests/unit
+
+## The unit tests on the other Pythons pyproject declares (3.12, 3.13; the rest of `make test` runs on 3.11):
+## a venv each, kept outside the repo, from pyenv's installs (or python3.X on PATH).
+PY_LANES ?= 3.12 3.13
+test-python-lanes: venv
+	@mkdir -p $(TEST_REPORTS); status=0; for v in $(PY_LANES); do \
+	  py=$$(ls -d $(HOME)/.pyenv/versions/$$v.*/bin/python$$v 2>/dev/null | tail -1); \
+	  py=$${py:-$$(command -v python$$v)}; \
+	  if [ -z "$$py" ]; then echo "test-python-lanes: no Python $$v here: pyenv install $$v, or set PY_LANES" >&2; \
+	    status=1; continue; fi; \
+	  venv=$(HOME)/.cache/airflow-kueue-provider/venv-py$$v; \
+	  test -x $$venv/bin/python || $$py -m venv $$venv; \
+	  $$venv/bin/pip install -q -e '.[dev]' || { status=1; continue; }; \
+	  echo "unit tests on $$($$venv/bin/python --version)"; \
+	  $$venv/bin/python -m pytest $(PYTEST_ARGS) -n 2 -q --junitxml=$(TEST_REPORTS)/unit-py$$v.xml tests/unit \
+	    || status=1; \
+	done; exit $$status
 
 test-unit: venv
 	$(PY) -m pytest $(PYTEST_ARGS) tests/unit
