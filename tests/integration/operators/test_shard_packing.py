@@ -3,6 +3,7 @@
 
 - A shard that fails on the first try fails alone: its pod goes on with the others of its pack, the done
   markers tell the ledger which finished, and the second try runs that one shard.
+- Kueue sees fewer, longer pods: partial admission of a packed Job runs every shard.
 - A Kueue preemption mid-pack: each pod flushes the shard in progress and stops before the next; after the
   readmission each pod of the index skips its pack's done shards and resumes that one from its checkpoint.
 
@@ -16,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from azure.storage.blob import BlobServiceClient
@@ -24,7 +26,7 @@ from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.failures import KueueJobFailed
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
-from ..cluster import Cluster, KueueEnv, short_id, wait_for
+from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
 from ..process_node import queues_on_process_nodes as queues  # noqa: F401 - the fixture
 from ..worker.eviction_bed import (
     PRICER,
@@ -154,3 +156,33 @@ def test_a_preemption_mid_pack_resumes_the_shard_in_progress_and_skips_the_done_
     assert done_outputs(blob.service, blob.container) == {
         s: expected_pricer_output(s, items) for s in range(shards)
     }
+
+
+def test_a_packed_job_too_big_for_the_free_quota_is_partly_admitted_and_runs_every_shard(
+    kueue_env_factory: Any, blob: SimpleNamespace
+) -> None:
+    """Kueue sees pods, not shards: 24 shards as 6 pods of 4, 3 of which fit (partial admission)."""
+    env = kueue_env_factory(cpu="4", memory="16Gi")
+    other = env.create_job(indexed_job("other", env.local_queue, completions=1, cpu="1", hold=True))
+    wait_for("the other Job admitted", lambda: is_true(env.workload(other), "Admitted"))
+    operator = KueueIndexedJobOperator(
+        task_id="price",
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        image="example.invalid/pricer:1",
+        completions=24,
+        parallelism=6,
+        min_parallelism=2,
+        shards_per_pod=4,
+        resources={"requests": {"cpu": "1", "memory": "1Gi"}},
+        annotations={"kwok.airflow-kueue.io/run-duration": "2s"},
+        deferrable=False,
+        checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container),
+    )
+    result = operator.execute({"ti": _ti(1)})  # type: ignore[arg-type]
+    assert (result["completed_indexes"], result["admitted_parallelism"]) == ("0-23", 3), result
+    (ours,) = [j for j in env.jobs() if j.metadata.name != "other"]
+    assert (ours.spec.completions, ours.metadata.annotations["kueue.x-k8s.io/job-min-parallelism"]) == (
+        6,
+        "2",
+    )
