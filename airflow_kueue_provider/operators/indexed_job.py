@@ -229,7 +229,7 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
 
     def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
         shards.shape_job(manifest, indexes)
-        if (packs := self._packing().packs(indexes)).per_pod > 1:
+        if (packs := shards.job_packs(manifest, indexes)).per_pod > 1:  # as shaped, not chosen again
             self.log.info("packing: %s", packs.describe())
 
     def _reattaches_to_completed(self, shards: Shards) -> bool:
