@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -149,6 +150,11 @@ func run(ctx context.Context, o options) error {
 			os.Exit(1)
 		}
 	}()
+	finisher := &Finisher{Provider: provider, Pods: client.CoreV1(), Bound: func() []*corev1.Pod {
+		pods, _ := podLister.List(labels.Everything()) // the informer holds only this node's pods
+		return pods
+	}}
+	go finisher.Run(ctx, sweepEvery)
 	go serveHealth(ctx, o.healthAddr, nc, pc)
 	klog.Infof("procnode %s up: pods under %s", o.nodeName, dir)
 	<-ctx.Done()

@@ -86,14 +86,30 @@ func (r *Registrar) NodeLost(ctx context.Context) {
 	klog.Infof("node %s deleted: killed %d pods", r.Shape.Name, len(pods))
 	zero := int64(0)
 	for _, pod := range pods {
-		err := r.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-			GracePeriodSeconds: &zero, Preconditions: metav1.NewUIDPreconditions(string(pod.UID)),
-		})
+		opts := metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: metav1.NewUIDPreconditions(string(pod.UID))}
+		err := r.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			klog.Warningf("delete pod %s/%s of the lost node: %v", pod.Namespace, pod.Name, err)
+			klog.Warningf("delete pod %s/%s of the lost node: %v (retried)", pod.Namespace, pod.Name, err)
+			go r.deleteUntilDone(ctx, pod, opts)
 		}
 	}
 	r.Register(ctx)
+}
+
+// deleteUntilDone retries the deletion of a lost node's pod (the API server may be down as the node goes):
+// a pod left Running with no process would hold its Job's index for ever. Once deleting, the Finisher ends it.
+func (r *Registrar) deleteUntilDone(ctx context.Context, pod *corev1.Pod, opts metav1.DeleteOptions) {
+	for wait := time.Second; ctx.Err() == nil; wait = min(2*wait, 30*time.Second) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		err := r.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
+		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return
+		}
+	}
 }
 
 // Register creates the Node unless it exists, retrying until it does or ctx ends.

@@ -361,3 +361,59 @@ def test_deleted_node_comes_back_and_its_pods_were_killed(cluster: Cluster, name
     assert next(e for e in events if e["event"] == "exit")["exit_code"] == 137
     uid = pod["metadata"]["uid"]
     wait_for("the lost node's pod deleted", lambda: gone(cluster, namespace, "doomed", uid), timeout=60)
+
+
+@pytest.mark.serial
+def test_a_pod_evicted_while_its_procnode_is_down_is_ended_when_it_returns(
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """The hour-long soak's stuck index: a Job pod evicted while its node's procnode was down stayed
+    Terminating for ever (virtual-kubelet only force-deletes it; its Job, with a podFailurePolicy, waits for a
+    terminal phase). The procnode that comes back ends it as a kubelet does: phase Failed, the eviction's
+    DisruptionTarget kept (so the policy ignores it), and the index gets a new pod."""
+    from tests.integration.soak.faults import ClusterComponent
+
+    node = process_nodes(cluster)[0]
+    procnode = ClusterComponent(tmp_path / "procnode.log")
+    mark = tmp_path / "ran-once"
+    script = f"[ -f {mark} ] && {{ echo second; exit 0; }}; touch {mark}; echo up; while :; do sleep 1; done"
+    template = process_pod("held", [sh("main", script)], nodeSelector={"kubernetes.io/hostname": node})
+    del template["metadata"]["name"]
+    cluster.batch.create_namespaced_job(
+        namespace,
+        {
+            "metadata": {"name": "held"},
+            "spec": {
+                "completionMode": "Indexed",
+                "completions": 1,
+                "backoffLimit": 0,
+                "podFailurePolicy": {
+                    "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+                },
+                "template": template,
+            },
+        },
+    )
+    first = wait_for("the Job's pod", lambda: (cluster.pods_of(namespace, "held") or [None])[0], timeout=60)
+    first = printed(cluster, namespace, first["metadata"]["name"], "up")
+    name, uid = first["metadata"]["name"], first["metadata"]["uid"]
+    procnode.kill(f"procnode-{node.rsplit('-', 1)[-1]}")
+    cluster.core.create_namespaced_pod_eviction(
+        name, namespace, {"metadata": {"name": name, "namespace": namespace}}
+    )
+    procnode.heal(f"procnode-{node.rsplit('-', 1)[-1]}")
+    wait_for(
+        "the evicted pod ended and removed",
+        lambda: gone(cluster, namespace, name, uid),
+        timeout=60,
+        explain=lambda: pod_of(cluster, namespace, name),
+    )
+    wait_for(
+        "the Job Complete on its second pod",
+        lambda: is_true(cluster.job(namespace, "held"), "Complete"),
+        timeout=90,
+        explain=lambda: (cluster.job(namespace, "held") or {}).get("status"),
+    )
+    assert (cluster.job(namespace, "held") or {})["status"].get("failed", 0) == 0, "the eviction was ignored"
+    second = next(p for p in cluster.pods_of(namespace, "held") if p["metadata"]["uid"] != uid)
+    assert pod_log(second, "main").strip() == "second"
