@@ -177,10 +177,11 @@ def eviction_phase(
                 print(f"eviction of {pod} failed: {exc}")
                 done.pop()
             print(f"{len(done):3d}/{len(plan)} {mode:8s} {pod}", flush=True)
-        # the last evicted shards resume before the figures are read
+        # the last evicted shards resume before the figures are read (an index evicted n times waits up to
+        # 10 s x 2^(n-1), at most 6 min, for its next pod)
         wait_for("the last evicted shards resumed", lambda: all(
             any(e.shard == ev.shard and e.pod != ev.pod and e.t > ev.at for e in read_items_log(log))
-            for ev in done[-args.shards:]), timeout=120)  # fmt: skip
+            for ev in done[-args.shards:]), timeout=420, interval=2)  # fmt: skip
         measure(cluster, env, job, log, done, args.every)
         return done
     finally:
