@@ -88,6 +88,14 @@ def build_indexed_job(spec: IndexedJobSpec) -> dict[str, Any]:
         pod_spec["imagePullSecrets"] = [{"name": name} for name in spec.image_pull_secrets]
     if spec.security_context:
         pod_spec["securityContext"] = copy.deepcopy(dict(spec.security_context))
+    if spec.init_containers:
+        pod_spec["initContainers"] = [copy.deepcopy(dict(c)) for c in spec.init_containers]
+    if spec.termination_grace_period is not None:
+        pod_spec["terminationGracePeriodSeconds"] = spec.termination_grace_period
+    if spec.active_deadline_seconds is not None:
+        pod_spec["activeDeadlineSeconds"] = spec.active_deadline_seconds
+    if spec.priority_class_name:
+        pod_spec["priorityClassName"] = spec.priority_class_name
     pod_metadata: dict[str, Any] = {"labels": pod_labels}
     if spec.annotations:
         pod_metadata["annotations"] = dict(spec.annotations)

@@ -96,6 +96,17 @@ class IndexedJobSpec:
     """The pod's ``securityContext``."""
     container_security_context: Mapping[str, Any] | None = None
     """The shard container's ``securityContext``."""
+    init_containers: Sequence[Mapping[str, Any]] | None = None
+    """Containers run in order before the shard container (Kubernetes Container dicts)."""
+    termination_grace_period: int | None = None
+    """The pod's ``terminationGracePeriodSeconds``: the time a shard has from SIGTERM (an eviction, a
+    preemption) to flush its checkpoint before SIGKILL."""
+    active_deadline_seconds: int | None = None
+    """The pod's ``activeDeadlineSeconds`` (KubernetesPodOperator's meaning): a pod running longer fails,
+    and its index is retried as for any failure."""
+    priority_class_name: str | None = None
+    """The pods' Kubernetes PriorityClass (``priorityClassName``), as in KubernetesPodOperator. Kueue takes
+    the Workload's priority from it when no WorkloadPriorityClass is set."""
     job_template: Mapping[str, Any] | None = None
     """A base batch/v1 Job; the parameters above are merged over it and win."""
     identity: AirflowIdentity | None = None

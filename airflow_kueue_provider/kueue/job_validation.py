@@ -68,6 +68,10 @@ UNTEMPLATED_POD_INPUTS = (
     "image_pull_policy",
     "security_context",
     "container_security_context",
+    "init_containers",
+    "termination_grace_period",
+    "active_deadline_seconds",
+    "priority_class_name",
 )
 """Pod-spec inputs no operator renders with Jinja: checked when the DAG is parsed."""
 

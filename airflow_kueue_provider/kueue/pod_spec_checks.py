@@ -1,5 +1,6 @@
 """Checks of the pod-spec inputs a KubernetesPodOperator user brings (tolerations, affinity, volumes and
-mounts, env_from, image pull secrets and policy, security contexts): the shape the API server would reject,
+mounts, env_from, image pull secrets and policy, security contexts, init containers, the grace period, the
+active deadline, the PriorityClass): the shape the API server would reject,
 caught before anything is submitted. Whether a setting is *allowed* on the cluster (hostPath, privileged)
 is the pod policy's question (``pod_policy``), asked of the merged Job."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from airflow_kueue_provider.kueue.job_spec import IndexedJobSpec
+from airflow_kueue_provider.kueue.job_spec import CONTAINER_NAME, IndexedJobSpec
 from airflow_kueue_provider.kueue.job_template import as_mapping
 from airflow_kueue_provider.kueue.k8s_names import is_dns1123_label, is_dns1123_subdomain
 
@@ -51,6 +52,7 @@ def check_pod_spec_inputs(spec: IndexedJobSpec, add: Problem) -> None:
         if not any(key in source for key in ("configMapRef", "secretRef")):
             add("env_from", f"item {position} ({source!r}) needs a configMapRef or a secretRef")
     _check_pull(spec, add)
+    _check_pod_fields(spec, add)
     for parameter in ("security_context", "container_security_context"):
         value = getattr(spec, parameter)
         if value is not None and not isinstance(value, Mapping):
@@ -59,6 +61,46 @@ def check_pod_spec_inputs(spec: IndexedJobSpec, add: Problem) -> None:
                 f"got {value!r}: pass a V1{'Pod' if parameter == 'security_context' else ''}"
                 "SecurityContext or its dict",
             )
+
+
+def _check_pod_fields(spec: IndexedJobSpec, add: Problem) -> None:
+    """init_containers, termination_grace_period, active_deadline_seconds, priority_class_name."""
+    names: list[object] = []
+    for position, container in enumerate(_dicts("init_containers", spec.init_containers, add)):
+        name, image = container.get("name"), container.get("image")
+        names.append(name)
+        if not is_dns1123_label(name) or name == CONTAINER_NAME:
+            add(
+                "init_containers",
+                f"item {position}: name {name!r} must be a DNS-1123 label (lowercase letters, digits, '-') "
+                f"other than {CONTAINER_NAME!r} (the shard container)",
+            )
+        if not isinstance(image, str) or not image.strip():
+            add("init_containers", f"item {position} ({name!r}) needs an image")
+    if duplicates := sorted({str(n) for n in names if names.count(n) > 1}):
+        add("init_containers", f"names {duplicates} appear more than once: each container needs its own name")
+    grace = spec.termination_grace_period
+    if grace is not None and not (isinstance(grace, int) and not isinstance(grace, bool) and grace >= 0):
+        add(
+            "termination_grace_period",
+            f"got {grace!r}: set the seconds a shard has from SIGTERM to flush its checkpoint (0 or more)",
+        )
+    deadline = spec.active_deadline_seconds
+    if deadline is not None and not (
+        isinstance(deadline, int) and not isinstance(deadline, bool) and deadline > 0
+    ):
+        add(
+            "active_deadline_seconds",
+            f"got {deadline!r}: set a positive number of seconds a pod may run, or leave it unset (the "
+            "task's deadline is deadline=, its timeout execution_timeout=)",
+        )
+    priority = spec.priority_class_name
+    if priority is not None and not is_dns1123_subdomain(priority):
+        add(
+            "priority_class_name",
+            f"{priority!r} is not a valid PriorityClass name: use lowercase letters, digits, '-' and '.' "
+            "(a Kueue WorkloadPriorityClass is workload_priority_class=)",
+        )
 
 
 def _check_pull(spec: IndexedJobSpec, add: Problem) -> None:

@@ -61,8 +61,12 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
     (``V1EnvVar``, ``V1ResourceRequirements``, ``V1Toleration``, ...) or their dicts: ``env_vars`` (or
     ``env``), ``container_resources`` (or ``resources``), ``tolerations``, ``affinity``, ``volumes``,
     ``volume_mounts``, ``env_from``, ``secrets`` (the cncf provider's ``Secret``), ``image_pull_secrets``,
-    ``image_pull_policy``, ``security_context`` (the pod's) and ``container_security_context``. They apply to
-    the shard container (the template's container named ``main``, else its first).
+    ``image_pull_policy``, ``security_context`` (the pod's), ``container_security_context``,
+    ``init_containers``, ``termination_grace_period`` (the pod's ``terminationGracePeriodSeconds``: a
+    SIGTERM'd shard's time to flush its checkpoint), ``active_deadline_seconds`` (the pod's: a pod running
+    longer fails and its index is retried) and ``priority_class_name`` (the pods' Kubernetes PriorityClass;
+    Kueue's WorkloadPriorityClass is ``workload_priority_class``). Container settings apply to the shard
+    container (the template's container named ``main``, else its first).
     :param min_parallelism: Kueue's partial admission: when ``parallelism`` pods do not fit the queue's free
         quota, Kueue may start the Job with fewer, down to this many (it lowers the Job's parallelism for the
         run; the shards are the same, they take longer). Between 1 and ``parallelism`` - 1. The log and the
@@ -149,6 +153,10 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         image_pull_policy: str | None = None,
         security_context: Mapping[str, Any] | Any | None = None,
         container_security_context: Mapping[str, Any] | Any | None = None,
+        init_containers: list[Any] | None = None,
+        termination_grace_period: int | None = None,
+        active_deadline_seconds: int | None = None,
+        priority_class_name: str | None = None,
         job_name_prefix: str | None = None,
         parallelism_ramp: ParallelismRamp | dict[str, Any] | None = None,
         shards_per_pod: int | None = None,
@@ -190,6 +198,10 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         self.image_pull_policy = image_pull_policy
         self.security_context = plain(security_context)
         self.container_security_context = plain(container_security_context)
+        self.init_containers = plain(init_containers)
+        self.termination_grace_period = termination_grace_period
+        self.active_deadline_seconds = active_deadline_seconds
+        self.priority_class_name = priority_class_name
         self.backoff_limit_per_index = backoff_limit_per_index
         self.max_failed_indexes = max_failed_indexes
         self.non_retriable_exit_codes = non_retriable_exit_codes

@@ -63,6 +63,10 @@ class IndexedJobManifest:
     image_pull_policy: str | None
     security_context: Any
     container_security_context: Any
+    init_containers: Any
+    termination_grace_period: int | None
+    active_deadline_seconds: int | None
+    priority_class_name: str | None
     job_template: Any
     job_name_prefix: str | None
 
@@ -180,6 +184,10 @@ class IndexedJobManifest:
             "image_pull_policy": self.image_pull_policy,
             "security_context": self.security_context,
             "container_security_context": self.container_security_context,
+            "init_containers": self.init_containers,
+            "termination_grace_period": self.termination_grace_period,
+            "active_deadline_seconds": self.active_deadline_seconds,
+            "priority_class_name": self.priority_class_name,
         }
 
     def _pod_annotations(self) -> Mapping[str, str] | None:

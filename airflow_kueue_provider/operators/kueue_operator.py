@@ -11,7 +11,9 @@ The parameters every kind takes ("the object" is the task's Job or JobSet):
 
 - ``queue_name``: the Kueue LocalQueue in ``namespace`` (templated).
 - ``namespace``: default: the kubernetes connection's ``namespace`` extra, else ``default`` (templated).
-- ``priority_class``: a Kueue WorkloadPriorityClass.
+- ``workload_priority_class``: a Kueue WorkloadPriorityClass (the Workload's priority, for admission order and
+  preemption). ``priority_class`` is its earlier name and still works. The pods' Kubernetes PriorityClass is
+  the Job kind's ``priority_class_name``, as in KubernetesPodOperator.
 - ``spot``: tolerate AKS Spot nodes and do not count Spot evictions (DisruptionTarget) as failures.
 - ``queue_timeout``: fail (and delete the object) if it is not admitted within this time (never after a
   first admission: a requeue after an eviction is not "never admitted").
@@ -99,6 +101,7 @@ class KueueOperator(OperatorKind, BaseOperator):
         *,
         queue_name: str,
         namespace: str | None = None,
+        workload_priority_class: str | None = None,
         priority_class: str | None = None,
         spot: bool = False,
         queue_timeout: timedelta | float | None = None,
@@ -117,6 +120,11 @@ class KueueOperator(OperatorKind, BaseOperator):
         """The kinds take their own parameters and pass these on (``**kwargs``); ``keep_on_failure`` is the
         kind's ``keep_job_on_failure`` / ``keep_jobset_on_failure``."""
         super().__init__(**kwargs)
+        if workload_priority_class is not None and priority_class is not None:
+            raise AirflowFailException(
+                f"{self.task_id}: set workload_priority_class or priority_class (its earlier name), not both"
+            )
+        priority_class = workload_priority_class if workload_priority_class is not None else priority_class
         self.queue_name = queue_name
         self.namespace = namespace
         self.priority_class = priority_class
@@ -164,8 +172,8 @@ class KueueOperator(OperatorKind, BaseOperator):
             and not (is_dns1123_subdomain(priority_class) and is_valid_label_value(priority_class))
         ):
             raise AirflowFailException(
-                f"{self.task_id}: priority_class {priority_class!r} is not a valid WorkloadPriorityClass "
-                "name: use at most 63 lowercase letters, digits, '-' and '.'"
+                f"{self.task_id}: workload_priority_class {priority_class!r} is not a valid "
+                "WorkloadPriorityClass name: use at most 63 lowercase letters, digits, '-' and '.'"
             )
         self._check_queue_policy(namespace)  # literal values now; templated ones before submitting
         self._name: str | None = None

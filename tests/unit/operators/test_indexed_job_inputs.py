@@ -14,6 +14,8 @@ from airflow.sdk import DAG
 from kubernetes.client import models as k8s
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
+from airflow_kueue_provider.hooks import kueue_config
+from airflow_kueue_provider.hooks.kueue_config import ConfigSource
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
@@ -160,6 +162,12 @@ def test_a_sidecar_first_template_keeps_the_shard_containers_image_and_resources
         ({"image_pull_policy": "Sometimes"}, "use one of Always, IfNotPresent, Never"),
         ({"affinity": {"nodeAfinity": {}}}, "unknown keys ['nodeAfinity']"),
         ({"env_from": [{"prefix": "X_"}]}, "needs a configMapRef or a secretRef"),
+        ({"init_containers": [{"name": "main", "image": "x"}]}, "other than 'main'"),
+        ({"init_containers": [{"name": "fetch"}]}, "needs an image"),
+        ({"termination_grace_period": -1}, "flush its checkpoint"),
+        ({"active_deadline_seconds": 0}, "set a positive number of seconds"),
+        ({"priority_class_name": "Batch_Low"}, "a Kueue WorkloadPriorityClass is workload_priority_class="),
+        ({"workload_priority_class": "a", "priority_class": "b"}, "not both"),
     ],
 )
 def test_malformed_pod_spec_inputs_fail_early_saying_what_to_change(
@@ -216,3 +224,80 @@ def test_retries_default_to_one_per_index_unless_the_user_or_the_template_chose(
     assert built(non_retriable_exit_codes=[2])["podFailurePolicy"]["rules"][0]["action"] == "FailIndex"
     with pytest.raises(AirflowFailException, match="non_retriable_exit_codes"):
         built(backoff_limit_per_index=None, non_retriable_exit_codes=[2])
+
+
+KPO_PARAMETERS: dict[str, Any] = {
+    "namespace": "batch",
+    "image": "worker:1",
+    "cmds": ["python", "-m", "shard"],
+    "arguments": ["--fast"],
+    "env_vars": {"MODE": "fast"},
+    "container_resources": k8s.V1ResourceRequirements(requests={"cpu": "1", "memory": "1Gi"}),
+    "labels": {"team": "risk"},
+    "annotations": {"note": "nightly"},
+    "node_selector": {"pool": "batch"},
+    "service_account_name": "shards",
+    "tolerations": [k8s.V1Toleration(key="gpu", operator="Exists", effect="NoSchedule")],
+    "volumes": [k8s.V1Volume(name="scratch", empty_dir=k8s.V1EmptyDirVolumeSource())],
+    "volume_mounts": [k8s.V1VolumeMount(name="scratch", mount_path="/scratch")],
+    "image_pull_secrets": "registry-a",
+    "image_pull_policy": "IfNotPresent",
+    "init_containers": [k8s.V1Container(name="fetch", image="busybox:1", command=["sh", "-c", "true"])],
+    "termination_grace_period": 120,
+    "active_deadline_seconds": 3600,
+    "priority_class_name": "batch-low",
+    "kubernetes_conn_id": "kubernetes_default",
+}
+"""A KubernetesPodOperator user's pod parameters, by KubernetesPodOperator's names."""
+
+
+def test_a_kubernetes_pod_operator_dag_needs_only_the_class_renamed_and_a_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+
+    platform = {  # what the platform team allows this namespace (docs/tenancy.md)
+        "AIRFLOW__KUEUE__ALLOWED_SERVICE_ACCOUNTS": "shards",
+        "AIRFLOW__KUEUE__ALLOWED_POD_PRIORITY_CLASSES": "batch:batch-low",
+    }
+    monkeypatch.setattr(kueue_config, "current_source", lambda: ConfigSource(platform))
+    KubernetesPodOperator(task_id="kpo", **KPO_PARAMETERS)  # the same arguments are KPO's
+    op = KueueIndexedJobOperator(task_id="task", queue_name="lq", **KPO_PARAMETERS)
+
+    job = op.build_manifest(IDENTITY)
+    pod, main = _pod(job), _main(job)
+    assert (main["image"], main["command"], main["args"]) == (
+        "worker:1",
+        ["python", "-m", "shard"],
+        ["--fast"],
+    )
+    assert {"name": "MODE", "value": "fast"} in main["env"]
+    assert main["resources"] == {"requests": {"cpu": "1", "memory": "1Gi"}}
+    assert main["imagePullPolicy"] == "IfNotPresent"
+    assert {"name": "scratch", "mountPath": "/scratch"} in main["volumeMounts"]
+    (init,) = pod["initContainers"]
+    assert (init["name"], init["image"], init["command"]) == ("fetch", "busybox:1", ["sh", "-c", "true"])
+    assert init["securityContext"] == {"allowPrivilegeEscalation": False}, "the restricted defaults, as main's"
+    assert pod["terminationGracePeriodSeconds"] == 120, "the time a SIGTERM'd shard has to flush"
+    assert pod["activeDeadlineSeconds"] == 3600, "the pod's deadline, as in KubernetesPodOperator"
+    assert pod["priorityClassName"] == "batch-low", "the pods' PriorityClass, as in KubernetesPodOperator"
+    assert "kueue.x-k8s.io/priority-class" not in job["metadata"]["labels"], "no WorkloadPriorityClass"
+    assert (pod["nodeSelector"], pod["serviceAccountName"]) == ({"pool": "batch"}, "shards")
+    assert pod["imagePullSecrets"] == [{"name": "registry-a"}]
+    assert job["spec"]["template"]["metadata"]["labels"]["team"] == "risk"
+    assert job["spec"]["template"]["metadata"]["annotations"]["note"] == "nightly"
+
+
+def test_the_kueue_priority_is_workload_priority_class_and_its_earlier_name_still_works() -> None:
+    for name in ("workload_priority_class", "priority_class"):
+        op = KueueIndexedJobOperator(
+            task_id="t", namespace="b", queue_name="lq", image="w", **{name: "nightly"}
+        )
+        job = op.build_manifest(IDENTITY)
+        assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "nightly", name
+        assert "priorityClassName" not in _pod(job), "not the pods' PriorityClass"
+
+
+def test_bad_pod_fields_fail_when_the_dag_is_parsed() -> None:
+    with pytest.raises(AirflowFailException, match="termination_grace_period"):
+        KueueIndexedJobOperator(task_id="t", queue_name="lq", image="w", termination_grace_period="30")
