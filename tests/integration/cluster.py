@@ -257,6 +257,7 @@ def create_kueue_env(
     topology: str | None = None,
     admission_checks: list[str] | None = None,
     create_namespace: bool | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
 ) -> KueueEnv:
     """Queues for one test, in a namespace of its own (or in ``namespace``, which is then left in place
     unless ``create_namespace``: a MultiKueue worker gets the manager's namespace name, and owns it)."""
@@ -272,8 +273,8 @@ def create_kueue_env(
     flavor_spec: dict[str, Any] = {
         "nodeLabels": node_labels or ({"tier": "spot"} if spot else {"tier": "on-demand"})
     }
-    if spot:
-        flavor_spec["tolerations"] = [SPOT_TOLERATION]
+    if spot or tolerations:
+        flavor_spec["tolerations"] = ([SPOT_TOLERATION] if spot else []) + list(tolerations or [])
     if topology:
         flavor_spec["topologyName"] = topology  # Kueue's topology-aware scheduling over these nodes
     cluster.kueue_create(

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from devcluster.manifests import SPOT_POOL, fake_node
 
 from ..cluster import Cluster, KueueEnv, condition, indexed_job, is_true, short_id, wait_for
@@ -69,15 +67,20 @@ def test_fail_times_lets_an_index_succeed_on_retry(kueue_env: KueueEnv) -> None:
     assert job["status"]["failed"] == 1
 
 
-@pytest.mark.serial  # other tests' Spot pods could land on the node it deletes
 def test_node_loss_gives_disruption_target_which_an_ignore_rule_does_not_count(
     kueue_env_factory: Any, cluster: Cluster
 ) -> None:
     marker = f"spot-{short_id()}"
     node_name = f"aks-spot-{marker}"
-    cluster.core.create_node(fake_node(node_name, SPOT_POOL, extra_labels={"devcluster-test-pool": marker}))
+    node = fake_node(node_name, SPOT_POOL, extra_labels={"devcluster-test-pool": marker})
+    # a taint only this test's flavor tolerates: no other test's pod lands on the node it deletes
+    own = {"key": "devcluster-test-pool", "value": marker, "effect": "NoSchedule"}
+    node["spec"]["taints"].append(own)
+    cluster.core.create_node(node)
     try:
-        env = kueue_env_factory(node_labels={"devcluster-test-pool": marker})
+        env = kueue_env_factory(
+            node_labels={"devcluster-test-pool": marker}, tolerations=[{**own, "operator": "Equal"}]
+        )
         env.create_job(
             indexed_job(
                 "spot",

@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.ledger import ledger_prefix
-from airflow_kueue_provider.kueue.names import ESCALATIONS_ANNOTATION, QUEUE_NAME_LABEL
+from airflow_kueue_provider.kueue.names import ESCALATIONS_ANNOTATION, QUEUE_NAME_LABEL, SHARDS_PER_POD_ENV
 
 from ..airflow_runner import AirflowHome
 from ..cluster import HOLD_ANNOTATION, KueueEnv, indexed_job, is_true, wait_for
@@ -52,9 +52,12 @@ def _job_in(env: KueueEnv, queue: str, skip: set[str]) -> dict[str, Any] | None:
     return None
 
 
+def _pod_env(job: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
 def _shards_env(job: dict[str, Any]) -> str:
-    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-    return str(env["AIRFLOW_KUEUE_SHARDS"])
+    return str(_pod_env(job)["AIRFLOW_KUEUE_SHARDS"])
 
 
 def _wave_state(env: KueueEnv, name: str) -> tuple[str | None, int]:
@@ -97,7 +100,8 @@ def test_a_run_stuck_behind_a_saturated_spot_queue_spills_to_on_demand_and_runs_
     blocker = spot.create_job(indexed_job("blocker", spot.local_queue, completions=1, cpu="2", hold=True))
     wait_for("the blocker admitted", lambda: is_true(spot.workload(blocker), "Admitted"))
     # The Spot queue never moves: no admission estimate, so the run is at risk once the deadline (120 s
-    # from now) less the margin (100 s) has come with the Job still queued.
+    # from now) less the margin (100 s) has come with the Job still queued. Its 8 shards run 2 per pod (the
+    # other spill test runs one per pod): the spill Job keeps the packing.
     write_operator_dag(
         airflow_home,
         "spill_saturated",
@@ -105,7 +109,7 @@ def test_a_run_stuck_behind_a_saturated_spot_queue_spills_to_on_demand_and_runs_
         completions=8,
         parallelism=4,
         cpu="1",
-        extra=_spill_extra(blob, 120, 100),
+        extra=_spill_extra(blob, 120, 100, "shards_per_pod=2,"),
     )
     run = airflow_home.test_dag("spill_saturated", run_after=RUN_AFTER, timeout=400)
 
@@ -120,7 +124,8 @@ def test_a_run_stuck_behind_a_saturated_spot_queue_spills_to_on_demand_and_runs_
     names = sorted(j.metadata.name for j in spot.jobs())
     second = _job_in(spot, ON_DEMAND, {"blocker"})
     assert second is not None and names == sorted(["blocker", second["metadata"]["name"]]), names
-    assert _shards_env(second) == "0-7" and second["status"]["completedIndexes"] == "0-7"
+    assert _shards_env(second) == "0-7" and second["status"]["completedIndexes"] == "0-3"
+    assert second["spec"]["completions"] == 4 and _pod_env(second)[SHARDS_PER_POD_ENV] == "2", "4 pods of 2"
     assert not second["status"].get("failed") and is_true(second, "Complete")
     assert not is_true(spot.workload(blocker), "Finished")
     deadline = datetime.fromisoformat(result["deadline"])

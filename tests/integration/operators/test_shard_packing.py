@@ -4,6 +4,7 @@
 - A shard that fails on the first try fails alone: its pod goes on with the others of its pack, the done
   markers tell the ledger which finished, and the second try runs that one shard.
 - Kueue sees fewer, longer pods: partial admission of a packed Job runs every shard.
+- Kueue's tail hand-back (reclaimable pods) counts pods: a second team is admitted in a packed Job's tail.
 - A Kueue preemption mid-pack: each pod flushes the shard in progress and stops before the next; after the
   readmission each pod of the index skips its pack's done shards and resumes that one from its checkpoint.
 
@@ -25,8 +26,9 @@ from azure.storage.blob import BlobServiceClient
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.failures import KueueJobFailed
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from devcluster.manifests import HOLD_ANNOTATION
 
-from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
+from ..cluster import HOLD, Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
 from ..process_node import queues_on_process_nodes as queues  # noqa: F401 - the fixture
 from ..worker.eviction_bed import (
     PRICER,
@@ -38,8 +40,10 @@ from ..worker.eviction_bed import (
     pricer_arguments,
     read_items_log,
 )
+from .tail_quota_queues import add_second_team
 
 CONN_ID = "kueue_blob_packing"
+INDEX = "batch.kubernetes.io/job-completion-index"
 
 
 @pytest.fixture
@@ -186,3 +190,63 @@ def test_a_packed_job_too_big_for_the_free_quota_is_partly_admitted_and_runs_eve
         6,
         "2",
     )
+
+
+def test_a_packed_jobs_tail_hands_its_quota_back_while_the_task_runs(
+    kueue_env_factory: Any, blob: SimpleNamespace
+) -> None:
+    """Kueue's reclaimable pods count pods, not shards: 16 shards as 8 pods of 2 at parallelism 4. Once 2
+    pods are left, 2 pods' quota goes back and a second team's Job is admitted while the task still runs;
+    the result measures the quota released and every shard completes."""
+    env = kueue_env_factory(cpu="4", memory="64Gi")
+    add_second_team(env)
+    operator = KueueIndexedJobOperator(
+        task_id="price",
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        image="example.invalid/pricer:1",
+        completions=16,
+        parallelism=4,
+        shards_per_pod=2,
+        resources={"requests": {"cpu": "1", "memory": "1Gi"}},
+        annotations=dict(HOLD),
+        deferrable=False,
+        checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container),
+    )
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = operator.execute({"ti": _ti(1)})  # type: ignore[arg-type]
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    task = threading.Thread(target=run, daemon=True)
+    task.start()
+    job = wait_for("the task's Job", lambda: next(iter(env.jobs()), None), timeout=60)
+    name = job.metadata.name
+    assert job.spec.completions == 8, "16 shards as 8 pods of 2"
+
+    def running() -> set[str]:
+        return {p["metadata"]["annotations"][INDEX] for p in env.running_pods(name)}
+
+    wait_for("pods 0-3 running", lambda: running() == {"0", "1", "2", "3"}, timeout=120)
+    other = env.create_job(indexed_job("team-b", "team-b", completions=2, cpu="1", run_duration="1s"))
+    env.release(name)
+    wait_for("pods 4-7 running", lambda: running() == {"4", "5", "6", "7"}, timeout=120)
+    assert not is_true(env.workload(other), "Admitted"), "no quota for team B while 4 pods are left"
+    for pod in env.running_pods(name):
+        if pod["metadata"]["annotations"][INDEX] in ("4", "5"):
+            env.cluster.core.patch_namespaced_pod(
+                pod["metadata"]["name"],
+                env.namespace,
+                {"metadata": {"annotations": {HOLD_ANNOTATION: "released"}}},
+            )
+    wait_for("team B admitted in the tail", lambda: is_true(env.workload(other), "Admitted"), timeout=120)
+    assert running() == {"6", "7"}, "the task still runs"
+    env.release_until_finished(name)
+    task.join(timeout=120)
+    assert "error" not in outcome and "result" in outcome, outcome
+    result = outcome["result"]
+    assert isinstance(result, dict) and result["completed_indexes"] == "0-15", result
+    assert result["quota_released_pod_seconds"] > 0, result
