@@ -64,6 +64,21 @@ def _ti(try_number: int) -> SimpleNamespace:
     )
 
 
+def _in_background(operator: KueueIndexedJobOperator) -> tuple[threading.Thread, dict[str, object]]:
+    """The operator's first try in a thread; ``outcome`` gets its ``result`` or its ``error``."""
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = operator.execute({"ti": _ti(1)})  # type: ignore[arg-type]
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    task = threading.Thread(target=run, daemon=True)
+    task.start()
+    return task, outcome
+
+
 def pricer(
     queues: KueueEnv,  # noqa: F811
     blob: SimpleNamespace,
@@ -130,16 +145,7 @@ def test_a_preemption_mid_pack_resumes_the_shard_in_progress_and_skips_the_done_
     log, shards, items = tmp_path / "items", 4, 40
     arguments = pricer_arguments(log, items=items, every=5, item_seconds=0.1)
     operator = pricer(queues, blob, arguments, shards=shards, per_pod=2, priority_class=low)
-    outcome: dict[str, object] = {}
-
-    def run() -> None:
-        try:
-            outcome["result"] = operator.execute({"ti": _ti(1)})  # type: ignore[arg-type]
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    task = threading.Thread(target=run, daemon=True)
-    task.start()
+    task, outcome = _in_background(operator)
     # Pods of 2 shards: index 0 runs 0 then 1, index 1 runs 2 then 3. Preempt once each pod is past item 7 of
     # its second shard: the first shards are done, the second ones in progress.
     wait_for(
@@ -213,16 +219,7 @@ def test_a_packed_jobs_tail_hands_its_quota_back_while_the_task_runs(
         deferrable=False,
         checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container),
     )
-    outcome: dict[str, object] = {}
-
-    def run() -> None:
-        try:
-            outcome["result"] = operator.execute({"ti": _ti(1)})  # type: ignore[arg-type]
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    task = threading.Thread(target=run, daemon=True)
-    task.start()
+    task, outcome = _in_background(operator)
     job = wait_for("the task's Job", lambda: next(iter(env.jobs()), None), timeout=60)
     name = job.metadata.name
     assert job.spec.completions == 8, "16 shards as 8 pods of 2"
