@@ -38,6 +38,7 @@ from .operator_kind import Shards, WaitOn
 from .run_figures import JobLister, event_figures, shard_summary, task_instance_totals
 from .task_facts import created_epoch, task_identity
 from .template_file import TemplateFile, env_items, joined
+from .templated import as_count
 
 
 class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
@@ -100,10 +101,14 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
     template_fields: Sequence[str] = (
         "queue_name",
         "namespace",
+        "kubernetes_conn_id",
         "image",
         "cmds",
         "arguments",
         "env",
+        "completions",
+        "parallelism",
+        "job_resources",
         "job_template",
         "labels",
         "annotations",
@@ -116,7 +121,11 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
     # No template_ext: it would read *every* templated string ending in .yaml as a file (an argument
     # "config.yaml" included). job_template alone is read as a file (see TemplateFile).
     template_ext: Sequence[str] = ()
-    template_fields_renderers: ClassVar[dict[str, str]] = {"job_template": "yaml", "env": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        "job_template": "yaml",
+        "env": "json",
+        "job_resources": "json",
+    }
     kind = "Job"
 
     def __init__(
@@ -127,8 +136,8 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         arguments: list[str] | None = None,
         env: Mapping[str, str] | list[Any] | None = None,
         env_vars: Mapping[str, str] | list[Any] | None = None,
-        completions: int = 1,
-        parallelism: int | None = None,
+        completions: int | str = 1,
+        parallelism: int | str | None = None,
         min_parallelism: int | None = None,
         topology: TopologyRequest | str | dict[str, Any] | None = None,
         resources: Mapping[str, Any] | Any | None = None,
@@ -227,12 +236,19 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         self.expected_shard_seconds = expected_shard_duration
         self._check_untemplated()
 
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Jinja renders text: the rendered counts become integers again (then checked, before anything is
+        created, as literal ones are when the DAG is parsed)."""
+        super().render_template_fields(context, jinja_env)
+        self.completions = as_count(self.completions)
+        self.parallelism = as_count(self.parallelism)
+
     # --- 2. the Job kind's part of the operator template (kueue_operator) --------------------------------
     def _client(self) -> JobClient:
         return JobClient(self.kubernetes_conn_id)
 
     def _shard_count(self) -> int:
-        return self.completions
+        return int(self.completions)  # rendered and checked by build_manifest
 
     def _shards_to_run(
         self, shards: Shards, previous: list[dict[str, Any]]
@@ -274,7 +290,7 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         """The ramp the trigger drives, capped by what this Job runs (a retry may run fewer shards)."""
         if self.parallelism_ramp is None:
             return None
-        target = min(self._target_parallelism(), int(job["spec"].get("completions") or self.completions))
+        target = min(self._target_parallelism(), int(job["spec"].get("completions") or self._shard_count()))
         return self.parallelism_ramp.toward(target).to_dict()
 
     def _nothing_left(

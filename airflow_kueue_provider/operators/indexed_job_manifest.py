@@ -12,7 +12,7 @@ from ..airflow_compat import AirflowFailException
 from ..hooks.identity_key import identity_seal
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.job_manifest import build_indexed_job
-from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
+from ..kueue.job_spec import MAX_COMPLETIONS, IndexedJobSpec, InvalidJobSpec
 from ..kueue.job_template import as_mapping, template_main_container
 from ..kueue.job_validation import validate_untemplated
 from ..kueue.names import ELASTIC_JOB_ANNOTATION
@@ -23,6 +23,7 @@ from ..kueue.shard_packing import InvalidPacking, PackingChoice, choose_per_pod
 from ..kueue.topology import InvalidTopology, TopologyRequest, with_topology
 from .settings import configured_pod_policy
 from .template_file import TemplateFile
+from .templated import is_templated
 
 
 class IndexedJobManifest:
@@ -35,8 +36,8 @@ class IndexedJobManifest:
     cmds: list[str] | None
     arguments: list[str] | None
     env: Any
-    completions: int
-    parallelism: int | None
+    completions: int | str
+    parallelism: int | str | None
     min_parallelism: int | None
     parallelism_ramp: ParallelismRamp | None
     shards_per_pod: int | None
@@ -75,8 +76,14 @@ class IndexedJobManifest:
         def resolved_namespace(self) -> str: ...
         def get_template_env(self, dag: Any = None) -> Any: ...
 
+    def _counts_templated(self) -> bool:
+        """``completions`` or ``parallelism`` is Jinja: their checks wait for the run (``build_manifest``)."""
+        return is_templated(self.completions) or is_templated(self.parallelism)
+
     def _target_parallelism(self) -> int:
-        return min(self.parallelism or self.completions, self.completions)
+        """After ``build_manifest`` checked the counts (at parse time too when they are literal)."""
+        completions = int(self.completions)
+        return min(int(self.parallelism or completions), completions)
 
     def _packing(self) -> PackingChoice:
         return PackingChoice(self.shards_per_pod, self.expected_shard_seconds, self._target_parallelism())
@@ -95,7 +102,7 @@ class IndexedJobManifest:
             )
         try:
             p = self._packing()
-            choose_per_pod(self.completions, p.parallelism, p.expected_shard_seconds, p.explicit)
+            choose_per_pod(int(self.completions), p.parallelism, p.expected_shard_seconds, p.explicit)
         except InvalidPacking as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
 
@@ -105,17 +112,23 @@ class IndexedJobManifest:
         again, are checked at run time, after rendering, before anything is created.)"""
         template = self.job_template if isinstance(self.job_template, Mapping) else None
         placeholder = "parse-time-check"
+        fields = self._untemplated_spec(template)
+        if self._counts_templated():  # checked once rendered, with the packing and the ramp
+            fields.update(completions=MAX_COMPLETIONS, parallelism=None, min_parallelism=None)
+        if is_templated(self.job_resources):
+            fields.update(resources=None)
         spec = IndexedJobSpec(
-            name=placeholder,
-            namespace="default",
-            queue_name=placeholder,
-            image=placeholder,
-            **self._untemplated_spec(template),
+            name=placeholder, namespace="default", queue_name=placeholder, image=placeholder, **fields
         )
         try:
             validate_untemplated(spec)
         except InvalidJobSpec as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
+        if not self._counts_templated():
+            self._check_counted()
+
+    def _check_counted(self) -> None:
+        """The checks that need the counts: the packing and the ramp."""
         self._check_packing()
         ramp = self.parallelism_ramp
         if ramp is not None and (problems := ramp.problems(self._target_parallelism())):
@@ -128,6 +141,11 @@ class IndexedJobManifest:
 
     # --- 1. build and validate (no cluster call before this passes) ---------------------------------------
     def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
+        if self._counts_templated():
+            raise AirflowFailException(
+                f"{self.task_id}: completions={self.completions!r}, parallelism={self.parallelism!r} are not "
+                "rendered: build the Job in a task run (or from a rendered task instance)"
+            )
         template = self._template()
         template_image = template_main_container(template).get("image")
         spec = IndexedJobSpec(
@@ -155,6 +173,7 @@ class IndexedJobManifest:
             built = build_indexed_job(spec)
         except InvalidJobSpec as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
+        self._check_counted()  # again: templated counts meet these checks only now
         # The merged Job (template included) against the platform's pod policy, with safe defaults.
         job = with_restricted_defaults(built)
         if problems := violations(job, configured_pod_policy()):

@@ -78,7 +78,9 @@ def test_parameter_table_marks_the_templated_fields() -> None:
     marked: set[str] = set()
     for cell in _table_rows(section("The operator")):
         marked |= marked_templated(cell)
-    assert marked == set(KueueIndexedJobOperator.template_fields)
+    # the pods' resources live in job_resources (BaseOperator.resources means executor resources)
+    parameter_of = {"job_resources": "resources"}
+    assert marked == {parameter_of.get(f, f) for f in KueueIndexedJobOperator.template_fields}
 
 
 def test_jobset_templated_fields_are_named() -> None:

@@ -277,7 +277,9 @@ def test_a_kubernetes_pod_operator_dag_needs_only_the_class_renamed_and_a_queue(
     assert {"name": "scratch", "mountPath": "/scratch"} in main["volumeMounts"]
     (init,) = pod["initContainers"]
     assert (init["name"], init["image"], init["command"]) == ("fetch", "busybox:1", ["sh", "-c", "true"])
-    assert init["securityContext"] == {"allowPrivilegeEscalation": False}, "the restricted defaults, as main's"
+    assert init["securityContext"] == {"allowPrivilegeEscalation": False}, (
+        "the restricted defaults, as main's"
+    )
     assert pod["terminationGracePeriodSeconds"] == 120, "the time a SIGTERM'd shard has to flush"
     assert pod["activeDeadlineSeconds"] == 3600, "the pod's deadline, as in KubernetesPodOperator"
     assert pod["priorityClassName"] == "batch-low", "the pods' PriorityClass, as in KubernetesPodOperator"
@@ -301,3 +303,53 @@ def test_the_kueue_priority_is_workload_priority_class_and_its_earlier_name_stil
 def test_bad_pod_fields_fail_when_the_dag_is_parsed() -> None:
     with pytest.raises(AirflowFailException, match="termination_grace_period"):
         KueueIndexedJobOperator(task_id="t", queue_name="lq", image="w", termination_grace_period="30")
+
+
+def _rendered(op: KueueIndexedJobOperator, **params: Any) -> KueueIndexedJobOperator:
+    op.render_template_fields({"params": params})  # type: ignore[arg-type]
+    return op
+
+
+def test_counts_resources_and_the_connection_are_templated_and_checked_once_rendered() -> None:
+    with DAG("templated_counts", schedule=None, start_date=datetime(2026, 1, 1)):
+        op = KueueIndexedJobOperator(  # parses: the checks of templated values wait for the run
+            task_id="t",
+            namespace="batch",
+            queue_name="lq",
+            image="w",
+            completions="{{ params.shards }}",
+            parallelism="{{ params.pods }}",
+            container_resources={"requests": {"cpu": "{{ params.cpu }}", "memory": "1Gi"}},
+            kubernetes_conn_id="{{ params.conn }}",
+        )
+    _rendered(op, shards="100", pods="10", cpu="2", conn="aks_westeurope")
+    assert (op.completions, op.parallelism, op.kubernetes_conn_id) == (100, 10, "aks_westeurope")
+    job = op.build_manifest(IDENTITY)
+    assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (100, 10)
+    assert _main(job)["resources"]["requests"] == {"cpu": "2", "memory": "1Gi"}
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"shards": "many", "pods": "1"}, "completions: got 'many'"),
+        ({"shards": "4", "pods": "8"}, "8 is greater than completions=4"),
+        ({"shards": "2", "pods": "1"}, "shards_per_pod"),
+    ],
+)
+def test_templated_counts_that_render_wrong_fail_before_anything_is_created(
+    params: dict[str, str], message: str
+) -> None:
+    with DAG("templated_counts_bad", schedule=None, start_date=datetime(2026, 1, 1)):
+        op = KueueIndexedJobOperator(
+            task_id="t",
+            namespace="batch",
+            queue_name="lq",
+            image="w",
+            completions="{{ params.shards }}",
+            parallelism="{{ params.pods }}",
+            shards_per_pod=4,
+            checkpointing="kueue_blob_default",
+        )
+    with pytest.raises(AirflowFailException, match=message):
+        _rendered(op, **params).build_manifest(IDENTITY)
