@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from .cluster_target import DEFAULT_CONN_ID, ClusterTarget
 from .retry import acall_with_retry
 
 if TYPE_CHECKING:  # bound at run time by _import_clients(), in a worker thread
@@ -49,8 +50,8 @@ _clients: dict[str, Any] = {}
 """The names _import_clients() bound (aclient, ApiException, REQUEST_TIMEOUT...), once it ran."""
 _bound: list[dict[str, Any]] = [globals()]
 """The globals of each module that uses those names: this one and the hook's calls (see bind_clients)."""
-# (connection id, its extras and kubeconfig file version) -> the hook holding its loaded configuration
-_configs: dict[tuple[str, str], AsyncKubernetesHook] = {}
+# (cluster target, its extras and kubeconfig file version) -> the hook with its loaded configuration
+_configs: dict[tuple[ClusterTarget, str], AsyncKubernetesHook] = {}
 
 _Session = TypeVar("_Session", bound="AsyncKueueSession")
 
@@ -113,12 +114,12 @@ async def load_clients() -> None:
         await asyncio.to_thread(_import_clients)
 
 
-async def _kubernetes_hook(conn_id: str) -> AsyncKubernetesHook:
-    """The cncf hook for ``conn_id`` with its client configuration loaded, reused while nothing changed."""
+async def _kubernetes_hook(target: ClusterTarget) -> AsyncKubernetesHook:
+    """The cncf hook for ``target`` with its client configuration loaded, reused while nothing changed."""
     await load_clients()
-    hook = AsyncKubernetesHook(conn_id=conn_id)
+    hook = AsyncKubernetesHook(conn_id=target.conn_id, **target.overrides())
     extras = await hook.get_conn_extras()  # in a triggerer: asked of its supervisor, asynchronously
-    key = (conn_id, _config_version(extras))
+    key = (target, _config_version(extras, target.config_file))
     cached = _configs.get(key)
     if cached is not None:
         return cached
@@ -130,9 +131,9 @@ async def _kubernetes_hook(conn_id: str) -> AsyncKubernetesHook:
     return hook
 
 
-def _config_version(extras: dict[str, Any]) -> str:
+def _config_version(extras: dict[str, Any], config_file: str | None = None) -> str:
     """The connection's extras and the kubeconfig file's mtime: a change means a new configuration."""
-    path = extras.get("kube_config_path") or extras.get("extra__kubernetes__kube_config_path")
+    path = config_file or extras.get("kube_config_path") or extras.get("extra__kubernetes__kube_config_path")
     try:
         mtime = os.stat(os.path.expanduser(path)).st_mtime_ns if path else 0
     except OSError:
@@ -152,8 +153,10 @@ class AsyncKueueSession:
     """One ``kubernetes_asyncio`` client over the cncf ``kubernetes`` connection (see :meth:`session`), and
     the plumbing of the hook's calls (``AsyncKueueHook`` adds them, one mixin per kind of object)."""
 
-    def __init__(self, kubernetes_conn_id: str = "kubernetes_default") -> None:
-        self.kubernetes_conn_id = kubernetes_conn_id
+    def __init__(self, kubernetes_conn_id: ClusterTarget | str = DEFAULT_CONN_ID) -> None:
+        """``kubernetes_conn_id``: a connection id, or a ``ClusterTarget`` (the id with overrides)."""
+        self.target = ClusterTarget.of(kubernetes_conn_id)
+        self.kubernetes_conn_id = self.target.conn_id
         self._api: aclient.ApiClient | None = None
         self._version: str | None = None
 
@@ -161,7 +164,7 @@ class AsyncKueueSession:
     async def session(self: _Session) -> AsyncIterator[_Session]:
         """Keep one client (one connection pool) open for the whole block. Its configuration is the
         process's loaded one for the connection; only the client (an SSL context, a pool) is new."""
-        configured = await _kubernetes_hook(self.kubernetes_conn_id)
+        configured = await _kubernetes_hook(self.target)
         api = aclient.ApiClient(configuration=configured.client_configuration)
         self._api = api
         try:

@@ -12,6 +12,7 @@ from kubernetes import client
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.identity_seal import IdentitySeal
 from ..kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
+from .cluster_target import ClusterTarget
 from .jobset_hook import JobSetHook
 from .kueue_hook import KueueHook
 from .retry import call_with_retry
@@ -48,8 +49,9 @@ class JobClient:
     noun = "Job"
     uid_sealed = True
 
-    def __init__(self, conn_id: str) -> None:
-        self.hook = KueueHook(conn_id)
+    def __init__(self, target: ClusterTarget | str) -> None:
+        target = ClusterTarget.of(target)
+        self.hook = KueueHook(target.conn_id, **target.overrides())
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.hook.get_job(namespace, name)
@@ -88,8 +90,9 @@ class JobSetClient:
     uid_sealed = False
     """The worker's Role may not patch JobSets (it could unsuspend one): the name seal alone."""
 
-    def __init__(self, conn_id: str) -> None:
-        self.hook: JobSetHook = JobSetHook(conn_id)
+    def __init__(self, target: ClusterTarget | str) -> None:
+        target = ClusterTarget.of(target)
+        self.hook: JobSetHook = JobSetHook(target.conn_id, **target.overrides())
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.hook.get_jobset(namespace, name)

@@ -245,7 +245,7 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
 
     # --- 2. the Job kind's part of the operator template (kueue_operator) --------------------------------
     def _client(self) -> JobClient:
-        return JobClient(self.kubernetes_conn_id)
+        return JobClient(self.cluster_target())
 
     def _shard_count(self) -> int:
         return int(self.completions)  # rendered and checked by build_manifest
@@ -272,6 +272,7 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
             namespace=self.resolved_namespace(),
             queue_name=wait.queue_name or self.queue_name,
             kubernetes_conn_id=self.kubernetes_conn_id,
+            **self.cluster_target().overrides(),
             max_failed_indexes=self.max_failed_indexes,
             queue_timeout=self.queue_timeout,
             submitted_at=created_epoch(wait.obj),

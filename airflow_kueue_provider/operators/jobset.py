@@ -305,7 +305,7 @@ class KueueJobSetOperator(KueueOperator):
 
     # --- 2. the JobSet kind's part of the operator template (kueue_operator) -----------------------------
     def _client(self) -> JobSetClient:
-        return JobSetClient(self.kubernetes_conn_id)
+        return JobSetClient(self.cluster_target())
 
     def _previous(self, client: Any, identity: AirflowIdentity) -> list[dict[str, Any]]:
         """This task instance's JobSets; a cluster without JobSets (404) or a Role without them (403) fails
@@ -386,6 +386,7 @@ class KueueJobSetOperator(KueueOperator):
             namespace=self.resolved_namespace(),
             queue_name=wait.queue_name or self.queue_name,
             kubernetes_conn_id=self.kubernetes_conn_id,
+            **self.cluster_target().overrides(),
             jobset_uid=wait.obj["metadata"].get("uid"),
             queue_timeout=self.queue_timeout,
             submitted_at=created_epoch(wait.obj),

@@ -39,7 +39,10 @@ The parameters every kind takes ("the object" is the task's Job or JobSet):
 - ``on_deadline_risk``: ``DeadlineEscalation(raise_priority=..., notify=..., spill_to=...)`` or its dict:
   taken once per task instance, when the run is at risk (the task resumes in a worker, escalates, and
   defers again; a retry does not escalate again); listed in the result's ``escalations``.
-- ``kubernetes_conn_id``: the cncf ``kubernetes`` connection (default ``kubernetes_default``).
+- ``kubernetes_conn_id``: the cncf ``kubernetes`` connection (default ``kubernetes_default``; templated).
+- ``cluster_context``, ``config_file``, ``in_cluster``: KubernetesPodOperator's overrides of that connection
+  (another kubeconfig context or file; in-cluster credentials or not), for the task, its trigger and the
+  shared watch alike.
 - ``deferrable``: True by default, whatever ``[operators] default_deferrable`` says: a queue wait can last
   an hour and must not hold a worker slot. False waits in the worker with the same async logic.
 """
@@ -55,6 +58,7 @@ from airflow.sdk import BaseOperator
 
 from ..airflow_compat import AirflowFailException
 from ..hooks.blob_store import BlobConfigError
+from ..hooks.cluster_target import ClusterTarget
 from ..hooks.identity_key import identity_seal
 from ..hooks.kind_client import KindClient
 from ..kueue.airflow_identity import AirflowIdentity
@@ -113,6 +117,9 @@ class KueueOperator(OperatorKind, BaseOperator):
         deadline_margin: timedelta | float | None = None,
         on_deadline_risk: DeadlineEscalation | dict[str, Any] | None = None,
         kubernetes_conn_id: str = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
         deferrable: bool = True,
         vm_price: VmPrice | dict[str, Any] | None = None,
         **kwargs: Any,
@@ -138,6 +145,9 @@ class KueueOperator(OperatorKind, BaseOperator):
         except (TypeError, ValueError) as exc:
             raise AirflowFailException(f"{self.task_id}: vm_price: {exc}") from None
         self.kubernetes_conn_id = kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.in_cluster = in_cluster
         self.deferrable = deferrable
         self.deadline = deadline
         self.deadline_margin = (
@@ -193,6 +203,10 @@ class KueueOperator(OperatorKind, BaseOperator):
         )
 
     # --- the template ---------------------------------------------------------------------------------------
+    def cluster_target(self) -> ClusterTarget:
+        """The connection and its overrides (after rendering: ``kubernetes_conn_id`` is templated)."""
+        return ClusterTarget(self.kubernetes_conn_id, self.cluster_context, self.config_file, self.in_cluster)
+
     def resolved_namespace(self) -> str:
         """``namespace``, else the kubernetes connection's ``namespace`` extra, else ``default``."""
         if not self.namespace:

@@ -18,6 +18,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from ..hooks.cluster_target import ClusterTarget
 from ..hooks.kueue_async_hook import AsyncKueueHook, is_connection_error
 from ..hooks.retry import describe, is_transient
 from ..kueue.deadline import DeadlinePlan
@@ -66,6 +67,9 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         namespace: str,
         queue_name: str,
         kubernetes_conn_id: str = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
         queue_timeout: float | None = None,
         submitted_at: float | None = None,
         workload_timeout: float = DEFAULT_WORKLOAD_TIMEOUT,
@@ -81,6 +85,7 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         super().__init__()  # type: ignore[no-untyped-call]
         self.name, self.uid, self.namespace, self.queue_name = name, uid, namespace, queue_name
         self.kubernetes_conn_id = kubernetes_conn_id
+        self.target = ClusterTarget(kubernetes_conn_id, cluster_context, config_file, in_cluster)
         self.queue_timeout = queue_timeout
         self.submitted_at = submitted_at if submitted_at is not None else time.time()
         self.workload_timeout = workload_timeout
@@ -112,12 +117,13 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         return f"{self.kind} {self.namespace}/{self.name}"
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Keys a kind gained later (a JobSet's ``deadline`` and ``released_before``; ``credential``) are
-        left out while unset, so that a triggerer of the previous version still loads the trigger during a
-        rolling upgrade."""
+        """Keys a kind gained later (a JobSet's ``deadline`` and ``released_before``; ``credential``; the
+        connection's overrides) are left out while unset, so that a triggerer of the previous version still
+        loads the trigger during a rolling upgrade."""
         later = {"deadline": self.deadline.to_dict() if self.deadline else None}
         later["released_before"] = self.released_before
         later["credential"] = self.credential
+        later.update(self.target.overrides())
         kwargs = {
             "namespace": self.namespace,
             "queue_name": self.queue_name,
@@ -303,7 +309,7 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
 
     async def _delete(self, obj: dict[str, Any]) -> str:
         """Delete the object (this one, by uid) unless it finished: the one rule for every kind."""
-        async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
+        async with AsyncKueueHook(self.target).session() as hook:
             return await self._delete_unless_finished(hook, obj["metadata"].get("uid"))
 
     def _same(self, snapshot: Any) -> dict[str, Any] | None:
@@ -352,6 +358,6 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         cancels, with on_kill, a trigger whose task instance ended elsewhere, e.g. one that ``airflow dags
         test`` left in the database.)
         """
-        async with AsyncKueueHook(self.kubernetes_conn_id).session() as hook:
+        async with AsyncKueueHook(self.target).session() as hook:
             what = await self._delete_unless_finished(hook, self.uid)
         self.log.info("task killed while deferred; %s %s", self.where, _KILL_OUTCOMES.get(what, what))

@@ -80,7 +80,7 @@ class KueueJobTrigger(KueueFollowTrigger):
         }
 
     def _follow(self) -> AbstractAsyncContextManager[Following]:
-        return NamespaceWatch.follow(self.kubernetes_conn_id, self.namespace, self.job_name)
+        return NamespaceWatch.follow(self.target, self.namespace, self.job_name)
 
     def _view(self, snapshot: JobSnapshot) -> JobView:
         assert snapshot.job is not None

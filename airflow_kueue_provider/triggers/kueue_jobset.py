@@ -44,7 +44,7 @@ class KueueJobSetTrigger(KueueFollowTrigger):
         return {"jobset_name": self.jobset_name, "jobset_uid": self.jobset_uid}
 
     def _follow(self) -> AbstractAsyncContextManager[FollowingJobSet]:
-        return NamespaceWatch.follow_jobset(self.kubernetes_conn_id, self.namespace, self.jobset_name)
+        return NamespaceWatch.follow_jobset(self.target, self.namespace, self.jobset_name)
 
     def _view(self, snapshot: JobSetSnapshot) -> JobSetView:
         assert snapshot.jobset is not None

@@ -17,7 +17,7 @@ DEBUG_SIGNAL_ENV = "AIRFLOW_KUEUE_DEBUG_SIGNAL"  # set: SIGUSR2 logs every hub's
 
 
 def install_debug_signal(
-    loop: asyncio.AbstractEventLoop, hubs: Callable[[], Mapping[tuple[str, str], Any]]
+    loop: asyncio.AbstractEventLoop, hubs: Callable[[], Mapping[tuple[Any, str], Any]]
 ) -> None:
     """On SIGUSR2, log the counters of each hub (``NamespaceWatch``, not imported: it imports this module)
     that ``hubs()`` returns then and the stack of every asyncio task of ``loop``."""

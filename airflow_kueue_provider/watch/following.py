@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 
+from ..hooks.cluster_target import ClusterTarget
 from ..hooks.kueue_async_hook import AsyncKueueHook, is_connection_error
 from .cache import JOBSET_KEY_PREFIX, _Follower
 from .snapshots import JobSetSnapshot, JobSnapshot, read_jobset_snapshot, read_snapshot
@@ -18,7 +19,7 @@ S = TypeVar("S")
 class Hub(Protocol):
     """What a handle reads of the shared hub (``NamespaceWatch``), so this module does not import it."""
 
-    conn_id: str
+    target: ClusterTarget
     namespace: str
     synced: asyncio.Event
     error: BaseException | None
@@ -72,7 +73,7 @@ class _FollowingBase(Generic[S]):
                 if not is_connection_error(exc):
                     raise
                 # the hub's session closed under us: its watch broke just now
-        async with AsyncKueueHook(self._hub.conn_id).session() as own:
+        async with AsyncKueueHook(self._hub.target).session() as own:
             return await call(own)
 
     async def pending_position(self, local_queue: str, workload: str) -> tuple[int, int] | None:

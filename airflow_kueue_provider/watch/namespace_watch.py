@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
 from typing import Any, ClassVar
 
+from ..hooks.cluster_target import ClusterTarget
 from ..hooks.kueue_async_hook import AsyncKueueHook, api_status
 from ..hooks.retry import describe, retry_after
 from .cache import ANY_JOB, JOBSET_KEY_PREFIX, NamespaceCache, _Follower, jobset_key
@@ -94,13 +95,14 @@ class NamespaceWatch(NamespaceCache):
     """The list+watch loop of one (connection, namespace), shared by every follower of the process; what it
     lists and watches is kept by :class:`NamespaceCache`."""
 
-    _hubs: ClassVar[dict[tuple[str, str], NamespaceWatch]] = {}
+    _hubs: ClassVar[dict[tuple[ClusterTarget, str], NamespaceWatch]] = {}
     _follower_count: ClassVar[int] = 0
     """Followers of every hub of the process (see ``gc_freeze``)."""
 
-    def __init__(self, conn_id: str, namespace: str) -> None:
+    def __init__(self, target: ClusterTarget | str, namespace: str) -> None:
         super().__init__()
-        self.conn_id = conn_id
+        self.target = ClusterTarget.of(target)
+        self.conn_id = self.target.conn_id
         self.namespace = namespace
         self.watch_jobsets = False
         self.jobsets_error: BaseException | None = None  # why JobSets cannot be followed here
@@ -128,29 +130,33 @@ class NamespaceWatch(NamespaceCache):
     # --- following ------------------------------------------------------------------------------------
     @classmethod
     @asynccontextmanager
-    async def follow(cls, conn_id: str, namespace: str, job_name: str) -> AsyncIterator[Following]:
+    async def follow(
+        cls, target: ClusterTarget | str, namespace: str, job_name: str
+    ) -> AsyncIterator[Following]:
         """Follow one Job (or, with ANY_JOB, every change of the namespace)."""
-        async with cls._joined(conn_id, namespace, job_name) as (hub, follower):
+        async with cls._joined(target, namespace, job_name) as (hub, follower):
             yield Following(hub, follower)
 
     @classmethod
     @asynccontextmanager
-    async def follow_jobset(cls, conn_id: str, namespace: str, name: str) -> AsyncIterator[FollowingJobSet]:
+    async def follow_jobset(
+        cls, target: ClusterTarget | str, namespace: str, name: str
+    ) -> AsyncIterator[FollowingJobSet]:
         """Follow one JobSet, its Jobs and its Workload; the hub starts watching JobSets if it did not."""
-        async with cls._joined(conn_id, namespace, jobset_key(name), jobsets=True) as (hub, follower):
+        async with cls._joined(target, namespace, jobset_key(name), jobsets=True) as (hub, follower):
             yield FollowingJobSet(hub, follower)
 
     @classmethod
     @asynccontextmanager
     async def _joined(
-        cls, conn_id: str, namespace: str, follower_key: str, jobsets: bool = False
+        cls, target: ClusterTarget | str, namespace: str, follower_key: str, jobsets: bool = False
     ) -> AsyncIterator[tuple[NamespaceWatch, _Follower]]:
-        key = (conn_id, namespace)
+        key = (ClusterTarget.of(target), namespace)
         hub = cls._hubs.get(key)
         if (
             hub is None or hub.error is not None
         ):  # a hub that gave up is never joined: a fresh one tries again
-            hub = cls._hubs[key] = NamespaceWatch(conn_id, namespace)
+            hub = cls._hubs[key] = NamespaceWatch(key[0], namespace)
             hub._task = asyncio.get_running_loop().create_task(hub._run(), name=f"kueue-watch-{namespace}")
             if os.environ.get(DEBUG_SIGNAL_ENV):
                 install_debug_signal(asyncio.get_running_loop(), lambda: NamespaceWatch._hubs)
@@ -182,7 +188,7 @@ class NamespaceWatch(NamespaceCache):
     async def _run(self) -> None:
         while True:
             try:
-                async with AsyncKueueHook(self.conn_id).session() as hook:
+                async with AsyncKueueHook(self.target).session() as hook:
                     self.hook = hook
                     self._kinds_changed.clear()
                     loops = [
@@ -233,8 +239,8 @@ class NamespaceWatch(NamespaceCache):
         error.__cause__ = cause
         self.error = error
         log.error("watch of namespace %s gave up: %s", self.namespace, error)
-        if NamespaceWatch._hubs.get((self.conn_id, self.namespace)) is self:
-            del NamespaceWatch._hubs[(self.conn_id, self.namespace)]
+        if NamespaceWatch._hubs.get((self.target, self.namespace)) is self:
+            del NamespaceWatch._hubs[(self.target, self.namespace)]
         self.synced.set()
         self._wake()
 

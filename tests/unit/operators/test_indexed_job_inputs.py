@@ -247,6 +247,8 @@ KPO_PARAMETERS: dict[str, Any] = {
     "active_deadline_seconds": 3600,
     "priority_class_name": "batch-low",
     "kubernetes_conn_id": "kubernetes_default",
+    "cluster_context": "aks-westeurope",
+    "in_cluster": False,
 }
 """A KubernetesPodOperator user's pod parameters, by KubernetesPodOperator's names."""
 
@@ -288,6 +290,7 @@ def test_a_kubernetes_pod_operator_dag_needs_only_the_class_renamed_and_a_queue(
     assert pod["imagePullSecrets"] == [{"name": "registry-a"}]
     assert job["spec"]["template"]["metadata"]["labels"]["team"] == "risk"
     assert job["spec"]["template"]["metadata"]["annotations"]["note"] == "nightly"
+    assert (op.cluster_target().cluster_context, op.cluster_target().in_cluster) == ("aks-westeurope", False)
 
 
 def test_the_kueue_priority_is_workload_priority_class_and_its_earlier_name_still_works() -> None:

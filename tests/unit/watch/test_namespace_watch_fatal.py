@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from airflow_kueue_provider.hooks.cluster_target import ClusterTarget
 from airflow_kueue_provider.watch import following, namespace_watch
 from airflow_kueue_provider.watch.kind_failures import (
     FATAL_AFTER,
@@ -29,7 +30,7 @@ class FakeHook:
     refuse: ClassVar[dict[str, str]] = {}  # kind -> "list" or "watch": answered 403
     calls: ClassVar[list[str]] = []
 
-    def __init__(self, conn_id: str) -> None:
+    def __init__(self, conn_id: object) -> None:
         pass
 
     @asynccontextmanager
@@ -118,7 +119,7 @@ def test_a_hub_that_gave_up_is_rebuilt_for_the_next_follower_while_an_old_one_is
             async with NamespaceWatch.follow("c", "ns", "j") as task_stream:
                 snapshot = await asyncio.wait_for(task_stream.next(), 10)
                 assert snapshot.job is not None and snapshot.job["metadata"]["name"] == "j"
-                assert NamespaceWatch._hubs[("c", "ns")].error is None
+                assert NamespaceWatch._hubs[(ClusterTarget("c"), "ns")].error is None
             with pytest.raises(WatchUnavailable):
                 ui_page.current()  # the old follower keeps its hub's reason
         assert NamespaceWatch._hubs == {}

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from airflow_kueue_provider.hooks.cluster_target import ClusterTarget
 from airflow_kueue_provider.watch import following, namespace_watch
 from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
 
@@ -50,7 +51,7 @@ WORKLOAD = {
 class FakeHook:
     listed: ClassVar[list[str]] = []
 
-    def __init__(self, conn_id: str) -> None:
+    def __init__(self, conn_id: object) -> None:
         pass
 
     @asynccontextmanager
@@ -100,7 +101,7 @@ def test_jobsets_are_watched_once_asked_for_and_their_jobs_and_workload_wake_the
                 assert snap.jobset is not None and snap.jobset["metadata"]["uid"] == "js-uid"
                 assert [j["metadata"]["name"] for j in snap.jobs] == ["genomics-workers-0"]
                 assert snap.workload is not None and snap.workload["metadata"]["name"] == "jobset-genomics"
-                hub = NamespaceWatch._hubs[("c", "ns")]
+                hub = NamespaceWatch._hubs[(ClusterTarget("c"), "ns")]
                 hub._apply_job("MODIFIED", _child(5))  # a child Job changed: the JobSet's follower wakes
                 snap = await asyncio.wait_for(following.next(), 5)
                 assert snap.jobs[0]["status"]["active"] == 5
@@ -136,7 +137,7 @@ def test_jobsets_not_served_end_only_the_jobset_followers_naming_the_fix(
             async with NamespaceWatch.follow_jobset("c", "ns", "genomics") as following:
                 with pytest.raises(namespace_watch.JobSetsUnavailable, match="install the JobSet controller"):
                     await asyncio.wait_for(following.next(), 5)
-            hub = NamespaceWatch._hubs[("c", "ns")]
+            hub = NamespaceWatch._hubs[(ClusterTarget("c"), "ns")]
             assert hub.error is None and not hub.watch_jobsets  # the Jobs' followers go on
             hub._apply_job("MODIFIED", _child(7))
             job = await asyncio.wait_for(job_follower.next(), 5)
