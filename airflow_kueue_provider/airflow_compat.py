@@ -14,7 +14,7 @@ try:
 except ImportError:  # Airflow 3.1
     from airflow.exceptions import AirflowException, AirflowFailException  # type: ignore[attr-defined,no-redef]
 
-__all__ = ["AirflowException", "AirflowFailException", "task_conf"]
+__all__ = ["AirflowException", "AirflowFailException", "stats", "task_conf"]
 
 
 def task_conf() -> Any:
@@ -24,3 +24,12 @@ def task_conf() -> Any:
     except ImportError:  # Airflow 3.1
         from airflow.configuration import conf
     return conf
+
+
+def stats() -> Any:
+    """Airflow's ``Stats`` (StatsD or OpenTelemetry, as ``[metrics]`` configures it)."""
+    try:
+        from airflow.sdk.observability.stats import Stats
+    except ImportError:  # Airflow 3.1
+        from airflow.stats import Stats
+    return Stats

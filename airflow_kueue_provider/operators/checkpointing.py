@@ -386,6 +386,7 @@ class CheckpointSession:
             "failed": len(ledger.failed),
             "evictions": max(ledger.evictions, base.get("evictions") or 0),
             "attempts": len(ledger.attempts),
+            "retried_shards": sum(len(a.shards) for a in ledger.attempts[1:]),
             "ledger": f"{self.config.container}/{self.ledger.name}",
         }
 

@@ -84,6 +84,7 @@ from .job_submission import (
     sealed_previous,
 )
 from .kueue_link import KueueJobLink
+from .metrics import send_run_metrics
 from .no_checkpointing import NoCheckpointing
 from .operator_kind import OperatorKind, Shards, WaitOn
 from .settings import check_queue_policy, configured_pod_policy
@@ -322,6 +323,7 @@ class KueueOperator(OperatorKind, BaseOperator):
         identity = task_identity(context)
         shards = self._shards(identity, check=False)
         result, message = self._result(identity, typed, shards)
+        send_run_metrics(result, typed.status, identity, self.queue_name, self.kind)
         if typed.status == "success":
             self.log.info("%s; result: %s", message, json.dumps(result, sort_keys=True))
             shards.clean_up_after_success()
