@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-unit test-integration lint typecheck screenshots
+.PHONY: venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -64,8 +64,10 @@ test: venv
 	-$(PY) -m pytest $(PYTEST_ARGS) -m "serial and not soak" --durations=10 --junitxml=$(TEST_REPORTS)/serial.xml tests
 	-$(MAKE) --no-print-directory test-min-airflow PYTEST_ARGS="$(PYTEST_ARGS) --junitxml=$(TEST_REPORTS)/min-airflow.xml"
 	-$(MAKE) --no-print-directory test-python-lanes PYTEST_ARGS="$(PYTEST_ARGS)"
+	-$(MAKE) --no-print-directory test-worker-package PYTEST_ARGS="$(PYTEST_ARGS)"
 	@$(PY) tools/test_summary.py $(TEST_REPORTS)/parallel.xml $(TEST_REPORTS)/serial.xml \
-		$(TEST_REPORTS)/min-airflow.xml $(foreach v,$(PY_LANES),$(TEST_REPORTS)/unit-py$(v).xml)
+		$(TEST_REPORTS)/min-airflow.xml $(foreach v,$(PY_LANES),$(TEST_REPORTS)/unit-py$(v).xml) \
+		$(TEST_REPORTS)/worker-package.xml
 
 ## The lowest supported Airflow (pyproject: apache-airflow>=3.1): build the wheel, install it with Airflow
 ## $(MIN_AIRFLOW) in a venv of its own (kept outside the repo), import it from there, run the unit tests.
@@ -100,6 +102,25 @@ test-python-lanes: venv
 	  $$venv/bin/python -m pytest $(PYTEST_ARGS) -n 2 -q --junitxml=$(TEST_REPORTS)/unit-py$$v.xml tests/unit \
 	    || status=1; \
 	done; exit $$status
+
+## The worker package (worker-package/, what a shard's image installs): built from this tree, installed alone
+## in a venv of its own (kept outside the repo), checked to import without Airflow, and the worker SDK's unit
+## tests run against the installed copy (from a copy of the tests outside the repo, so the tree is not imported).
+WORKER_VENV ?= $(HOME)/.cache/airflow-kueue-provider/venv-worker
+test-worker-package: venv
+	@build=$$(mktemp -d) && mkdir -p $(TEST_REPORTS) && \
+	$(PY) -m pip wheel -q --no-deps -w $$build/dist ./worker-package && \
+	{ test -x $(WORKER_VENV)/bin/python || python3 -m venv $(WORKER_VENV); } && \
+	$(WORKER_VENV)/bin/pip install -q $$build/dist/*.whl pytest pytest-timeout hypothesis && \
+	$(WORKER_VENV)/bin/pip install -q --force-reinstall --no-deps $$build/dist/*.whl && \
+	mkdir -p $$build/tests/unit && cp tests/__init__.py tests/conftest.py $$build/tests/ && \
+	cp tests/unit/__init__.py $$build/tests/unit/ && cp -r tests/unit/worker $$build/tests/unit/ && \
+	cd $$build && $(WORKER_VENV)/bin/python -c "import importlib.util as u, airflow_kueue_provider.worker as w; \
+		assert '/site-packages/' in w.__file__, w.__file__; \
+		assert not [m for m in ('airflow', 'kubernetes') if u.find_spec(m)], 'Airflow or Kubernetes installed'; \
+		print('worker package', w.__file__)" && \
+	$(WORKER_VENV)/bin/python -m pytest $(PYTEST_ARGS) -q -p no:cacheprovider \
+		--junitxml=$(CURDIR)/$(TEST_REPORTS)/worker-package.xml tests/unit/worker
 
 test-unit: venv
 	$(PY) -m pytest $(PYTEST_ARGS) tests/unit

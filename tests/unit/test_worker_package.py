@@ -1,0 +1,31 @@
+"""The worker package (worker-package/) ships the provider's version and the worker's import closure."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import tomllib
+
+import airflow_kueue_provider
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = tomllib.loads((REPO / "worker-package" / "pyproject.toml").read_text())
+
+
+def test_its_version_is_the_providers() -> None:
+    assert PACKAGE["project"]["version"] == airflow_kueue_provider.__version__
+
+
+def test_it_ships_every_package_the_worker_imports() -> None:
+    shipped = {
+        Path(target).parts[1]
+        for target in PACKAGE["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"].values()
+        if len(Path(target).parts) == 2
+    }
+    imported = set()
+    for path in (REPO / "airflow_kueue_provider" / "worker").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module:
+                imported.add(node.module.split(".")[0])
+    assert imported <= shipped, f"the worker imports {sorted(imported - shipped)}, which the wheel lacks"
