@@ -55,6 +55,9 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "task-decorators": [
+            {"name": "kueue", "class-name": "airflow_kueue_provider.decorators.kueue_task.kueue_task"}
+        ],
         "extra-links": ["airflow_kueue_provider.operators.kueue_link.KueueJobLink"],
         "config": {"kueue": {"description": "The Kueue provider: UI and pod policy.", "options": _OPTIONS}},
     }

@@ -239,7 +239,7 @@ class KueueOperator(OperatorKind, BaseOperator):
                 self.log.info("%s", ledger.retry_plan(self._packing().per_pod(len(indexes) or 1)))
             if not indexes:
                 self.log.info("every shard already finished in an earlier try; nothing to run")
-                return self._nothing_left(identity, shards, ledger)
+                return self._succeeded(self._nothing_left(identity, shards, ledger), shards)
             submission = self._submit(client, manifest, identity, shards, indexes)
         else:
             submission = adopted(client, submission, seal)
@@ -326,6 +326,7 @@ class KueueOperator(OperatorKind, BaseOperator):
         send_run_metrics(result, typed.status, identity, self.queue_name, self.kind)
         if typed.status == "success":
             self.log.info("%s; result: %s", message, json.dumps(result, sort_keys=True))
+            result = self._succeeded(result, shards)
             shards.clean_up_after_success()
             return result
         if typed.status == "failed":

@@ -12,17 +12,21 @@ PACKAGE = Path(__file__).resolve().parents[2] / "airflow_kueue_provider"
 
 # layer -> the provider's layers it must not import, and the external packages it must not import
 RULES: dict[str, tuple[set[str], set[str]]] = {
-    "kueue": ({"storage", "hooks", "watch", "triggers", "operators", "plugins", "worker", "queues"},
+    "kueue": ({"storage", "hooks", "watch", "triggers", "operators", "decorators", "plugins", "worker",
+               "queues"},
               {"airflow", "kubernetes", "kubernetes_asyncio", "azure", "aiohttp"}),
-    "storage": ({"hooks", "watch", "triggers", "operators", "plugins", "worker", "queues"},
+    "storage": ({"hooks", "watch", "triggers", "operators", "decorators", "plugins", "worker", "queues"},
                 {"airflow", "kubernetes"}),
-    "worker": ({"hooks", "watch", "triggers", "operators", "plugins", "queues"}, {"airflow", "kubernetes"}),
-    "hooks": ({"watch", "triggers", "operators", "plugins", "worker", "queues"}, set()),
-    "watch": ({"triggers", "operators", "plugins", "worker", "queues"}, set()),
-    "triggers": ({"operators", "plugins", "worker", "queues"}, set()),
-    "operators": ({"plugins", "worker", "queues"}, set()),
+    "worker": ({"hooks", "watch", "triggers", "operators", "decorators", "plugins", "queues"},
+               {"airflow", "kubernetes"}),
+    "hooks": ({"watch", "triggers", "operators", "decorators", "plugins", "worker", "queues"}, set()),
+    "watch": ({"triggers", "operators", "decorators", "plugins", "worker", "queues"}, set()),
+    "triggers": ({"operators", "decorators", "plugins", "worker", "queues"}, set()),
+    "operators": ({"decorators", "plugins", "worker", "queues"}, set()),
+    # @task.kueue: the operator with a function; it names the runner module (the worker's), never imports it
+    "decorators": ({"plugins", "worker", "queues"}, set()),
     # the UI plugin reads through hooks and the watch hub; it never runs a task's orchestration
-    "plugins": ({"triggers", "operators", "worker", "queues"}, set()),
+    "plugins": ({"triggers", "operators", "decorators", "worker", "queues"}, set()),
 }  # fmt: skip
 CLI_MODULES = {"queues": {"triggers", "operators", "plugins", "worker", "watch"}}
 """Command-line modules at the package's top: what they must not import (they work without a scheduler)."""

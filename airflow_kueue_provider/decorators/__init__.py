@@ -1,0 +1,1 @@
+"""TaskFlow decorators: ``@task.kueue`` (``kueue_task``)."""
