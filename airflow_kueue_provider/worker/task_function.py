@@ -9,6 +9,7 @@ retry runs only the unfinished shards. Run as ``python -m airflow_kueue_provider
 """
 
 from __future__ import annotations
+import __future__
 
 import base64
 import binascii
@@ -42,7 +43,10 @@ def load_task(environ: Mapping[str, str]) -> tuple[Callable[..., Any], list[Any]
             "of a @task.kueue task"
         ) from None
     module: dict[str, Any] = {"__name__": "__kueue_task__"}
-    exec(compile(source, f"<@task.kueue {name}>", "exec"), module)  # the DAG author's own code, as in a DAG
+    # annotations stay text (PEP 563): the DAG file's imports (typing, its own types) are not in the pod
+    flags = __future__.annotations.compiler_flag
+    code = compile(source, f"<@task.kueue {name}>", "exec", flags=flags, dont_inherit=True)
+    exec(code, module)  # the DAG author's own code, as in a DAG
     function = module.get(name)
     if not callable(function):
         raise BadTaskPayload(f"the task's source defines no function {name!r}")
