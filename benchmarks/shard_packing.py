@@ -147,7 +147,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for case in cases(args):
         mean = sum(case.seconds) / len(case.seconds)
         packed = choose_per_pod(len(case.seconds), case.parallelism, mean)
-        for delay in (0.0, args.aks_start_delay):
+        for delay in [
+            d for d in (0.0, args.aks_start_delay) if args.delays in ("both", "none" if d == 0 else "aks")
+        ]:
             for form, per_pod in (("unpacked", 1), ("packed", packed)):
                 seconds = run_once(cluster, case, per_pod, args, delay)
                 pods = -(-len(case.seconds) // per_pod)
@@ -201,6 +203,12 @@ def main() -> int:
     parser.add_argument("--small-shards", type=int, default=10_000)
     parser.add_argument("--per-shard-overhead", type=float, default=0.05)
     parser.add_argument("--aks-start-delay", type=float, default=5.0)
+    parser.add_argument(
+        "--delays",
+        choices=("both", "none", "aks"),
+        default="both",
+        help="run without a start delay, with it, or both",
+    )
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--name", default="shard_packing")
     args = parser.parse_args()
