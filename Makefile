@@ -69,14 +69,14 @@ test: venv
 		$(TEST_REPORTS)/min-airflow.xml $(foreach v,$(PY_LANES),$(TEST_REPORTS)/unit-py$(v).xml) \
 		$(TEST_REPORTS)/worker-package.xml
 
-## The lowest supported Airflow (pyproject: apache-airflow>=3.1): build the wheel, install it with Airflow
-## $(MIN_AIRFLOW) in a venv of its own (kept outside the repo), import it from there, run the unit tests.
-MIN_AIRFLOW ?= 3.1.*
+## The lowest supported versions: build the wheel, install it in a venv of its own (kept outside the repo) with
+## every direct dependency at its pyproject floor (tools/lowest_requirements.py: Airflow 3.1, cncf-kubernetes
+## 10.6, kubernetes 32, ...), import it from there, run the unit tests.
 MIN_VENV ?= $(HOME)/.cache/airflow-kueue-provider/venv-airflow-min
 test-min-airflow: venv
 	@rm -rf dist build; $(PY) -m pip wheel -q --no-deps -w dist . && rm -rf build
 	@test -x $(MIN_VENV)/bin/python || python3 -m venv $(MIN_VENV)
-	$(MIN_VENV)/bin/pip install -q "apache-airflow==$(MIN_AIRFLOW)" "$$(ls dist/*.whl)" \
+	$(MIN_VENV)/bin/pip install -q $$($(PY) tools/lowest_requirements.py) "$$(ls dist/*.whl)" \
 		pytest pytest-timeout pytest-xdist hypothesis
 	$(MIN_VENV)/bin/pip install -q --force-reinstall --no-deps "$$(ls dist/*.whl)"
 	cd "$$(mktemp -d)" && $(MIN_VENV)/bin/python -c "import airflow, airflow_kueue_provider as p; \

@@ -6,7 +6,7 @@ import json
 from typing import Any
 from unittest import mock
 
-from kubernetes.client.exceptions import ApiException, NotFoundException
+from kubernetes.client.exceptions import ApiException
 
 from airflow_kueue_provider.hooks import kueue_hook
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook, no_logs_note
@@ -23,8 +23,9 @@ NO_LOG_SUBRESOURCE = json.dumps(  # what the apiserver answered for a KWOK pod's
 )
 
 
-def not_found(body: str = NO_LOG_SUBRESOURCE) -> NotFoundException:
-    exc = NotFoundException(status=404, reason="Not Found")
+def not_found(body: str = NO_LOG_SUBRESOURCE) -> ApiException:
+    """A 404 as every supported client raises it (clients before 33 have no NotFoundException subclass)."""
+    exc = ApiException(status=404, reason="Not Found")
     exc.body = body
     return exc
 
