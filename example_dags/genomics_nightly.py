@@ -4,8 +4,11 @@ Shard ``i`` reads ``chromosome_{i}.bam`` (``JOB_COMPLETION_INDEX`` -> shard id, 
 unfinished shard; the worker SDK resolves it). Shards checkpoint to Azure Blob Storage, a retry runs only the
 shards that did not finish, and the downstream task reads the per-shard result from XCom.
 
-Settings (environment, so the same file runs nightly on AKS and in `make demo` on the local cluster):
-GENOMICS_SHARDS (default 1000), GENOMICS_PARALLELISM (50), GENOMICS_IMAGE, GENOMICS_NAMESPACE (genomics),
+The shard count and parallelism are DAG ``params`` (``shards``, ``parallelism``: change them when triggering a
+run); the aligned shards are the ``genomics-nightly-alignments`` Asset, updated by every successful run.
+Deployment settings (environment, so the same file runs nightly on AKS and in `make demo` on the local
+cluster): GENOMICS_SHARDS and GENOMICS_PARALLELISM (the params' defaults: 1000, 50), GENOMICS_IMAGE,
+GENOMICS_NAMESPACE (genomics),
 GENOMICS_QUEUE (genomics-queue), GENOMICS_BLOB_CONN (kueue_blob_default), GENOMICS_BLOB_CONTAINER
 (genomics-checkpoints), GENOMICS_RUN_DURATION (the local cluster's fake shard run time, e.g. "3s").
 """
@@ -16,7 +19,7 @@ import os
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Asset, Param, task
 
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
@@ -33,6 +36,10 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     default_args={"retries": 2, "retry_delay": timedelta(minutes=2)},
+    params={
+        "shards": Param(SHARDS, type="integer", minimum=1, maximum=100_000, description="chromosome shards"),
+        "parallelism": Param(PARALLELISM, type="integer", minimum=1, description="shards aligned at once"),
+    },
     tags=["kueue", "genomics", "spot"],
 ) as dag:
     align = KueueIndexedJobOperator(
@@ -52,18 +59,19 @@ with DAG(
             "/tmp/processed-items.txt",
         ],
         env={"REFERENCE_GENOME": "GRCh38", "RUN_DATE": "{{ dag_run.run_after | ds }}"},
-        completions=SHARDS,
-        parallelism=PARALLELISM,
+        completions="{{ params.shards }}",
+        parallelism="{{ [params.parallelism, params.shards] | min }}",
         resources={"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"memory": "4Gi"}},
         spot=True,
         backoff_limit_per_index=2,
-        max_failed_indexes=max(1, SHARDS // 100),  # up to 1% of shards may fail for good
+        max_failed_indexes=max(1, SHARDS // 100),  # up to 1% of the default shards may fail for good
         checkpointing=Checkpointing(
             conn_id=os.environ.get("GENOMICS_BLOB_CONN", "kueue_blob_default"),
             container=os.environ.get("GENOMICS_BLOB_CONTAINER", "genomics-checkpoints"),
             workload_identity_service_account=os.environ.get("GENOMICS_SERVICE_ACCOUNT") or None,
         ),
         annotations={"kwok.airflow-kueue.io/run-duration": FAKE_RUN} if FAKE_RUN else None,
+        outlets=[Asset(name="genomics-nightly-alignments", uri="genomics://nightly/alignments")],
     )
 
     @task
