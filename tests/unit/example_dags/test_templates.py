@@ -36,7 +36,7 @@ def test_templates_render_without_a_logical_date(path: Path) -> None:
                     task_id=task.task_id,
                     xcom_pull=lambda *args, **kwargs: None,
                 ),
-                "params": {},
+                "params": {name: dag.params[name] for name in dag.params},  # the defaults, as a run gets
                 "var": {},
                 "conn": {},
                 "macros": SimpleNamespace(),
