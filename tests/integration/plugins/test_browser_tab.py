@@ -241,7 +241,7 @@ def test_queue_dashboard_opens_from_the_browse_menu(ui: Ui, request: pytest.Fixt
         page.close()
 
 
-NIGHTS = ("2026-12-01T02:00:00+00:00", "2026-12-02T02:00:00+00:00")
+NIGHTS = ("2026-12-01T02:00:00+00:00",)  # one more run: two points draw every line (and keep CI short)
 """Two more runs of the DAG after the fixture's: the last test of the module, as it adds DAG runs."""
 
 
@@ -254,8 +254,8 @@ def test_the_tasks_recent_runs_and_the_queue_over_time_are_plotted(
     ui: Ui, airflow_home: AirflowHome, request: pytest.FixtureRequest
 ) -> None:
     """The queue page stays open (its live stream reads the ClusterQueue at each change of a Job or Workload,
-    which samples it) while the DAG runs twice more; then a mapped task instance's Kueue tab plots its
-    task's three runs, and the queue page its ClusterQueue over that time: accessible inline SVG each."""
+    which samples it) while the DAG runs once more; then a mapped task instance's Kueue tab plots its
+    task's two runs, and the queue page its ClusterQueue over that time: accessible inline SVG each."""
     context = ui.browser.contexts[0]
     watcher = context.new_page()
     try:
@@ -269,7 +269,7 @@ def test_the_tasks_recent_runs_and_the_queue_over_time_are_plotted(
     bearer = {"Authorization": f"Bearer {_login(airflow_home, ui.url)}"}
     runs = httpx.get(f"{ui.url}/api/v2/dags/{DAG_ID}/dagRuns", headers=bearer, timeout=30).json()
     run_ids = {r["dag_run_id"] for r in runs["dag_runs"]}
-    assert len(run_ids) == 3, run_ids
+    assert len(run_ids) == 2, run_ids
 
     page, frame = _open_kueue_tab(ui, "tasks/per_sample/mapped/3")
     try:
@@ -278,11 +278,11 @@ def test_the_tasks_recent_runs_and_the_queue_over_time_are_plotted(
         title = chart.locator("title").first.text_content()
         assert title == f"Run time against the ideal, and queue wait: {DAG_ID} / per_sample [3]", title
         desc = chart.locator("desc").text_content() or ""
-        assert "Run time, ideal run time and queue wait of the last 3 runs" in desc, desc
+        assert "Run time, ideal run time and queue wait of the last 2 runs" in desc, desc
         tips = chart.locator("circle > title").all_text_contents()
         assert {t.split(" (")[0] for t in tips} == run_ids, tips  # a run-time point per DAG run
         assert all("5/5 shards" in t and "ideal -" not in t for t in tips), tips
-        assert chart.locator("rect > title").count() == 3, "a queue-wait point per run"
+        assert chart.locator("rect > title").count() == 2, "a queue-wait point per run"
         assert chart.locator("polyline").count() == 3, "run time, ideal and wait lines"
         box = chart.bounding_box()
         assert box is not None and box["width"] > 300 and box["height"] > 100, box
@@ -311,7 +311,7 @@ def test_the_tasks_recent_runs_and_the_queue_over_time_are_plotted(
         # every point names its DAG and task; this test's runs are among them (other tests of the module
         # may have run other DAGs on the same queue)
         assert titles and all(re.match(r"^[\w.-]+ / [\w.-]+", t) for t in titles), titles
-        assert sum(t.startswith(f"{DAG_ID} / ") for t in titles) >= 3, titles
+        assert sum(t.startswith(f"{DAG_ID} / ") for t in titles) >= 2, titles
         _element_screenshot(over_time, "kueue-queues-over-time")
         _element_screenshot(runs_chart, "kueue-queues-recent-runs")
     finally:
