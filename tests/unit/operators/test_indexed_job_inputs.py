@@ -313,18 +313,25 @@ def _rendered(op: KueueIndexedJobOperator, **params: Any) -> KueueIndexedJobOper
     return op
 
 
-def test_counts_resources_and_the_connection_are_templated_and_checked_once_rendered() -> None:
+def _templated_counts(**extra: Any) -> KueueIndexedJobOperator:
+    """An operator whose counts are Jinja: it parses (the checks of templated values wait for the run)."""
     with DAG("templated_counts", schedule=None, start_date=datetime(2026, 1, 1)):
-        op = KueueIndexedJobOperator(  # parses: the checks of templated values wait for the run
+        return KueueIndexedJobOperator(
             task_id="t",
             namespace="batch",
             queue_name="lq",
             image="w",
             completions="{{ params.shards }}",
             parallelism="{{ params.pods }}",
-            container_resources={"requests": {"cpu": "{{ params.cpu }}", "memory": "1Gi"}},
-            kubernetes_conn_id="{{ params.conn }}",
+            **extra,
         )
+
+
+def test_counts_resources_and_the_connection_are_templated_and_checked_once_rendered() -> None:
+    op = _templated_counts(
+        container_resources={"requests": {"cpu": "{{ params.cpu }}", "memory": "1Gi"}},
+        kubernetes_conn_id="{{ params.conn }}",
+    )
     _rendered(op, shards="100", pods="10", cpu="2", conn="aks_westeurope")
     assert (op.completions, op.parallelism, op.kubernetes_conn_id) == (100, 10, "aks_westeurope")
     job = op.build_manifest(IDENTITY)
@@ -343,16 +350,6 @@ def test_counts_resources_and_the_connection_are_templated_and_checked_once_rend
 def test_templated_counts_that_render_wrong_fail_before_anything_is_created(
     params: dict[str, str], message: str
 ) -> None:
-    with DAG("templated_counts_bad", schedule=None, start_date=datetime(2026, 1, 1)):
-        op = KueueIndexedJobOperator(
-            task_id="t",
-            namespace="batch",
-            queue_name="lq",
-            image="w",
-            completions="{{ params.shards }}",
-            parallelism="{{ params.pods }}",
-            shards_per_pod=4,
-            checkpointing="kueue_blob_default",
-        )
+    op = _templated_counts(shards_per_pod=4, checkpointing="kueue_blob_default")
     with pytest.raises(AirflowFailException, match=message):
         _rendered(op, **params).build_manifest(IDENTITY)
