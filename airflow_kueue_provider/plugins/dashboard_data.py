@@ -24,8 +24,9 @@ from ..kueue.queue_overview import QueueRow, queue_rows
 from ..kueue.run_trends import QueueSampleRing
 from ..kueue.workload_state import WorkloadPhase, WorkloadState
 
-KUEUE_OPERATORS = frozenset({"KueueIndexedJobOperator", "KueueJobSetOperator"})
-"""Operators whose task instances make Kueue Jobs (by class name, as Airflow records a task's operator)."""
+KUEUE_OPERATORS = frozenset({"KueueIndexedJobOperator", "KueueJobSetOperator", "KueueDecoratedOperator"})
+"""Operators whose task instances make Kueue Jobs (by class name, as Airflow records a task's operator;
+``@task.kueue`` tasks are ``KueueDecoratedOperator``)."""
 
 QUEUE_SAMPLES = QueueSampleRing()
 """Each ClusterQueue's status over time in this API server process: a sample of every read of the
