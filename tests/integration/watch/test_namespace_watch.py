@@ -15,6 +15,7 @@ import yaml
 from kubernetes import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from airflow_kueue_provider.hooks.cluster_target import ClusterTarget
 from airflow_kueue_provider.hooks.kueue_async_hook import AsyncKueueHook
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
 from airflow_kueue_provider.watch import namespace_watch
@@ -127,7 +128,7 @@ def test_a_watch_that_stalls_without_closing_is_relisted_and_the_trigger_succeed
             )
             follow = asyncio.create_task(_first_event(trigger))
             await asyncio.to_thread(wait_for, "pods running", lambda: len(kueue_env.running_pods(name)) == 3)
-            hub = NamespaceWatch._hubs[("kube_via_proxy", kueue_env.namespace)]
+            hub = NamespaceWatch._hubs[(ClusterTarget("kube_via_proxy"), kueue_env.namespace)]
             await asyncio.wait_for(hub.synced.wait(), 30)
             lists_before = hub.lists
             assert proxy.freeze_open_connections() >= 1
@@ -188,7 +189,7 @@ def test_a_403_on_workloads_only_is_fatal_with_the_kind_and_the_rule(
             async with NamespaceWatch.follow(identity.conn_id, kueue_env.namespace, ANY_JOB) as follower:
                 with pytest.raises(WatchUnavailable) as gave_up:
                     await asyncio.wait_for(follower.next(), 60)
-                assert (identity.conn_id, kueue_env.namespace) not in NamespaceWatch._hubs
+                assert (ClusterTarget(identity.conn_id), kueue_env.namespace) not in NamespaceWatch._hubs
                 return gave_up.value
 
         error = asyncio.run(scenario())
@@ -210,7 +211,7 @@ def test_a_hub_that_gave_up_is_rebuilt_for_the_next_follower_while_a_ui_follower
     stayed in the registry as long as the page was open)."""
     identity, rules = _worker_without(kueue_env, {"jobs", "workloads"}, monkeypatch, tmp_path)
     job = _submit(kueue_env, run_duration="1s", hold=True)
-    name, key = job["metadata"]["name"], (identity.conn_id, kueue_env.namespace)
+    name, key = job["metadata"]["name"], (ClusterTarget(identity.conn_id), kueue_env.namespace)
     try:
 
         async def scenario() -> None:
