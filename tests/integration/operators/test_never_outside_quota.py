@@ -60,7 +60,10 @@ def test_a_namespace_kueue_does_not_manage_never_starts_a_pod_and_fails_naming_k
     unmanaged_env: KueueEnv, airflow_home: AirflowHome
 ) -> None:
     env = unmanaged_env
-    write_operator_dag(airflow_home, "unmanaged_ns", env, completions=4, cpu="250m")
+    # 20 s for Kueue to make the Workload (default 60: the same path, 40 s more of CI)
+    write_operator_dag(
+        airflow_home, "unmanaged_ns", env, completions=4, cpu="250m", extra="workload_timeout=20,"
+    )
     background = airflow_home.start_dag("unmanaged_ns")
     pods_seen: list[str] = []
     try:
@@ -79,7 +82,7 @@ def test_a_namespace_kueue_does_not_manage_never_starts_a_pod_and_fails_naming_k
     assert pods_seen == [], "no pod of the Job ever started"
     assert failed_after < 90, f"the task failed {failed_after:.0f} s after the Job was created"
     assert re.search(
-        r"Kueue did not create a Workload for Job kube-system/\S+ within workload_timeout=60s", run.output
+        r"Kueue did not create a Workload for Job kube-system/\S+ within workload_timeout=20s", run.output
     )
     assert "managedJobsNamespaceSelector" in run.output
     wait_for("the Job gone", lambda: not [j for j in env.jobs() if "unmanaged" in j.metadata.name], 60)
