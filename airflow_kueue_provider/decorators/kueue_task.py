@@ -31,6 +31,7 @@ from airflow.sdk.definitions._internal.decorators import remove_task_decorator
 
 from ..airflow_compat import AirflowFailException
 from ..kueue.names import TASK_CALL_ENV, TASK_RUNNER_MODULE, TASK_SOURCE_ENV
+from ..operators.checkpointing import CheckpointSession
 from ..operators.indexed_job import KueueIndexedJobOperator
 from ..operators.operator_kind import Shards
 from ..operators.task_results import collect_results
@@ -71,9 +72,10 @@ class KueueDecoratedOperator(DecoratedOperator, KueueIndexedJobOperator):
                 "shards without one"
             )
 
-    def execute(self, context: Any) -> Any:
-        self.env = [*env_items(self.env), *self._payload_env()]
-        return super().execute(context)
+    def _container_env(self) -> list[Any]:
+        """The shard container's env with the function and its call: in every Job the task builds (the first,
+        a retry's, a deadline spill's), not only in the one ``execute`` submits."""
+        return [*env_items(self.env), *self._payload_env()]
 
     def _payload_env(self) -> list[dict[str, str]]:
         """The function's source and its call, checked: JSON arguments, a bounded size."""
@@ -105,10 +107,7 @@ class KueueDecoratedOperator(DecoratedOperator, KueueIndexedJobOperator):
         return str(remove_task_decorator(source, "@kueue_task"))
 
     def _succeeded(self, result: dict[str, Any], shards: Shards) -> dict[str, Any]:
-        from ..operators.checkpointing import CheckpointSession
-
-        if not isinstance(shards, CheckpointSession):  # checked in __init__: checkpointing is set
-            return result
+        assert isinstance(shards, CheckpointSession)  # checkpointing= is required (checked in __init__)
         collected = collect_results(shards)
         if "results_blob" in collected:
             self.log.info(

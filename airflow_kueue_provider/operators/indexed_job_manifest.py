@@ -155,7 +155,7 @@ class IndexedJobManifest:
             image=self.image or (str(template_image) if template_image else ""),
             cmds=self.cmds,
             arguments=self.arguments,
-            env=self.env,
+            env=self._container_env(),
             priority_class=self.priority_class,
             labels=self.labels,
             annotations=self._pod_annotations(),
@@ -182,6 +182,10 @@ class IndexedJobManifest:
                 + "\n- ".join(problems)
             )
         return job
+
+    def _container_env(self) -> Any:
+        """The shard container's ``env`` (``@task.kueue`` adds its function and call to it)."""
+        return self.env
 
     def _untemplated_spec(self, template: Mapping[str, Any] | None) -> dict[str, Any]:
         """The spec fields no template changes: checked when the DAG is parsed, and built at run time."""

@@ -118,3 +118,14 @@ def test_the_function_takes_the_shard_first() -> None:
 
         with pytest.raises(AirflowFailException, match=r"first parameter receives the shard"):
             no_shard()
+
+
+def test_every_job_the_task_builds_carries_the_function() -> None:
+    """Not only the Job execute submits: a retry's or a spill's Job is built by build_manifest too."""
+    from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+
+    job = _operator().build_manifest(AirflowIdentity("kueue_task_dag", "price", "run-1"))
+    (main,) = job["spec"]["template"]["spec"]["containers"]
+    names = {e["name"] for e in main["env"]}
+    assert {"AIRFLOW_KUEUE_TASK_SOURCE", "AIRFLOW_KUEUE_TASK_CALL"} <= names
+    assert main["command"] == ["python", "-m", TASK_RUNNER_MODULE]
