@@ -1,6 +1,11 @@
 """The operator's results from Airflow's database (the API server's own session), for the queue page's run
 history and the task view's plot: the newest ``return_value`` XComs of the Kueue operators' task instances,
-of the DAGs the user may read (or of the one task the task view, authorized for its DAG, shows)."""
+of the DAGs the user may read (or of the one task the task view, authorized for its DAG, shows).
+
+A result the database holds as a reference (an object-storage XCom backend, ``[core] xcom_backend``, keeps
+large values in a bucket and only their path in the row) is read through that backend's
+``deserialize_value``, as a task reading the XCom would: Airflow's own XCom REST API only stringifies the row,
+which would leave the history empty under such a backend."""
 
 from __future__ import annotations
 
@@ -86,6 +91,24 @@ def summary_query(dag_ids: Collection[str] | None, task: tuple[str, int] | None,
     return query
 
 
+def stored_result(row: Any) -> Any:
+    """One XCom row's value: decoded from the database, or, when the row holds a reference rather than the
+    result (not a mapping), through the configured XCom backend (which reads the referenced object)."""
+    from airflow.models.xcom import XComModel
+
+    value = XComModel.deserialize_value(row)
+    if isinstance(value, dict):
+        return value
+    from airflow.sdk.execution_time.xcom import resolve_xcom_backend
+
+    backend = resolve_xcom_backend()  # type: ignore[no-untyped-call]
+    try:
+        return backend.deserialize_value(row)
+    except Exception:
+        log.warning("Kueue pages: the XCom backend %s cannot read a result", backend.__name__, exc_info=True)
+        return value
+
+
 def _records(dag_ids: Collection[str] | None, task: tuple[str, int] | None, limit: int) -> list[RunRecord]:
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
@@ -103,7 +126,7 @@ def _records(dag_ids: Collection[str] | None, task: tuple[str, int] | None, limi
             full = select(*key, XComModel.value).where(
                 XComModel.key == "return_value", tuple_(*key).in_(whole)
             )
-            decoded = {tuple(r[:4]): XComModel.deserialize_value(r) for r in session.execute(full).all()}
+            decoded = {tuple(r[:4]): stored_result(r) for r in session.execute(full).all()}
     records = []
     for row in rows:
         ident = tuple(row[:4])

@@ -439,7 +439,8 @@ class AirflowDeployment:
             **cluster_env,
             "AIRFLOW_HOME": str(home),
             **{
-                f"AIRFLOW__{k.split('.')[0].upper()}__{k.split('.')[1].upper()}": v
+                # "common.io.xcom_objectstorage_path" is section "common.io": AIRFLOW__COMMON_IO__...
+                f"AIRFLOW__{k.rsplit('.', 1)[0].replace('.', '_').upper()}__{k.rsplit('.', 1)[1].upper()}": v
                 for k, v in settings.items()
             },
         }

@@ -1,5 +1,6 @@
 """The Kueue pages live, in headless Chromium (Debian's ``chromium``), on a real deployment: scheduler,
-triggerer, DAG processor and API server on PostgreSQL, the task deferred in the triggerer.
+triggerer, DAG processor and API server on PostgreSQL, the task deferred in the triggerer, every XCom kept in
+object storage (the common.io backend on a local directory, threshold 0: the database holds only paths).
 
 One DAG run whose Job's pods KWOK holds Running until the test releases them, behind a blocker Job that
 fills the ClusterQueue. The browser, not logged in, is sent to the login; logged in, it watches the queue
@@ -10,7 +11,9 @@ the index grid advance, wave by wave, without a reload. Screenshots go to ``.tes
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -25,6 +28,13 @@ from ..deployment import AirflowDeployment
 from .scenarios import wait_for_success
 
 pytestmark = [pytest.mark.serial, needs_chromium]
+
+XCOM_STORE = Path(tempfile.mkdtemp(prefix="kueue-live-ui-xcom-"))
+AIRFLOW_CONFIG = {  # the queue page's run history must read the task's result through the XCom backend
+    "core.xcom_backend": "airflow.providers.common.io.xcom.backend.XComObjectStorageBackend",
+    "common.io.xcom_objectstorage_path": f"file://{XCOM_STORE}",
+    "common.io.xcom_objectstorage_threshold": "0",
+}
 
 DAG_ID = "live_ui"
 COMPLETIONS, PARALLELISM = 6, 2
@@ -167,7 +177,9 @@ def test_the_kueue_pages_follow_the_run_live(
     screenshot(page, "kueue-task-finished")
     wait_for_success(deployment, DAG_ID, run_id, timeout=300)
 
-    # The finished run is in the queue page's history (the task's result, from Airflow's database).
+    # The finished run is in the queue page's history: the task's result, which the database holds only as a
+    # path into the object store, read through the configured XCom backend.
+    assert [p for p in XCOM_STORE.rglob("*") if p.is_file()], "the result did not go to the object store"
     page.goto(f"{deployment.url}/kueue/queues")
     history = page.get_by_role("heading", name=f"ClusterQueue {env.cluster_queue}", exact=True)
     history.wait_for(timeout=30_000)
