@@ -15,6 +15,7 @@ from ..kueue.identity_seal import JOB_KIND, sealed_only
 from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
 from ..kueue.names import (
     DAG_ID_LABEL,
+    INDEX_LABEL,
     JOB_NAME_LABEL,
     JOB_UID_LABEL,
     PRIORITY_CLASS_LABEL,
@@ -318,21 +319,44 @@ class KueueHook:
         self, namespace: str, job_name: str, indexes: list[int], lines: int = 20
     ) -> dict[int, str]:
         """The last ``lines`` log lines of the newest pod of each failed index (best effort)."""
-        core = client.CoreV1Api(self.api)
         by_index = kueue_api.pods_by_index(self.pods_of_job(namespace, job_name))
         tails: dict[int, str] = {}
         for index in indexes:
             candidates = by_index.get(index)
-            if not candidates:
-                continue
-            pod = candidates[0]
-            try:
-                tails[index] = core.read_namespaced_pod_log(
-                    pod["metadata"]["name"], namespace, tail_lines=lines, _request_timeout=10
-                )
-            except Exception as exc:  # logs are a courtesy; their absence must not hide the real failure
-                tails[index] = no_logs_note(pod, exc)
+            if candidates:
+                tails[index] = self._log_tail(namespace, candidates[0], lines)
         return tails
+
+    def index_log_tail(
+        self, namespace: str, job_name: str, index: int, lines: int, limit_bytes: int
+    ) -> tuple[str, str] | None:
+        """(pod name, its last ``lines`` log lines, at most ``limit_bytes``) of the newest pod of one index of
+        a Job; None when the index has no pod (yet, or any longer). One index's pods by label, not the whole
+        Job's: a Job may have 100,000 indexes."""
+        core = client.CoreV1Api(self.api)
+        selector = f"{JOB_NAME_LABEL}={job_name},{INDEX_LABEL}={index}"
+        found = call_with_retry(
+            lambda: core.list_namespaced_pod(namespace, label_selector=selector), "list pods"
+        )
+        pods = kueue_api.pods_by_index([self._json(p) for p in found.items]).get(index)
+        if not pods:
+            return None
+        return pods[0]["metadata"]["name"], self._log_tail(namespace, pods[0], lines, limit_bytes)
+
+    def _log_tail(
+        self, namespace: str, pod: dict[str, Any], lines: int, limit_bytes: int | None = None
+    ) -> str:
+        """A pod's log tail, or why it cannot be read (logs are a courtesy: never the reason a call fails)."""
+        core = client.CoreV1Api(self.api)
+        limit = {"limit_bytes": limit_bytes} if limit_bytes else {}
+        try:
+            return str(
+                core.read_namespaced_pod_log(
+                    pod["metadata"]["name"], namespace, tail_lines=lines, _request_timeout=10, **limit
+                )
+            )
+        except Exception as exc:
+            return no_logs_note(pod, exc)
 
 
 def no_logs_note(pod: dict[str, Any], exc: Exception) -> str:

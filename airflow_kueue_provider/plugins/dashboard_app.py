@@ -50,6 +50,9 @@ from .run_history_source import airflow_run_records, airflow_task_run_records
 log = logging.getLogger(__name__)
 
 UNMAPPED_PLACEHOLDERS = frozenset({"", "{MAP_INDEX}", "-1"})
+LOG_TAIL_LINES = 200
+LOG_TAIL_BYTES = 64 * 1024
+"""The on-demand log tail of one index: its newest pod's last lines, at most this many bytes."""
 
 
 def parse_map_index(raw: str) -> int:
@@ -164,6 +167,7 @@ def create_app(
     namespaces: Callable[[], Sequence[str]] = configured_namespaces,
     dependencies: Sequence[Any] | None = None,
     task_access: Sequence[Any] | None = None,
+    log_access: Sequence[Any] | None = None,
     queues_access: Sequence[Any] | None = None,
     task_instances: Callable[[str, str, str, int], TaskInstanceFacts | None] = airflow_task_instance,
     run_records: Callable[[Collection[str] | None], list[RunRecord]] = airflow_run_records,
@@ -174,7 +178,8 @@ def create_app(
     stream_user: Callable[..., str] | None = None,
 ) -> FastAPI:
     """The app; tests pass their own hook factory and namespaces, and may swap the login and access checks
-    (``dependencies``: every route; ``task_access``: the task routes; ``queues_access``: the queue routes)
+    (``dependencies``: every route; ``task_access``: the task routes; ``log_access``: the log tail of an
+    index, which needs the DAG's task logs; ``queues_access``: the queue routes)
     and the lookup of a task instance's operator in Airflow's database (``task_instances``), the read of
     the operator's results for the run history (``run_records``) and the DAGs whose results the user may
     see (``readable_dags``, a dependency; by default Airflow's auth manager decides for the logged-in user,
@@ -198,6 +203,7 @@ def create_app(
     for_task = (
         list(task_access) if task_access is not None else [dag_access("TASK_INSTANCE", user=airflow_user())]
     )
+    for_logs = list(log_access) if log_access is not None else [dag_access("TASK_LOGS", user=airflow_user())]
     for_queues = list(queues_access) if queues_access is not None else [_queues_access()]
     if readable_dags is None:
         readable_dags = _every_dag if dependencies is not None else _readable_dags()
@@ -354,6 +360,34 @@ def create_app(
 
         conn_id, namespace, name = hook().kubernetes_conn_id, newest["namespace"], newest["name"]
         return held(user, live_feed.job_events(conn_id, namespace, name, render, request.is_disconnected))
+
+    @app.get("/api/task/log", dependencies=for_logs)
+    def task_log(
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        job: str,
+        index: int = Query(ge=0),
+        map_index: str = Query("-1"),
+    ) -> dict[str, Any]:
+        """The log tail of one index of one of the task instance's Jobs (its newest pod), on demand: the
+        Job must be the task instance's own (labels, identity annotations and seal), so a DAG's log reader
+        reads no other DAG's pods."""
+        identity = AirflowIdentity(dag_id, task_id, run_id, map_index=parse_map_index(map_index))
+        scopes: Sequence[str | None] = namespaces() or [None]
+        owned = [j for ns in scopes for j in hook().task_instance_jobs(ns, identity)]
+        found = next((j for j in owned if j["metadata"]["name"] == job), None)
+        if found is None:
+            raise HTTPException(404, f"task instance {dag_id}/{run_id}/{task_id} has no Job {job!r}")
+        completions = int((found.get("spec") or {}).get("completions") or 0)
+        if index >= completions:
+            raise HTTPException(422, f"index: Job {job} has indexes 0-{completions - 1}, got {index}")
+        namespace = found["metadata"]["namespace"]
+        tail = hook().index_log_tail(namespace, job, index, LOG_TAIL_LINES, LOG_TAIL_BYTES)
+        answer: dict[str, Any] = {"job": job, "namespace": namespace, "index": index, "lines": LOG_TAIL_LINES}
+        if tail is None:
+            return {**answer, "pod": None, "log": f"(index {index} has no pod now: not started yet, or gone)"}
+        return {**answer, "pod": tail[0], "log": tail[1]}
 
     return app
 

@@ -59,15 +59,18 @@ def dag_access(
     authorize: DagAuthorizer = airflow_dag_authorizer,
     user: Any = None,
 ) -> Any:
-    """A dependency: 403 unless the user may read ``entity`` of the DAG the request serves. Tests pass an
-    ``authorize`` and a ``user`` dependency of their own; by default Airflow decides for its login."""
+    """A dependency: 403 unless the user may read ``entity`` (``TASK_INSTANCE``, ``TASK_LOGS``) of the DAG
+    the request serves. Tests pass an ``authorize`` and a ``user`` dependency of their own; by default Airflow
+    decides for its login."""
 
     login = user if user is not None else airflow_user()
 
     def check(request: Request, who: Any = login) -> None:
         dag_id = served_dag_id(request)
         if not authorize(who, dag_id, entity):
-            raise HTTPException(403, f"Forbidden: you may not read the {entity.lower()}s of DAG {dag_id!r}")
+            what = entity.lower().replace("_", " ")
+            what += "" if what.endswith("s") else "s"
+            raise HTTPException(403, f"Forbidden: you may not read the {what} of DAG {dag_id!r}")
 
     setattr(check, ROUTE_CHECK, "dag")
     return Depends(check)

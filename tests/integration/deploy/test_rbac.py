@@ -73,9 +73,11 @@ class Identity:
                 subject["namespace"] = where.get(subject["namespace"], subject["namespace"])
             if kind.startswith("Cluster"):
                 meta["name"] = f"{meta['name']}-{suffix}"
-                if "roleRef" in doc:
-                    doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{suffix}"
                 self.cluster_scoped.append((kind, meta["name"]))
+            if (
+                doc.get("roleRef", {}).get("kind") == "ClusterRole"
+            ):  # a ClusterRoleBinding's, or a RoleBinding's
+                doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{suffix}"
             if kind == "ServiceAccount":
                 account, self.account_namespace = meta["name"], meta["namespace"]
             _create(cluster, doc)
@@ -239,6 +241,7 @@ def test_the_ui_identity_reads_the_pages_and_cannot_change_anything(
             lambda: [kueue_env.namespace],
             dependencies=[],
             task_access=[],
+            log_access=[],
             queues_access=[],
         )
     )
@@ -261,8 +264,16 @@ def test_the_ui_identity_reads_the_pages_and_cannot_change_anything(
             attempt()
         assert denied.value.status == 403
     assert kueue_env.job(result["job_name"]) is not None
-    with pytest.raises(ApiException) as denied:  # the pages need no pod: the identity reads none
-        client.CoreV1Api(ui.api).list_namespaced_pod(kueue_env.namespace)
+    # The log tail of an index reads its pod's log through the RoleBinding in the team namespace (a KWOK pod
+    # has no log: the note says so, not a 403); no pod of any other namespace.
+    params = {"dag_id": "rbac", "task_id": "shards", "run_id": "ui", "job": result["job_name"], "index": 2}
+    tail = app.get("/api/task/log", params=params).json()
+    assert tail["pod"] and "fake pod (KWOK" in tail["log"] and "403" not in tail["log"], tail
+    with pytest.raises(ApiException) as denied:
+        client.CoreV1Api(ui.api).list_namespaced_pod("kube-system")
+    assert denied.value.status == 403
+    with pytest.raises(ApiException) as denied:
+        client.CoreV1Api(ui.api).list_namespaced_secret(kueue_env.namespace)
     assert denied.value.status == 403
 
 

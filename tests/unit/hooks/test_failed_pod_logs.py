@@ -114,3 +114,30 @@ def test_failed_index_log_tails_mixes_logs_and_notes() -> None:
         3: "(pod job-3-bbbbb's logs are not available: it is a fake pod (KWOK, no container runtime) and has "
         "none; container main exited with code 1 (Error))",
     }
+
+
+def test_index_log_tail_reads_one_indexs_newest_pod_by_label_bounded() -> None:
+    hook = KueueHook.__new__(KueueHook)
+    hook.__dict__["api"] = mock.Mock()
+    older, newer = pod("job-3-old", 3), pod("job-3-new", 3)
+    newer["metadata"]["creationTimestamp"] = "2026-12-02T07:00:00Z"
+    core = mock.Mock()
+    core.list_namespaced_pod.return_value = mock.Mock(items=[older, newer])
+    core.read_namespaced_pod_log.return_value = "last lines\n"
+    with (
+        mock.patch.object(kueue_hook.client, "CoreV1Api", return_value=core),
+        mock.patch.object(KueueHook, "_json", side_effect=lambda p: p),
+    ):
+        assert hook.index_log_tail("ns", "job", 3, lines=200, limit_bytes=65536) == (
+            "job-3-new",
+            "last lines\n",
+        )
+        core.list_namespaced_pod.return_value = mock.Mock(items=[])
+        assert hook.index_log_tail("ns", "job", 4, lines=200, limit_bytes=65536) is None
+    first, _ = core.list_namespaced_pod.call_args_list
+    assert first.kwargs["label_selector"] == (
+        "batch.kubernetes.io/job-name=job,batch.kubernetes.io/job-completion-index=3"
+    ), "one index's pods, never the whole Job's"
+    core.read_namespaced_pod_log.assert_called_once_with(
+        "job-3-new", "ns", tail_lines=200, _request_timeout=10, limit_bytes=65536
+    )

@@ -38,6 +38,7 @@ def test_every_route_of_the_app_has_its_own_authorization_and_every_dag_route_th
         "/task",
         "/api/task",
         "/api/task/stream",
+        "/api/task/log",
     }
     for route in routes:
         checks = route_checks(route)

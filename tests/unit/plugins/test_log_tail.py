@@ -1,0 +1,94 @@
+"""The on-demand log tail of one index: only for a user Airflow lets read the DAG's task logs, only of the
+task instance's own Jobs, one index's newest pod, bounded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi import Depends
+from fastapi.testclient import TestClient
+
+from airflow_kueue_provider.plugins.dashboard_app import LOG_TAIL_BYTES, LOG_TAIL_LINES, create_app
+from airflow_kueue_provider.plugins.route_access import dag_access
+
+QUERY = {"dag_id": "a", "run_id": "r", "task_id": "t", "map_index": "{MAP_INDEX}", "job": "job-1", "index": 3}
+
+
+class OneJob:
+    """The task instance's one Job (4 indexes); every index but 2 has a pod with a log."""
+
+    kubernetes_conn_id = "conn"
+
+    def __init__(self) -> None:
+        self.tails: list[tuple[str, str, int, int, int]] = []
+        self.identities: list[Any] = []
+
+    def task_instance_jobs(self, namespace: str | None, identity: Any) -> list[dict[str, Any]]:
+        self.identities.append(identity)
+        return [{"metadata": {"name": "job-1", "namespace": "team-a"}, "spec": {"completions": 4}}]
+
+    def index_log_tail(
+        self, namespace: str, job: str, index: int, lines: int, limit_bytes: int
+    ) -> tuple[str, str] | None:
+        self.tails.append((namespace, job, index, lines, limit_bytes))
+        return None if index == 2 else (f"{job}-{index}-x", "<script>alert(1)</script>\nTraceback ...\n")
+
+
+def _client(hook: OneJob, asked: list[tuple[str, str]] | None = None) -> TestClient:
+    def authorize(user: Any, dag_id: str, entity: str) -> bool:
+        (asked if asked is not None else []).append((dag_id, entity))
+        return dag_id == "a"
+
+    app = create_app(
+        lambda: hook,  # type: ignore[arg-type,return-value]
+        lambda: ["team-a"],
+        dependencies=[],
+        task_access=[],
+        queues_access=[],
+        log_access=[dag_access("TASK_LOGS", authorize, user=Depends(lambda: "alice"))],
+    )
+    return TestClient(app)
+
+
+def test_the_tail_of_one_index_of_the_task_instances_job_is_bounded_and_returned_as_data() -> None:
+    hook, asked = OneJob(), []
+    answer = _client(hook, asked).get("/api/task/log", params=QUERY)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("application/json"), "data, never HTML: the page"
+    body = answer.json()  # sets it as text
+    assert body["pod"] == "job-1-3-x" and body["log"].startswith("<script>") and body["index"] == 3
+    assert hook.tails == [("team-a", "job-1", 3, LOG_TAIL_LINES, LOG_TAIL_BYTES)]
+    assert asked == [("a", "TASK_LOGS")], "the DAG's task logs permission, not only its task instances"
+    (identity,) = hook.identities
+    assert (identity.dag_id, identity.task_id, identity.run_id, identity.map_index) == ("a", "t", "r", -1)
+
+
+def test_a_user_who_may_not_read_the_dags_logs_gets_403_and_nothing_is_read() -> None:
+    hook = OneJob()
+    answer = _client(hook).get("/api/task/log", params={**QUERY, "dag_id": "b"})
+    assert answer.status_code == 403 and "the task logs of DAG" in answer.text
+    assert hook.tails == [] and hook.identities == []
+
+
+def test_a_job_that_is_not_the_task_instances_own_is_404_and_no_pod_is_read() -> None:
+    hook = OneJob()
+    answer = _client(hook).get("/api/task/log", params={**QUERY, "job": "another-teams-job"})
+    assert answer.status_code == 404 and "has no Job 'another-teams-job'" in answer.text
+    assert hook.tails == []
+
+
+@pytest.mark.parametrize("index", ["4", "-1", "x"])
+def test_an_index_outside_the_job_is_refused_with_the_range(index: str) -> None:
+    hook = OneJob()
+    answer = _client(hook).get("/api/task/log", params={**QUERY, "index": index})
+    assert answer.status_code == 422, answer.text
+    if index == "4":
+        assert "indexes 0-3" in answer.text
+    assert hook.tails == []
+
+
+def test_an_index_without_a_pod_says_so() -> None:
+    answer = _client(OneJob()).get("/api/task/log", params={**QUERY, "index": 2})
+    assert answer.status_code == 200 and answer.json()["pod"] is None
+    assert "has no pod now" in answer.json()["log"]
