@@ -27,8 +27,13 @@ LocalQueues and the two WorkloadPriorityClasses)::
 The same command works on the local cluster (``make cluster-up``) with its own kubectl, in the directory
 that ``bash devcluster/build.sh`` prints, after ``source .devcluster/env`` (which sets KUBECONFIG).
 
-Settings (environment, so the same file runs on AKS and on the local cluster):
-MC_RESEARCH_SHARDS (default 400) and MC_RESEARCH_PARALLELISM (40), MC_RISK_SHARDS (20) and
+The shard counts, parallelism and paths are DAG ``params`` (``research_shards``, ``research_parallelism``,
+``research_paths``, ``risk_shards``, ``risk_parallelism``, ``risk_paths``: change them when triggering a run).
+Each task updates an Asset when it succeeds (``monte-carlo-research-estimates``, ``risk-var-global-rates``),
+so a downstream DAG can be scheduled on them.
+
+Deployment settings (environment, so the same file runs on AKS and on the local cluster):
+MC_RESEARCH_SHARDS (the params' defaults: 400) and MC_RESEARCH_PARALLELISM (40), MC_RISK_SHARDS (20) and
 MC_RISK_PARALLELISM (20), MC_SHARD_CPU (4) and MC_SHARD_MEMORY (16Gi) per shard, MC_RESEARCH_PATHS
 (paths per research shard, 1000000), MC_RISK_PATHS (200000), MC_IMAGE, MC_RESEARCH_NAMESPACE (research),
 MC_RESEARCH_QUEUE (research-queue), MC_RESEARCH_PRIORITY (research-batch), MC_RISK_NAMESPACE (risk),
@@ -43,7 +48,7 @@ import os
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Asset, Param, task
 
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
@@ -57,6 +62,9 @@ SHARD_RESOURCES = {
 }
 RESEARCH_SHARDS = int(os.environ.get("MC_RESEARCH_SHARDS", "400"))
 RISK_SHARDS = int(os.environ.get("MC_RISK_SHARDS", "20"))
+RESEARCH_MAX_FAILED = max(1, RESEARCH_SHARDS // 50)  # a few lost seeds do not spoil the estimate
+RESEARCH_ESTIMATES = Asset(name="monte-carlo-research-estimates", uri="montecarlo://research/estimates")
+RISK_VAR = Asset(name="risk-var-global-rates", uri="montecarlo://risk/var/global-rates")
 FAKE_RUN = os.environ.get("MC_RUN_DURATION", "")
 
 
@@ -79,6 +87,24 @@ with DAG(
     max_active_runs=1,
     default_args={"retries": 2, "retry_delay": timedelta(minutes=2)},
     tags=["kueue", "monte-carlo", "spot", "cohort"],
+    params={
+        "research_shards": Param(  # at least the seeds it may lose (max_failed_indexes)
+            RESEARCH_SHARDS, type="integer", minimum=RESEARCH_MAX_FAILED, maximum=100_000, description="seeds"
+        ),
+        "research_parallelism": Param(
+            int(os.environ.get("MC_RESEARCH_PARALLELISM", "40")), type="integer", minimum=1
+        ),
+        "research_paths": Param(
+            int(os.environ.get("MC_RESEARCH_PATHS", "1000000")), type="integer", minimum=1
+        ),
+        "risk_shards": Param(
+            RISK_SHARDS, type="integer", minimum=1, maximum=100_000, description="scenarios"
+        ),
+        "risk_parallelism": Param(
+            int(os.environ.get("MC_RISK_PARALLELISM", "20")), type="integer", minimum=1
+        ),
+        "risk_paths": Param(int(os.environ.get("MC_RISK_PATHS", "200000")), type="integer", minimum=1),
+    },
 ) as dag:
     research = KueueIndexedJobOperator(
         task_id="research_batch",
@@ -91,18 +117,19 @@ with DAG(
             "--model",
             "rough-heston",
             "--paths",
-            os.environ.get("MC_RESEARCH_PATHS", "1000000"),
+            "{{ params.research_paths }}",
             "--seed",
             "$(JOB_COMPLETION_INDEX)",
         ],
         env={"RUN_ID": "{{ run_id }}"},
-        completions=RESEARCH_SHARDS,
-        parallelism=min(RESEARCH_SHARDS, int(os.environ.get("MC_RESEARCH_PARALLELISM", "40"))),
+        completions="{{ params.research_shards }}",
+        parallelism="{{ [params.research_parallelism, params.research_shards] | min }}",
         resources=SHARD_RESOURCES,
         spot=True,
         backoff_limit_per_index=2,
-        max_failed_indexes=max(1, RESEARCH_SHARDS // 50),  # a few lost seeds do not spoil the estimate
+        max_failed_indexes=RESEARCH_MAX_FAILED,
         annotations=fake_run("RESEARCH"),
+        outlets=[RESEARCH_ESTIMATES],
     )
 
     risk = KueueIndexedJobOperator(
@@ -116,21 +143,22 @@ with DAG(
             "--portfolio",
             "global-rates",
             "--paths",
-            os.environ.get("MC_RISK_PATHS", "200000"),
+            "{{ params.risk_paths }}",
             "--confidence",
             "0.99",
             "--seed",
             "$(JOB_COMPLETION_INDEX)",
         ],
         env={"RUN_ID": "{{ run_id }}", "VALUATION_DATE": "{{ dag_run.run_after | ds }}"},
-        completions=RISK_SHARDS,
-        parallelism=min(RISK_SHARDS, int(os.environ.get("MC_RISK_PARALLELISM", "20"))),
+        completions="{{ params.risk_shards }}",
+        parallelism="{{ [params.risk_parallelism, params.risk_shards] | min }}",
         resources=SHARD_RESOURCES,
         spot=True,
         backoff_limit_per_index=3,
         max_failed_indexes=0,  # VaR needs every scenario
         queue_timeout=timedelta(minutes=30),  # the numbers are due before the desk opens
         annotations=fake_run("RISK"),
+        outlets=[RISK_VAR],
     )
 
     @task

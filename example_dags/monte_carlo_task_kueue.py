@@ -1,6 +1,6 @@
 """A Monte Carlo VaR run written as a Python function: ``@task.kueue`` runs ``price_paths`` once per shard
 in the shard image, queued by Kueue, and returns each shard's estimate; ``aggregate`` reads them from the
-result.
+result and updates the ``risk-var-taskflow`` Asset.
 
 Settings are DAG ``params`` (change them when triggering); the queue and namespace are the fair-share
 example's (``example_dags/manifests``). The shard image needs the worker package (docs/worker-package.md).
@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Asset, Param, task
 
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
 
@@ -46,7 +46,7 @@ with DAG(
         losses = sorted(max(0.0, rng.gauss(0, 1)) for _ in range(paths))
         return losses[int(0.99 * (paths - 1))]  # this shard's 99% quantile of the loss
 
-    @task
+    @task(outlets=[Asset(name="risk-var-taskflow", uri="montecarlo://risk/var/taskflow")])
     def aggregate(priced: dict[str, Any]) -> float:
         values = list(priced["results"].values())
         return sum(values) / len(values)

@@ -1,6 +1,7 @@
 """@task.kueue on the local cluster: the decorated function really runs, once per shard, as processes of the
 process nodes (packed 10 shards a pod), reading its Blob checkpoints through Azurite; two shards fail on the
-first try, and the retry runs only those two; the task's result carries every shard's return value."""
+first try, and the retry runs only those two; the task's result carries every shard's return value. The Kueue
+tab's app shows both tries' Jobs, and a failed index's log tail is the pod's real output."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ from typing import Any
 
 import pytest
 from airflow.sdk import DAG, task
+from fastapi.testclient import TestClient
 
 from airflow_kueue_provider.decorators.kueue_task import KueueDecoratedOperator
+from airflow_kueue_provider.hooks.kueue_hook import KueueHook
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.failures import KueueJobFailed
+from airflow_kueue_provider.plugins.dashboard_app import create_app
 
 from ..cluster import Cluster, KueueEnv
 from ..operators.test_shard_packing import (
@@ -62,16 +66,48 @@ def test_a_kueue_task_runs_its_function_per_shard_and_a_retry_runs_only_the_fail
             if shard.shard_id in failing and not os.path.exists(mark):
                 open(mark, "w").close()
                 raise RuntimeError(f"shard {shard.shard_id} fails on its first run")
+            print(f"squared shard {shard.shard_id}", flush=True)
             return int(shard.shard_id) ** 2
 
         op = square(str(calls), FAILING, str(marks)).operator
     assert isinstance(op, KueueDecoratedOperator)
 
-    with pytest.raises(KueueJobFailed):
+    with pytest.raises(KueueJobFailed) as first_try:
         op.execute({"ti": _ti(1)})  # type: ignore[arg-type]
+    assert "fails on its first run" in str(first_try.value), "the failure quotes the pod's real log"
     result = op.execute({"ti": _ti(2)})  # type: ignore[arg-type]
 
     ran = collections.Counter(int(line) for line in calls.read_text().split())
     assert ran == {s: 2 if s in FAILING else 1 for s in range(SHARDS)}, "each shard once, a failed one twice"
     assert (result["completed_indexes"], result["attempts"], result["retried_shards"]) == ("0-99", 2, 2)
     assert result["results"] == {str(s): s * s for s in range(SHARDS)}
+
+    _the_kueue_tab_shows_both_tries(queues.namespace)
+
+
+def _the_kueue_tab_shows_both_tries(namespace: str) -> None:
+    app = TestClient(
+        create_app(
+            lambda: KueueHook("kubernetes_default"),
+            lambda: [namespace],
+            dependencies=[],
+            task_access=[],
+            log_access=[],
+            queues_access=[],
+            task_instances=lambda *key: None,
+            task_runs=lambda *key: [],
+        )
+    )
+    ti = _ti(1)
+    key = {"dag_id": ti.dag_id, "task_id": ti.task_id, "run_id": ti.run_id}
+    first, retry = app.get("/api/task", params=key).json()["jobs"]
+    assert retry["grid"]["counts"]["done"] == retry["grid"]["completions"], retry["grid"]
+    failed = [run["first"] for run in first["grid"]["runs"] if run["state"] == "failed"]
+    assert failed, first["grid"]
+    tail = app.get("/api/task/log", params={**key, "job": first["name"], "index": failed[0]}).json()
+    assert "fails on its first run" in tail["log"], tail
+    done = app.get("/api/task/log", params={**key, "job": retry["name"], "index": 0}).json()
+    assert "squared shard" in done["log"], done
+    page = app.get("/task", params=key)
+    assert page.status_code == 200
+    assert all(f'data-job="{job["name"]}"' in page.text for job in (first, retry)), page.text[:3000]

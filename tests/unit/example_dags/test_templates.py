@@ -42,3 +42,23 @@ def test_templates_render_without_a_logical_date(path: Path) -> None:
                 "macros": SimpleNamespace(),
             }
             task.render_template_fields(context)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_the_examples_take_their_counts_from_params_and_update_an_asset(path: Path) -> None:
+    """As Airflow users expect: the sizes change per run (trigger with params), and a successful run
+    updates an Asset a downstream DAG can be scheduled on."""
+    from airflow.sdk import Asset
+
+    from airflow_kueue_provider.operators.kueue_operator import KueueOperator
+
+    dags = [v for v in runpy.run_path(str(path)).values() if isinstance(v, DAG)]
+    kueue_tasks = [t for dag in dags for t in dag.tasks if isinstance(t, KueueOperator)]
+    assert kueue_tasks, f"{path.name} has no Kueue task"
+    for dag in dags:
+        assert any(isinstance(o, Asset) for t in dag.tasks for o in t.outlets), (
+            f"{dag.dag_id} updates no Asset"
+        )
+    for task in kueue_tasks:
+        if hasattr(task, "completions"):
+            assert "params." in str(task.completions), f"{task.task_id}: completions={task.completions!r}"
