@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots
+.PHONY: test-bed-py312 venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -64,10 +64,11 @@ test: venv
 	-$(PY) -m pytest $(PYTEST_ARGS) -m "serial and not soak" --durations=10 --junitxml=$(TEST_REPORTS)/serial.xml tests
 	-$(MAKE) --no-print-directory test-min-airflow PYTEST_ARGS="$(PYTEST_ARGS) --junitxml=$(TEST_REPORTS)/min-airflow.xml"
 	-$(MAKE) --no-print-directory test-python-lanes PYTEST_ARGS="$(PYTEST_ARGS)"
+	-$(MAKE) --no-print-directory test-bed-py312 PYTEST_ARGS="$(PYTEST_ARGS)"
 	-$(MAKE) --no-print-directory test-worker-package PYTEST_ARGS="$(PYTEST_ARGS)"
 	@$(PY) tools/test_summary.py $(TEST_REPORTS)/parallel.xml $(TEST_REPORTS)/serial.xml \
 		$(TEST_REPORTS)/min-airflow.xml $(foreach v,$(PY_LANES),$(TEST_REPORTS)/unit-py$(v).xml) \
-		$(TEST_REPORTS)/worker-package.xml
+		$(TEST_REPORTS)/bed-py3.12.xml $(TEST_REPORTS)/worker-package.xml
 
 ## The lowest supported versions: build the wheel, install it in a venv of its own (kept outside the repo) with
 ## every direct dependency at its pyproject floor (tools/lowest_requirements.py: Airflow 3.1, cncf-kubernetes
@@ -102,6 +103,17 @@ test-python-lanes: venv
 	  $$venv/bin/python -m pytest $(PYTEST_ARGS) -n 2 -q --junitxml=$(TEST_REPORTS)/unit-py$$v.xml tests/unit \
 	    || status=1; \
 	done; exit $$status
+
+## A bed lane on Python 3.12 (Airflow's images default to it): the operator, its trigger and @task.kueue on the
+## local cluster, from test-python-lanes' 3.12 venv (run it first). The process nodes' shards run on the bed's own
+## venv; the provider's side (operator, trigger, hooks, the previous version's trigger resuming) runs on 3.12.
+BED_LANE_TESTS ?= tests/integration/decorators tests/integration/triggers
+test-bed-py312: venv
+	@mkdir -p $(TEST_REPORTS); venv=$(HOME)/.cache/airflow-kueue-provider/venv-py3.12; \
+	test -x $$venv/bin/python || { echo "test-bed-py312: run make test-python-lanes first ($$venv)" >&2; exit 1; }; \
+	echo "bed lane on $$($$venv/bin/python --version)"; \
+	$$venv/bin/python -m pytest $(PYTEST_ARGS) -q -m "not serial and not soak" \
+		--junitxml=$(TEST_REPORTS)/bed-py3.12.xml $(BED_LANE_TESTS)
 
 ## The worker package (worker-package/, what a shard's image installs): built from this tree, installed alone
 ## in a venv of its own (kept outside the repo), checked to import without Airflow, and the worker SDK's unit
