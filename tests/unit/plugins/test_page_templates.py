@@ -69,6 +69,15 @@ def test_no_template_marks_a_value_safe_or_turns_escaping_off() -> None:
         assert not re.search(r"\|\s*safe\b|autoescape\s+false|Markup", text), path.name
 
 
+def test_the_page_follows_airflows_colour_mode_before_it_paints() -> None:
+    html = dashboard_pages.error_page("x")
+    head = html[: html.index("<body>")]
+    assert "localStorage.getItem(k)" in head and f'k="{page_templates.AIRFLOW_THEME_KEY}"' in head
+    assert "setAttribute('data-theme'" in head and "addEventListener('storage'" in head
+    assert ":root[data-theme=dark]{" in head and "prefers-color-scheme: dark" in head
+    assert head.index("<script>") < head.index("<style>"), "the attribute is set before the CSS applies"
+
+
 # --- hostile text in every field ---------------------------------------------------------------------------
 
 
