@@ -1,9 +1,10 @@
-"""Line charts as inline SVG, drawn on the server (pure: no I/O, no JavaScript, nothing fetched).
+"""Line charts as inline SVG, drawn on the server (no JavaScript, nothing fetched): the geometry here (scales,
+ticks, coordinates, in Python), the markup in ``templates/chart.svg`` (autoescaped, like every template).
 
 Accessible: the ``<svg>`` is an image labelled by its ``<title>`` and ``<desc>``; both axes carry a label with
 the unit; each point has a ``<title>`` (shown on hover) saying what it is; series differ by line pattern and
 marker shape as well as colour (Okabe-Ito's palette, readable by colour-blind eyes). Text is
-``currentColor``, so it follows the page's light or dark theme; every string is escaped.
+``currentColor``, so it follows the page's light or dark theme; every string is escaped by the template.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from html import escape
 from typing import Literal
+
+from .page_templates import render_macro
 
 PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9")
 DASHES = {"solid": "", "dashed": "7 4", "dotted": "2 3", "none": ""}
@@ -56,6 +58,63 @@ class Reference:
     label: str
 
 
+@dataclass(frozen=True)
+class MarkerView:
+    """A point's marker where the chart draws it; ``note``: its hover title, none when empty."""
+
+    shape: Marker
+    x: float
+    y: float
+    color: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class SeriesView:
+    name: str
+    color: str
+    dash: str
+    """The lines' ``stroke-dasharray``; empty for a solid line."""
+    polylines: tuple[str, ...]
+    """Each unbroken run's ``points`` (drawn only when the series has a line)."""
+    markers: tuple[MarkerView, ...]
+
+
+@dataclass(frozen=True)
+class LegendEntry:
+    x: int
+    name: str
+    color: str
+    dash: str
+    line: bool
+    marker: MarkerView | None
+
+
+@dataclass(frozen=True)
+class ChartView:
+    """What ``chart.svg`` draws: every position computed here, every text still to be escaped there."""
+
+    id: str
+    title: str
+    desc: str
+    y_ticks: tuple[tuple[float, str], ...]
+    """Each horizontal gridline's y and its label."""
+    x_ticks: tuple[tuple[float, str], ...]
+    """Each vertical gridline's x and its label."""
+    axis_label: str
+    y_label: str
+    reference: tuple[float, str] | None
+    """The reference line's y and its label."""
+    series: tuple[SeriesView, ...]
+    legend: tuple[LegendEntry, ...]
+    width: int = WIDTH
+    height: int = HEIGHT
+    left: int = LEFT
+    right: int = WIDTH - RIGHT
+    top: int = TOP
+    bottom: int = HEIGHT - BOTTOM
+
+
 def time_chart(
     chart_id: str,
     title: str,
@@ -70,6 +129,25 @@ def time_chart(
 ) -> str:
     """A chart of ``series`` over UTC time. ``gap_seconds``: a line breaks where two points are further apart
     (no sample there). ``y_max``: at least this high (the axis starts at 0)."""
+    view = chart_view(
+        chart_id, title, desc, series, y_label, y_format, reference, gap_seconds, x_range, y_max
+    )
+    return render_macro("chart.svg", "chart", view)
+
+
+def chart_view(
+    chart_id: str,
+    title: str,
+    desc: str,
+    series: Sequence[Series],
+    y_label: str,
+    y_format: Callable[[float], str] = lambda v: f"{v:g}",
+    reference: Reference | None = None,
+    gap_seconds: float | None = None,
+    x_range: tuple[float, float] | None = None,
+    y_max: float | None = None,
+) -> ChartView:
+    """The geometry of ``time_chart`` (the same arguments), for a template to draw with ``chart.svg``."""
     xs = [p.x for s in series for p in s.points] + [s.end_x for s in series if s.end_x is not None]
     ys = [p.y for s in series for p in s.points if p.y is not None]
     if reference is not None:
@@ -89,68 +167,33 @@ def time_chart(
     def sy(y: float) -> float:
         return TOP + plot_h - y / top[-1] * plot_h
 
-    out = [
-        f'<svg id="{escape(chart_id)}" class="chart" role="img" aria-labelledby="{escape(chart_id)}-t '
-        f'{escape(chart_id)}-d" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
-        'style="max-width:100%;height:auto" font-size="12" font-family="system-ui,sans-serif" '
-        'xmlns="http://www.w3.org/2000/svg">',
-        f'<title id="{escape(chart_id)}-t">{escape(title)}</title>',
-        f'<desc id="{escape(chart_id)}-d">{escape(desc)}</desc>',
-    ]
-    for tick in top:  # y grid and labels
-        y = sy(tick)
-        out.append(
-            f'<line class="gridline" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" '
-            'stroke="#d9e2ec"/>'
-            f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" fill="currentColor">'
-            f"{escape(y_format(tick))}</text>"
-        )
-    for tick, label in time_ticks(x0, x1):
-        x = sx(tick)
-        out.append(
-            f'<line class="gridline" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{TOP + plot_h}" '
-            'stroke="#eef2f6"/>'
-            f'<text x="{x:.1f}" y="{TOP + plot_h + 16}" text-anchor="middle" fill="currentColor">'
-            f"{escape(label)}</text>"
-        )
-    out.append(
-        f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{TOP + plot_h}" y2="{TOP + plot_h}" '
-        'stroke="currentColor"/>'
-        f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + plot_h}" stroke="currentColor"/>'
-        f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 6}" text-anchor="middle" fill="currentColor">'
-        f"{escape(axis_label)}</text>"
-        f'<text transform="translate(14 {TOP + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle" '
-        f'fill="currentColor">{escape(y_label)}</text>'
+    return ChartView(
+        id=chart_id,
+        title=title,
+        desc=desc,
+        y_ticks=tuple((sy(tick), y_format(tick)) for tick in top),
+        x_ticks=tuple((sx(tick), label) for tick, label in time_ticks(x0, x1)),
+        axis_label=axis_label,
+        y_label=y_label,
+        reference=None if reference is None else (sy(reference.y), reference.label),
+        series=tuple(_series(s, sx, sy, gap_seconds) for s in series),
+        legend=_legend(series),
     )
-    if reference is not None:
-        y = sy(reference.y)
-        out.append(
-            f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="currentColor" '
-            'stroke-dasharray="1 3"/>'
-            f'<text x="{WIDTH - RIGHT + 4}" y="{y + 4:.1f}" fill="currentColor">'
-            f"{escape(reference.label)}</text>"
-        )
-    for s in series:
-        out.append(_series(s, sx, sy, gap_seconds))
-    out.append(_legend(series))
-    out.append("</svg>")
-    return "".join(out)
 
 
-def _series(s: Series, sx: Callable[[float], float], sy: Callable[[float], float], gap: float | None) -> str:
+def _series(
+    s: Series, sx: Callable[[float], float], sy: Callable[[float], float], gap: float | None
+) -> SeriesView:
     color = PALETTE[s.color % len(PALETTE)]
-    parts = [f'<g class="series" data-series="{escape(s.name)}">']
+    lines: tuple[str, ...] = ()
     if s.line != "none":
-        dash = f' stroke-dasharray="{DASHES[s.line]}"' if DASHES[s.line] else ""
-        for run in _runs(s, gap):
-            coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in run)
-            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{coords}"/>')
+        lines = tuple(" ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in run) for run in _runs(s, gap))
+    markers: tuple[MarkerView, ...] = ()
     if s.marker != "none":
-        for p in s.points:
-            if p.y is not None:
-                parts.append(_marker(s.marker, sx(p.x), sy(p.y), color, p.note))
-    parts.append("</g>")
-    return "".join(parts)
+        markers = tuple(
+            MarkerView(s.marker, sx(p.x), sy(p.y), color, p.note) for p in s.points if p.y is not None
+        )
+    return SeriesView(s.name, color, DASHES[s.line], lines, markers)
 
 
 def _runs(s: Series, gap: float | None) -> list[list[tuple[float, float]]]:
@@ -175,31 +218,14 @@ def _runs(s: Series, gap: float | None) -> list[list[tuple[float, float]]]:
     return [run for run in runs if run]
 
 
-def _marker(shape: Marker, x: float, y: float, color: str, note: str) -> str:
-    tip = f"<title>{escape(note)}</title>" if note else ""
-    if shape == "square":
-        return f'<rect x="{x - 4:.1f}" y="{y - 4:.1f}" width="8" height="8" fill="{color}">{tip}</rect>'
-    if shape == "diamond":
-        pts = f"{x:.1f},{y - 5:.1f} {x + 5:.1f},{y:.1f} {x:.1f},{y + 5:.1f} {x - 5:.1f},{y:.1f}"
-        return f'<polygon points="{pts}" fill="{color}">{tip}</polygon>'
-    return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{color}">{tip}</circle>'
-
-
-def _legend(series: Sequence[Series]) -> str:
-    parts, x = ['<g class="legend">'], LEFT
+def _legend(series: Sequence[Series]) -> tuple[LegendEntry, ...]:
+    entries, x = [], LEFT
     for s in series:
         color = PALETTE[s.color % len(PALETTE)]
-        dash = f' stroke-dasharray="{DASHES[s.line]}"' if s.line not in ("none", "solid") else ""
-        if s.line != "none":
-            parts.append(
-                f'<line x1="{x}" x2="{x + 22}" y1="12" y2="12" stroke="{color}" stroke-width="2"{dash}/>'
-            )
-        if s.marker != "none":
-            parts.append(_marker(s.marker, x + 11, 12, color, ""))
-        parts.append(f'<text x="{x + 28}" y="16" fill="currentColor">{escape(s.name)}</text>')
+        marker = None if s.marker == "none" else MarkerView(s.marker, x + 11, 12, color)
+        entries.append(LegendEntry(x, s.name, color, DASHES[s.line], s.line != "none", marker))
         x += 40 + 7 * len(s.name)
-    parts.append("</g>")
-    return "".join(parts)
+    return tuple(entries)
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:

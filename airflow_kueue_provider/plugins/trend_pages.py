@@ -1,12 +1,13 @@
-"""The plots of the Kueue pages (HTML around ``svg_chart``; pure): a task's recent runs against its ideal, a
-ClusterQueue's recent runs, and a ClusterQueue's quota and Workloads over time. Every value is escaped."""
+"""The plots of the Kueue pages (around ``svg_chart``): a task's recent runs against its ideal, a
+ClusterQueue's recent runs, and a ClusterQueue's quota and Workloads over time. Here the words and numbers of
+each (a view); the HTML in ``templates/trends.html``, which escapes every value."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from html import escape
 
 from ..kueue.run_history import QueueHistory
 from ..kueue.run_trends import (
@@ -16,7 +17,8 @@ from ..kueue.run_trends import (
     TaskTrend,
     quota_series,
 )
-from .svg_chart import Point, Reference, Series, duration_unit, time_chart
+from .page_templates import render_macro
+from .svg_chart import ChartView, Point, Reference, Series, chart_view, duration_unit
 
 SAMPLE_GAP_SECONDS = 150.0
 """A ClusterQueue's line breaks where two samples are further apart: no queue page was open then (an open
@@ -26,6 +28,33 @@ IDEAL_SENTENCE = (
     "Ideal: the shortest run time among these runs of the task with the same number of shards that "
     "finished every shard."
 )
+
+
+Cells = tuple[tuple[str, ...], tuple[str, ...]]
+"""A table row: its plain cells, then its number cells."""
+
+
+@dataclass(frozen=True)
+class TaskTrendView:
+    sentences: tuple[str, ...]
+    chart: ChartView | None
+    """None: the task has no result yet (and nothing else is shown)."""
+    note: str
+    rows: tuple[Cells, ...]
+
+
+@dataclass(frozen=True)
+class QueueOverTime:
+    name: str
+    summary: str | None
+    """None: no samples yet (and no charts)."""
+    charts: tuple[ChartView, ...]
+
+
+@dataclass(frozen=True)
+class QueuesOverTime:
+    window: str
+    queues: tuple[QueueOverTime, ...]
 
 
 def chart_id(*parts: str) -> str:
@@ -57,12 +86,12 @@ def _clock(at: float) -> str:
 def task_trend_html(trend: TaskTrend) -> str:
     """The task's recent runs: a sentence on the newest, the newest runs against the ones before, the plot
     of run time, ideal and queue wait, and the numbers in a table."""
-    head = "<h3>Recent runs of this task</h3>"
+    return render_macro("trends.html", "task_trend", task_trend_view(trend))
+
+
+def task_trend_view(trend: TaskTrend) -> TaskTrendView:
     if not trend.points:
-        return (
-            f'<section class="trend" data-trend="task">{head}<p class=muted>No finished run of this task '
-            "has left a Kueue result yet.</p></section>"
-        )
+        return TaskTrendView((), None, "", ())
     newest = trend.newest
     assert newest is not None
     sentences = [_newest_sentence(newest)]
@@ -80,14 +109,20 @@ def task_trend_html(trend: TaskTrend) -> str:
         "from the task's results in Airflow's database; where a result adds up every attempt of a task "
         "instance, its run time and wait are those totals."
     )
-    return (
-        f'<section class="trend" data-trend="task">{head}'
-        + "".join(f'<p class="trend-summary">{escape(s)}</p>' for s in sentences)
-        + task_chart(trend)
-        + f"<p class=muted>{escape(IDEAL_SENTENCE)} {escape(window)}</p>"
-        + _task_table(trend.points)
-        + "</section>"
+    rows = tuple(
+        (
+            (_when(p.finished_at), p.run_id),
+            (
+                seconds_text(p.running_seconds),
+                seconds_text(p.ideal_seconds),
+                seconds_text(p.queued_seconds),
+                f"{p.succeeded}/{p.completions}",
+                str(p.evictions),
+            ),
+        )
+        for p in reversed(trend.points)
     )
+    return TaskTrendView(tuple(sentences), task_chart_view(trend), f"{IDEAL_SENTENCE} {window}", rows)
 
 
 def _newest_sentence(p: TaskRunPoint) -> str:
@@ -101,6 +136,10 @@ def _newest_sentence(p: TaskRunPoint) -> str:
 
 
 def task_chart(trend: TaskTrend) -> str:
+    return render_macro("chart.svg", "chart", task_chart_view(trend))
+
+
+def task_chart_view(trend: TaskTrend) -> ChartView:
     points = trend.points
     longest = max(
         [v for p in points for v in (p.running_seconds, p.queued_seconds, p.ideal_seconds) if v is not None]
@@ -147,7 +186,7 @@ def task_chart(trend: TaskTrend) -> str:
         f"Run time, ideal run time and queue wait of the last {len(points)} runs of task {name} of DAG "
         f"{trend.dag_id}, in {unit}, by the time each run finished. {_newest_sentence(newest)}"
     )
-    return time_chart(
+    return chart_view(
         chart_id("trend", trend.dag_id, trend.task_id, str(trend.map_index)),
         f"Run time against the ideal, and queue wait: {trend.dag_id} / {name}",
         desc,
@@ -156,30 +195,20 @@ def task_chart(trend: TaskTrend) -> str:
     )
 
 
-def _task_table(points: Sequence[TaskRunPoint]) -> str:
-    rows = "".join(
-        f"<tr><td>{escape(_when(p.finished_at))}</td><td>{escape(p.run_id)}</td>"
-        f'<td class="num">{escape(seconds_text(p.running_seconds))}</td>'
-        f'<td class="num">{escape(seconds_text(p.ideal_seconds))}</td>'
-        f'<td class="num">{escape(seconds_text(p.queued_seconds))}</td>'
-        f'<td class="num">{p.succeeded}/{p.completions}</td><td class="num">{p.evictions}</td></tr>'
-        for p in reversed(points)
-    )
-    return (
-        "<details><summary>The numbers, newest first</summary><table><tr><th>Finished</th><th>Run</th>"
-        '<th class="num">Ran</th><th class="num">Ideal</th><th class="num">Queued</th>'
-        f'<th class="num">Done</th><th class="num">Evictions</th></tr>{rows}</table></details>'
-    )
-
-
 # --- per ClusterQueue --------------------------------------------------------------------------------------
 
 
 def queue_runs_chart(history: QueueHistory) -> str:
     """Run time and queue wait of the ClusterQueue's recent runs (several tasks: points, not lines)."""
+    view = queue_runs_chart_view(history)
+    return "" if view is None else render_macro("chart.svg", "chart", view)
+
+
+def queue_runs_chart_view(history: QueueHistory) -> ChartView | None:
+    """None without runs."""
     runs = list(reversed(history.runs))
     if not runs:
-        return ""
+        return None
     longest = max([v for r in runs for v in (r.running_seconds, r.queued_seconds) if v is not None] or [0.0])
     divisor, unit = duration_unit(longest)
 
@@ -204,7 +233,7 @@ def queue_runs_chart(history: QueueHistory) -> str:
             marker="square",
         ),
     ]
-    return time_chart(
+    return chart_view(
         chart_id("runs", history.cluster_queue),
         f"Recent runs in ClusterQueue {history.cluster_queue}: run time and queue wait",
         f"Run time and queue wait, in {unit}, of the last {len(runs)} runs in ClusterQueue "
@@ -227,9 +256,12 @@ def window_sentence(samples: Sequence[QueueSample]) -> str:
 
 def queue_over_time_html(name: str, samples: Sequence[QueueSample], now: float) -> str:
     """Quota reserved against nominal per flavor and resource, and pending and admitted Workloads."""
-    head = f"<h4>ClusterQueue {escape(name)} over time</h4>"
+    return render_macro("trends.html", "queue_over_time", queue_over_time_view(name, samples, now))
+
+
+def queue_over_time_view(name: str, samples: Sequence[QueueSample], now: float) -> QueueOverTime:
     if not samples:
-        return f"{head}<p class=muted>No samples yet.</p>"
+        return QueueOverTime(name, None, ())
     x_range = (samples[0].at, now)
     quota = [
         Series(
@@ -265,10 +297,10 @@ def queue_over_time_html(name: str, samples: Sequence[QueueSample], now: float) 
         + (f"; quota reserved {now_text} of nominal" if now_text else "")
         + f". Most pending: {peak.pending} at {_clock(peak.at)}."
     )
-    charts = []
+    charts: list[ChartView] = []
     if quota:
         charts.append(
-            time_chart(
+            chart_view(
                 chart_id("quota", name),
                 f"ClusterQueue {name}: quota reserved, percent of nominal",
                 f"Quota reserved by admitted Workloads in ClusterQueue {name}, per flavor and resource, as a "
@@ -284,7 +316,7 @@ def queue_over_time_html(name: str, samples: Sequence[QueueSample], now: float) 
             )
         )
     charts.append(
-        time_chart(
+        chart_view(
             chart_id("workloads", name),
             f"ClusterQueue {name}: pending and admitted Workloads",
             f"Workloads pending and admitted in ClusterQueue {name} (every namespace), over "
@@ -297,18 +329,24 @@ def queue_over_time_html(name: str, samples: Sequence[QueueSample], now: float) 
             y_max=4.0,
         )
     )
-    return f'{head}<p class="trend-summary">{escape(summary)}</p><div class="charts">{"".join(charts)}</div>'
+    return QueueOverTime(name, summary, tuple(charts))
 
 
 def queues_over_time_html(names: Sequence[str], samples: dict[str, list[QueueSample]], now: float) -> str:
     """The section of the queue page: one pair of plots per ClusterQueue shown in the table above."""
+    view = queues_over_time_view(names, samples, now)
+    return "" if view is None else render_macro("trends.html", "queues_over_time", view)
+
+
+def queues_over_time_view(
+    names: Sequence[str], samples: dict[str, list[QueueSample]], now: float
+) -> QueuesOverTime | None:
+    """None without names."""
     if not names:
-        return ""
+        return None
     every = [s for name in names for s in samples.get(name, [])]
     first = [min(every, key=lambda s: s.at)] if every else []
-    return (
-        '<section class="trend" data-trend="queues"><h3>ClusterQueues over time</h3>'
-        f"<p class=muted>{escape(window_sentence(first))}</p>"
-        + "".join(queue_over_time_html(name, samples.get(name, []), now) for name in names)
-        + "</section>"
+    return QueuesOverTime(
+        window_sentence(first),
+        tuple(queue_over_time_view(name, samples.get(name, []), now) for name in names),
     )

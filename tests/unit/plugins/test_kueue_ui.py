@@ -69,9 +69,9 @@ def test_pages_escape_names_and_messages() -> None:
     live = LiveState("job", "running", None, IndexGrid(3, IndexSet(), IndexSet(), IndexSet()), False)
     panel = JobPanel("ns", "job", "1", "wl", "cq", live, [step])
     html = task_page("dag / task / run", [panel])
-    assert "&lt;script&gt;" in html and "<script>" not in html
+    assert "&lt;script&gt;x&lt;/script&gt;" in html and "<script>x" not in html
     live_page = task_page("t", [panel], stream='api/task/stream?dag_id="><script>&job=job')
-    assert 'data-stream="api/task/stream?dag_id=&quot;&gt;&lt;script&gt;&amp;job=job"' in live_page
+    assert 'data-stream="api/task/stream?dag_id=&#34;&gt;&lt;script&gt;&amp;job=job"' in live_page
     assert 'data-part="summary:job"' in live_page and 'data-part="grid:job"' in live_page
 
 
