@@ -324,7 +324,7 @@ def create_app(
             stream = f"api/task/stream?{request.url.query}&job={panels[-1].name}"
         elif not panels and facts is not None and facts.makes_kueue_jobs:
             stream = f"api/task/stream?{request.url.query}&job="  # reloads once the task makes its Job
-        return dashboard_pages.task_page(title, panels, facts, stream, trend)
+        return dashboard_pages.task_page(title, panels, facts, stream, trend, log_query=request.url.query)
 
     @app.get("/api/task/stream", dependencies=for_task)
     async def task_stream(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from ..kueue.index_grid import IndexGrid
 from ..kueue.queue_overview import QueueRow
@@ -46,6 +47,9 @@ class PanelView:
     meta: str
     summary_part: str
     grid_part: str
+    log_url: str | None = None
+    """The Job's on-demand log tail (``api/task/log``, relative to the page) without its ``index``; None:
+    no log tail on this page."""
 
 
 def part_id(kind: str, job_name: str) -> str:
@@ -137,15 +141,17 @@ def task_page(
     facts: TaskInstanceFacts | None = None,
     stream: str | None = None,
     trend: TaskTrend | None = None,
+    log_query: str | None = None,
 ) -> str:
     """The task instance's Jobs, newest try first; without any, a plain sentence saying why (``facts``:
     what Airflow knows about the task instance, None when that could not be read). ``stream`` only while
-    the newest Job runs. ``trend``: the task's recent runs, plotted below (also when its Jobs are gone)."""
+    the newest Job runs. ``trend``: the task's recent runs, plotted below (also when its Jobs are gone).
+    ``log_query``: the page's query (the task instance), for each Job's log tail form; None: no form."""
     return render(
         "task.html",
         title=title,
         stream=stream if panels else None,
-        panels=[_panel(panel) for panel in reversed(panels)],
+        panels=[_panel(panel, log_query) for panel in reversed(panels)],
         message="" if panels else no_job_message(facts),
         trend=None if trend is None else task_trend_view(trend),
         cell_limit=GRID_CELL_LIMIT,
@@ -182,7 +188,7 @@ def error_page(message: str) -> str:
     return render("error.html", title="Kueue", stream=None, message=message)
 
 
-def _panel(panel: JobPanel) -> PanelView:
+def _panel(panel: JobPanel, log_query: str | None = None) -> PanelView:
     meta = f"try {panel.try_number}"
     if panel.workload_name:
         meta += f", Workload {panel.workload_name}"
@@ -194,7 +200,8 @@ def _panel(panel: JobPanel) -> PanelView:
         meta += f", replicated job {panel.replicated_job} of JobSet {panel.jobset} (admitted as one Workload)"
     if panel.placement:
         meta += f", placed on {panel.placement}"
-    return PanelView(panel, meta, part_id("summary", panel.name), part_id("grid", panel.name))
+    log_url = None if log_query is None else f"api/task/log?{log_query}&{urlencode({'job': panel.name})}"
+    return PanelView(panel, meta, part_id("summary", panel.name), part_id("grid", panel.name), log_url)
 
 
 def grid_html(grid: IndexGrid) -> str:

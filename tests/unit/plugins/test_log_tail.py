@@ -4,6 +4,7 @@ task instance's own Jobs, one index's newest pod, bounded."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from fastapi import Depends
@@ -92,3 +93,28 @@ def test_an_index_without_a_pod_says_so() -> None:
     answer = _client(OneJob()).get("/api/task/log", params={**QUERY, "index": 2})
     assert answer.status_code == 200 and answer.json()["pod"] is None
     assert "has no pod now" in answer.json()["log"]
+
+
+def test_each_job_of_the_task_page_has_a_log_tail_form_for_its_own_job() -> None:
+    from html.parser import HTMLParser
+
+    from airflow_kueue_provider.plugins.dashboard_pages import task_page
+    from tests.unit.plugins.test_page_templates import _panel
+
+    panel = _panel('"&x')  # a name that needs escaping in an attribute and encoding in a URL
+    html = task_page("t", [panel], log_query="dag_id=a&run_id=r&task_id=t&map_index=-1")
+    forms: list[dict[str, str | None]] = []
+
+    class Forms(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "form":
+                forms.append(dict(attrs))
+
+    Forms().feed(html)
+    (form,) = forms
+    assert (
+        form["data-log"] == f"api/task/log?dag_id=a&run_id=r&task_id=t&map_index=-1&job={quote(panel.name)}"
+    )
+    assert "log-tail" in (form["class"] or "")
+    assert '<pre class="log" hidden></pre>' in html
+    assert task_page("t", [panel]).count("<form") == 0, "no form without the page's query"

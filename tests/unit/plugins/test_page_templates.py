@@ -182,6 +182,7 @@ PAGES: dict[str, Callable[[str], str]] = {
         None,
         f"api/task/stream?dag_id={x}&job=job{x}",
         task_trend(_records(x), f"dag{x}", f"task{x}", -1),
+        log_query=f"dag_id={x}&run_id=r",
     ),
     "task_page_without_a_job": lambda x: dashboard_pages.task_page(
         f"title{x}", [], TaskInstanceFacts(f"Operator{x}"), f"stream{x}"
