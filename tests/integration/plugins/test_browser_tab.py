@@ -163,6 +163,12 @@ def test_unmapped_task_tab_shows_its_job_and_index_grid(ui: Ui, request: pytest.
         legend = frame.locator(".legend span").all_inner_texts()
         assert [" ".join(t.split()) for t in legend] == ["done 5", "failed 1", "running 0", "waiting 0"]
         assert "admitted" in frame.locator("section[data-job] table").inner_text()
+        # A click on the failed index reads its log tail on demand (a KWOK pod has none: the note says so).
+        frame.locator('.grid .cell[title="index 4: failed"]').click()
+        log = frame.locator("section[data-job] pre.log")
+        log.filter(has_text="exited with code").wait_for(timeout=15_000)
+        assert "fake pod (KWOK" in log.inner_text(), log.inner_text()
+        assert frame.locator('form.log-tail input[name="index"]').input_value() == "4"
     finally:
         _screenshot(page, request)
         page.close()
