@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 
 .PHONY: venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml airflow_kueue_provider/__init__.py  # __init__: the version
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[dev]'
