@@ -58,3 +58,8 @@ def test_the_installed_metadata_agrees_when_installed_from_this_tree() -> None:
     assert dist.version == airflow_kueue_provider.__version__, (
         "a stale install: make venv, or pip install -e ."
     )
+
+
+def test_py_typed_ships_in_the_wheel() -> None:
+    assert (REPO / "airflow_kueue_provider" / "py.typed").is_file()
+    assert "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"]["airflow_kueue_provider"]
