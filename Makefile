@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 $(VENV)/.installed: pyproject.toml airflow_kueue_provider/__init__.py  # __init__: the version
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[dev]'
+	$(VENV)/bin/pip install -q --group dev -e .  # pyproject's [dependency-groups] dev (pip >= 25.1)
 	touch $@
 
 venv: $(VENV)/.installed
@@ -97,7 +97,7 @@ test-python-lanes: venv
 	    status=1; continue; fi; \
 	  venv=$(HOME)/.cache/airflow-kueue-provider/venv-py$$v; \
 	  test -x $$venv/bin/python || $$py -m venv $$venv; \
-	  $$venv/bin/pip install -q -e '.[dev]' || { status=1; continue; }; \
+	  $$venv/bin/pip install -q 'pip>=25.1' && $$venv/bin/pip install -q --group dev -e . || { status=1; continue; }; \
 	  echo "unit tests on $$($$venv/bin/python --version)"; \
 	  $$venv/bin/python -m pytest $(PYTEST_ARGS) -n 2 -q --junitxml=$(TEST_REPORTS)/unit-py$$v.xml tests/unit \
 	    || status=1; \

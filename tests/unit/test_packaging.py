@@ -63,3 +63,16 @@ def test_the_installed_metadata_agrees_when_installed_from_this_tree() -> None:
 def test_py_typed_ships_in_the_wheel() -> None:
     assert (REPO / "airflow_kueue_provider" / "py.typed").is_file()
     assert "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"]["airflow_kueue_provider"]
+
+
+def test_development_tools_are_not_a_user_extra() -> None:
+    """pytest, ruff, mypy, playwright... are a PEP 735 dependency group (``pip install --group dev``), which
+    is not part of the published metadata, rather than an extra users would see."""
+    extras = PROJECT.get("optional-dependencies", {})
+    assert "dev" not in extras
+    tools = {
+        re.split(r"[\[<>=~;\s]", requirement, maxsplit=1)[0]
+        for requirement in PYPROJECT["dependency-groups"]["dev"]
+        if isinstance(requirement, str)
+    }
+    assert {"pytest", "ruff", "mypy"} <= tools
