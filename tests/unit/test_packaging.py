@@ -1,6 +1,6 @@
 """The distribution's metadata tells the truth: one version (``airflow_kueue_provider.__version__``) for the
 wheel, the worker wheel and the provider info; ``py.typed`` shipped; no development tool among the users'
-extras."""
+extras. (``tools/check_dist.py``, ``make dist``, builds both wheels and checks the same on what it built.)"""
 
 from __future__ import annotations
 
