@@ -3,13 +3,14 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+PYTHON311 ?= python3.11
 
-.PHONY: test-bed-py312 venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots
+.PHONY: venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots dist test-bed-py312
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml airflow_kueue_provider/__init__.py  # __init__: the version
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[dev]'
+	$(VENV)/bin/pip install -q --group dev -e .  # pyproject's [dependency-groups] dev (pip >= 25.1)
 	touch $@
 
 venv: $(VENV)/.installed
@@ -98,7 +99,7 @@ test-python-lanes: venv
 	    status=1; continue; fi; \
 	  venv=$(HOME)/.cache/airflow-kueue-provider/venv-py$$v; \
 	  test -x $$venv/bin/python || $$py -m venv $$venv; \
-	  $$venv/bin/pip install -q -e '.[dev]' || { status=1; continue; }; \
+	  $$venv/bin/pip install -q 'pip>=25.1' && $$venv/bin/pip install -q --group dev -e . || { status=1; continue; }; \
 	  echo "unit tests on $$($$venv/bin/python --version)"; \
 	  $$venv/bin/python -m pytest $(PYTEST_ARGS) -n 2 -q --junitxml=$(TEST_REPORTS)/unit-py$$v.xml tests/unit \
 	    || status=1; \
@@ -133,6 +134,13 @@ test-worker-package: venv
 		print('worker package', w.__file__)" && \
 	$(WORKER_VENV)/bin/python -m pytest $(PYTEST_ARGS) -q -p no:cacheprovider \
 		--junitxml=$(CURDIR)/$(TEST_REPORTS)/worker-package.xml tests/unit/worker
+
+## The release artifacts: the provider's sdist and wheel and the worker package's wheel in dist/, twine check
+## --strict, and the wheel installed in a clean venv (python3.11, kept outside the repo) where
+## `airflow providers list` must list it (tools/check_dist.py). Needs python3.11 and the package index only:
+## not the project's venv (build and twine live in a tool venv of their own).
+dist:
+	$(PYTHON311) tools/check_dist.py
 
 test-unit: venv
 	$(PY) -m pytest $(PYTEST_ARGS) tests/unit

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import tomllib
@@ -11,10 +12,20 @@ import airflow_kueue_provider
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = tomllib.loads((REPO / "worker-package" / "pyproject.toml").read_text())
+# hatchling's regex version source, its default pattern (hatchling/version/source/regex.py)
+HATCH_DEFAULT_PATTERN = r"(?i)^(__version__|VERSION) *= *([\'\"])v?(?P<version>.+?)\2"
 
 
 def test_its_version_is_the_providers() -> None:
-    assert PACKAGE["project"]["version"] == airflow_kueue_provider.__version__
+    """Not written in worker-package/: hatchling reads it from the provider's ``__init__.py``."""
+    assert "version" not in PACKAGE["project"]
+    assert "version" in PACKAGE["project"]["dynamic"]
+    version_source = PACKAGE["tool"]["hatch"]["version"]
+    assert version_source.get("source", "regex") == "regex" and "pattern" not in version_source
+    path = (REPO / "worker-package" / version_source["path"]).resolve()
+    assert path == Path(airflow_kueue_provider.__file__).resolve()
+    found = re.search(HATCH_DEFAULT_PATTERN, path.read_text(), flags=re.MULTILINE)
+    assert found is not None and found["version"] == airflow_kueue_provider.__version__
 
 
 def test_it_ships_every_package_the_worker_imports() -> None:
