@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .layout import HOST, REPO, Layout
+from .layout import HOST, MAX_PROCESS_NODES, REPO, Layout
 from .procs import Component
 
 KUEUE_CONFIG = "kueue-config.yaml"
@@ -29,6 +29,11 @@ def process_node_count() -> int:
         count = -1
     if count < 0:
         raise ValueError(f"{PROCESS_NODES_ENV}={raw!r}: give a whole number of process nodes (0 for none)")
+    if count > MAX_PROCESS_NODES:
+        raise ValueError(
+            f"{PROCESS_NODES_ENV}={raw!r}: at most {MAX_PROCESS_NODES} process nodes (more would run into "
+            "other components' ports; see Ports.procnode_kubelet in devcluster/layout.py)"
+        )
     return count
 
 
@@ -177,6 +182,8 @@ def _procnode(binary: Path, layout: Layout, number: int) -> Component:
             f"--state-dir={layout.procnode}",
             f"--repo={REPO}",
             f"--health-addr={HOST}:{layout.ports.procnode_health + number}",
+            # the kubelet API (container logs): published in the Node, the API server's pods/log goes there
+            f"--kubelet-port={layout.ports.procnode_kubelet + number}",
             "--cpu=4",
             "--memory=16Gi",
             "--pods=32",

@@ -36,6 +36,9 @@ class Ports:
     jobset_health: int = 28050
     procnode_health: int = 20270
     """Process node ``n`` (``procnode-n``) answers ``/healthz`` on this port plus ``n``."""
+    procnode_kubelet: int = 20300
+    """Process node ``n`` serves the kubelet API (HTTPS, container logs for ``pods/log``) on this port plus
+    ``n``. Both ranges hold ``MAX_PROCESS_NODES`` ports, below MultiKueue worker 1's first port (20347)."""
 
     def shifted(self, by: int) -> Ports:
         """Every port moved by ``by``: another cluster's processes on the same loopback address."""
@@ -43,6 +46,8 @@ class Ports:
 
 
 PORTS = Ports()
+MAX_PROCESS_NODES = PORTS.procnode_kubelet - PORTS.procnode_health
+"""Process nodes the port ranges above have room for (30)."""
 WORKER_PORT_STEP = 100
 """MultiKueue worker ``n`` (1, 2, ...) listens on the manager's ports plus ``n * WORKER_PORT_STEP``."""
 

@@ -6,10 +6,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,7 +35,7 @@ import (
 type options struct {
 	kubeconfig, nodeName, stateDir, repo, healthAddr string
 	shape                                            NodeShape
-	workers                                          int
+	workers, kubeletPort                             int
 }
 
 func main() {
@@ -48,6 +50,8 @@ func main() {
 	flag.StringVar(&o.shape.Pods, "pods", "32", "allocatable pods")
 	flag.StringVar(&o.shape.Zone, "zone", "westeurope-1", "topology.kubernetes.io/zone label")
 	flag.IntVar(&o.workers, "workers", 4, "pod sync workers")
+	flag.IntVar(&o.kubeletPort, "kubelet-port", 0, "port of the kubelet API (HTTPS on "+LocalIP+": container logs), "+
+		"published in the Node's status.daemonEndpoints; 0: none")
 	klog.InitFlags(nil)
 	flag.Parse()
 	if err := o.validate(); err != nil {
@@ -74,6 +78,10 @@ func (o *options) validate() error {
 	if len(missing) > 0 {
 		return fmt.Errorf("missing %s: pass them (devcluster/components.py does)", strings.Join(missing, ", "))
 	}
+	if o.kubeletPort < 0 || o.kubeletPort > 65535 {
+		return fmt.Errorf("--kubelet-port %d: give a port (0 for no kubelet API)", o.kubeletPort)
+	}
+	o.shape.KubeletPort = int32(o.kubeletPort)
 	return nil
 }
 
@@ -95,6 +103,14 @@ func run(ctx context.Context, o options) error {
 	provider, err := NewProvider(o.nodeName, dir, base, apiObjects{client})
 	if err != nil {
 		return err
+	}
+	// The kubelet API's port is taken before the Node names it: a port in use stops the start here.
+	var kubeletLn net.Listener
+	if o.kubeletPort > 0 {
+		addr := net.JoinHostPort(LocalIP, strconv.Itoa(o.kubeletPort))
+		if kubeletLn, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("kubelet API on %s: %w", addr, err)
+		}
 	}
 	provider.KillLeftovers()
 	defer provider.KillAll() // a stopped node's processes end with it, as a VM's would
@@ -156,6 +172,11 @@ func run(ctx context.Context, o options) error {
 	}}
 	go finisher.Run(ctx, sweepEvery)
 	go serveHealth(ctx, o.healthAddr, nc, pc)
+	if kubeletLn != nil {
+		go serveKubeletAPI(ctx, kubeletLn, KubeletAPI{Provider: provider, FromAPIServer: func(context.Context) ([]*corev1.Pod, error) {
+			return podLister.List(labels.Everything())
+		}}, o.nodeName)
+	}
 	klog.Infof("procnode %s up: pods under %s", o.nodeName, dir)
 	<-ctx.Done()
 	return nil
@@ -197,6 +218,18 @@ func serveHealth(ctx context.Context, addr string, nc *node.NodeController, pc *
 	}()
 	if err := srv.ListenAndServe(); err != nil && ctx.Err() == nil {
 		klog.Errorf("health server %s: %v", addr, err)
+		os.Exit(1)
+	}
+}
+
+func serveKubeletAPI(ctx context.Context, ln net.Listener, k KubeletAPI, nodeName string) {
+	cert, err := SelfSignedServingCert(nodeName, time.Now())
+	if err == nil {
+		klog.Infof("kubelet API on https://%s (self-signed, until %s)", ln.Addr(), cert.Leaf.NotAfter.Format(time.RFC3339))
+		err = k.Serve(ctx, ln, cert)
+	}
+	if err != nil && ctx.Err() == nil {
+		klog.Errorf("kubelet API %s: %v", ln.Addr(), err)
 		os.Exit(1)
 	}
 }

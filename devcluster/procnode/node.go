@@ -17,7 +17,15 @@ type NodeShape struct {
 	Name                 string
 	CPU, Memory, Pods    string
 	Zone, KubeletVersion string
+	// KubeletPort is where the node serves the kubelet API (KubeletAPI) on LocalIP; 0: it serves none.
+	KubeletPort int32
 }
+
+// NodeHostname is the node's Hostname address: the API server reaches a kubelet (pods/log) at the first
+// address of its --kubelet-preferred-address-types, Hostname first by default (the bed's kube-apiserver sets
+// none), and a process node's name resolves nowhere. Its host is this machine, so localhost. The
+// kubernetes.io/hostname label stays the node's name: each node is a topology domain of its own.
+const NodeHostname = "localhost"
 
 // NodeTemplate is the Node as the contract in docs/process-node.md gives it (a spot node of the process pool).
 func NodeTemplate(s NodeShape) *corev1.Node {
@@ -61,8 +69,9 @@ func NodeTemplate(s NodeShape) *corev1.Node {
 			},
 			Addresses: []corev1.NodeAddress{
 				{Type: corev1.NodeInternalIP, Address: LocalIP},
-				{Type: corev1.NodeHostName, Address: s.Name},
+				{Type: corev1.NodeHostName, Address: NodeHostname},
 			},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: s.KubeletPort}},
 			NodeInfo: corev1.NodeSystemInfo{
 				OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: s.KubeletVersion,
 				ContainerRuntimeVersion: "procnode://local-processes",

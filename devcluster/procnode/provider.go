@@ -60,14 +60,21 @@ func (p *Provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	if old, ok := p.pods[k]; ok && old.pod.UID == pod.UID {
 		return nil
 	}
+	run := newPodRun(p, pod.DeepCopy(), p.podDir(pod))
+	p.pods[k] = run
+	go run.lifecycle(context.Background())
+	return nil
+}
+
+// podDir is where pod's containers run and write their logs: <Dir>/pods/<namespace>_<name>_<uid8>. Nothing
+// removes it, when the pod ends or when it is deleted: its logs stay on disk for the tests (and for
+// GetContainerLogs while the API server still has the pod).
+func (p *Provider) podDir(pod *corev1.Pod) string {
 	uid8 := string(pod.UID)
 	if len(uid8) > 8 {
 		uid8 = uid8[:8]
 	}
-	run := newPodRun(p, pod.DeepCopy(), filepath.Join(p.Dir, "pods", fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, uid8)))
-	p.pods[k] = run
-	go run.lifecycle(context.Background())
-	return nil
+	return filepath.Join(p.Dir, "pods", fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, uid8))
 }
 
 // UpdatePod is a no-op: a running container's spec does not change (the kubelet ignores such updates too).

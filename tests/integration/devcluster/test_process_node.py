@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
+from devcluster.layout import MAX_PROCESS_NODES, PORTS
+
 from ..cluster import Cluster, delete_kueue_env, is_true, short_id, wait_for
 from ..process_node import (
     PROCESS_NODE_LABEL,
@@ -210,6 +212,35 @@ def test_exit_codes_restarts_init_and_start_errors(cluster: Cluster, namespace: 
     assert multi["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
     assert pod_log(multi, "a") == "prepared\n"
     assert {s["name"] for s in multi["status"]["containerStatuses"]} == {"a", "b"}
+
+
+def test_pods_log_is_served_by_the_process_node(cluster: Cluster, namespace: str) -> None:
+    """``pods/log`` through the API server reaches the node's kubelet API (HTTPS on 127.0.0.1, the port in
+    the Node's daemonEndpoints), which reads the container's log file: what ``failed_index_log_tails`` reads
+    for a failed index."""
+    count = 'i=1; while [ $i -le 300 ]; do echo "line $i"; i=$((i+1)); done; exit 1'
+    body = process_pod("logs", [sh("main", count), sh("side", "echo side-car; echo oops >&2")])
+    cluster.core.create_namespaced_pod(namespace, body)
+    done = finished(cluster, namespace, "logs")
+    assert done["status"]["phase"] == "Failed" and terminated(done, "main")["exitCode"] == 1
+
+    node = cluster.core.read_node(done["spec"]["nodeName"])
+    port = node.status.daemon_endpoints.kubelet_endpoint.port
+    assert PORTS.procnode_kubelet <= port < PORTS.procnode_kubelet + MAX_PROCESS_NODES
+
+    def read(container: str, **kwargs: Any) -> str:
+        log = cluster.core.read_namespaced_pod_log(
+            "logs", namespace, container=container, _request_timeout=10, **kwargs
+        )
+        return str(log)
+
+    assert read("main", tail_lines=5) == "".join(f"line {i}\n" for i in range(296, 301))
+    limited = read("main", limit_bytes=10)
+    assert len(limited.encode()) <= 10 and "line 1\nline 2\n".startswith(limited), limited
+    assert read("main", tail_lines=3, limit_bytes=4) == "line"
+    assert read("main", tail_lines=0) == ""
+    assert read("main") == pod_log(done, "main")  # all of it: the file the node wrote
+    assert read("side") == "side-car\noops\n"  # its own file, stdout and stderr
 
 
 def _events(node: str, namespace: str, pod: str) -> list[dict[str, Any]]:
