@@ -122,7 +122,11 @@ func TestPodsWithAProcessOrNotDeletingAreLeftAlone(t *testing.T) {
 	if err := p.CreatePod(context.Background(), running); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.KillAll() })
+	t.Cleanup(func() {
+		p.KillAll()
+		// The run's goroutine journals the kill after KillAll returns: let it finish before TempDir's RemoveAll.
+		time.Sleep(300 * time.Millisecond)
+	})
 	for range 3 {
 		if n := f.Sweep(context.Background()); n != 0 {
 			t.Fatalf("finished %d", n)
