@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots
+.PHONY: venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots docs
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -140,3 +140,7 @@ SHOTS := kueue-queues-waiting kueue-queues-admitted kueue-task-live kueue-task-f
 screenshots:
 	mkdir -p docs/screenshots
 	for s in $(SHOTS); do cp .test-reports/screenshots/$$s.png docs/screenshots/; done
+
+## The docs site (mkdocs.yml) with warnings as errors, built outside the repository: tools/build_docs.sh.
+docs:
+	bash tools/build_docs.sh
