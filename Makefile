@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 PYTHON311 ?= python3.11
 
-.PHONY: venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots dist test-bed-py312
+.PHONY: venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots dist test-bed-py312 docs
 
 $(VENV)/.installed: pyproject.toml airflow_kueue_provider/__init__.py  # __init__: the version
 	python3 -m venv $(VENV)
@@ -160,3 +160,7 @@ SHOTS := kueue-queues-waiting kueue-queues-admitted kueue-task-live kueue-task-f
 screenshots:
 	mkdir -p docs/screenshots
 	for s in $(SHOTS); do cp .test-reports/screenshots/$$s.png docs/screenshots/; done
+
+## The docs site (mkdocs.yml) with warnings as errors, built outside the repository: tools/build_docs.sh.
+docs:
+	bash tools/build_docs.sh

@@ -16,7 +16,7 @@ os.environ.setdefault("AIRFLOW__CORE__FERNET_KEY", "YWlyZmxvdy1rdWV1ZS1wcm92aWRl
 
 OPT_IN_MARKERS = {
     "long": "the long variant of a stress test",
-    "scale": "a full-size run (minutes to an hour; figures in the README)",
+    "scale": "a full-size run (minutes to an hour; figures in benchmarks/results/full_scale.md)",
     "soak": "the long fault soak (an hour of faults; figures in benchmarks/results/fault_soak.md)",
 }
 

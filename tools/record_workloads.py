@@ -38,7 +38,7 @@ States (file stem -> how it is produced -> expected phase):
 - ``failed``: index 0 fails (``kwok.airflow-kueue.io/fail-indexes: "0"``) with ``backoffLimit: 0``
   (``Finished`` reason ``Failed``) -> ``Failed``.
 
-Fake pods are steered by pod-template annotations (README, "Fake pods"). Every object the script creates
+Fake pods are steered by pod-template annotations (docs/bed.md, "Fake pods"). Every object the script creates
 (namespace with its Jobs and Workloads, ResourceFlavor, ClusterQueues, AdmissionCheck,
 WorkloadPriorityClasses) is deleted at the end, also on failure, and the script waits until they are gone.
 """

@@ -1,5 +1,5 @@
 """The seed's sizes on a real deployment: reduced in every ``make test`` (serial pass), full size only with
-``-m scale`` (minutes each; the figures are in the README):
+``-m scale`` (minutes each; the figures are in benchmarks/results/full_scale.md):
 
 - the seed's scenario A: ``example_dags/genomics_nightly.py`` unchanged (1,000 shards at parallelism 50, 3 s
   each) with checkpointing on Azurite: it succeeds, the ledger holds 0-999; wall time against the ideal

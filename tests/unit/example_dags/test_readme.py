@@ -1,6 +1,7 @@
-"""README.md says what the code does: "Your first DAG" is complete and consistent, the parameter table marks
-exactly the operators' ``template_fields``, its import lines import, and every Blob connection id is the
-default one. (``tests/integration/examples/test_first_dag.py`` runs the first DAG on the local cluster.)"""
+"""README.md and the docs say what the code does: "Your first DAG" is complete and consistent (and the same in
+README.md and docs/first-dag.md), the parameter table (docs/parameters.md) marks exactly the operators'
+``template_fields``, its import lines import, and every Blob connection id is the default one.
+(``tests/integration/examples/test_first_dag.py`` runs the README's first DAG on the local cluster.)"""
 
 from __future__ import annotations
 
@@ -19,11 +20,20 @@ from tests.integration.examples.readme_blocks import marked_blocks
 
 REPO = Path(__file__).resolve().parents[3]
 README = (REPO / "README.md").read_text()
+DOCS = REPO / "docs"
+PARAMETERS = (DOCS / "parameters.md").read_text()
 
 
 def section(title: str) -> str:
     start = README.index(f"\n## {title}\n")
     return README[start : README.index("\n## ", start + 1)]
+
+
+def test_the_docs_first_dag_is_the_readme_s() -> None:
+    """docs/first-dag.md has the README's blocks, byte for byte (the integration test runs the README's)."""
+    readme_blocks = marked_blocks(section("Your first DAG"), "first-dag")
+    assert len(readme_blocks) == 4
+    assert marked_blocks((DOCS / "first-dag.md").read_text(), "first-dag") == readme_blocks
 
 
 def test_first_dag_blocks_fit_together(tmp_path: Path) -> None:
@@ -76,7 +86,7 @@ def marked_templated(cell: str) -> set[str]:
 
 def test_parameter_table_marks_the_templated_fields() -> None:
     marked: set[str] = set()
-    for cell in _table_rows(section("The operator")):
+    for cell in _table_rows(PARAMETERS):
         marked |= marked_templated(cell)
     # the pods' resources live in job_resources (BaseOperator.resources means executor resources)
     parameter_of = {"job_resources": "resources"}
@@ -86,7 +96,7 @@ def test_parameter_table_marks_the_templated_fields() -> None:
 def test_jobset_templated_fields_are_named() -> None:
     found = re.search(
         r"`KueueJobSetOperator` templates (.*?),\s+in which each `KueueReplicatedJob`'s\s+(.*?)\.",
-        README,
+        PARAMETERS,
         re.S,
     )
     assert found, "the sentence after the parameter table"
@@ -95,10 +105,10 @@ def test_jobset_templated_fields_are_named() -> None:
 
 
 def test_the_parameter_types_import_lines_import() -> None:
-    block = re.search(r"The parameters' own types come\s+from:\n\n```python\n(.*?)```", README, re.S)
+    block = re.search(r"The parameters' own types come\s+from:\n\n```python\n(.*?)```", PARAMETERS, re.S)
     assert block
     names: dict[str, object] = {}
-    exec(block.group(1), names)  # the README's own import lines
+    exec(block.group(1), names)  # the page's own import lines
     for name in ("Checkpointing", "DeadlineEscalation", "ParallelismRamp", "TopologyRequest", "VmPrice"):
         assert name in names, name
 
@@ -115,5 +125,7 @@ def test_one_blob_connection_id_everywhere() -> None:
 
 
 def test_fake_pod_indexes_are_job_indexes_not_shard_ids() -> None:
-    fake_pods = README[README.index("### Fake pods") : README.index("### Tests")]
+    bed = (DOCS / "bed.md").read_text()
+    fake_pods = bed[bed.index("\n## Fake pods\n") :]
+    fake_pods = fake_pods[: fake_pods.find("\n## ", 1) if "\n## " in fake_pods[1:] else None]
     assert "not shard ids" in fake_pods and "AIRFLOW_KUEUE_SHARDS" in fake_pods
