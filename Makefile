@@ -67,9 +67,12 @@ test: venv
 	-$(MAKE) --no-print-directory test-python-lanes PYTEST_ARGS="$(PYTEST_ARGS)"
 	-$(MAKE) --no-print-directory test-bed-py312 PYTEST_ARGS="$(PYTEST_ARGS)"
 	-$(MAKE) --no-print-directory test-worker-package PYTEST_ARGS="$(PYTEST_ARGS)"
+	-$(PY) tools/junit_step.py $(TEST_REPORTS)/docs.xml docs -- bash tools/build_docs.sh
+	-$(PY) tools/junit_step.py $(TEST_REPORTS)/dist.xml dist -- $(PYTHON311) tools/check_dist.py
 	@$(PY) tools/test_summary.py $(TEST_REPORTS)/parallel.xml $(TEST_REPORTS)/serial.xml \
 		$(TEST_REPORTS)/min-airflow.xml $(foreach v,$(PY_LANES),$(TEST_REPORTS)/unit-py$(v).xml) \
-		$(TEST_REPORTS)/bed-py3.12.xml $(TEST_REPORTS)/worker-package.xml
+		$(TEST_REPORTS)/bed-py3.12.xml $(TEST_REPORTS)/worker-package.xml $(TEST_REPORTS)/docs.xml \
+		$(TEST_REPORTS)/dist.xml
 
 ## The lowest supported versions: build the wheel, install it in a venv of its own (kept outside the repo) with
 ## every direct dependency at its pyproject floor (tools/lowest_requirements.py: Airflow 3.1, cncf-kubernetes
