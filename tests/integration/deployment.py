@@ -256,6 +256,24 @@ def migrated_template(bin_dir: Path, airflow_env: dict[str, str]) -> Path:
 
 
 # --- Airflow components -------------------------------------------------------------------------------------
+def started_postgres(devcluster_env: dict[str, str]) -> Postgres:
+    """A PostgreSQL server of its own, its data a copy of the migrated template, started; skipped (failed on
+    CI) when the server binaries are missing."""
+    import pytest
+
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        message = "PostgreSQL server binaries not found: apt-get install postgresql (or set POSTGRES_BIN)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    template = migrated_template(bin_dir, {**os.environ, **devcluster_env})
+    server = Postgres.new_base(bin_dir)
+    server.copy_data_from(template)
+    server.start()
+    return server
+
+
 def tail(path: Path, lines: int = 60) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

@@ -15,22 +15,13 @@ from typing import Any
 import pytest
 
 from ..cluster import short_id
-from ..deployment import TEMPLATE_DB, AirflowDeployment, Postgres, migrated_template, postgres_bin
+from ..deployment import TEMPLATE_DB, AirflowDeployment, Postgres, started_postgres
 
 
 @pytest.fixture(scope="session")
 def postgres_server(devcluster_env: dict[str, str]) -> Iterator[Postgres]:
     """One PostgreSQL server per test process, its data a copy of the migrated template."""
-    bin_dir = postgres_bin()
-    if bin_dir is None:
-        message = "PostgreSQL server binaries not found: apt-get install postgresql (or set POSTGRES_BIN)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    template = migrated_template(bin_dir, {**os.environ, **devcluster_env})
-    server = Postgres.new_base(bin_dir)
-    server.copy_data_from(template)
-    server.start()
+    server = started_postgres(devcluster_env)
     yield server
     server.stop()
 

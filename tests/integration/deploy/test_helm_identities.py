@@ -18,19 +18,17 @@ all (no connection, a KUBECONFIG that does not exist), as in the values file.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from azure.storage.blob import BlobServiceClient
 from kubernetes import client, utils
 
 from ..airflow_deployment.scenarios import wait_for_success
 from ..cluster import Cluster, KueueEnv, short_id
-from ..deployment import TEMPLATE_DB, AirflowDeployment, Postgres, migrated_template, postgres_bin
+from ..deployment import TEMPLATE_DB, AirflowDeployment, Postgres, started_postgres
 from ..tenant import token_kubeconfig
 
 REPO = Path(__file__).resolve().parents[3]
@@ -85,19 +83,6 @@ def _kubeconfig(cluster: Cluster, name: str, namespace: str, path: Path) -> str:
     return str(path)
 
 
-def _postgres(devcluster_env: dict[str, str]) -> Postgres:
-    bin_dir = postgres_bin()
-    if bin_dir is None:
-        message = "PostgreSQL server binaries not found: apt-get install postgresql (or set POSTGRES_BIN)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    server = Postgres.new_base(bin_dir)
-    server.copy_data_from(migrated_template(bin_dir, {**os.environ, **devcluster_env}))
-    server.start()
-    return server
-
-
 def test_each_component_runs_as_its_values_file_identity_and_the_nightly_dag_succeeds(
     kueue_env: KueueEnv, cluster: Cluster, devcluster_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -129,7 +114,7 @@ def test_each_component_runs_as_its_values_file_identity_and_the_nightly_dag_suc
             for key, value in options.items()
         }
         config["scheduler.use_job_schedule"] = "False"  # only the run the test triggers, no nightly one
-        pg = _postgres(devcluster_env)
+        pg = started_postgres(devcluster_env)
         bed = AirflowDeployment.create(tmp_path / "airflow", pg, TEMPLATE_DB, devcluster_env, config=config)
         for inherited in ("KUBECONFIG", KUBERNETES_CONN, BLOB_CONN):  # the bed's admin identity: nobody's
             bed.env.pop(inherited, None)
