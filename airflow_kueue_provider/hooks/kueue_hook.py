@@ -350,13 +350,24 @@ class KueueHook:
         core = client.CoreV1Api(self.api)
         limit = {"limit_bytes": limit_bytes} if limit_bytes else {}
         try:
-            return str(
-                core.read_namespaced_pod_log(
-                    pod["metadata"]["name"], namespace, tail_lines=lines, _request_timeout=10, **limit
-                )
+            # The raw body: with the body preloaded, the client turns a log that is not JSON into str(bytes),
+            # "b'...\\n'", for every kubelet (it decodes only JSON response types).
+            answer = core.read_namespaced_pod_log(
+                pod["metadata"]["name"],
+                namespace,
+                tail_lines=lines,
+                _request_timeout=10,
+                _preload_content=False,
+                **limit,
             )
+            return pod_log_text(answer.data)
         except Exception as exc:
             return no_logs_note(pod, exc)
+
+
+def pod_log_text(body: bytes | str) -> str:
+    """A pod log's bytes as text (a log is whatever the program wrote: undecodable bytes are replaced)."""
+    return body if isinstance(body, str) else body.decode("utf-8", errors="replace")
 
 
 def no_logs_note(pod: dict[str, Any], exc: Exception) -> str:

@@ -229,10 +229,10 @@ def test_pods_log_is_served_by_the_process_node(cluster: Cluster, namespace: str
     assert PORTS.procnode_kubelet <= port < PORTS.procnode_kubelet + MAX_PROCESS_NODES
 
     def read(container: str, **kwargs: Any) -> str:
-        log = cluster.core.read_namespaced_pod_log(
-            "logs", namespace, container=container, _request_timeout=10, **kwargs
+        answer = cluster.core.read_namespaced_pod_log(  # raw: the client would make the body str(bytes)
+            "logs", namespace, container=container, _request_timeout=10, _preload_content=False, **kwargs
         )
-        return str(log)
+        return bytes(answer.data).decode()
 
     assert read("main", tail_lines=5) == "".join(f"line {i}\n" for i in range(296, 301))
     limited = read("main", limit_bytes=10)

@@ -98,9 +98,10 @@ def test_failed_index_log_tails_mixes_logs_and_notes() -> None:
     hook.__dict__["api"] = mock.Mock()
     pods = [pod("job-1-aaaaa", 1, container_id="containerd://1"), pod("job-3-bbbbb", 3)]
 
-    def read_log(name: str, namespace: str, **_: Any) -> str:
+    def read_log(name: str, namespace: str, **kwargs: Any) -> mock.Mock:
+        assert kwargs["_preload_content"] is False, "the raw body: preloaded, the client makes it str(bytes)"
         if name == "job-1-aaaaa":
-            return "Traceback ...\nValueError: bad input\n"
+            return mock.Mock(data=b"Traceback ...\nValueError: bad input\n")
         raise not_found()
 
     core = mock.Mock(read_namespaced_pod_log=mock.Mock(side_effect=read_log))
@@ -123,15 +124,13 @@ def test_index_log_tail_reads_one_indexs_newest_pod_by_label_bounded() -> None:
     newer["metadata"]["creationTimestamp"] = "2026-12-02T07:00:00Z"
     core = mock.Mock()
     core.list_namespaced_pod.return_value = mock.Mock(items=[older, newer])
-    core.read_namespaced_pod_log.return_value = "last lines\n"
+    core.read_namespaced_pod_log.return_value = mock.Mock(data=b"last lines \xff\n")
     with (
         mock.patch.object(kueue_hook.client, "CoreV1Api", return_value=core),
         mock.patch.object(KueueHook, "_json", side_effect=lambda p: p),
     ):
-        assert hook.index_log_tail("ns", "job", 3, lines=200, limit_bytes=65536) == (
-            "job-3-new",
-            "last lines\n",
-        )
+        tail = hook.index_log_tail("ns", "job", 3, lines=200, limit_bytes=65536)
+        assert tail == ("job-3-new", "last lines \ufffd\n"), "text; undecodable bytes replaced"
         core.list_namespaced_pod.return_value = mock.Mock(items=[])
         assert hook.index_log_tail("ns", "job", 4, lines=200, limit_bytes=65536) is None
     first, _ = core.list_namespaced_pod.call_args_list
@@ -139,5 +138,5 @@ def test_index_log_tail_reads_one_indexs_newest_pod_by_label_bounded() -> None:
         "batch.kubernetes.io/job-name=job,batch.kubernetes.io/job-completion-index=3"
     ), "one index's pods, never the whole Job's"
     core.read_namespaced_pod_log.assert_called_once_with(
-        "job-3-new", "ns", tail_lines=200, _request_timeout=10, limit_bytes=65536
+        "job-3-new", "ns", tail_lines=200, _request_timeout=10, _preload_content=False, limit_bytes=65536
     )
