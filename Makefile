@@ -111,7 +111,7 @@ test-python-lanes: venv
 ## A bed lane on Python 3.12 (Airflow's images default to it): the operator, its trigger and @task.kueue on the
 ## local cluster, from test-python-lanes' 3.12 venv (run it first). The process nodes' shards run on the bed's own
 ## venv; the provider's side (operator, trigger, hooks, the previous version's trigger resuming) runs on 3.12.
-BED_LANE_TESTS ?= tests/integration/decorators tests/integration/triggers
+BED_LANE_TESTS ?= tests/integration/decorators tests/integration/triggers/test_kueue_job_trigger.py
 test-bed-py312: venv
 	@mkdir -p $(TEST_REPORTS); venv=$(HOME)/.cache/airflow-kueue-provider/venv-py3.12; \
 	test -x $$venv/bin/python || { echo "test-bed-py312: run make test-python-lanes first ($$venv)" >&2; exit 1; }; \

@@ -93,6 +93,7 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
+@pytest.mark.long  # 50 s of the bed's own tooling; the soak's apiserver kills exercise `up`'s healing in CI
 def test_up_replaces_an_apiserver_still_shutting_down_after_sigterm() -> None:
     """`up` right after an outside SIGTERM: the old apiserver still lives (its graceful shutdown takes longer
     than 5 s) but is not healthy; `up` stops it and starts a fresh one instead of waiting and failing."""
