@@ -5,6 +5,10 @@ pod holds it) or waiting. ``runs`` gives contiguous stretches in index order and
 100,000-completion Job renders as a few bands instead of 100,000 cells. A Job whose runs outnumber
 ``MAX_BANDS`` (a status fragmented by a wide parallelism) is drawn in ``MAX_BANDS`` equal bands, each
 showing its most telling state and its counts: two pixels a band on a bar a thousand pixels wide.
+
+A Job that runs shards of a checkpointed task (a retry runs only some shard ids; a packed Job several
+shards per index) is drawn per shard (``shard_grid``): the grid's positions are the Job's shards in order,
+each in the state of the index that runs it, and its cells are labelled with shard ids and that pod index.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .index_set import IndexSet
+from .shard_packing import ShardPacks
 
 MAX_BANDS = 500
 
@@ -56,10 +61,35 @@ class IndexBand(NamedTuple):
 
 @dataclass(frozen=True)
 class IndexGrid:
+    """States by position ``0 .. completions - 1``: the Job's indexes, or with ``packs`` its shards (position
+    ``p`` is the ``p``-th shard id of ``packs.shards``, run by index ``p // packs.per_pod``)."""
+
     completions: int
     done: IndexSet
     failed: IndexSet
     running: IndexSet
+    packs: ShardPacks | None = None
+
+    @property
+    def job_indexes(self) -> int:
+        """How many indexes the Job has (the positions' count for an index grid)."""
+        return self.completions if self.packs is None else self.packs.index_count
+
+    def cells(self, run: IndexRun) -> list[tuple[str, int]]:
+        """Each position of ``run`` as (its label, the Job index that runs it): ``("index 3", 3)``, or for a
+        shard grid ``("shard 37, pod index 3", 3)``."""
+        if self.packs is None:
+            return [(f"index {i}", i) for i in range(run.first, run.last + 1)]
+        ids = self.packs.shards.select(IndexSet.range(run.first, run.last + 1))
+        k = self.packs.per_pod
+        return [(f"shard {sid}, pod index {p // k}", p // k) for p, sid in enumerate(ids, run.first)]
+
+    def span(self, band: IndexBand) -> str:
+        """A band's stretch: ``indexes 0-99``, or ``shards 700-799``."""
+        if self.packs is None:
+            return f"indexes {band.first}-{band.last}"
+        ids = self.packs.shards.select(IndexSet.range(band.first, band.last + 1))
+        return f"shards {ids}"
 
     @functools.cached_property
     def waiting(self) -> IndexSet:
@@ -93,8 +123,13 @@ class IndexGrid:
     def to_dict(self) -> dict[str, Any]:
         runs = self.runs()
         coarse = len(runs) > MAX_BANDS
+        packed = (
+            {} if self.packs is None else {"shards": str(self.packs.shards), "per_pod": self.packs.per_pod}
+        )
         return {
             "completions": self.completions,
+            "unit": "index" if self.packs is None else "shard",
+            **packed,
             "counts": self.counts(),
             "coarse": coarse,
             "runs": [
@@ -166,3 +201,16 @@ def index_grid(job: Mapping[str, Any], running: IndexSet) -> IndexGrid:
     done = IndexSet.parse(status.get("completedIndexes")) & universe
     failed = (IndexSet.parse(status.get("failedIndexes")) & universe) - done
     return IndexGrid(completions, done, failed, (running & universe) - done - failed)
+
+
+def shard_grid(grid: IndexGrid, packs: ShardPacks) -> IndexGrid:
+    """``grid`` (by Job index) per shard: each of the Job's shards in the state of the index that runs it.
+    A failed index's shards are all drawn failed, though some of them may have finished before the failure:
+    the retry runs only the unfinished ones (their done records decide, not the grid)."""
+    return IndexGrid(
+        len(packs.shards),
+        packs.ranks_of(grid.done),
+        packs.ranks_of(grid.failed),
+        packs.ranks_of(grid.running),
+        packs,
+    )

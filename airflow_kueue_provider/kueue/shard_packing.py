@@ -15,9 +15,12 @@ waves of ``parallelism`` pods (167 packs on 50 slots would leave a fourth wave o
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .index_set import IndexSet
+from .names import SHARDS_ENV, SHARDS_PER_POD_ENV
 
 TARGET_POD_SECONDS = 60.0
 """``choose_per_pod`` packs shards until a pod runs about this long: a pod start on AKS (scheduling, image
@@ -72,6 +75,21 @@ class ShardPacks:
         if self.per_pod == 1:
             return f"{len(self.shards)} shards, one per pod"
         return f"{len(self.shards)} shards as {self.index_count} pods of up to {self.per_pod}"
+
+
+def packs_of_job(job: Mapping[str, Any]) -> ShardPacks | None:
+    """The shards a Job (batch/v1 dict) was created for and how many each index runs, from its pods'
+    ``SHARDS_ENV`` and ``SHARDS_PER_POD_ENV``; None for a Job without them (shard id = index)."""
+    pod = (job.get("spec") or {}).get("template") or {}
+    values: dict[str, str] = {}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for var in container.get("env") or []:
+            if var.get("name") in (SHARDS_ENV, SHARDS_PER_POD_ENV) and "value" in var:
+                values.setdefault(var["name"], str(var["value"]))
+    if SHARDS_ENV not in values:
+        return None
+    per_pod = values.get(SHARDS_PER_POD_ENV, "1")
+    return ShardPacks(IndexSet.parse(values[SHARDS_ENV]), int(per_pod) if per_pod.isdigit() else 1)
 
 
 def choose_per_pod(

@@ -53,7 +53,7 @@ from ..kueue.names import (
 )
 from ..kueue.result import JobResult
 from ..kueue.shard_blob_names import done_shard_ids, shards_folder
-from ..kueue.shard_packing import PackingChoice, ShardPacks
+from ..kueue.shard_packing import PackingChoice, ShardPacks, packs_of_job
 from ..kueue.spill import SPILLED_STATUS
 from ..storage.blob_auth import container_url_of
 from ..storage.blob_errors import BlobStoreError
@@ -175,16 +175,7 @@ class CheckpointSession:
     def job_packs(self, job: dict[str, Any], default: IndexSet) -> ShardPacks:
         """The shards a Job was created for and how many each index runs (its ``AIRFLOW_KUEUE_SHARDS`` and
         ``AIRFLOW_KUEUE_SHARDS_PER_POD``), or ``default`` packed as this session packs."""
-        pod = (job.get("spec") or {}).get("template") or {}
-        values: dict[str, str] = {}
-        for container in (pod.get("spec") or {}).get("containers") or []:
-            for var in container.get("env") or []:
-                if var.get("name") in (SHARDS_ENV, SHARDS_PER_POD_ENV) and "value" in var:
-                    values.setdefault(var["name"], str(var["value"]))
-        if SHARDS_ENV not in values:
-            return self.packing.packs(default)
-        per_pod = values.get(SHARDS_PER_POD_ENV, "1")
-        return ShardPacks(IndexSet.parse(values[SHARDS_ENV]), int(per_pod) if per_pod.isdigit() else 1)
+        return packs_of_job(job) or self.packing.packs(default)
 
     def done_shards(self) -> IndexSet:
         """The shards with a done marker in the task instance's shard container (one listing)."""

@@ -16,12 +16,13 @@ from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.api_time import parse_api_time
 from ..kueue.deadline import deadline_of
 from ..kueue.eta import Estimate, FinishClock, average_finish
-from ..kueue.index_grid import IndexGrid, index_grid, likely_running
+from ..kueue.index_grid import IndexGrid, index_grid, likely_running, shard_grid
 from ..kueue.job_progress import JobView, progress_line, view_of
 from ..kueue.jobset import jobset_membership, workload_owner_uid
 from ..kueue.names import TRY_NUMBER_LABEL
 from ..kueue.queue_overview import QueueRow, queue_rows
 from ..kueue.run_trends import QueueSampleRing
+from ..kueue.shard_packing import packs_of_job
 from ..kueue.workload_state import WorkloadPhase, WorkloadState
 
 KUEUE_OPERATORS = frozenset({"KueueIndexedJobOperator", "KueueJobSetOperator", "KueueDecoratedOperator"})
@@ -175,11 +176,19 @@ def live_state(
         job_name=view.name,
         summary=_summary(view, max_failed, position),
         eta=eta,
-        grid=index_grid(job, likely_running(job)),
+        grid=grid_of(job),
         finished=view.finished_condition is not None,
         deadline=deadline,
         escalations=tuple(escalations),
     )
+
+
+def grid_of(job: dict[str, Any]) -> IndexGrid:
+    """The Job's grid: per index, or per shard for a Job that runs a checkpointed task's shards (a retry's
+    shard ids, several per pod when packed)."""
+    grid = index_grid(job, likely_running(job))
+    packs = packs_of_job(job)
+    return grid if packs is None else shard_grid(grid, packs)
 
 
 def task_panels(

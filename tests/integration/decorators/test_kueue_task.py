@@ -102,8 +102,12 @@ def _the_kueue_tab_shows_both_tries(namespace: str) -> None:
     key = {"dag_id": ti.dag_id, "task_id": ti.task_id, "run_id": ti.run_id}
     first, retry = app.get("/api/task", params=key).json()["jobs"]
     assert retry["grid"]["counts"]["done"] == retry["grid"]["completions"], retry["grid"]
-    failed = [run["first"] for run in first["grid"]["runs"] if run["state"] == "failed"]
-    assert failed, first["grid"]
+    assert retry["grid"]["shards"] == ",".join(map(str, FAILING)), "the retry's grid names its shards"
+    grid = first["grid"]  # per shard: 100 shards, 10 per pod; a failed pod index's 10 shards drawn failed
+    assert (grid["unit"], grid["completions"], grid["per_pod"]) == ("shard", SHARDS, 10), grid
+    assert grid["counts"]["failed"] == 10 * len({s // 10 for s in FAILING}), grid["counts"]
+    failed = [run["first"] // grid["per_pod"] for run in grid["runs"] if run["state"] == "failed"]
+    assert failed == sorted({s // 10 for s in FAILING}), grid["runs"]
     tail = app.get("/api/task/log", params={**key, "job": first["name"], "index": failed[0]}).json()
     assert "fails on its first run" in tail["log"], tail
     done = app.get("/api/task/log", params={**key, "job": retry["name"], "index": 0}).json()
@@ -111,3 +115,4 @@ def _the_kueue_tab_shows_both_tries(namespace: str) -> None:
     page = app.get("/task", params=key)
     assert page.status_code == 200
     assert all(f'data-job="{job["name"]}"' in page.text for job in (first, retry)), page.text[:3000]
+    assert f'title="shard {FAILING[1]}, pod index 0: done"' in page.text, "the retry's cells name shard ids"

@@ -7,8 +7,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_kueue_provider.kueue.index_grid import MAX_BANDS, IndexRun, IndexState, index_grid
+from airflow_kueue_provider.kueue.index_grid import MAX_BANDS, IndexRun, IndexState, index_grid, shard_grid
 from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.kueue.shard_packing import ShardPacks
 
 
 def job(completions: int, completed: str = "", failed: str = "") -> dict[str, Any]:
@@ -46,6 +47,7 @@ def test_a_job_without_status_is_all_waiting() -> None:
     grid = index_grid({"spec": {"completions": 3}}, running=IndexSet())
     assert grid.to_dict() == {
         "completions": 3,
+        "unit": "index",
         "counts": {"done": 0, "failed": 0, "running": 0, "waiting": 3},
         "coarse": False,
         "runs": [{"first": 0, "last": 2, "state": "waiting"}],
@@ -105,3 +107,25 @@ def test_likely_running_is_the_lowest_unfinished_indexes_as_many_as_active_pods(
     assert str(likely_running(job(20, completed="0-7"))) == "8,9", "never more than the unfinished"
     big = likely_running(job(500, completed="0-49999", completions=100_000))
     assert str(big) == "50000-50499"
+
+
+def test_a_packed_retry_is_drawn_per_shard_with_the_pod_index_that_runs_each() -> None:
+    """A retry of shards 7, 42 and 50-57 packed 4 to a pod: 3 Job indexes, 10 shards."""
+    packs = ShardPacks(IndexSet.parse("7,42,50-57"), per_pod=4)
+    job = {"spec": {"completions": 3}, "status": {"completedIndexes": "0", "failedIndexes": "2"}}
+    grid = shard_grid(index_grid(job, running=IndexSet.parse("1")), packs)
+    assert grid.completions == 10
+    assert grid.counts() == {"done": 4, "failed": 2, "running": 4, "waiting": 0}
+    cells = [cell for run in grid.runs() for cell in grid.cells(run)]
+    assert cells[:2] == [("shard 7, pod index 0", 0), ("shard 42, pod index 0", 0)]
+    assert cells[-1] == ("shard 57, pod index 2", 2)
+    assert [run.state.value for run in grid.runs()] == ["done", "running", "failed"]
+    assert grid.span(grid.bands()[2]) == "shards 56,57"
+    as_dict = grid.to_dict()
+    assert (as_dict["unit"], as_dict["shards"], as_dict["per_pod"]) == ("shard", "7,42,50-57", 4)
+
+
+def test_an_index_grid_labels_its_cells_with_indexes() -> None:
+    grid = index_grid({"spec": {"completions": 2}, "status": {"completedIndexes": "1"}}, running=IndexSet())
+    assert [cell for run in grid.runs() for cell in grid.cells(run)] == [("index 0", 0), ("index 1", 1)]
+    assert grid.span(grid.bands()[0]) == "indexes 0-0"
