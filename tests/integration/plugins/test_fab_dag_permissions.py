@@ -43,14 +43,16 @@ from airflow.providers.fab.auth_manager.cli_commands.utils import get_applicatio
 with get_application_builder() as appbuilder:
     sm = appbuilder.sm
     role = sm.find_role("dag_a_reader") or sm.add_role("dag_a_reader")
-    for resource in ("DAG:a", "DAG Runs", "Task Instances", "Cluster Activity", "Website"):
+    for resource in ("DAG:a", "DAG Runs", "Task Instances", "Task Logs", "Cluster Activity", "Website"):
         sm.add_permission_to_role(role, sm.create_permission("can_read", resource))
     if sm.find_user(username="alice") is None:
         assert sm.add_user("alice", "Alice", "A", "alice@example.invalid", role, password=sys.argv[1])
 """
 
-DAG_ROUTES = ("/task", "/api/task", "/api/task/stream")
+DAG_ROUTES = ("/task", "/api/task", "/api/task/stream", "/api/task/log")
 """Every route of the app that serves a dag_id (the test below checks the list against the app)."""
+ALLOWED_STATUS = {"/api/task/log": 404}
+"""An allowed request's status where it is not 200: the log tail of a Job the task instance does not have."""
 
 
 def _floor_venv() -> Path:
@@ -166,7 +168,7 @@ def test_a_user_allowed_only_dag_a_gets_403_on_every_kueue_route_of_dag_b_and_no
         answer = httpx.get(f"{fab_server.url}{path}", timeout=30)
         assert answer.status_code == 404, f"{fab_server.version} {path}: {answer.status_code}"
     bearer = fab_server.bearer()
-    task = {"run_id": "r", "task_id": "t", "map_index": "{MAP_INDEX}", "job": ""}
+    task = {"run_id": "r", "task_id": "t", "map_index": "{MAP_INDEX}", "job": "", "index": "0"}
     for path in DAG_ROUTES:
         refused = httpx.get(
             f"{fab_server.url}/kueue{path}", params={**task, "dag_id": "b"}, headers=bearer, timeout=30
@@ -180,7 +182,8 @@ def test_a_user_allowed_only_dag_a_gets_403_on_every_kueue_route_of_dag_b_and_no
         allowed = httpx.get(
             f"{fab_server.url}/kueue{path}", params={**task, "dag_id": "a"}, headers=bearer, timeout=30
         )
-        assert allowed.status_code == 200, f"{fab_server.version} {path}: {allowed.text[-2000:]}"
+        want = ALLOWED_STATUS.get(path, 200)
+        assert allowed.status_code == want, f"{fab_server.version} {path}: {allowed.text[-2000:]}"
     assert fab_server.proxy.connections > 0, "the allowed routes read the cluster"
     queues = httpx.get(f"{fab_server.url}/kueue/api/queues", headers=bearer, timeout=30)
     assert queues.status_code == 200, queues.text[-2000:]
