@@ -49,6 +49,7 @@ def _devcluster(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.long  # a minute of the bed's own tooling (down, up, up again), outside make test's 45 minutes
 def test_up_is_idempotent_and_down_leaves_no_process(
     devcluster_env: dict[str, str], cluster: Cluster
 ) -> None:
