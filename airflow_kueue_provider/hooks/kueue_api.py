@@ -53,10 +53,24 @@ def label_selector(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-def pods_by_index(pods: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
-    """Pods grouped by completion index, newest first within an index."""
+def controlled_by_job(pod: dict[str, Any], job_name: str, job_uid: str | None = None) -> bool:
+    """Whether the Job ``job_name`` (of uid ``job_uid``, when given) is the pod's controller. The job-name
+    label alone proves nothing: anyone who may create pods in the namespace can set it."""
+    return any(
+        ref.get("controller")
+        and ref.get("kind") == "Job"
+        and ref.get("name") == job_name
+        and (job_uid is None or ref.get("uid") == job_uid)
+        for ref in pod.get("metadata", {}).get("ownerReferences") or []
+    )
+
+
+def pods_by_index(
+    pods: list[dict[str, Any]], job_name: str, job_uid: str | None = None
+) -> dict[int, list[dict[str, Any]]]:
+    """The pods the Job controls, grouped by completion index, newest first within an index."""
     grouped: dict[int, list[dict[str, Any]]] = {}
-    for pod in pods:
+    for pod in (p for p in pods if controlled_by_job(p, job_name, job_uid)):
         raw = pod.get("metadata", {}).get("annotations", {}).get(INDEX_ANNOTATION)
         if raw is not None and raw.isdigit():
             grouped.setdefault(int(raw), []).append(pod)

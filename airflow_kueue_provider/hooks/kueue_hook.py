@@ -319,7 +319,7 @@ class KueueHook:
         self, namespace: str, job_name: str, indexes: list[int], lines: int = 20
     ) -> dict[int, str]:
         """The last ``lines`` log lines of the newest pod of each failed index (best effort)."""
-        by_index = kueue_api.pods_by_index(self.pods_of_job(namespace, job_name))
+        by_index = kueue_api.pods_by_index(self.pods_of_job(namespace, job_name), job_name)
         tails: dict[int, str] = {}
         for index in indexes:
             candidates = by_index.get(index)
@@ -328,17 +328,23 @@ class KueueHook:
         return tails
 
     def index_log_tail(
-        self, namespace: str, job_name: str, index: int, lines: int, limit_bytes: int
+        self,
+        namespace: str,
+        job_name: str,
+        index: int,
+        lines: int,
+        limit_bytes: int,
+        job_uid: str | None = None,
     ) -> tuple[str, str] | None:
         """(pod name, its last ``lines`` log lines, at most ``limit_bytes``) of the newest pod of one index of
-        a Job; None when the index has no pod (yet, or any longer). One index's pods by label, not the whole
-        Job's: a Job may have 100,000 indexes."""
+        a Job (``job_uid``: that very Job, its pods' controller); None when the index has no pod of the Job's
+        (yet, or any longer). One index's pods by label, not the whole Job's (100,000 indexes, maybe)."""
         core = client.CoreV1Api(self.api)
         selector = f"{JOB_NAME_LABEL}={job_name},{INDEX_LABEL}={index}"
         found = call_with_retry(
             lambda: core.list_namespaced_pod(namespace, label_selector=selector), "list pods"
         )
-        pods = kueue_api.pods_by_index([self._json(p) for p in found.items]).get(index)
+        pods = kueue_api.pods_by_index([self._json(p) for p in found.items], job_name, job_uid).get(index)
         if not pods:
             return None
         return pods[0]["metadata"]["name"], self._log_tail(namespace, pods[0], lines, limit_bytes)

@@ -383,7 +383,8 @@ def create_app(
         if index >= completions:
             raise HTTPException(422, f"index: Job {job} has indexes 0-{completions - 1}, got {index}")
         namespace = found["metadata"]["namespace"]
-        tail = hook().index_log_tail(namespace, job, index, LOG_TAIL_LINES, LOG_TAIL_BYTES)
+        uid = found["metadata"].get("uid")
+        tail = hook().index_log_tail(namespace, job, index, LOG_TAIL_LINES, LOG_TAIL_BYTES, job_uid=uid)
         answer: dict[str, Any] = {"job": job, "namespace": namespace, "index": index, "lines": LOG_TAIL_LINES}
         if tail is None:
             return {**answer, "pod": None, "log": f"(index {index} has no pod now: not started yet, or gone)"}

@@ -8,7 +8,7 @@ from unittest import mock
 
 from kubernetes.client.exceptions import ApiException
 
-from airflow_kueue_provider.hooks import kueue_hook
+from airflow_kueue_provider.hooks import kueue_api, kueue_hook
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook, no_logs_note
 
 FAKE_FAILURE = "kwok: index failed on purpose (kwok.airflow-kueue.io/fail-indexes)"  # the bed's KWOK stage
@@ -41,6 +41,7 @@ def pod(name: str, index: int, container_id: str | None = None, message: str | N
             "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
             "labels": {"batch.kubernetes.io/job-completion-index": str(index)},
             "creationTimestamp": "2026-12-02T06:00:00Z",
+            "ownerReferences": [{"kind": "Job", "name": "job", "uid": "job-uid", "controller": True}],
         },
         "status": {"phase": "Failed", "containerStatuses": [status]},
     }
@@ -140,3 +141,16 @@ def test_index_log_tail_reads_one_indexs_newest_pod_by_label_bounded() -> None:
     core.read_namespaced_pod_log.assert_called_once_with(
         "job-3-new", "ns", tail_lines=200, _request_timeout=10, _preload_content=False, limit_bytes=65536
     )
+
+
+def test_a_pod_that_only_carries_the_jobs_labels_is_not_the_jobs() -> None:
+    """Another tenant may create a pod with the Job's job-name and index labels: its log is never shown."""
+    planted = pod("job-3-planted", 3)
+    planted["metadata"]["ownerReferences"] = []
+    planted["metadata"]["creationTimestamp"] = "2026-12-02T09:00:00Z"  # newer than the Job's own
+    other_uid = pod("job-3-other", 3)
+    other_uid["metadata"]["ownerReferences"][0]["uid"] = "another-job-of-that-name"
+    ours = pod("job-3-ours", 3)
+    assert kueue_api.pods_by_index([planted, ours], "job") == {3: [ours]}
+    assert kueue_api.pods_by_index([other_uid, ours], "job", "job-uid") == {3: [ours]}
+    assert kueue_api.pods_by_index([planted], "job") == {}

@@ -32,10 +32,21 @@ def test_position_of_a_pending_workload() -> None:
 
 def test_pods_by_index_newest_first() -> None:
     def pod(index: str, created: str) -> dict[str, object]:
-        return {"metadata": {"annotations": {INDEX_ANNOTATION: index}, "creationTimestamp": created}}
+        owner = [{"kind": "Job", "name": "j", "uid": "u", "controller": True}]
+        meta = {
+            "annotations": {INDEX_ANNOTATION: index},
+            "creationTimestamp": created,
+            "ownerReferences": owner,
+        }
+        return {"metadata": meta}
 
     grouped = kueue_api.pods_by_index(
-        [pod("1", "2026-01-01T00:00:01Z"), pod("1", "2026-01-01T00:00:09Z"), pod("0", "2026-01-01T00:00:00Z")]
+        [
+            pod("1", "2026-01-01T00:00:01Z"),
+            pod("1", "2026-01-01T00:00:09Z"),
+            pod("0", "2026-01-01T00:00:00Z"),
+        ],
+        "j",
     )
     assert [p["metadata"]["creationTimestamp"] for p in grouped[1]] == [
         "2026-01-01T00:00:09Z",

@@ -27,11 +27,14 @@ class OneJob:
 
     def task_instance_jobs(self, namespace: str | None, identity: Any) -> list[dict[str, Any]]:
         self.identities.append(identity)
-        return [{"metadata": {"name": "job-1", "namespace": "team-a"}, "spec": {"completions": 4}}]
+        return [
+            {"metadata": {"name": "job-1", "namespace": "team-a", "uid": "uid-1"}, "spec": {"completions": 4}}
+        ]
 
     def index_log_tail(
-        self, namespace: str, job: str, index: int, lines: int, limit_bytes: int
+        self, namespace: str, job: str, index: int, lines: int, limit_bytes: int, job_uid: str | None = None
     ) -> tuple[str, str] | None:
+        assert job_uid == "uid-1", "the log is read from that very Job's pods"
         self.tails.append((namespace, job, index, lines, limit_bytes))
         return None if index == 2 else (f"{job}-{index}-x", "<script>alert(1)</script>\nTraceback ...\n")
 
