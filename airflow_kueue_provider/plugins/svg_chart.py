@@ -115,23 +115,8 @@ class ChartView:
     bottom: int = HEIGHT - BOTTOM
 
 
-def time_chart(
-    chart_id: str,
-    title: str,
-    desc: str,
-    series: Sequence[Series],
-    y_label: str,
-    y_format: Callable[[float], str] = lambda v: f"{v:g}",
-    reference: Reference | None = None,
-    gap_seconds: float | None = None,
-    x_range: tuple[float, float] | None = None,
-    y_max: float | None = None,
-) -> str:
-    """A chart of ``series`` over UTC time. ``gap_seconds``: a line breaks where two points are further apart
-    (no sample there). ``y_max``: at least this high (the axis starts at 0)."""
-    view = chart_view(
-        chart_id, title, desc, series, y_label, y_format, reference, gap_seconds, x_range, y_max
-    )
+def time_chart(view: ChartView) -> str:
+    """The chart ``chart_view`` laid out, drawn as inline SVG (``templates/chart.svg``, escaped)."""
     return render_macro("chart.svg", "chart", view)
 
 
@@ -147,7 +132,9 @@ def chart_view(
     x_range: tuple[float, float] | None = None,
     y_max: float | None = None,
 ) -> ChartView:
-    """The geometry of ``time_chart`` (the same arguments), for a template to draw with ``chart.svg``."""
+    """A chart of ``series`` over UTC time, laid out for ``time_chart`` to draw. ``gap_seconds``: a line
+    breaks where two points are further apart (no sample there). ``y_max``: at least this high (the axis
+    starts at 0)."""
     xs = [p.x for s in series for p in s.points] + [s.end_x for s in series if s.end_x is not None]
     ys = [p.y for s in series for p in s.points if p.y is not None]
     if reference is not None:

@@ -18,7 +18,7 @@ from ..kueue.run_trends import (
     quota_series,
 )
 from .page_templates import render_macro
-from .svg_chart import ChartView, Point, Reference, Series, chart_view, duration_unit
+from .svg_chart import ChartView, Point, Reference, Series, chart_view, duration_unit, time_chart
 
 SAMPLE_GAP_SECONDS = 150.0
 """A ClusterQueue's line breaks where two samples are further apart: no queue page was open then (an open
@@ -136,7 +136,7 @@ def _newest_sentence(p: TaskRunPoint) -> str:
 
 
 def task_chart(trend: TaskTrend) -> str:
-    return render_macro("chart.svg", "chart", task_chart_view(trend))
+    return time_chart(task_chart_view(trend))
 
 
 def task_chart_view(trend: TaskTrend) -> ChartView:
@@ -201,7 +201,7 @@ def task_chart_view(trend: TaskTrend) -> ChartView:
 def queue_runs_chart(history: QueueHistory) -> str:
     """Run time and queue wait of the ClusterQueue's recent runs (several tasks: points, not lines)."""
     view = queue_runs_chart_view(history)
-    return "" if view is None else render_macro("chart.svg", "chart", view)
+    return "" if view is None else time_chart(view)
 
 
 def queue_runs_chart_view(history: QueueHistory) -> ChartView | None:

@@ -163,10 +163,10 @@ def _chart(x: str) -> str:
         svg_chart.Series(f"d{x}", [svg_chart.Point(t, 2.0, f"tip{x}")], 1, marker="diamond"),
         svg_chart.Series(f"w{x}", [svg_chart.Point(t, 0.5, f"wait{x}")], 2, line="none", marker="square"),
     ]
-    return svg_chart.time_chart(
+    return svg_chart.time_chart(svg_chart.chart_view(
         f"id{x}", f"title{x}", f"desc{x}", series, f"y{x}", lambda v: f"{v:g}{x}",
         reference=svg_chart.Reference(1.5, f"label{x}"),
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 PAGES: dict[str, Callable[[str], str]] = {

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 from xml.etree import ElementTree
 
 from airflow_kueue_provider.plugins.svg_chart import (
     Point,
     Reference,
     Series,
+    chart_view,
     duration_unit,
     nice_ticks,
     time_axis_label,
@@ -20,12 +22,17 @@ SVG = "{http://www.w3.org/2000/svg}"
 T = 1_800_000_000.0  # 2027-01-15 08:00 UTC
 
 
+def draw(*args: Any, **kwargs: Any) -> str:
+    """``time_chart`` of ``chart_view(*args, **kwargs)``."""
+    return time_chart(chart_view(*args, **kwargs))
+
+
 def test_a_chart_is_an_image_with_title_desc_axis_labels_and_a_title_per_point() -> None:
     series = [
         Series("run <time>", [Point(T, 5.0, "r1: <b>5</b>"), Point(T + 3600, 7.0, "r2")], 0),
         Series("wait", [Point(T, 1.0), Point(T + 3600, None)], 1, line="dotted", marker="square"),
     ]
-    svg = time_chart("c-1", 'Title "<x>"', "Desc & more", series, "duration (minutes)")
+    svg = draw("c-1", 'Title "<x>"', "Desc & more", series, "duration (minutes)")
     root = ElementTree.fromstring(svg)  # well-formed XML, so every string was escaped
     assert root.get("role") == "img" and root.get("aria-labelledby") == "c-1-t c-1-d"
     assert root.find(f"{SVG}title").text == 'Title "<x>"'  # type: ignore[union-attr]
@@ -41,7 +48,7 @@ def test_a_chart_is_an_image_with_title_desc_axis_labels_and_a_title_per_point()
 
 def test_a_step_series_holds_each_value_and_breaks_across_a_gap() -> None:
     points = [Point(T, 1.0), Point(T + 30, 3.0), Point(T + 1000, 2.0)]
-    svg = time_chart(
+    svg = draw(
         "q", "t", "d", [Series("pending", points, step=True, end_x=T + 1060, marker="none")], "n",
         gap_seconds=150,
     )  # fmt: skip
@@ -53,7 +60,7 @@ def test_a_step_series_holds_each_value_and_breaks_across_a_gap() -> None:
 
 
 def test_a_reference_line_and_its_label() -> None:
-    svg = time_chart(
+    svg = draw(
         "r", "t", "d", [Series("cpu", [Point(T, 50.0)])], "%", reference=Reference(100.0, "nominal"),
         y_max=100.0,
     )  # fmt: skip
