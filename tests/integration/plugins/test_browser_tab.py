@@ -217,6 +217,24 @@ def test_jobset_task_tab_shows_each_replicated_job_with_the_jobsets_workload(
         page.close()
 
 
+def test_the_tab_follows_the_colour_mode_picked_in_airflow(ui: Ui, request: pytest.FixtureRequest) -> None:
+    """Airflow's UI keeps the user's colour mode in localStorage (next-themes, key ``theme``); switching it in
+    the Airflow page switches the Kueue page in its iframe at once, without a reload."""
+    page, frame = _open_kueue_tab(ui, "tasks/shards")
+    try:
+        html = frame.locator("html")
+        for mode in ("dark", "light", "dark"):
+            page.evaluate("mode => localStorage.setItem('theme', mode)", mode)
+            frame.locator(f'html[data-theme="{mode}"]').wait_for(state="attached", timeout=10_000)
+            assert html.get_attribute("data-theme") == mode
+        background = frame.locator("body").evaluate("b => getComputedStyle(b).backgroundColor")
+        assert background == "rgb(26, 32, 44)", background  # the dark page's --bg
+    finally:
+        _screenshot(page, request)
+        page.evaluate("() => localStorage.removeItem('theme')")
+        page.close()
+
+
 def test_another_operators_tab_says_it_has_no_kueue_job(ui: Ui, request: pytest.FixtureRequest) -> None:
     page, frame = _open_kueue_tab(ui, "tasks/report")
     try:
