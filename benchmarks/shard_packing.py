@@ -13,7 +13,8 @@ The anchor is the ideal, the shards' seconds / parallelism. Cases:
 - **scenario A**: 1,000 shards x 3 s at parallelism 50 (60 s ideal);
 - **many small**: ``--small-shards`` (default 10,000) x 1 s at parallelism 50;
 - **skewed tail**: 200 shards of 1-20 s (uniform, seed 7; ``tail_quota.py``'s distribution) at parallelism 20,
-  packed for their mean.
+  packed as the operator packs ``expected_shard_duration=(1, 20)``: decreasing sizes (``--even-skewed``: even
+  packs for the mean, the shape before decreasing packs existed).
 
 each without a start delay (the fake nodes' own start) and with ``--aks-start-delay`` (default 5 s: on an AKS
 Spot node with the image already cached, the pod sandbox and container start take 2-3 s, the Python
@@ -46,7 +47,7 @@ from kubernetes import config  # noqa: E402
 from airflow_kueue_provider.kueue.index_set import IndexSet  # noqa: E402
 from airflow_kueue_provider.kueue.job_manifest import build_indexed_job  # noqa: E402
 from airflow_kueue_provider.kueue.job_spec import IndexedJobSpec  # noqa: E402
-from airflow_kueue_provider.kueue.shard_packing import ShardPacks, choose_per_pod  # noqa: E402
+from airflow_kueue_provider.kueue.shard_packing import PackingChoice, ShardDuration, ShardPacks  # noqa: E402
 from tests.integration.cluster import Cluster, create_kueue_env, delete_kueue_env, is_true, wait_for  # noqa: E402
 
 RUN = "kwok.airflow-kueue.io/run-duration"
@@ -73,7 +74,8 @@ class Outcome:
     case: str
     start_delay: float
     form: str
-    shards_per_pod: int
+    shards_per_pod: str
+    """The pack shape (``ShardPacks.shape``): ``"5"``, or decreasing runs ``"5x24,...,1x19"``."""
     pods: int
     job_seconds: float
     ratio_to_ideal: float
@@ -89,11 +91,19 @@ def cases(args: argparse.Namespace) -> list[Case]:
     return [every[n] for n in args.cases.split(",")]
 
 
-def pod_annotations(case: Case, per_pod: int, overhead: float, start_delay: float) -> dict[str, str]:
+def packs_of(case: Case, even_skewed: bool) -> ShardPacks:
+    """The operator's packs for the case's declared duration (one figure, or the range of a skewed case)."""
+    duration = ShardDuration(min(case.seconds), max(case.seconds))
+    if even_skewed:
+        duration = ShardDuration(duration.mean, duration.mean)
+    return PackingChoice(None, duration, case.parallelism).packs(IndexSet.range(0, len(case.seconds)))
+
+
+def pod_annotations(case: Case, packs: ShardPacks, overhead: float, start_delay: float) -> dict[str, str]:
     """Each index runs its shards' seconds in a row, plus the SDK's per-shard cost."""
-    packs = ShardPacks(IndexSet.range(0, len(case.seconds)), per_pod)
+    per_pod = packs.per_pod
     annotations = {START: f"{start_delay}s"}
-    if case.uniform:
+    if case.uniform and not packs.sizes:
         full = per_pod * (case.seconds[0] + overhead)
         annotations[RUN] = f"{full:.3f}s"
         last = len(packs.shards_of_index(packs.index_count - 1))
@@ -106,14 +116,16 @@ def pod_annotations(case: Case, per_pod: int, overhead: float, start_delay: floa
     return annotations
 
 
-def run_once(cluster: Cluster, case: Case, per_pod: int, args: argparse.Namespace, delay: float) -> float:
+def run_once(
+    cluster: Cluster, case: Case, packs: ShardPacks, args: argparse.Namespace, delay: float
+) -> float:
     """Seconds from the Job's creation to its Complete condition."""
     cpu_per_pod = 0.25
     env = create_kueue_env(
         cluster, f"pack-{case.name}", cpu=str(case.parallelism * cpu_per_pod + 1), memory="1Ti"
     )
     try:
-        pods = -(-len(case.seconds) // per_pod)
+        pods = packs.index_count
         manifest = build_indexed_job(
             IndexedJobSpec(
                 name="packing",
@@ -125,13 +137,13 @@ def run_once(cluster: Cluster, case: Case, per_pod: int, args: argparse.Namespac
                 resources={"requests": {"cpu": f"{int(cpu_per_pod * 1000)}m", "memory": "64Mi"}},
                 backoff_limit_per_index=1,
                 spot=True,
-                annotations=pod_annotations(case, per_pod, args.per_shard_overhead, delay),
+                annotations=pod_annotations(case, packs, args.per_shard_overhead, delay),
             )
         )
         created = time.monotonic()
         env.create_job(manifest)
         wait_for(
-            f"{case.name} x{per_pod} Complete",
+            f"{case.name} x{packs.shape} Complete",
             lambda: is_true(env.job("packing"), "Complete"),
             timeout=args.timeout,
             interval=0.2,
@@ -145,21 +157,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cluster = Cluster(config.new_client_from_config(config_file=os.environ["KUBECONFIG"]))
     outcomes: list[Outcome] = []
     for case in cases(args):
-        mean = sum(case.seconds) / len(case.seconds)
-        packed = choose_per_pod(len(case.seconds), case.parallelism, mean)
+        every = IndexSet.range(0, len(case.seconds))
+        packed = packs_of(case, args.even_skewed)
         for delay in [
             d for d in (0.0, args.aks_start_delay) if args.delays in ("both", "none" if d == 0 else "aks")
         ]:
-            for form, per_pod in (("unpacked", 1), ("packed", packed)):
-                seconds = run_once(cluster, case, per_pod, args, delay)
-                pods = -(-len(case.seconds) // per_pod)
+            for form, packs in (("unpacked", ShardPacks(every)), ("packed", packed)):
+                seconds = run_once(cluster, case, packs, args, delay)
                 outcomes.append(
                     Outcome(
                         case.name,
                         delay,
                         form,
-                        per_pod,
-                        pods,
+                        packs.shape,
+                        packs.index_count,
                         round(seconds, 1),
                         round(seconds / case.ideal, 3),
                     )
@@ -208,6 +219,9 @@ def main() -> int:
         choices=("both", "none", "aks"),
         default="both",
         help="run without a start delay, with it, or both",
+    )
+    parser.add_argument(
+        "--even-skewed", action="store_true", help="pack the skewed case evenly for its mean (the old shape)"
     )
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--name", default="shard_packing")

@@ -62,7 +62,7 @@ class IndexBand(NamedTuple):
 @dataclass(frozen=True)
 class IndexGrid:
     """States by position ``0 .. completions - 1``: the Job's indexes, or with ``packs`` its shards (position
-    ``p`` is the ``p``-th shard id of ``packs.shards``, run by index ``p // packs.per_pod``)."""
+    ``p`` is the ``p``-th shard id of ``packs.shards``, run by index ``packs.index_of_rank(p)``)."""
 
     completions: int
     done: IndexSet
@@ -81,8 +81,10 @@ class IndexGrid:
         if self.packs is None:
             return [(f"index {i}", i) for i in range(run.first, run.last + 1)]
         ids = self.packs.shards.select(IndexSet.range(run.first, run.last + 1))
-        k = self.packs.per_pod
-        return [(f"shard {sid}, pod index {p // k}", p // k) for p, sid in enumerate(ids, run.first)]
+        index_of = self.packs.index_of_rank
+        return [
+            (f"shard {sid}, pod index {index_of(p)}", index_of(p)) for p, sid in enumerate(ids, run.first)
+        ]
 
     def span(self, band: IndexBand) -> str:
         """A band's stretch: ``indexes 0-99``, or ``shards 700-799``."""
@@ -124,7 +126,9 @@ class IndexGrid:
         runs = self.runs()
         coarse = len(runs) > MAX_BANDS
         packed = (
-            {} if self.packs is None else {"shards": str(self.packs.shards), "per_pod": self.packs.per_pod}
+            {}
+            if self.packs is None
+            else {"shards": str(self.packs.shards), "per_pod": self.packs.per_pod, "packs": self.packs.shape}
         )
         return {
             "completions": self.completions,

@@ -2,8 +2,8 @@
 
 One ledger per (dag, run, task, map index) lives in Blob Storage next to the shards' checkpoints. Shards are
 numbered 0..shard_count-1; an attempt's Job runs a subset of them (all at first, the unfinished ones on a
-retry) and its index ``i`` runs the ``i``-th shard of that subset, or with ``per_pod`` > 1 the ``i``-th
-group of that many (``shard_packing``): a failed pack's shards count as failed until their done markers say
+retry) and its index ``i`` runs the ``i``-th shard of that subset, or in a packed Job the ``i``-th pack
+(``shard_packing``): a failed pack's shards count as failed until their done markers say
 otherwise (``with_done_shards``).  ``completed`` only ever grows, and
 ``merge`` is a union, so two writers that race (ETag conflict -> re-read -> merge -> write) lose nothing.
 """
@@ -11,7 +11,7 @@ otherwise (``with_done_shards``).  ``completed`` only ever grows, and
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
@@ -33,6 +33,11 @@ def attempt_status(outcome: str | None = None, *, finished_condition: str | None
     return {"Complete": SUCCEEDED, "Failed": FAILED}.get(str(finished_condition), RUNNING)
 
 
+def _json_shape(shape: str) -> int | str:
+    """Even packs as the number ledgers have always held; decreasing runs as their text."""
+    return int(shape) if shape.isdigit() else shape
+
+
 @dataclass(frozen=True)
 class Attempt:
     try_number: int
@@ -49,12 +54,14 @@ class Attempt:
     figures: AttemptFigures | None = None
     """Its Job's pods, queue and run time and cost, recorded when the attempt ended (None before, and in
     ledgers written before figures were kept)."""
-    per_pod: int = 1
-    """Shards per Job index (1 in ledgers written before packing existed)."""
+    packing: str = "1"
+    """The Job's ``ShardPacks.shape``: shards per index (``"1"`` in ledgers written before packing existed),
+    or decreasing runs (``"5x24,4x5,1x19"``). Kept under the key ``per_pod``: a provider that knows only
+    even packs fails loudly on runs (``int()``) instead of mapping indexes to the wrong shards."""
 
     @property
     def packs(self) -> ShardPacks:
-        return ShardPacks(self.shards, self.per_pod)
+        return ShardPacks.parse(self.shards, self.packing)
 
     def merged(self, other: Attempt) -> Attempt:
         """Both writers' knowledge: completed/failed unions, the larger eviction count, a final status."""
@@ -81,7 +88,7 @@ class Attempt:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             **({"figures": self.figures.to_dict()} if self.figures else {}),
-            **({"per_pod": self.per_pod} if self.per_pod != 1 else {}),
+            **({"per_pod": _json_shape(self.packing)} if self.packing != "1" else {}),
         }
 
     @classmethod
@@ -97,7 +104,7 @@ class Attempt:
             started_at=data.get("started_at"),
             finished_at=data.get("finished_at"),
             figures=AttemptFigures.from_dict(data["figures"]) if data.get("figures") else None,
-            per_pod=int(data.get("per_pod") or 1),
+            packing=str(data.get("per_pod") or 1),
         )
 
 
@@ -130,9 +137,9 @@ class RunLedger:
     def evictions(self) -> int:
         return sum(a.evictions for a in self.attempts)
 
-    def retry_plan(self, per_pod: int = 1) -> str:
+    def retry_plan(self, packs_of: Callable[[IndexSet], ShardPacks] = ShardPacks) -> str:
         """What a new attempt runs, in shard ids: ``298 of 300 shards done in 1 earlier attempt(s); running
-        the 2 unfinished (7,123) as Job indexes 0-1`` (``per_pod``: shards per index of the new Job)."""
+        the 2 unfinished (7,123) as Job indexes 0-1`` (``packs_of``: how the new Job packs its shards)."""
         left = self.remaining
         done = (
             f"{len(self.completed)} of {self.shard_count} shards done in {len(self.attempts)} earlier "
@@ -142,9 +149,10 @@ class RunLedger:
             return f"{done}; nothing left to run"
         text = str(left)
         text = text if len(text) <= 80 else text[:79].rsplit(",", 1)[0] + ",…"
-        count = ShardPacks(left, per_pod).index_count
+        packs = packs_of(left)
+        count = packs.index_count
         indexes = "index 0" if count == 1 else f"indexes 0-{count - 1}"
-        packed = f" ({per_pod} shards per pod)" if per_pod > 1 and len(left) > 1 else ""
+        packed = f" ({packs.describe()})" if packs.per_pod > 1 and len(left) > 1 else ""
         return f"{done}; running the {len(left)} unfinished ({text}) as Job {indexes}{packed}"
 
     def attempt(self, job_name: str) -> Attempt | None:

@@ -150,7 +150,7 @@ class CheckpointSession:
         def record(current: RunLedger | None) -> RunLedger:
             ledger = current or RunLedger(self.shard_count)
             if ledger.attempt(name) is None:  # its submission's record was lost: its env says its shards
-                attempt = Attempt(self.identity.try_number, name, packs.shards, per_pod=packs.per_pod)
+                attempt = Attempt(self.identity.try_number, name, packs.shards, packing=packs.shape)
                 ledger = ledger.with_attempt(attempt)
             return ledger.with_job_progress(
                 name, view.completed, view.failed, status=SPILLED_STATUS, finished_at=now, figures=figures
@@ -166,7 +166,7 @@ class CheckpointSession:
             job_name,
             packs.shards,
             started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            per_pod=packs.per_pod,
+            packing=packs.shape,
         )
         return self.ledger.update(
             lambda current: (current or RunLedger(self.shard_count)).with_attempt(attempt)
@@ -313,7 +313,7 @@ class CheckpointSession:
     ) -> list[dict[str, Any]]:
         env: list[dict[str, Any]] = [
             {"name": SHARDS_ENV, "value": str(packs.shards)},
-            *([{"name": SHARDS_PER_POD_ENV, "value": str(packs.per_pod)}] if packs.per_pod > 1 else []),
+            *([{"name": SHARDS_PER_POD_ENV, "value": packs.shape}] if packs.per_pod > 1 else []),
             {
                 "name": CHECKPOINT_URL_ENV,
                 "value": container_url_of(self.hook.get_auth(), self.shard_container),
@@ -438,7 +438,7 @@ class CheckpointSession:
             every = IndexSet.range(0, self.shard_count)  # a Job that is gone: as a first try would run
             packs = self.job_packs(job, every) if job else self.packing.packs(every)
             attempt = Attempt(
-                self.identity.try_number, job_result.job_name, packs.shards, per_pod=packs.per_pod
+                self.identity.try_number, job_result.job_name, packs.shards, packing=packs.shape
             )
             current = RunLedger(self.shard_count).with_attempt(attempt)
         return {

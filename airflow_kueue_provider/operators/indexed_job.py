@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
 from typing import Any, ClassVar
 
 from ..airflow_compat import AirflowException, AirflowFailException
@@ -23,6 +22,7 @@ from ..kueue.job_template import template_main_container
 from ..kueue.ledger import RunLedger, attempt_status
 from ..kueue.parallelism_ramp import ParallelismRamp
 from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault
+from ..kueue.shard_packing import InvalidPacking, ShardDuration, ShardDurationParam
 from ..kueue.spill import SPILL_NAME_VARIANT, spill_taken
 from ..kueue.topology import InvalidTopology, TopologyRequest
 from ..kueue.trigger_event import KueueEvent
@@ -92,10 +92,11 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         and a shard program that loops with ``Shard.each_from_env()``. Everything else stays per shard (the
         ledger, a retry of only the unfinished shards, the result); ``parallelism``, ``max_failed_indexes``
         and ``backoff_limit_per_index`` count pods. Unset: chosen from ``expected_shard_duration``.
-    :param expected_shard_duration: how long one shard runs (``timedelta`` or seconds). With it (and
-        ``shards_per_pod`` unset) the operator packs about a minute of shards per pod, keeping at least two
-        pods' worth per parallel slot so a skewed tail stays balanced (``kueue.shard_packing``). Without
-        either, each pod runs one shard.
+    :param expected_shard_duration: how long one shard runs (``timedelta`` or seconds), or a
+        ``(shortest, longest)`` pair when lengths differ. With it (and ``shards_per_pod`` unset) the operator
+        packs about a minute of shards per pod, keeping at least two pods' worth per parallel slot; for a
+        range whose longest is at least twice its shortest, in decreasing sizes (the last pods run single
+        shards, so a skewed tail does not end on one long pack). Without either, each pod runs one shard.
     """
 
     template_fields: Sequence[str] = (
@@ -169,7 +170,7 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         job_name_prefix: str | None = None,
         parallelism_ramp: ParallelismRamp | dict[str, Any] | None = None,
         shards_per_pod: int | None = None,
-        expected_shard_duration: timedelta | float | None = None,
+        expected_shard_duration: ShardDurationParam = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(keep_on_failure=keep_job_on_failure, **kwargs)
@@ -224,16 +225,10 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         self.job_name_prefix = job_name_prefix
         self.parallelism_ramp = ParallelismRamp.from_param(parallelism_ramp)
         self.shards_per_pod = shards_per_pod
-        if isinstance(expected_shard_duration, timedelta):
-            expected_shard_duration = expected_shard_duration.total_seconds()
-        if expected_shard_duration is not None and (
-            isinstance(expected_shard_duration, bool) or not isinstance(expected_shard_duration, (int, float))
-        ):
-            raise AirflowFailException(
-                f"{self.task_id}: expected_shard_duration={expected_shard_duration!r}: give a timedelta or "
-                "a number of seconds"
-            )
-        self.expected_shard_seconds = expected_shard_duration
+        try:
+            self.expected_shard_duration = ShardDuration.from_param(expected_shard_duration)
+        except InvalidPacking as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
         self._check_untemplated()
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:

@@ -19,7 +19,7 @@ from ..kueue.names import ELASTIC_JOB_ANNOTATION
 from ..kueue.parallelism_ramp import ParallelismRamp
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.retry_policy import per_index_retries
-from ..kueue.shard_packing import InvalidPacking, PackingChoice, choose_per_pod
+from ..kueue.shard_packing import InvalidPacking, PackingChoice, ShardDuration
 from ..kueue.topology import InvalidTopology, TopologyRequest, with_topology
 from .settings import configured_pod_policy
 from .template_file import TemplateFile
@@ -41,7 +41,7 @@ class IndexedJobManifest:
     min_parallelism: int | None
     parallelism_ramp: ParallelismRamp | None
     shards_per_pod: int | None
-    expected_shard_seconds: float | None
+    expected_shard_duration: ShardDuration | None
     _checkpointing: Any
     topology: TopologyRequest | None
     job_resources: Any
@@ -86,12 +86,12 @@ class IndexedJobManifest:
         return min(int(self.parallelism or completions), completions)
 
     def _packing(self) -> PackingChoice:
-        return PackingChoice(self.shards_per_pod, self.expected_shard_seconds, self._target_parallelism())
+        return PackingChoice(self.shards_per_pod, self.expected_shard_duration, self._target_parallelism())
 
     def _check_packing(self) -> None:
         """Several shards per pod need checkpointing (the done markers say which of a pack's shards
         finished) and a count that fits the shards."""
-        if self.shards_per_pod is None and self.expected_shard_seconds is None:
+        if self.shards_per_pod is None and self.expected_shard_duration is None:
             return
         if self._checkpointing is None:
             which = "shards_per_pod" if self.shards_per_pod is not None else "expected_shard_duration"
@@ -101,8 +101,7 @@ class IndexedJobManifest:
                 "checkpointing=Checkpointing(...), or leave shards_per_pod and expected_shard_duration unset"
             )
         try:
-            p = self._packing()
-            choose_per_pod(int(self.completions), p.parallelism, p.expected_shard_seconds, p.explicit)
+            self._packing().check(int(self.completions))
         except InvalidPacking as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
 

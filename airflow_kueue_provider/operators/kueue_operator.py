@@ -236,7 +236,7 @@ class KueueOperator(OperatorKind, BaseOperator):
             # 2. ... or run what is left: every shard, or on a retry those the ledger has not seen finish.
             indexes, ledger = self._shards_to_run(shards, previous)
             if ledger is not None and ledger.attempts:
-                self.log.info("%s", ledger.retry_plan(self._packing().per_pod(len(indexes) or 1)))
+                self.log.info("%s", ledger.retry_plan(self._packing().packs))
             if not indexes:
                 self.log.info("every shard already finished in an earlier try; nothing to run")
                 return self._succeeded(self._nothing_left(identity, shards, ledger), shards)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from ..kueue.index_set import IndexSet
 from ..kueue.names import (
     CHECKPOINT_PREFIX_ENV,
     CHECKPOINT_SAS_ENV,
@@ -15,7 +16,7 @@ from ..kueue.names import (
     SHARDS_ENV,
     SHARDS_PER_POD_ENV,
 )
-from .mapping import shard_ids_for_index
+from .mapping import pack_shape, shard_ids_for_index
 
 CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"  # local runs only: the operator never sends one
 DEFAULT_GRACE_SECONDS = 25.0
@@ -52,7 +53,8 @@ class ShardEnv:
     shard_ids: tuple[int, ...] = ()
     """Every shard this pod runs, in order (``shard_id`` is the first); more than one in a packed Job."""
     per_pod: int = 1
-    """``AIRFLOW_KUEUE_SHARDS_PER_POD``: above 1, the Job packs shards (the last pack may hold fewer)."""
+    """The Job's largest pack (``AIRFLOW_KUEUE_SHARDS_PER_POD``): above 1, the Job packs shards (the last
+    packs may hold fewer)."""
 
     @property
     def packed(self) -> bool:
@@ -81,13 +83,14 @@ class ShardEnv:
             raise ValueError(f"{GRACE_ENV}={raw_grace!r} is not a number of seconds") from None
         if grace <= 0:
             raise ValueError(f"{GRACE_ENV}={raw_grace!r} must be > 0")
-        shard_ids = shard_ids_for_index(index, environ.get(SHARDS_ENV), environ.get(SHARDS_PER_POD_ENV))
-        per_pod = (environ.get(SHARDS_PER_POD_ENV) or "1").strip()
+        shards, packing = environ.get(SHARDS_ENV), environ.get(SHARDS_PER_POD_ENV)
+        shard_ids = shard_ids_for_index(index, shards, packing)
+        per_pod = pack_shape(IndexSet.parse(shards), packing).per_pod if shards else 1
         return cls(
             index=index,
             shard_id=shard_ids[0],
             shard_ids=shard_ids,
-            per_pod=int(per_pod),
+            per_pod=per_pod,
             account_url=account_url,
             container=container,
             prefix=prefix,

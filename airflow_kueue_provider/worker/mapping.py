@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.shard_packing import ShardPacks
+from airflow_kueue_provider.kueue.shard_packing import InvalidPacking, ShardPacks
 
 
 def shard_id_for_index(index: int, shards: str | None) -> int:
@@ -34,16 +34,16 @@ def shard_id_for_index(index: int, shards: str | None) -> int:
 
 
 def shard_ids_for_index(index: int, shards: str | None, per_pod: str | None) -> tuple[int, ...]:
-    """The shard ids completion ``index`` runs: with ``per_pod`` (``AIRFLOW_KUEUE_SHARDS_PER_POD``) above 1,
-    the ``index``-th group of that many of ``shards``; else the one of ``shard_id_for_index``."""
-    count = _per_pod(per_pod)
-    if count == 1:
+    """The shard ids completion ``index`` runs: with ``per_pod`` (``AIRFLOW_KUEUE_SHARDS_PER_POD``: a
+    number above 1, or decreasing runs such as ``5x24,4x5,1x19``) the ``index``-th pack of ``shards``; else
+    the one of ``shard_id_for_index``."""
+    if per_pod is None or per_pod.strip() in ("", "1"):
         return (shard_id_for_index(index, shards),)
     if shards is None or not shards.strip():
         raise ValueError(
             f"AIRFLOW_KUEUE_SHARDS_PER_POD={per_pod} needs AIRFLOW_KUEUE_SHARDS (the shard ids the Job runs)"
         )
-    packs = ShardPacks(IndexSet.parse(shards), count)
+    packs = pack_shape(IndexSet.parse(shards), per_pod)
     if index < 0 or index >= packs.index_count:
         raise ValueError(
             f"completion index {index} is out of range: {packs.describe()} "
@@ -52,10 +52,9 @@ def shard_ids_for_index(index: int, shards: str | None, per_pod: str | None) -> 
     return tuple(packs.shards_of_index(index))
 
 
-def _per_pod(raw: str | None) -> int:
-    if raw is None or not raw.strip():
-        return 1
-    text = raw.strip()
-    if not (text.isdigit() and text.isascii()) or int(text) < 1:
-        raise ValueError(f"AIRFLOW_KUEUE_SHARDS_PER_POD={raw!r} is not a whole number >= 1")
-    return int(text)
+def pack_shape(shards: IndexSet, raw: str | None) -> ShardPacks:
+    """``AIRFLOW_KUEUE_SHARDS_PER_POD`` over ``shards``; a bad value raises ``ValueError`` naming it."""
+    try:
+        return ShardPacks.parse(shards, raw or "1")
+    except InvalidPacking as exc:
+        raise ValueError(f"AIRFLOW_KUEUE_SHARDS_PER_POD={raw!r}: {exc}") from None

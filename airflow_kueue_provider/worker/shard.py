@@ -144,7 +144,7 @@ class Shard:
         env = ShardEnv.from_environ(os.environ if environ is None else environ)
         if env.packed:
             raise ValueError(
-                f"this pod runs shards {list(env.shard_ids)} (AIRFLOW_KUEUE_SHARDS_PER_POD={env.per_pod}): "
+                f"this pod runs shards {list(env.shard_ids)} (up to {env.per_pod} per pod): "
                 "loop over them with `for shard in Shard.each_from_env(): with shard: ...`, or run the "
                 "task without shards_per_pod/expected_shard_duration"
             )

@@ -125,6 +125,18 @@ def test_a_packed_retry_is_drawn_per_shard_with_the_pod_index_that_runs_each() -
     assert (as_dict["unit"], as_dict["shards"], as_dict["per_pod"]) == ("shard", "7,42,50-57", 4)
 
 
+def test_decreasing_packs_are_drawn_per_shard_with_the_pod_index_that_runs_each() -> None:
+    """Shards 0-9 as packs of 4, 2, 2, 1, 1: index 1 failed (shards 4-5), index 4 runs (shard 9)."""
+    packs = ShardPacks.parse(IndexSet.range(0, 10), "4x1,2x2,1x2")
+    job = {"spec": {"completions": 5}, "status": {"completedIndexes": "0,2-3", "failedIndexes": "1"}}
+    grid = shard_grid(index_grid(job, running=IndexSet.parse("4")), packs)
+    assert grid.counts() == {"done": 7, "failed": 2, "running": 1, "waiting": 0}
+    cells = [cell for run in grid.runs() for cell in grid.cells(run)]
+    assert [index for _, index in cells] == [0, 0, 0, 0, 1, 1, 2, 2, 3, 4]
+    assert cells[8] == ("shard 8, pod index 3", 3)
+    assert grid.to_dict()["packs"] == "4x1,2x2,1x2"
+
+
 def test_an_index_grid_labels_its_cells_with_indexes() -> None:
     grid = index_grid({"spec": {"completions": 2}, "status": {"completedIndexes": "1"}}, running=IndexSet())
     assert [cell for run in grid.runs() for cell in grid.cells(run)] == [("index 0", 0), ("index 1", 1)]

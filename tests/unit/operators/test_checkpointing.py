@@ -13,7 +13,7 @@ import pytest
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.checkpoint_access import access_policy_head, secret_name_of
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.shard_packing import PackingChoice, ShardPacks
+from airflow_kueue_provider.kueue.shard_packing import PackingChoice, ShardDuration, ShardPacks
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession, policy_of
 from airflow_kueue_provider.operators.no_checkpointing import NoCheckpointing
 
@@ -69,6 +69,20 @@ def test_a_packed_session_shapes_one_index_per_pack(monkeypatch: pytest.MonkeyPa
     assert retry["completions"] == 1
     env = {e["name"]: e["value"] for e in retry["template"]["spec"]["containers"][0]["env"]}
     assert (env["AIRFLOW_KUEUE_SHARDS"], env["AIRFLOW_KUEUE_SHARDS_PER_POD"]) == ("2,5,8", "3")
+
+
+def test_a_skewed_range_shapes_decreasing_packs_into_the_pod_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    aks_blob_with_workload_identity(monkeypatch)
+    config = Checkpointing("aks_blob", "checkpoints", workload_identity_service_account="sa")
+    packing = PackingChoice(None, ShardDuration(1.0, 20.0), 20)
+    session = CheckpointSession(config, AirflowIdentity("d", "t", "r"), 200, packing)
+    pod = {"spec": {"containers": [{"name": "main"}]}}
+    manifest: dict[str, Any] = {"spec": {"completions": 200, "parallelism": 20, "template": pod}}
+    shaped = session.shape_job(manifest, IndexSet.range(0, 200))
+    assert (shaped["spec"]["completions"], shaped["spec"]["parallelism"]) == (65, 20)
+    env = {e["name"]: e["value"] for e in shaped["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["AIRFLOW_KUEUE_SHARDS_PER_POD"] == "5x24,4x5,3x7,2x10,1x19"
+    assert session.job_packs(shaped, IndexSet()) == packing.packs(IndexSet.range(0, 200)), "read back"
 
 
 def test_checkpointing_parameter_forms() -> None:

@@ -92,6 +92,16 @@ def test_a_packed_pod_runs_its_group_of_shards() -> None:
     assert shard_ids_for_index(0, "3,7", None) == (3,)
     env = ShardEnv.from_environ({**ENV, "AIRFLOW_KUEUE_SHARDS": "0-9", "AIRFLOW_KUEUE_SHARDS_PER_POD": "4"})
     assert (env.index, env.shard_id, env.shard_ids, env.packed) == (1, 4, (4, 5, 6, 7), True)
+    runs = {**ENV, "AIRFLOW_KUEUE_SHARDS": "0-9", "AIRFLOW_KUEUE_SHARDS_PER_POD": "4x1,2x2,1x2"}
+    assert [shard_ids_for_index(i, runs["AIRFLOW_KUEUE_SHARDS"], "4x1,2x2,1x2") for i in range(5)] == [
+        (0, 1, 2, 3),
+        (4, 5),
+        (6, 7),
+        (8,),
+        (9,),
+    ]
+    decreasing = ShardEnv.from_environ(runs)
+    assert (decreasing.shard_ids, decreasing.per_pod, decreasing.packed) == ((4, 5), 4, True)
     unpacked = ShardEnv.from_environ(ENV)
     assert (unpacked.shard_ids, unpacked.packed) == ((7,), False)
 
@@ -101,8 +111,10 @@ def test_a_packed_pod_runs_its_group_of_shards() -> None:
     [
         (3, "0-9", "4", "index 3 is out of range: 10 shards as 3 pods of up to 4"),
         (0, None, "4", "PER_POD=4 needs AIRFLOW_KUEUE_SHARDS"),
-        (0, "0-9", "four", "'four' is not a whole number"),
-        (0, "0-9", "0", "'0' is not a whole number >= 1"),
+        (0, "0-9", "four", "'four': .*give a whole number of shards per pod, or decreasing runs"),
+        (0, "0-9", "0", "'0': shards per pod must be a whole number >= 1"),
+        (0, "0-9", "4x2,1x1", "hold 9 shards, not the Job's 10"),
+        (5, "0-9", "4x2,1x2", "index 5 is out of range: 10 shards as 4 pods of 4 down to 1"),
     ],
 )
 def test_bad_packing_env_is_refused(index: int, shards: str | None, per_pod: str, message: str) -> None:
