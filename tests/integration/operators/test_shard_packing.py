@@ -1,6 +1,8 @@
 """Several shards per pod on the process nodes: the real operator runs the Monte Carlo pricer packed
 (``shards_per_pod``), against Azurite.
 
+- Decreasing packs (a skewed ``expected_shard_duration`` range) map each index to its pack the same way on
+  the operator's and the pod's side, and a retry runs only the failed shards.
 - A shard that fails on the first try fails alone: its pod goes on with the others of its pack, the done
   markers tell the ledger which finished, and the second try runs that one shard.
 - Kueue sees fewer, longer pods: partial admission of a packed Job runs every shard.
@@ -85,7 +87,7 @@ def pricer(
     arguments: list[str],
     *,
     shards: int,
-    per_pod: int,
+    per_pod: int | None,
     **kwargs: object,
 ) -> KueueIndexedJobOperator:
     return KueueIndexedJobOperator(
@@ -129,6 +131,47 @@ def test_a_packed_run_retries_only_the_shard_that_failed(
     env = {e.name: e.value for e in second.spec.template.spec.containers[0].env if e.value is not None}
     assert second.spec.completions == 1 and env["AIRFLOW_KUEUE_SHARDS"] == "2", env
     # Shard 2 failed before its first item: every item of every shard was processed exactly once.
+    assert account(read_items_log(log), range(shards), items) == account([], [], 0)
+    assert done_outputs(blob.service, blob.container) == {
+        s: expected_pricer_output(s, items) for s in range(shards)
+    }
+
+
+def test_decreasing_packs_run_every_shard_once_and_a_retry_runs_only_the_failed_ones(
+    cluster: Cluster,
+    queues: KueueEnv,  # noqa: F811
+    blob: SimpleNamespace,
+    tmp_path: Path,
+) -> None:
+    """12 shards of 0.1-5 s at parallelism 2: decreasing packs of 3, 3, 3, 2, 1. Shard 4 fails in the middle
+    of index 1's pack and shard 11 is index 4's single shard; the retry runs those two, nothing else."""
+    log, shards, items = tmp_path / "items", 12, 4
+    arguments = [*pricer_arguments(log, items=items, every=2, item_seconds=0.02), "--fail-once", "4,11"]
+    operator = pricer(
+        queues,
+        blob,
+        arguments,
+        shards=shards,
+        per_pod=None,
+        expected_shard_duration=(0.1, 5),
+        backoff_limit_per_index=0,
+    )
+
+    with pytest.raises(KueueJobFailed):
+        operator.execute({"ti": _ti(1)})  # type: ignore[arg-type]
+    (first,) = queues.jobs()
+    env = {e.name: e.value for e in first.spec.template.spec.containers[0].env if e.value is not None}
+    assert (first.spec.completions, env["AIRFLOW_KUEUE_SHARDS_PER_POD"]) == (5, "3x3,2x1,1x1"), env
+    assert first.status.failed_indexes == "1,4", first.status
+
+    result = operator.execute({"ti": _ti(2)})  # type: ignore[arg-type]
+    assert (result["completed_indexes"], result["failed_indexes"], result["attempts"]) == ("0-11", "", 2), (
+        result
+    )
+    (second,) = [j for j in queues.jobs() if j.metadata.name != first.metadata.name]
+    env = {e.name: e.value for e in second.spec.template.spec.containers[0].env if e.value is not None}
+    assert env["AIRFLOW_KUEUE_SHARDS"] == "4,11", env
+    # Shards 4 and 11 failed before their first item: every item of every shard was processed exactly once.
     assert account(read_items_log(log), range(shards), items) == account([], [], 0)
     assert done_outputs(blob.service, blob.container) == {
         s: expected_pricer_output(s, items) for s in range(shards)
