@@ -50,8 +50,9 @@ INDEX_ENV = "JOB_COMPLETION_INDEX"
 SHARDS_ENV = "AIRFLOW_KUEUE_SHARDS"
 """The shard ids the Job runs (an interval string); index ``i`` runs the ``i``-th. Unset: shard id = index."""
 SHARDS_PER_POD_ENV = "AIRFLOW_KUEUE_SHARDS_PER_POD"
-"""Set above 1 for packed Jobs: index ``i`` runs the ``i``-th group of that many shard ids of ``SHARDS_ENV``
-(``kueue.shard_packing``); the SDK's ``Shard.each_from_env`` loops over them."""
+"""Set for packed Jobs (``ShardPacks.shape``): a number above 1 (index ``i`` runs the ``i``-th group of that
+many shard ids of ``SHARDS_ENV``) or decreasing ``size x count`` runs (``5x24,4x5,1x19``); the SDK's
+``Shard.each_from_env`` loops over them."""
 CHECKPOINT_URL_ENV = "AIRFLOW_KUEUE_CHECKPOINT_URL"
 CHECKPOINT_PREFIX_ENV = "AIRFLOW_KUEUE_CHECKPOINT_PREFIX"
 GRACE_ENV = "AIRFLOW_KUEUE_GRACE_SECONDS"
