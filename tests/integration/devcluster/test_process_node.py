@@ -247,6 +247,12 @@ def _events(node: str, namespace: str, pod: str) -> list[dict[str, Any]]:
     return [e for e in journal(node) if e["pod"] == f"{namespace}/{pod}"]
 
 
+def _reported_running(cluster: Cluster, namespace: str, name: str) -> bool:
+    pod = pod_of(cluster, namespace, name) or {}
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return any((s.get("state") or {}).get("running") for s in statuses)
+
+
 def test_delete_with_grace_sigterm_then_sigkill(cluster: Cluster, namespace: str) -> None:
     polite = sh(
         "main", "trap 'sleep 1; echo cleaned > marker; exit 0' TERM; echo up; while :; do sleep 0.2; done"
@@ -255,6 +261,11 @@ def test_delete_with_grace_sigterm_then_sigkill(cluster: Cluster, namespace: str
     for name, container in (("polite", polite), ("stubborn", stubborn)):
         cluster.core.create_namespaced_pod(namespace, process_pod(name, [container]))
     running = {name: printed(cluster, namespace, name, "up") for name in ("polite", "stubborn")}
+    # Delete only once the API server shows the container running: virtual-kubelet force-deletes a deleted pod
+    # whose reported status has no running container (its PR #760), and the node then kills with no grace. A
+    # kubelet reports before a user can see the pod run; under load the node's status sync can lag the log.
+    for name in running:
+        wait_for(f"{name} reported running", partial(_reported_running, cluster, namespace, name), timeout=60)
     for name in running:
         cluster.core.delete_namespaced_pod(name, namespace, grace_period_seconds=5)
     for name, pod in running.items():
