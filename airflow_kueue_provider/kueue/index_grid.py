@@ -81,10 +81,8 @@ class IndexGrid:
         if self.packs is None:
             return [(f"index {i}", i) for i in range(run.first, run.last + 1)]
         ids = self.packs.shards.select(IndexSet.range(run.first, run.last + 1))
-        index_of = self.packs.index_of_rank
-        return [
-            (f"shard {sid}, pod index {index_of(p)}", index_of(p)) for p, sid in enumerate(ids, run.first)
-        ]
+        indexes = [self.packs.index_of_rank(p) for p in range(run.first, run.last + 1)]
+        return [(f"shard {sid}, pod index {i}", i) for sid, i in zip(ids, indexes, strict=True)]
 
     def span(self, band: IndexBand) -> str:
         """A band's stretch: ``indexes 0-99``, or ``shards 700-799``."""

@@ -247,7 +247,7 @@ def packs_of_job(job: Mapping[str, Any]) -> ShardPacks | None:
         return None
     try:
         return ShardPacks.parse(IndexSet.parse(values[SHARDS_ENV]), values.get(SHARDS_PER_POD_ENV, "1"))
-    except (InvalidPacking, ValueError):
+    except ValueError:  # InvalidPacking, or a bad SHARDS_ENV
         return None  # not a Job this provider shaped: drawn and counted per index
 
 
