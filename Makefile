@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 PYTHON311 ?= python3.11
 
-.PHONY: venv demo demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots dist test-bed-py312 docs
+.PHONY: venv demo night demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots dist test-bed-py312 docs
 
 $(VENV)/.installed: pyproject.toml airflow_kueue_provider/__init__.py  # __init__: the version
 	python3 -m venv $(VENV)
@@ -18,6 +18,13 @@ venv: $(VENV)/.installed
 ## The nightly genomics example end to end on the local cluster (scaled to DEMO_SHARDS=40), then a summary.
 demo: venv
 	$(PY) tools/demo.py
+
+## One whole night on the bed's real Airflow deployment (benchmarks/night.py): 48 genomics samples and a risk
+## team's 1,000 shards in one cohort, Spot evictions, a triggerer killed, the UI read at the peak; this provider
+## and the cncf provider's Kueue path in turn. Needs `make cluster-up`; NIGHT_ARGS for a smaller night.
+NIGHT_ARGS ?=
+night: venv
+	$(PY) benchmarks/night.py $(NIGHT_ARGS)
 
 ## The Monte Carlo example's scenario B on a real Airflow deployment of its own (.demo/fair-share): the research
 ## batch borrows, the risk run preempts it (InCohortReclamation), both succeed; then a summary.

@@ -1,0 +1,168 @@
+#!/usr/bin/env python
+"""One whole night on the bed's real Airflow deployment, this provider and the cncf provider's Kueue path in
+the same run: ``make night`` (after ``make cluster-up``).
+
+The workload, time compression and public anchors: ``tests/integration/night/workload.py`` and
+docs/benchmarks.md ("One night"). Each system runs the same night in turn on a fresh Airflow deployment
+(PostgreSQL, API server, scheduler, DAG processor, two triggerers) and fresh queues over the same two node
+pools: 48 samples x (align 24, call 50, gather 19 shards) for the genomics team, 1,000 risk shards for a
+second team sharing the cohort, Spot nodes evicted at 10 % of the pool per hour, one triggerer killed
+mid-night, the Kueue pages read through the peak.
+
+    .venv/bin/python benchmarks/night.py                         # the full night, both systems (~30 min)
+    .venv/bin/python benchmarks/night.py --samples 8 --compression 300 --genomics-cpu 24 --risk-shards 0
+    .venv/bin/python benchmarks/night.py --render results/night.json   # the table and picture again
+
+Writes ``results/<name>.json`` (every record), ``.md`` (the tables) and ``.svg`` (the picture), and prints
+the table and the picture's path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bed_env import RESULTS, load_devcluster_env  # noqa: E402
+
+from tests.integration.night.report import summarize  # noqa: E402
+from tests.integration.night.tables import render_markdown  # noqa: E402
+from tests.integration.night.timeline_svg import render as render_svg  # noqa: E402
+from tests.integration.night.workload import NightShape, draw  # noqa: E402
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    d = NightShape()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--systems", default="ours,cncf", help="comma-separated: ours, cncf")
+    p.add_argument("--samples", type=int, default=d.samples)
+    p.add_argument("--risk-shards", type=int, default=d.risk_shards, help="0: no risk run")
+    p.add_argument("--compression", type=float, default=d.compression, help="30: a 600 s shard runs 20 s")
+    p.add_argument("--genomics-cpu", type=int, default=d.genomics_cpu)
+    p.add_argument("--risk-cpu", type=int, default=d.risk_cpu)
+    p.add_argument("--parallelism", type=int, default=d.parallelism, help="per genomics Job; 0: its shards")
+    p.add_argument(
+        "--evictions-per-hour",
+        type=float,
+        default=d.spot_evictions_per_hour,
+        help="share of the Spot pool's nodes evicted per real hour (0: none)",
+    )
+    p.add_argument("--no-triggerer-kill", action="store_true")
+    p.add_argument("--discover-pods-retry-number", type=int, default=500)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--name", default="night")
+    p.add_argument("--render", type=Path, help="rewrite the .md and .svg of a saved run's JSON")
+    return p.parse_args(argv)
+
+
+def shape_of(args: argparse.Namespace) -> NightShape:
+    risk = max(args.risk_shards, 1)
+    return replace(
+        NightShape(),
+        samples=args.samples,
+        risk_shards=risk,
+        compression=args.compression,
+        genomics_cpu=args.genomics_cpu,
+        risk_cpu=args.risk_cpu,
+        parallelism=args.parallelism,
+        risk_parallelism=min(args.risk_cpu, risk),
+        spot_evictions_per_hour=args.evictions_per_hour,
+        seed=args.seed,
+    )
+
+
+def write(name: str, raw: dict[str, Any]) -> None:
+    shape = NightShape(**{k: v for k, v in raw["shape"].items() if k != "steps"})
+    night = draw(shape)
+    rows = [summarize(night, phase) for phase in raw["phases"]]
+    raw["summary"] = rows
+    svg = render_svg(raw["phases"], night.ideal(), night.deadline_seconds(), f"{name}: running shards")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(raw, separators=(",", ":")) + "\n")
+    (RESULTS / f"{name}.svg").write_text(svg)
+    table = render_markdown(night, rows, raw["meta"])
+    (RESULTS / f"{name}.md").write_text(table)
+    print(table)
+    print(f"picture: {RESULTS / (name + '.svg')}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.render:
+        raw = json.loads(args.render.read_text())
+        write(args.render.stem, raw)
+        return 0
+    state = load_devcluster_env()
+    if subprocess.run(
+        [sys.executable, "-m", "devcluster", "status"], cwd=REPO, capture_output=True
+    ).returncode:
+        sys.exit("the local cluster is not running: make cluster-up first")
+    from kubernetes import config
+
+    from tests.integration.cluster import Cluster, short_id
+    from tests.integration.deployment import _cluster_env, started_postgres
+    from tests.integration.night.bed import NightBed
+    from tests.integration.night.runner import PhaseOptions, run_phase
+
+    night = draw(shape_of(args))
+    if args.risk_shards == 0:
+        print("--risk-shards 0: the risk run is one shard")
+    cluster = Cluster(config.new_client_from_config(config_file=os.environ["KUBECONFIG"]))
+    cluster_env = _cluster_env()
+    bed = NightBed(cluster, short_id())
+    home = Path(tempfile.mkdtemp(prefix="airflow-kueue-night-"))
+    postgres = started_postgres(cluster_env)
+    began = time.time()
+    phases = []
+    try:
+        bed.create_nodes(night)
+        for system in args.systems.split(","):
+            options = PhaseOptions(
+                system=system,
+                evictions=args.evictions_per_hour > 0,
+                kill_triggerer=not args.no_triggerer_kill,
+                discover_pods_retry_number=args.discover_pods_retry_number,
+            )
+            record = run_phase(
+                night,
+                options,
+                cluster=cluster,
+                bed=bed,
+                postgres=postgres,
+                cluster_env=cluster_env,
+                home=home,
+                metrics=("https://127.0.0.1:26443/metrics", state / "pki"),
+            )
+            phases.append(record.to_json())
+    finally:
+        bed.teardown()
+        postgres.stop()
+    meta = {
+        "when": datetime.fromtimestamp(began, timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "wall_minutes": round((time.time() - began) / 60, 1),
+        "machine": f"{os.cpu_count()} cores, {platform.python_version()}",
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip(),
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "home": str(home),
+    }
+    write(args.name, {"meta": meta, "shape": asdict(night.shape), "phases": phases})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

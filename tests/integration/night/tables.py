@@ -1,0 +1,113 @@
+"""The night's report as Markdown: one column per system, then where the time goes (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .workload import Night
+
+TIME_PARTS = (
+    ("scheduler", "waiting for the scheduler (upstream end -> task start)"),
+    ("submit", "the task's start -> its Job created"),
+    ("kueue_queue", "queued in Kueue (created -> quota reserved)"),
+    ("admitted_not_running", "admitted, not running (-> first pod Running)"),
+    ("running", "running (first pod Running -> Job complete)"),
+    ("resume", "resume (Job complete -> task end: detection, scheduler, worker)"),
+)
+
+
+def _v(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "**no**"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def render_markdown(night: Night, rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    s = night.shape
+    lines = [
+        f"# One night: {s.samples} samples x {'/'.join(str(st.shards) for st in s.steps)} shards + "
+        f"{s.risk_shards} risk shards, {meta.get('when', '')}",
+        "",
+        f"Time compression {s.compression:g}x (a 600 s shard runs {600 / s.compression:g} s). "
+        "Quota: genomics "
+        f"{s.genomics_cpu} CPU Spot, risk {s.risk_cpu} CPU on-demand, one cohort. {night.shards():,} shards, "
+        f"{night.genomics_shard_seconds() + night.risk_shard_seconds():,.0f} shard-seconds (compressed). "
+        f"Spot evictions: {s.spot_evictions_per_hour:.0%} of the pool's {night.spot_nodes} nodes per hour "
+        f"(one every {night.eviction_interval():.0f} s compressed), "
+        f"a new node {night.replacement_seconds():.0f} s "
+        f"later. Machine: {meta.get('machine', '')}; commit {meta.get('commit', '')}; wall time "
+        f"{meta.get('wall_minutes', '')} min.",
+        "",
+        "| | " + " | ".join(r["system"] for r in rows) + " |",
+        "|---|" + "---:|" * len(rows),
+    ]
+
+    def row(label: str, get: Any) -> None:
+        lines.append(f"| {label} | " + " | ".join(_v(get(r)) for r in rows) + " |")
+
+    row("makespan (s)", lambda r: r["makespan_s"])
+    row(
+        "ideal (s): max(quota bound, critical path)",
+        lambda r: f"{r['ideal_s']:.0f} ({r['quota_bound_s']:.0f}, {r['critical_path_s']:.0f})",
+    )
+    row("makespan / ideal", lambda r: f"{r['ratio_to_ideal']:.2f}x")
+    row(f"deadline met ({night.deadline_seconds()} s, every gather task)", lambda r: r["deadline_met"])
+    row(
+        "task states at the end", lambda r: ", ".join(f"{k} {v}" for k, v in sorted(r["task_states"].items()))
+    )
+    row("shards lost", lambda r: r["shards_lost"])
+    row("shards completed twice", lambda r: r["completed_twice"])
+    row("Spot evictions", lambda r: r["spot_evictions"])
+    row("shard-seconds redone per Spot eviction", lambda r: r["redone_per_eviction"])
+    row("shard-seconds redone, other (preemption)", lambda r: r["redone_shard_seconds_other"])
+    row("Jobs / pods", lambda r: f"{r['jobs']:,} / {r['pods']:,}")
+    row("quota used, cohort (% of nominal)", lambda r: r["quota_utilisation_pct"].get("cohort"))
+    row("apiserver requests, Airflow's identity", lambda r: r["apiserver_requests_airflow"])
+    row("... per shard", lambda r: r["airflow_requests_per_shard"])
+    row("apiserver requests, every client", lambda r: r["apiserver_requests_total"])
+    row("PostgreSQL commits", lambda r: r["postgres_commits"])
+    row(
+        "Blob requests, Airflow's: total / peak per second",
+        lambda r: f"{r['blob']['airflow_requests']:,} / {r['blob']['airflow_peak_per_second']}",
+    )
+    row(
+        "Blob requests per second at the peak, the shards' (model)",
+        lambda r: r["blob"]["shards_peak_per_second_model"],
+    )
+    row("triggerer CPU, mean of the two (% of a core)", lambda r: r["triggerer_cpu_pct_mean"])
+    row(
+        "triggerer RSS peak (MB)",
+        lambda r: "/".join(str(v["rss_peak_mb"]) for _, v in sorted(r["triggerer"].items())),
+    )
+    row("scheduler CPU (% of a core)", lambda r: (r["scheduler"] or {}).get("cpu_pct_of_core"))
+    row(
+        "UI reads at the peak: p50 / p99 / max (ms)",
+        lambda r: (
+            f"{r['ui']['p50_ms']} / {r['ui']['p99_ms']} / {r['ui']['max_ms']} "
+            f"({r['ui']['reads']} reads, {r['ui']['errors']} not 200)"
+        ),
+    )
+    row(
+        "cost per sample, model: Spot / all on-demand (USD)",
+        lambda r: f"{r['cost']['per_sample_usd']:.2f} / {r['cost']['per_sample_all_on_demand_usd']:.2f}",
+    )
+    row(
+        "triggerer-1 killed / back (s into the night)",
+        lambda r: ", ".join(f"{k} {v:.0f}" for k, v in (r.get("triggerer_kill") or {}).items()) or "no",
+    )
+    lines += ["", "## Where the time goes (seconds, over every task: sum / median / p90)", ""]
+    lines += ["| part | " + " | ".join(r["system"] for r in rows) + " |", "|---|" + "---:|" * len(rows)]
+    for key, label in TIME_PARTS:
+        cells = []
+        for r in rows:
+            t = r["time"].get(key)
+            cells.append(f"{t['sum']:,.0f} / {t['median']:.1f} / {t['p90']:.1f}" if t else "n/a")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return "\n".join(lines)

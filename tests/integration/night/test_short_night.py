@@ -1,0 +1,65 @@
+"""A short night in every ``make test``: the whole of ``make night`` for this provider at a small scale
+(3 samples x 93 shards of 1-4 s, 40 risk shards in the second team's queue of the cohort, a Spot node
+evicted every 20 s on average, a triggerer killed and taken over mid-night), so a change that breaks how
+the parts work together cannot land. It checks what must hold on every night (``report.violations``), not
+how fast."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ..cluster import Cluster, short_id
+from ..deployment import Postgres, _cluster_env, started_postgres
+from .bed import NightBed
+from .report import summarize, violations
+from .runner import PhaseOptions, run_phase
+from .workload import NightShape, draw
+
+SHORT = NightShape(
+    samples=3,
+    risk_shards=40,
+    compression=300.0,  # a 600 s shard runs 2 s
+    genomics_cpu=64,
+    risk_cpu=16,
+    risk_parallelism=16,
+    spot_evictions_per_hour=0.15,  # 4 Spot nodes: an eviction every 3,600 s / (0.15 x 4) / 300 = 20 s
+)
+
+
+@pytest.fixture(scope="module")
+def night_postgres(devcluster_env: dict[str, str]) -> Iterator[Postgres]:
+    server = started_postgres(devcluster_env)
+    yield server
+    server.stop()
+
+
+def test_a_short_night_loses_nothing_repeats_nothing_and_stays_in_quota(
+    cluster: Cluster, night_postgres: Postgres, tmp_path: Path
+) -> None:
+    night = draw(SHORT)
+    bed = NightBed(cluster, short_id())
+    try:
+        bed.create_nodes(night)
+        phase = run_phase(
+            night,
+            PhaseOptions(system="ours", triggerer_kill_at=0.2, triggerer_down=10.0, timeout_factor=60.0),
+            cluster=cluster,
+            bed=bed,
+            postgres=night_postgres,
+            cluster_env=_cluster_env(),
+            home=tmp_path,
+            metrics=("https://127.0.0.1:26443/metrics", Path(_cluster_env()["DEVCLUSTER_STATE"]) / "pki"),
+        ).to_json()
+    finally:
+        bed.teardown()
+    row = summarize(night, phase)
+    print(
+        {k: row[k] for k in ("makespan_s", "ideal_s", "spot_evictions", "apiserver_requests_airflow", "time")}
+    )
+    assert not violations(night, phase), violations(night, phase)
+    assert row["task_states"] == {"success": 3 * 3 + 1}, row["task_states"]
+    assert phase["triggerer_kill"].get("back"), phase["triggerer_kill"]  # the takeover happened mid-night
+    assert not phase["recorder_errors"], phase["recorder_errors"]

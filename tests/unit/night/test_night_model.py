@@ -1,0 +1,176 @@
+"""The night's pure parts: the drawn workload and its ideal, the DAG files (they compile, and carry what the
+report relies on), the shard accounting, and the picture."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+import pytest
+
+from tests.integration.night.dags import NightQueues, genomics_dag, risk_dag
+from tests.integration.night.report import redone, shard_accounting, summarize, violations
+from tests.integration.night.timeline_svg import render
+from tests.integration.night.workload import NightShape, draw
+
+QUEUES = NightQueues("g-ns", "night", "r-ns", "night", "night-x", "night-x")
+
+
+def small() -> NightShape:
+    return NightShape(samples=3, risk_shards=10, genomics_cpu=60, risk_cpu=8, risk_parallelism=8)
+
+
+def test_the_same_seed_draws_the_same_night_and_lengths_stay_in_their_bounds() -> None:
+    a, b = draw(small()), draw(small())
+    assert a.genomics == b.genomics and a.risk == b.risk
+    assert [len(per_sample) for per_sample in a.genomics.values()] == [3, 3, 3]
+    assert [len(a.genomics[s.name][0]) for s in a.shape.steps] == [24, 50, 19]
+    for step in a.shape.steps:
+        for shards in a.genomics[step.name]:
+            assert all(step.median_seconds / 2 / 30 <= v <= step.median_seconds * 2 / 30 for v in shards)
+    assert a.genomics != draw(NightShape(samples=3, genomics_cpu=60, seed=1)).genomics
+
+
+def test_the_ideal_is_the_larger_of_the_quota_bound_and_the_critical_path() -> None:
+    night = draw(small())
+    work = night.genomics_shard_seconds() + night.risk_shard_seconds()
+    assert night.quota_bound() == pytest.approx(work / 68)
+    longest = max(sum(max(night.genomics[s.name][i]) for s in night.shape.steps) for i in range(3))
+    assert night.critical_path() == pytest.approx(longest)
+    assert night.ideal() == max(night.quota_bound(), night.critical_path())
+    assert night.deadline_seconds() >= night.ideal() * 1.5
+
+
+def test_bad_shapes_are_refused_with_what_to_change() -> None:
+    with pytest.raises(ValueError, match="genomics_cpu=10 cannot admit a 50-shard step"):
+        NightShape(genomics_cpu=10)
+    with pytest.raises(ValueError, match="samples=0"):
+        NightShape(samples=0)
+    with pytest.raises(ValueError, match="compression=0"):
+        NightShape(compression=0)
+
+
+@pytest.mark.parametrize("system", ["ours", "cncf"])
+def test_the_dag_files_compile_and_map_every_step_over_the_samples(system: str) -> None:
+    night = draw(small())
+    source = genomics_dag(night, QUEUES, system, discover_pods_retry_number=7)
+    ast.parse(source)
+    assert "sample.expand(sample_id=list(range(3)))" in source and "align >> call >> gather" in source
+    assert "night-x-gather" in source  # the step's Kueue priority
+    if system == "ours":
+        assert (
+            source.count("checkpointing=CHECKPOINTS") == 3
+            and f"deadline={night.deadline_seconds()}" in source
+        )
+    else:
+        assert "discover_pods_retry_number=7" in source and "pool_slots=50" in source
+    ast.parse(risk_dag(night, QUEUES, system, discover_pods_retry_number=7))
+    with pytest.raises(ValueError, match="system='flyte'"):
+        genomics_dag(night, QUEUES, "flyte", discover_pods_retry_number=1)
+
+
+def _phase(
+    night: Any, jobs: list[dict[str, Any]], pods: list[dict[str, Any]], tis: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "system": "ours",
+        "started": 0.0,
+        "risk_started": 5.0,
+        "ended": 100.0,
+        "states": {"night_genomics": {"success": len(tis)}},
+        "task_instances": tis,
+        "jobs": jobs,
+        "pods": pods,
+        "workloads": [],
+        "evictions": [],
+        "ui": [],
+        "processes": [],
+        "quota": [],
+        "timeline": [],
+        "apiserver": {"total": 0, "airflow": 0},
+        "postgres": {},
+        "cluster_queues": [],
+    }
+
+
+def _job(uid: str, task: str, shard_ids: list[int], done: str) -> dict[str, Any]:
+    return {
+        "uid": uid, "dag_id": "night_genomics", "task_id": task, "map_index": 0, "shard_ids": shard_ids,
+        "completed_indexes": done, "created": 1.0, "complete": 9.0, "failed": None,
+    }  # fmt: skip
+
+
+def _ti(task: str) -> dict[str, Any]:
+    return {"dag_id": "night_genomics", "task_id": task, "map_index": 0, "state": "success",
+            "start_date": None, "end_date": None}  # fmt: skip
+
+
+def test_a_retry_that_runs_only_the_unfinished_shards_loses_none_and_repeats_none() -> None:
+    night = draw(small())
+    jobs = [
+        _job("j1", "sample.align", list(range(24)), "0-20"),
+        _job("j2", "sample.align", [21, 22, 23], "0-2"),
+    ]
+    found = shard_accounting(night, _phase(night, jobs, [], [_ti("sample.align")]))
+    assert found["shards_lost"] == 0 and found["completed_twice"] == 0
+
+
+def test_a_retry_that_reruns_every_shard_completes_them_twice_and_a_gap_is_lost() -> None:
+    night = draw(small())
+    jobs = [
+        _job("j1", "sample.align", list(range(24)), "0-20"),
+        _job("j2", "sample.align", list(range(24)), "0-22"),
+    ]
+    pods = [{"job_uid": "j2", "index": 3, "phase": "Succeeded"}] * 2
+    found = shard_accounting(night, _phase(night, jobs, pods, [_ti("sample.align")]))
+    assert found["completed_twice"] == 21 + 1  # shards 0-20 in both Jobs, index 3 by two pods of j2
+    assert found["shards_lost"] == 1 and found["lost_in"] == ["sample.align[0] (success): 1"]
+
+
+def test_work_lost_on_an_evicted_node_is_told_apart_from_other_losses() -> None:
+    phase = {
+        "ended": 100.0,
+        "evictions": [{"at": 50.0, "node": "spot-1"}],
+        "pods": [
+            {"phase": "Failed", "running": 40.0, "ended": 50.5, "node": "spot-1"},
+            {"phase": "Failed", "running": 40.0, "ended": 45.0, "node": "spot-2"},
+            {"phase": "Succeeded", "running": 40.0, "ended": 60.0, "node": "spot-1"},
+        ],
+    }
+    found = redone(phase)
+    assert found["redone_shard_seconds_spot"] == 10.5 and found["redone_per_eviction"] == 10.5
+    assert found["redone_shard_seconds_other"] == 5.0 and found["pods_lost_other"] == 1
+
+
+def test_a_summary_and_a_picture_come_out_of_an_empty_night_without_errors() -> None:
+    night = draw(small())
+    phase = _phase(night, [], [], [])
+    phase["timeline"] = [{"at": 1.0, "running": {"align": 3}}, {"at": 2.0, "running": {"call": 5, "risk": 2}}]
+    phase["evictions"] = [{"at": 1.5, "node": "n"}]
+    row = summarize(night, phase)
+    assert row["shards_lost"] == 0 and row["deadline_met"] is True
+    svg = render([phase], night.ideal(), night.deadline_seconds(), "a <night>")
+    assert svg.startswith("<svg") and "a &lt;night&gt;" in svg and svg.count("<polygon") == 3
+
+
+def test_every_invariant_names_its_evidence() -> None:
+    night = draw(small())
+    jobs = [_job("j1", "sample.align", list(range(24)), "0-22")]
+    phase = _phase(night, jobs, [], [_ti("sample.align")])
+    phase["states"] = {"night_genomics": {"success": 1, "failed": 1}}
+    phase["workloads"] = [{"job_uid": "j1", "admitted": [10.0], "evicted": []}]
+    phase["pods"] = [
+        {"name": "early", "job_uid": "j1", "index": 0, "phase": "Succeeded", "created": 5.0},
+        {"name": "late", "job_uid": "j1", "index": 1, "phase": "Succeeded", "created": 10.2},
+    ]
+    phase["timeline"] = [{"at": 1.0, "running": {"align": 60, "risk": 9}}]
+    found = violations(night, phase)
+    assert found[0].startswith("night_genomics: task states")
+    assert "1 shards lost" in found[1]
+    assert "1 pods created before their Workload held quota: ['early']" in found
+    assert "1 samples with more than 68 pods running (the cohort's quota)" in found
+    phase["states"] = {"night_genomics": {"success": 1}}
+    phase["jobs"] = [_job("j1", "sample.align", list(range(24)), "0-23")]
+    phase["pods"] = phase["pods"][1:]
+    phase["timeline"] = []
+    assert violations(night, phase) == []
