@@ -392,7 +392,7 @@ def dag_spec(
     return spec, where
 
 
-def new_deployment(pg: Any, root: Path, impl: str, n: int, dags: int) -> Any:
+def new_deployment(pg: Any, root: Path, impl: str, n: int, dags: int, triggerers: int = 1) -> Any:
     from tests.integration.deployment import TEMPLATE_DB, AirflowDeployment
 
     database = f"bench_{impl}_{uuid.uuid4().hex[:6]}"
@@ -402,6 +402,8 @@ def new_deployment(pg: Any, root: Path, impl: str, n: int, dags: int) -> Any:
         "scheduler.max_dagruns_to_create_per_loop": str(max(10, dags)),
         "scheduler.max_dagruns_per_loop_to_schedule": str(max(20, dags)),
     }
+    if triggerers > 1:  # a dead triggerer's triggers are taken over within seconds (see scenarios.py)
+        config |= {"triggerer.job_heartbeat_sec": "2", "triggerer.triggerer_health_check_threshold": "12"}
     home = root / impl
     return AirflowDeployment.create(home, pg, database, tr_cluster_env(), config=config)
 
@@ -622,7 +624,9 @@ class Phase:
     def prepare_airflow(self) -> None:
         a = self.args
         dags = math.ceil(a.tasks / a.tasks_per_dag)
-        self.deployment = new_deployment(self.ctx.pg, self.ctx.tmp / "airflow", self.impl, a.tasks, dags)
+        self.deployment = new_deployment(
+            self.ctx.pg, self.ctx.tmp / "airflow", self.impl, a.tasks, dags, a.triggerers
+        )
         namespace, queue = (self.env.namespace, self.env.local_queue) if self.env else ("", "")
         spec, where = dag_spec(self.impl, self.jobs, namespace, queue, a.poll_interval, a.tasks_per_dag)
         self.result.records = [TaskRecord(job, *where[job]) for job in sorted(where)]
@@ -651,6 +655,9 @@ class Phase:
         if self.identity is not None:
             self.before = self.ctx.metrics.scrape(self.identity.flow_schemas)
         self.mark("triggerer_start")
+        for i in range(2, self.args.triggerers + 1):  # the others first; triggerer-1 is the measured one
+            other = self.deployment.start_component(f"triggerer-{i}")
+            set_autogroup_nice(other.pid, self.args.autogroup_nice)
         comp = self.deployment.start_component("triggerer-1")
         set_autogroup_nice(comp.pid, self.args.autogroup_nice)
         self.sampler = TreeSampler(comp.pid, self.args.sample_interval)
@@ -687,7 +694,14 @@ class Phase:
         self.mark("steady_start")
         self.say(f"steady window {self.args.steady_seconds:.0f}s")
         end = time.monotonic() + self.args.steady_seconds
+        kill_at = None if self.args.kill_after is None else time.monotonic() + self.args.kill_after
         while time.monotonic() < end:
+            if kill_at is not None and time.monotonic() >= kill_at:
+                victim = f"triggerer-{self.args.triggerers}"  # never triggerer-1: the one measured
+                self.deployment.kill(victim)
+                self.mark("triggerer_killed")
+                self.say(f"killed {victim}; triggerer-1 takes its triggers over")
+                kill_at = None
             self.deployment.check_alive()
             time.sleep(min(5.0, max(0.0, end - time.monotonic())))
         self.mark("steady_end")
@@ -718,7 +732,8 @@ class Phase:
 
     def finish(self) -> None:
         assert self.sampler is not None
-        self.deployment.components["triggerer-1"].stop(grace=30)
+        for name in [n for n in self.deployment.components if n.startswith("triggerer-")]:
+            self.deployment.components[name].stop(grace=30)
         self.mark("triggerer_stopped")
         self.sampler.stop()
         time.sleep(2)
@@ -734,8 +749,9 @@ class Phase:
 
     def collect_records(self) -> None:
         times = read_trigger_logs(trigger_log_files(self.deployment.home, self.prefix))
-        if moved := read_main_log(self.deployment.components["triggerer-1"].log(), times):
-            self.result.notes.append(f"{moved} trigger log lines were in the triggerer's own log")
+        for name in [n for n in self.deployment.components if n.startswith("triggerer-")]:
+            if moved := read_main_log(self.deployment.components[name].log(), times):
+                self.result.notes.append(f"{moved} trigger log lines were in {name}'s own log")
         stored = stored_events(self.deployment, self.prefix)
         for rec in self.result.records:
             t = times.get((rec.dag_id, rec.task_id), TriggerTimes())
@@ -1368,6 +1384,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--name", default="triggerer_load", help="base name of the result files")
     p.add_argument("--poll-interval", type=float, default=10.0, help="cncf trigger poll_interval")
     p.add_argument("--tasks-per-dag", type=int, default=10)
+    p.add_argument("--triggerers", type=int, default=1, help="triggerers sharing them (measured: the 1st)")
+    p.add_argument(
+        "--kill-after",
+        type=float,
+        default=None,
+        help="seconds into the steady window: SIGKILL the last triggerer (triggerer-1 takes over)",
+    )
     p.add_argument("--settle-seconds", type=float, default=15.0, help="after the last pick-up, before steady")
     p.add_argument("--idle-seconds", type=float, default=30.0, help="idle triggerer baseline (0: skip)")
     p.add_argument("--sample-interval", type=float, default=1.0)
