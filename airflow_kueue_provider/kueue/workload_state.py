@@ -99,6 +99,11 @@ class WorkloadState:
     """When ``Admitted`` last turned true, while it is true."""
     pods_requested: int = 0
     """Pods the Workload asks for (``spec.podSets[].count``: the Job's parallelism)."""
+    pod_sets: int = 1
+    """How many pod sets it has (a Job one; a JobSet one per replicated job)."""
+    pods_minimum: int | None = None
+    """The fewest pods Kueue may admit it with (``spec.podSets[0].minCount``: partial admission); None when
+    it must have the quota of every pod at once."""
     pods_admitted: int | None = None
     """Pods its admission holds quota for (``status.admission.podSetAssignments[].count``); fewer than
     requested after a partial admission."""
@@ -244,6 +249,8 @@ def workload_state_from_dict(workload: Mapping[str, Any]) -> WorkloadState:
         cluster_queue=_str_or_none(_mapping(status.get("admission")).get("clusterQueue")),
         flavors=_flavors(status),
         pods_requested=sum(_int(_mapping(p).get("count")) for p in _list(spec.get("podSets"))),
+        pod_sets=len(_list(spec.get("podSets"))),
+        pods_minimum=_min_count(spec),
         pods_admitted=_admitted_pods(status),
         cpu_per_pod=_cpu_per_pod(status),
         placements=placements_of(status),
@@ -266,6 +273,12 @@ def workload_state_from_dict(workload: Mapping[str, Any]) -> WorkloadState:
         created_at=parse_api_time(metadata.get("creationTimestamp")),
         admitted_at=parse_api_time(admitted.get("lastTransitionTime")) if admitted is not None else None,
     )
+
+
+def _min_count(spec: Mapping[str, Any]) -> int | None:
+    pod_sets = _list(spec.get("podSets"))
+    found = _mapping(pod_sets[0]).get("minCount") if pod_sets else None
+    return _int(found) if found is not None else None
 
 
 def _pending_checks(status: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -179,3 +179,27 @@ def test_the_result_and_the_last_line_give_the_quota_released_up_to_the_jobs_end
     assert line is not None and line.startswith("Kueue released 90.0 CPU-seconds, 180.0 pod-seconds"), line
     assert released_line(ReleasedQuota(), done, later) is None
     assert result_of(done, job(), later).quota_released_pod_seconds is None  # not measured
+
+
+def test_a_job_short_of_quota_says_it_waits_for_all_its_pods_and_what_lets_it_start_with_fewer() -> None:
+    from airflow_kueue_provider.kueue.job_progress import waiting_line
+    from airflow_kueue_provider.kueue.workload_state import workload_state_from_dict as workload_state
+
+    pending = cond("QuotaReserved", "Pending", status="False")
+    pending["message"] = "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor spot"
+    gang = workload(pending)
+    gang["spec"]["podSets"] = [{"name": "main", "count": 50}]
+    line = waiting_line(workload_state(gang), None, 12.0, "job-j-abcde")
+    assert line is not None and line.endswith(
+        "(it starts when the quota of all 50 pods is free at once, in one flavor; min_parallelism lets Kueue "
+        "start it with fewer)"
+    ), line
+    partial = workload(pending)
+    partial["spec"]["podSets"] = [{"name": "main", "count": 50, "minCount": 25}]
+    assert "min_parallelism" not in (waiting_line(workload_state(partial), None, 12.0, "job-j-abcde") or "")
+    other = workload(cond("QuotaReserved", "Pending", status="False"))
+    other["spec"]["podSets"] = [{"name": "main", "count": 50}]
+    assert "min_parallelism" not in (waiting_line(workload_state(other), None, 12.0, "job-j-abcde") or "")
+    jobset = workload(pending)
+    jobset["spec"]["podSets"] = [{"name": "driver", "count": 1}, {"name": "workers", "count": 8}]
+    assert "min_parallelism" not in (waiting_line(workload_state(jobset), None, 12.0, "jobset-j") or "")
