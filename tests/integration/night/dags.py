@@ -66,7 +66,7 @@ _OURS_STEP = """
             completions={shards}, parallelism={parallelism}, spot=True, backoff_limit_per_index=4,
             resources={{"requests": {{"cpu": "1", "memory": "1Gi"}}}},
             annotations=fake_lengths({name!r}, {shards}),
-            checkpointing=CHECKPOINTS,{deadline}
+            checkpointing=CHECKPOINTS,{deadline}{min_parallelism}
         )"""
 
 _CNCF_STEP = """
@@ -78,7 +78,8 @@ _CNCF_STEP = """
             completions={shards}, parallelism={parallelism}, completion_mode="Indexed",
             backoff_limit={backoff},
             container_resources=k8s.V1ResourceRequirements(requests={{"cpu": "1", "memory": "1Gi"}}),
-            annotations=fake_lengths({name!r}, {shards}), deferrable=True, wait_until_job_complete=True,
+            annotations={{**fake_lengths({name!r}, {shards}), **{partial!r}}},
+            deferrable=True, wait_until_job_complete=True,
             get_logs=False, do_xcom_push=False, discover_pods_retry_number={discover},
             pool={pool!r}, pool_slots={parallelism},
         )"""
@@ -98,10 +99,12 @@ def genomics_dag(night: Night, queues: NightQueues, system: str, *, discover_pod
             "shards": step.shards,
             "parallelism": night.shape.parallelism_of(step),
         }
+        low = night.shape.min_parallelism_of(step)
         if system == "ours":
             last = step is night.shape.steps[-1]
             deadline = f" deadline={night.deadline_seconds()}," if last else ""
-            steps.append(_OURS_STEP.format(**fields, deadline=deadline))
+            partial = f" min_parallelism={low}," if low else ""
+            steps.append(_OURS_STEP.format(**fields, deadline=deadline, min_parallelism=partial))
         else:
             steps.append(
                 _CNCF_STEP.format(
@@ -109,6 +112,8 @@ def genomics_dag(night: Night, queues: NightQueues, system: str, *, discover_pod
                     backoff=step.shards * 4,
                     discover=discover_pods_retry_number,
                     pool=genomics_pool(),
+                    # the same Kueue feature, as a cncf user sets it: the annotation on the Job
+                    partial={"kueue.x-k8s.io/job-min-parallelism": str(low)} if low else {},
                 )
             )
     chain = " >> ".join(s.name for s in night.shape.steps)

@@ -12,7 +12,8 @@ Definitions (the docs quote them):
 - **where the time goes**, per task: scheduler (upstream end or run start -> the task's first start),
   submit (start -> its first Job created), Kueue queue (created -> quota reserved), admitted not running
   (reserved -> first pod Running), running (first pod Running -> Job complete), resume (Job complete -> the
-  task's end: the trigger's detection, the scheduler, a worker's start and ``execute_complete``).
+  task's end), split into detection (Job complete -> the trigger's event, the resume guard included) and
+  after the event (-> the task's end: the scheduler, a worker's start and ``execute_complete``).
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ def timings(phase: dict[str, Any]) -> dict[str, Any]:
         reserved = (admitted.get(first["uid"]) or [None])[0]
         running = first_running.get(first["uid"])
         complete = last["complete"] or last["failed"]
+        fired = (phase.get("trigger_fired") or {}).get(f"{dag}|{task}|{mi}|{ti['try_number']}")
         row = {
             "task": f"{task}[{mi}]",
             "scheduler": (start - upstream_end) if upstream_end else None,
@@ -140,6 +142,8 @@ def timings(phase: dict[str, Any]) -> dict[str, Any]:
             "admitted_not_running": (running - reserved) if running and reserved else None,
             "running": (complete - running) if complete and running else None,
             "resume": (end - complete) if complete else None,
+            "detection": (fired - complete) if fired and complete else None,
+            "after_event": (end - fired) if fired else None,
             "jobs": len(jobs),
         }
         per_task.append(row)

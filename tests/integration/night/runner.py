@@ -34,7 +34,6 @@ from .recorder import ClusterRecorder
 from .workload import Night
 
 FAST_FAILOVER = {"triggerer.job_heartbeat_sec": "2", "triggerer.triggerer_health_check_threshold": "12"}
-FIRED = re.compile(r"^(\S+) .*Trigger fired event.*?name='([^']+)'")
 
 
 @dataclass(frozen=True)
@@ -92,25 +91,27 @@ def _pg_counters(deployment: AirflowDeployment) -> dict[str, int]:
     return dict(zip(keys, (int(v) for v in rows[0]), strict=True)) if rows else {}
 
 
-def _fired_times(deployment: AirflowDeployment) -> dict[str, float]:
-    """ "dag|task|map|try" -> when a triggerer logged its trigger's event (the triggerers' own logs)."""
+def fired_times(home: Path) -> dict[str, float]:
+    """"dag|task|map|try" -> the first "Trigger fired event" of its trigger, from the triggerers' JSON logs
+    (each trigger's own log file under the task's log folder, and the triggerers' main logs)."""
     from datetime import datetime
 
     out: dict[str, float] = {}
-    for path in sorted((deployment.home / "logs").glob("triggerer-*.log")):
+    logs = home / "logs"
+    for path in sorted([*logs.glob("dag_id=*/**/*.log.trigger.*.log"), *logs.glob("triggerer-*.log")]):
         for line in path.read_text(errors="replace").splitlines():
-            m = FIRED.match(line)
-            if not m:
+            if "Trigger fired event" not in line:
                 continue
-            parts = m.group(2).split(" ", 1)[0].split("/")
-            if len(parts) < 5:
-                continue
-            dag, _run, task, map_index, try_number = parts[:5]
             try:
-                at = datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp()
-            except ValueError:
+                entry = json.loads(line)
+                at = datetime.fromisoformat(str(entry["timestamp"]).replace("Z", "+00:00")).timestamp()
+            except (ValueError, KeyError, TypeError):
                 continue
-            out.setdefault(f"{dag}|{task}|{map_index}|{try_number}", at)
+            parts = str(entry.get("name", "")).split(" ", 1)[0].split("/")
+            if len(parts) >= 5:
+                dag, _run, task, map_index, try_number = parts[:5]
+                key = f"{dag}|{task}|{map_index}|{try_number}"
+                out[key] = min(out.get(key, at), at)
     return out
 
 
@@ -275,7 +276,7 @@ def run_phase(
                 },
             },
             postgres={k: v - before_pg.get(k, 0) for k, v in after_pg.items()},
-            trigger_fired=_fired_times(deployment),
+            trigger_fired=fired_times(deployment.home),
             triggerer_kill={k: v - started for k, v in kill.items()},
             recorder_errors=recorder.errors[:50],
             blob_requests=list(blob_counter.stamps),

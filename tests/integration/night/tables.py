@@ -12,7 +12,9 @@ TIME_PARTS = (
     ("kueue_queue", "queued in Kueue (created -> quota reserved)"),
     ("admitted_not_running", "admitted, not running (-> first pod Running)"),
     ("running", "running (first pod Running -> Job complete)"),
-    ("resume", "resume (Job complete -> task end: detection, scheduler, worker)"),
+    ("resume", "resume (Job complete -> task end)"),
+    ("detection", "... the trigger's event (Job complete -> event; resume guard included)"),
+    ("after_event", "... after the event (-> task end: scheduler, worker start, execute_complete)"),
 )
 
 

@@ -46,6 +46,9 @@ class NightShape:
     risk_cpu: int = 32  # the risk ClusterQueue's nominal on-demand quota, lent to genomics while idle
     risk_parallelism: int = 32
     parallelism: int = 0  # pods at once per genomics Job; 0: every shard at once (parallelism = shards)
+    # Kueue's partial admission (kueue.x-k8s.io/job-min-parallelism) at this share of a Job's parallelism:
+    # a Job wider than the free quota of any one flavor starts with what is free (0: all or nothing)
+    min_parallelism_share: float = 0.0
     risk_delay_fraction: float = 0.25  # the risk run starts this far into the genomics ideal
     spot_evictions_per_hour: float = 0.10  # share of the Spot pool's nodes evicted per (real) hour
     node_replacement_seconds: float = 180.0  # a new Spot VM joins this long after an eviction (real)
@@ -61,6 +64,8 @@ class NightShape:
                 raise ValueError(f"{name}={getattr(self, name)}: give a whole number of at least 1")
         if self.compression <= 0:
             raise ValueError(f"compression={self.compression}: give a factor above 0 (30 runs 600 s in 20 s)")
+        if not 0.0 <= self.min_parallelism_share < 1.0:
+            raise ValueError(f"min_parallelism_share={self.min_parallelism_share}: give a share from 0 to below 1")
         if self.parallelism < 0:
             raise ValueError(
                 f"parallelism={self.parallelism}: give 0 (every shard at once) or a whole number"
@@ -74,6 +79,14 @@ class NightShape:
 
     def parallelism_of(self, step: Step) -> int:
         return min(step.shards, self.parallelism) if self.parallelism else step.shards
+
+    def min_parallelism_of(self, step: Step) -> int | None:
+        """The fewest pods Kueue may start a step's Job with (None: all of them, gang admission)."""
+        if not self.min_parallelism_share:
+            return None
+        high = self.parallelism_of(step)
+        low = max(1, math.ceil(high * self.min_parallelism_share))
+        return low if low < high else None
 
 
 def list_schedule(lengths: list[float], slots: int) -> float:
