@@ -46,11 +46,17 @@ class AsyncWorkloadCalls(AsyncKueueSession):
     async def pending_position(
         self, namespace: str, local_queue: str, workload: str
     ) -> tuple[int, int] | None:
+        pending = await self.pending_workloads(namespace, local_queue)
+        return None if pending is None else kueue_api.position_of(pending, workload)
+
+    async def pending_workloads(self, namespace: str, local_queue: str) -> dict[str, Any] | None:
+        """The LocalQueue's pending Workloads with their positions; None where the visibility API is not
+        served (it is optional: Kueue's VisibilityOnDemand)."""
         try:
             path = kueue_api.pending_workloads_path(await self.kueue_version(), namespace, local_queue)
-            return kueue_api.position_of(await self.get_raw(path), workload)
+            return dict(await self.get_raw(path))
         except ApiException:
-            return None  # the visibility API is optional
+            return None
 
     async def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
         """The Job's current Workload (the newest slice of an elastic Job), read now, not from a cache."""

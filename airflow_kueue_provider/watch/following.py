@@ -8,8 +8,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..hooks.cluster_target import ClusterTarget
+from ..hooks.kueue_api import position_of
 from ..hooks.kueue_async_hook import AsyncKueueHook, is_connection_error
 from .cache import JOBSET_KEY_PREFIX, _Follower
+from .pending_reads import SharedPendingReads
 from .snapshots import JobSetSnapshot, JobSnapshot, read_jobset_snapshot, read_snapshot
 
 T = TypeVar("T")
@@ -25,6 +27,7 @@ class Hub(Protocol):
     error: BaseException | None
     jobsets_error: BaseException | None
     hook: AsyncKueueHook | None
+    pending_reads: SharedPendingReads
 
     def snapshot(self, job_name: str) -> JobSnapshot: ...
     def jobset_snapshot(self, name: str) -> JobSetSnapshot: ...
@@ -77,9 +80,13 @@ class _FollowingBase(Generic[S]):
             return await call(own)
 
     async def pending_position(self, local_queue: str, workload: str) -> tuple[int, int] | None:
-        """The Workload's place in its LocalQueue (Kueue's visibility API)."""
+        """The Workload's place in its LocalQueue (Kueue's visibility API), from a read of the LocalQueue's
+        pending list that the hub's followers share (``pending_reads``)."""
         ns = self._hub.namespace
-        return await self._read(lambda hook: hook.pending_position(ns, local_queue, workload))
+        pending = await self._hub.pending_reads.get(
+            local_queue, lambda: self._read(lambda hook: hook.pending_workloads(ns, local_queue))
+        )
+        return None if pending is None else position_of(pending, workload)
 
 
 class Following(_FollowingBase[JobSnapshot]):

@@ -40,6 +40,7 @@ from .diagnostics import DEBUG_SIGNAL_ENV, install_debug_signal
 from .following import Following, FollowingJobSet
 from .gc_freeze import followers_changed, freeze_once
 from .kind_failures import FATAL_AFTER, FATAL_STATUSES, KindFailures, WatchUnavailable, is_fatal, unavailable
+from .pending_reads import SharedPendingReads
 from .snapshots import JobSetSnapshot, JobSnapshot
 
 __all__ = [
@@ -115,6 +116,7 @@ class NamespaceWatch(NamespaceCache):
         self.kind_failures = KindFailures()  # consecutive broken rounds per kind; its LIST resets it
         self.lists = 0  # LISTs made so far (both kinds): each one a fresh, trusted view
         self.events: dict[str, int] = {"jobs": 0, "workloads": 0, "jobsets": 0}  # watch events, bookmarks too
+        self.pending_reads = SharedPendingReads()  # queue positions: one read per LocalQueue, all followers
 
     @property
     def failures(self) -> int:

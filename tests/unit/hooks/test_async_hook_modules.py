@@ -15,6 +15,7 @@ CALLS = {
     "get_raw",
     "kueue_version",
     "pending_position",
+    "pending_workloads",
     "set_parallelism",
     "delete_job",
     "pods_and_events_of_job",

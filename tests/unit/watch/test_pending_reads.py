@@ -1,0 +1,79 @@
+"""Queue positions: one read of a LocalQueue's pending list serves every follower of a hub that asks within
+the sharing window; followers asking while it is in flight wait for it; a cancelled follower does not cancel
+it; a read that fails fails its askers and is not kept."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from airflow_kueue_provider.watch.pending_reads import SharedPendingReads
+
+
+def test_many_followers_share_one_read_per_local_queue() -> None:
+    async def main() -> None:
+        shared = SharedPendingReads(share_seconds=60)
+        sent: list[str] = []
+
+        def reader(queue: str) -> Any:
+            async def read() -> dict[str, Any]:
+                sent.append(queue)
+                await asyncio.sleep(0.01)
+                return {"items": [{"metadata": {"name": f"wl-{queue}"}}]}
+
+            return read
+
+        answers = await asyncio.gather(*(shared.get("lq-a", reader("lq-a")) for _ in range(50)))
+        assert sent == ["lq-a"] and all(a == answers[0] for a in answers)
+        await shared.get("lq-a", reader("lq-a"))  # within the window: kept
+        await shared.get("lq-b", reader("lq-b"))  # another LocalQueue: its own read
+        assert sent == ["lq-a", "lq-b"] and shared.reads == 2
+
+    asyncio.run(main())
+
+
+def test_an_old_list_is_read_again_and_the_kept_lists_are_bounded() -> None:
+    async def main() -> None:
+        shared = SharedPendingReads(share_seconds=0, max_queues=3)
+        calls = 0
+
+        async def read() -> dict[str, Any]:
+            nonlocal calls
+            calls += 1
+            return {"items": []}
+
+        for i in range(10):
+            await shared.get(f"lq-{i % 5}", read)
+        assert calls == 10 and len(shared._newest) == 3
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_follower_leaves_the_read_to_the_others_and_a_failed_read_is_not_kept() -> None:
+    async def main() -> None:
+        shared = SharedPendingReads(share_seconds=60)
+        gate = asyncio.Event()
+
+        async def slow() -> dict[str, Any]:
+            await gate.wait()
+            return {"items": ["x"]}
+
+        first = asyncio.ensure_future(shared.get("lq", slow))
+        second = asyncio.ensure_future(shared.get("lq", slow))
+        await asyncio.sleep(0)
+        first.cancel()
+        gate.set()
+        assert await second == {"items": ["x"]}
+        with pytest.raises(asyncio.CancelledError):
+            await first
+
+        async def broken() -> dict[str, Any]:
+            raise RuntimeError("apiserver down")
+
+        with pytest.raises(RuntimeError, match="apiserver down"):
+            await shared.get("other", broken)
+        assert "other" not in shared._newest
+
+    asyncio.run(main())
