@@ -11,15 +11,16 @@ mid-night, the Kueue pages read through the peak.
 
     .venv/bin/python benchmarks/night.py                         # the full night, both systems (~30 min)
     .venv/bin/python benchmarks/night.py --samples 8 --compression 300 --genomics-cpu 24 --risk-shards 0
-    .venv/bin/python benchmarks/night.py --render results/night.json   # the table and picture again
+    .venv/bin/python benchmarks/night.py --render results/night.json.gz   # the table and picture again
 
-Writes ``results/<name>.json`` (every record), ``.md`` (the tables) and ``.svg`` (the picture), and prints
+Writes ``results/<name>.json.gz`` (every record), ``.md`` (the tables) and ``.svg`` (the picture), and prints
 the table and the picture's path.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -55,6 +56,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--risk-cpu", type=int, default=d.risk_cpu)
     p.add_argument("--parallelism", type=int, default=d.parallelism, help="per genomics Job; 0: its shards")
     p.add_argument(
+        "--min-parallelism-share",
+        type=float,
+        default=d.min_parallelism_share,
+        help="Kueue's partial admission for both systems at this share of a Job's pods (0: gang admission)",
+    )
+    p.add_argument(
         "--evictions-per-hour",
         type=float,
         default=d.spot_evictions_per_hour,
@@ -78,6 +85,7 @@ def shape_of(args: argparse.Namespace) -> NightShape:
         genomics_cpu=args.genomics_cpu,
         risk_cpu=args.risk_cpu,
         parallelism=args.parallelism,
+        min_parallelism_share=args.min_parallelism_share,
         risk_parallelism=min(args.risk_cpu, risk),
         spot_evictions_per_hour=args.evictions_per_hour,
         seed=args.seed,
@@ -91,7 +99,8 @@ def write(name: str, raw: dict[str, Any]) -> None:
     raw["summary"] = rows
     svg = render_svg(raw["phases"], night.ideal(), night.deadline_seconds(), f"{name}: running shards")
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(raw, separators=(",", ":")) + "\n")
+    with gzip.open(RESULTS / f"{name}.json.gz", "wt") as out:  # every record: a few MB as text
+        out.write(json.dumps(raw, separators=(",", ":")) + "\n")
     (RESULTS / f"{name}.svg").write_text(svg)
     table = render_markdown(night, rows, raw["meta"])
     (RESULTS / f"{name}.md").write_text(table)
@@ -102,8 +111,10 @@ def write(name: str, raw: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.render:
-        raw = json.loads(args.render.read_text())
-        write(args.render.stem, raw)
+        opener = gzip.open if args.render.suffix == ".gz" else open
+        with opener(args.render, "rt") as saved:
+            raw = json.loads(saved.read())
+        write(args.render.name.split(".")[0], raw)
         return 0
     state = load_devcluster_env()
     if subprocess.run(

@@ -7,7 +7,7 @@ from typing import Any
 from .workload import Night
 
 TIME_PARTS = (
-    ("scheduler", "waiting for the scheduler (upstream end -> task start)"),
+    ("scheduler", "waiting for the scheduler, and a pool slot (upstream end -> task start)"),
     ("submit", "the task's start -> its Job created"),
     ("kueue_queue", "queued in Kueue (created -> quota reserved)"),
     ("admitted_not_running", "admitted, not running (-> first pod Running)"),

@@ -9,6 +9,7 @@ from typing import Any
 
 SERIES = (("align", "#4e79a7"), ("call", "#59a14f"), ("gather", "#f28e2b"), ("risk", "#b07aa1"))
 WIDTH, PANEL, LEFT, TOP, GAP = 900, 220, 60, 30, 50
+MAX_POINTS = 400  # samples drawn per panel: about two per pixel column
 
 
 def _panel(
@@ -27,9 +28,11 @@ def _panel(
     ]
     out.append(f'<rect x="{LEFT}" y="{y0}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>')
     start = phase["started"]
-    # A step line: the count sampled at t holds until the next sample.
-    times = [p["at"] - start for p in phase["timeline"]]
-    counts = [p["running"] for p in phase["timeline"]]
+    # A step line: the count sampled at t holds until the next sample (at most MAX_POINTS samples drawn).
+    every = max(1, len(phase["timeline"]) // MAX_POINTS)
+    sampled = phase["timeline"][::every]
+    times = [p["at"] - start for p in sampled]
+    counts = [p["running"] for p in sampled]
     steps = [
         (t, c) for i, (t, c) in enumerate(zip(times, counts, strict=True)) for t in (t, *times[i + 1 : i + 2])
     ]
