@@ -92,7 +92,7 @@ def _pg_counters(deployment: AirflowDeployment) -> dict[str, int]:
 
 
 def fired_times(home: Path) -> dict[str, float]:
-    """"dag|task|map|try" -> the first "Trigger fired event" of its trigger, from the triggerers' JSON logs
+    """The first "Trigger fired event" of each trigger ("dag|task|map|try" -> when), from the JSON logs
     (each trigger's own log file under the task's log folder, and the triggerers' main logs)."""
     from datetime import datetime
 

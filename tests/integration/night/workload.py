@@ -65,7 +65,9 @@ class NightShape:
         if self.compression <= 0:
             raise ValueError(f"compression={self.compression}: give a factor above 0 (30 runs 600 s in 20 s)")
         if not 0.0 <= self.min_parallelism_share < 1.0:
-            raise ValueError(f"min_parallelism_share={self.min_parallelism_share}: give a share from 0 to below 1")
+            raise ValueError(
+                f"min_parallelism_share={self.min_parallelism_share}: give a share from 0 to below 1"
+            )
         if self.parallelism < 0:
             raise ValueError(
                 f"parallelism={self.parallelism}: give 0 (every shard at once) or a whole number"
