@@ -24,6 +24,7 @@ import gzip
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -68,6 +69,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="share of the Spot pool's nodes evicted per real hour (0: none)",
     )
     p.add_argument("--no-triggerer-kill", action="store_true")
+    p.add_argument(
+        "--pod-evictions-every",
+        type=float,
+        default=0.0,
+        help="seconds: evict one running genomics pod this often (Eviction API) instead of whole Spot nodes",
+    )
     p.add_argument("--discover-pods-retry-number", type=int, default=500)
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--name", default="night")
@@ -116,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             raw = json.loads(saved.read())
         write(args.render.name.split(".")[0], raw)
         return 0
+    # SIGTERM ends the run through its finally blocks: the deployment, the night's nodes and queues go
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     state = load_devcluster_env()
     if subprocess.run(
         [sys.executable, "-m", "devcluster", "status"], cwd=REPO, capture_output=True
@@ -146,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                 evictions=args.evictions_per_hour > 0,
                 kill_triggerer=not args.no_triggerer_kill,
                 discover_pods_retry_number=args.discover_pods_retry_number,
+                pod_evictions_every=args.pod_evictions_every,
             )
             record = run_phase(
                 night,

@@ -224,6 +224,7 @@ class Eviction:
     pods: int
     back: float | None = None
     error: str = ""
+    pod: str = ""  # a pod evicted alone (PodEvictions); empty when its whole node went
 
 
 class SpotEvictions(threading.Thread):
@@ -350,3 +351,43 @@ class BlobRequestCounter:
 
     def stop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+class PodEvictions(threading.Thread):
+    """Every ``interval`` seconds, one running pod of ``namespaces`` evicted through the Eviction API (its
+    grace period, DisruptionTarget): a Spot VM reclaimed under one pod, the node itself left in place."""
+
+    def __init__(self, cluster: Any, namespaces: list[str], interval: float, seed: int) -> None:
+        super().__init__(name="night-pod-evictions", daemon=True)
+        self.cluster, self.namespaces, self.interval = cluster, list(namespaces), interval
+        self.rng = random.Random(seed)
+        self.evictions: list[Eviction] = []
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        from kubernetes.client.rest import ApiException
+
+        while not self.stop_event.wait(self.interval):
+            running = [
+                p
+                for ns in self.namespaces
+                for p in self.cluster.core.list_namespaced_pod(
+                    ns, field_selector="status.phase=Running"
+                ).items
+            ]
+            if not running:
+                continue
+            pod = self.rng.choice(sorted(running, key=lambda p: p.metadata.name))
+            record = Eviction(time.time(), pod.spec.node_name or "", 1, pod=pod.metadata.name)
+            body = {"metadata": {"name": pod.metadata.name, "namespace": pod.metadata.namespace}}
+            try:
+                self.cluster.core.create_namespaced_pod_eviction(
+                    pod.metadata.name, pod.metadata.namespace, body
+                )
+            except ApiException as exc:
+                record.error = f"{exc.status}: {exc.reason}"
+            self.evictions.append(record)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(timeout=30)

@@ -77,14 +77,15 @@ def shard_accounting(night: Night, phase: dict[str, Any]) -> dict[str, Any]:
 
 def redone(phase: dict[str, Any]) -> dict[str, Any]:
     """Running seconds of pods that ended without succeeding, per cause."""
-    evicted_nodes = {e["node"]: e["at"] for e in phase["evictions"]}
+    evicted_nodes = {e["node"]: e["at"] for e in phase["evictions"] if not e.get("pod")}
+    evicted_pods = {e["pod"]: e["at"] for e in phase["evictions"] if e.get("pod")}
     spot = other = 0.0
     pods_spot = pods_other = 0
     for pod in phase["pods"]:
         if pod["phase"] == "Succeeded" or pod["running"] is None:
             continue
         lost = (pod["ended"] or phase["ended"]) - pod["running"]
-        at = evicted_nodes.get(pod["node"])
+        at = evicted_pods.get(pod.get("name", "")) or evicted_nodes.get(pod["node"])
         if at is not None and pod["running"] <= at + 1 and (pod["ended"] or at) >= at - 1:
             spot += lost
             pods_spot += 1

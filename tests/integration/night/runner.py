@@ -24,6 +24,7 @@ from .dags import GENOMICS_DAG_ID, RISK_DAG_ID, genomics_dag, genomics_pool, ris
 from .probes import (
     ApiserverCounter,
     BlobRequestCounter,
+    PodEvictions,
     ProcessSampler,
     QuotaSampler,
     SpotEvictions,
@@ -40,6 +41,7 @@ FAST_FAILOVER = {"triggerer.job_heartbeat_sec": "2", "triggerer.triggerer_health
 class PhaseOptions:
     system: str  # "ours" | "cncf"
     evictions: bool = True
+    pod_evictions_every: float = 0.0  # > 0: one running pod evicted this often instead of whole Spot nodes
     kill_triggerer: bool = True
     triggerer_kill_at: float = 0.5  # of the ideal, after the genomics run starts
     triggerer_down: float = 20.0
@@ -178,8 +180,14 @@ def run_phase(
         run_id = deployment.rest.trigger(GENOMICS_DAG_ID)
         started = time.time()
         log(f"[{system}] genomics run {run_id}: ideal {ideal:.0f} s, deadline {night.deadline_seconds()} s")
-        evictions = None
-        if options.evictions and night.eviction_interval() < 1e9:
+        evictions: SpotEvictions | PodEvictions | None = None
+        if options.pod_evictions_every > 0:
+            evictions = PodEvictions(
+                cluster, [queues.genomics_namespace], options.pod_evictions_every, night.shape.seed
+            )
+            evictions.start()
+            threads.append(evictions)
+        elif options.evictions and night.eviction_interval() < 1e9:
             evictions = SpotEvictions(
                 cluster,
                 bed.spot_nodes,
