@@ -7,10 +7,12 @@ run against one long-lived cluster without seeing each other's Jobs or quota.
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from kubernetes import client
@@ -384,3 +386,25 @@ def indexed_job(
             },
         },
     }
+
+
+def token_kubeconfig(path: Path, user: str, token: str) -> Path:
+    """A kubeconfig (mode 600) for the bed's apiserver, as the admin kubeconfig names it, with ``token``'s
+    identity: a ServiceAccount a test or a benchmark counts or restricts."""
+    import yaml
+
+    admin = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "bed", "cluster": admin["clusters"][0]["cluster"]}],
+                "users": [{"name": user, "user": {"token": token}}],
+                "contexts": [{"name": "bed", "context": {"cluster": "bed", "user": user}}],
+                "current-context": "bed",
+            }
+        )
+    )
+    path.chmod(0o600)
+    return path

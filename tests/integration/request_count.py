@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client
 
-from .cluster import Cluster, short_id, wait_for
+from .cluster import Cluster, short_id, token_kubeconfig, wait_for
 
 DISPATCHED = "apiserver_flowcontrol_dispatched_requests_total"
 READ = ["get", "list", "watch"]
@@ -74,21 +73,7 @@ def counted_client(cluster: Cluster, namespace: str, tmpdir: Path) -> Iterator[C
     token = cluster.core.create_namespaced_service_account_token(
         name, namespace, {"spec": {"expirationSeconds": 3600}}
     ).status.token
-    admin = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())
-    kubeconfig = tmpdir / f"{name}.kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": admin["clusters"][0]["cluster"]}],
-                "users": [{"name": name, "user": {"token": token}}],
-                "contexts": [{"name": "c", "context": {"cluster": "c", "user": name}}],
-                "current-context": "c",
-            }
-        )
-    )
-    kubeconfig.chmod(0o600)
+    kubeconfig = token_kubeconfig(tmpdir / f"{name}.kubeconfig", name, token)
     flow = client.FlowcontrolApiserverV1Api(cluster.api)
     sa = {"kind": "ServiceAccount", "serviceAccount": {"name": name, "namespace": namespace}}
     everything: dict[str, Any] = {

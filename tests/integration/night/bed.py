@@ -14,13 +14,12 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cluster import Cluster, is_true, wait_for
+from ..cluster import Cluster, is_true, token_kubeconfig, wait_for
 from .dags import PRIORITIES, NightQueues
 from .workload import NODE_CPU, Night
 
@@ -179,7 +178,6 @@ class NightBed:
         is), its kubeconfig, and one FlowSchema (exempt priority, so no more throttled than the admin
         cert) that matches it alone: ``apiserver_flowcontrol_dispatched_requests_total`` of that schema
         counts every request of Airflow's processes, on the server."""
-        import yaml
         from kubernetes import client
 
         name = f"night-airflow-{self.run_id}-{system}"
@@ -201,21 +199,7 @@ class NightBed:
         token = self.cluster.core.create_namespaced_service_account_token(
             "airflow", namespace, {"spec": {"expirationSeconds": 6 * 3600}}
         ).status.token
-        admin = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())
-        kubeconfig = tmpdir / f"{name}.kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "bed", "cluster": admin["clusters"][0]["cluster"]}],
-                    "users": [{"name": "airflow", "user": {"token": token}}],
-                    "contexts": [{"name": "night", "context": {"cluster": "bed", "user": "airflow"}}],
-                    "current-context": "night",
-                }
-            )
-        )
-        kubeconfig.chmod(0o600)
+        kubeconfig = token_kubeconfig(tmpdir / f"{name}.kubeconfig", "airflow", token)
         subject = {"kind": "ServiceAccount", "serviceAccount": {"name": "airflow", "namespace": namespace}}
         client.FlowcontrolApiserverV1Api(self.cluster.api).create_flow_schema(
             {

@@ -183,7 +183,11 @@ def run_phase(
         evictions: SpotEvictions | PodEvictions | None = None
         if options.pod_evictions_every > 0:
             evictions = PodEvictions(
-                cluster, [queues.genomics_namespace], options.pod_evictions_every, night.shape.seed
+                cluster,
+                [queues.genomics_namespace],
+                options.pod_evictions_every,
+                night.shape.seed,
+                slots=night.shape.genomics_cpu,
             )
             evictions.start()
             threads.append(evictions)
