@@ -38,6 +38,7 @@ class PodRecord:
     ended: float | None = None
     phase: str = "Pending"
     disrupted: bool = False  # a DisruptionTarget condition (eviction, node loss, preemption)
+    api_created: float = 0.0  # the pod's creationTimestamp (the apiserver's clock, whole seconds)
 
 
 @dataclass
@@ -67,6 +68,7 @@ class WorkloadRecord:
     job_uid: str
     admitted: list[float] = field(default_factory=list)  # each QuotaReserved=True seen
     evicted: list[tuple[float, str]] = field(default_factory=list)  # (seen, reason) each Evicted=True
+    api_reserved: list[float] = field(default_factory=list)  # each QuotaReserved=True lastTransitionTime
 
 
 def _cond(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
@@ -74,6 +76,13 @@ def _cond(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
         if c.get("type") == ctype:
             return dict(c)
     return None
+
+
+def _api_time(value: Any) -> float:
+    """An API timestamp (RFC 3339, whole seconds) as epoch seconds; 0 when absent."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp() if value else 0.0
 
 
 def _is_true(obj: dict[str, Any], ctype: str) -> bool:
@@ -211,6 +220,7 @@ class ClusterRecorder:
                     meta["namespace"], meta["name"], owner["uid"], int(index or -1), created=now
                 )
             rec.node = (obj.get("spec") or {}).get("nodeName") or rec.node
+            rec.api_created = rec.api_created or _api_time(meta.get("creationTimestamp"))
             phase = status.get("phase", "Pending")
             if phase == "Running" and rec.running is None:
                 rec.running = now
@@ -252,6 +262,10 @@ class ClusterRecorder:
         with self.lock:
             rec = self.workloads.setdefault(job_uid, WorkloadRecord(job_uid))
             reserved = _is_true(obj, "QuotaReserved")
+            if reserved:
+                at = _api_time((_cond(obj, "QuotaReserved") or {}).get("lastTransitionTime"))
+                if at and at not in rec.api_reserved:
+                    rec.api_reserved.append(at)
             readmitted = bool(rec.evicted) and rec.evicted[-1][0] > rec.admitted[-1] if rec.admitted else True
             if reserved and readmitted:
                 rec.admitted.append(now)

@@ -18,6 +18,10 @@ from .report import summarize, violations
 from .runner import PhaseOptions, run_phase
 from .workload import NightShape, draw
 
+# In the serial pass: beside two other bed tests one of three local runs failed (cause not found yet; run
+# alone, it passed each time). It kills only its own triggerer and evicts only its own nodes.
+pytestmark = pytest.mark.serial
+
 SHORT = NightShape(
     samples=3,
     risk_shards=40,

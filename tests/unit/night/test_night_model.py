@@ -174,3 +174,15 @@ def test_every_invariant_names_its_evidence() -> None:
     phase["pods"] = phase["pods"][1:]
     phase["timeline"] = []
     assert violations(night, phase) == []
+
+
+def test_the_quota_invariant_reads_the_apiservers_clock_when_it_has_it() -> None:
+    night = draw(small())
+    phase = _phase(night, [_job("j1", "sample.align", list(range(24)), "0-23")], [], [_ti("sample.align")])
+    # the pod watch delivered before the Workload watch (seen 3 s early), the apiserver's seconds agree
+    phase["workloads"] = [{"job_uid": "j1", "admitted": [13.0], "evicted": [], "api_reserved": [10.0]}]
+    phase["pods"] = [{"name": "p", "job_uid": "j1", "index": 0, "phase": "Succeeded", "created": 10.0,
+                      "api_created": 10.0}]  # fmt: skip
+    assert violations(night, phase) == []
+    phase["pods"][0]["api_created"] = 9.0
+    assert violations(night, phase) == ["1 pods created before their Workload held quota: ['p']"]
