@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,7 +277,3 @@ class NightBed:
         for node in self.cluster.core.list_node(label_selector=f"{RUN_LABEL}={self.run_id}").items:
             with contextlib.suppress(ApiException):
                 self.cluster.core.delete_node(node.metadata.name)
-
-
-def node_count(cpu: int) -> int:
-    return math.ceil(cpu / NODE_CPU)

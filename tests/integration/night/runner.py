@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cluster import Cluster, short_id, wait_for
+from ..cluster import Cluster, short_id
 from ..deployment import TEMPLATE_DB, AirflowDeployment, Postgres
 from .bed import NightBed
 from .dags import GENOMICS_DAG_ID, RISK_DAG_ID, genomics_dag, genomics_pool, risk_dag, risk_pool
@@ -255,6 +255,8 @@ def run_phase(
         time.sleep(2)
         recorder.stop()
         pods, jobs, workloads = recorder.snapshot()
+        runs = {GENOMICS_DAG_ID: run_id, RISK_DAG_ID: risk_run_id}
+        tis = _task_instances(deployment, runs)
         record = PhaseRecord(
             system=system,
             run_id=run_id,
@@ -266,10 +268,8 @@ def run_phase(
                 GENOMICS_DAG_ID: deployment.rest.states(GENOMICS_DAG_ID, run_id),
                 RISK_DAG_ID: deployment.rest.states(RISK_DAG_ID, risk_run_id) if risk_run_id else {},
             },
-            task_instances=_task_instances(
-                deployment, ((GENOMICS_DAG_ID, run_id), (RISK_DAG_ID, risk_run_id))
-            ),
-            results=_results(deployment, system, ((GENOMICS_DAG_ID, run_id), (RISK_DAG_ID, risk_run_id))),
+            task_instances=tis,
+            results=_results(deployment, system, runs, tis),
             pods=[asdict(p) for p in pods],
             jobs=[asdict(j) for j in jobs],
             workloads=[asdict(w) for w in workloads],
@@ -306,7 +306,7 @@ def run_phase(
         bed.drop_phase()
 
 
-def _task_instances(deployment: AirflowDeployment, runs: Any) -> list[dict[str, Any]]:
+def _task_instances(deployment: AirflowDeployment, runs: dict[str, str]) -> list[dict[str, Any]]:
     keep = (
         "dag_id",
         "task_id",
@@ -318,53 +318,42 @@ def _task_instances(deployment: AirflowDeployment, runs: Any) -> list[dict[str, 
         "start_date",
         "end_date",
     )
-    out = []
-    for dag_id, run_id in runs:
-        if not run_id:
-            continue
-        for ti in deployment.rest.task_instances(dag_id, run_id):
-            out.append({k: ti.get(k) for k in keep})
-    return out
+    return [
+        {k: ti.get(k) for k in keep}
+        for dag_id, run_id in runs.items()
+        if run_id
+        for ti in deployment.rest.task_instances(dag_id, run_id)
+    ]
 
 
-def _results(deployment: AirflowDeployment, system: str, runs: Any) -> dict[str, Any]:
+def _results(
+    deployment: AirflowDeployment, system: str, runs: dict[str, str], tis: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Each succeeded task's XCom result (ours only: the cncf operator returns none)."""
     if system != "ours":
         return {}
     out: dict[str, Any] = {}
-    for dag_id, run_id in runs:
-        if not run_id:
+    for ti in tis:
+        dag_id = ti["dag_id"]
+        run_id = runs[dag_id]
+        if ti["state"] != "success":
             continue
-        for ti in deployment.rest.task_instances(dag_id, run_id):
-            if ti["state"] != "success":
-                continue
-            try:
-                value = deployment.rest.xcom(dag_id, run_id, ti["task_id"], ti["map_index"])
-            except Exception as exc:
-                value = {"error": str(exc)[:200]}
-            keep = (
-                "completed_indexes",
-                "failed_indexes",
-                "evictions",
-                "estimated_cost_usd",
-                "deadline",
-                "attempts",
-                "retried_shards",
-                "queued_seconds",
-                "running_seconds",
-            )
-            out[f"{dag_id}|{ti['task_id']}|{ti['map_index']}"] = (
-                {k: value.get(k) for k in keep} if isinstance(value, dict) else value
-            )
-    return out
-
-
-def wait_nodes_ready(cluster: Cluster, names: list[str]) -> None:
-    def ready() -> bool:
-        nodes = {n.metadata.name: n for n in cluster.core.list_node().items}
-        return all(
-            n in nodes
-            and any(c.type == "Ready" and c.status == "True" for c in nodes[n].status.conditions or [])
-            for n in names
+        try:
+            value = deployment.rest.xcom(dag_id, run_id, ti["task_id"], ti["map_index"])
+        except Exception as exc:
+            value = {"error": str(exc)[:200]}
+        keep = (
+            "completed_indexes",
+            "failed_indexes",
+            "evictions",
+            "estimated_cost_usd",
+            "deadline",
+            "attempts",
+            "retried_shards",
+            "queued_seconds",
+            "running_seconds",
         )
-
-    wait_for("the night's nodes Ready", ready, timeout=120)
+        out[f"{dag_id}|{ti['task_id']}|{ti['map_index']}"] = (
+            {k: value.get(k) for k in keep} if isinstance(value, dict) else value
+        )
+    return out
