@@ -51,12 +51,13 @@ def shard_accounting(night: Night, phase: dict[str, Any]) -> dict[str, Any]:
     jobs_by_task: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
     for job in phase["jobs"]:
         jobs_by_task[(job["dag_id"], job["task_id"], job["map_index"])].append(job)
-    succeeded: dict[tuple[str, int], int] = defaultdict(int)
+    succeeded: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for pod in phase["pods"]:
         if pod["phase"] == "Succeeded":
-            succeeded[(pod["job_uid"], pod["index"])] += 1
+            succeeded[(pod["job_uid"], pod["index"])].append(pod)
     lost = twice = 0
     lost_tasks: list[str] = []
+    twice_in: list[str] = []
     for ti in phase["task_instances"]:
         key = (ti["dag_id"], ti["task_id"], ti["map_index"])
         want = expected.get(_step_of(ti["task_id"]), 0)
@@ -70,9 +71,23 @@ def shard_accounting(night: Night, phase: dict[str, Any]) -> dict[str, Any]:
         if missing:
             lost += missing
             lost_tasks.append(f"{ti['task_id']}[{ti['map_index']}] ({ti['state']}): {missing}")
-        twice += sum(1 for n in done.values() if n > 1)
-    twice += sum(1 for n in succeeded.values() if n > 1)
-    return {"shards_lost": lost, "completed_twice": twice, "lost_in": lost_tasks[:20]}
+        again = [shard for shard, n in done.items() if n > 1]
+        twice += len(again)
+        if again:
+            twice_in.append(f"{ti['task_id']}[{ti['map_index']}]: shards {again[:5]} in two Jobs")
+    for (job_uid, index), pods in succeeded.items():
+        if len(pods) > 1:
+            twice += 1
+            twice_in.append(
+                f"Job {job_uid[:8]} index {index}: pods "
+                + ", ".join(f"{p['name']} (node {p['node']}, disrupted {p.get('disrupted')})" for p in pods)
+            )
+    return {
+        "shards_lost": lost,
+        "completed_twice": twice,
+        "lost_in": lost_tasks[:20],
+        "twice_in": twice_in[:20],
+    }
 
 
 def redone(phase: dict[str, Any]) -> dict[str, Any]:
@@ -318,7 +333,7 @@ def violations(night: Night, phase: dict[str, Any]) -> list[str]:
     if shards["shards_lost"]:
         found.append(f"{shards['shards_lost']} shards lost: {shards['lost_in']}")
     if shards["completed_twice"]:
-        found.append(f"{shards['completed_twice']} shards completed twice")
+        found.append(f"{shards['completed_twice']} shards completed twice: {shards['twice_in']}")
     # The apiserver's own times (whole seconds: a pod created after its admission is never in an earlier
     # second); the watches' times for records without them. Two watch streams can deliver seconds apart.
     reserved = {w["job_uid"]: w.get("api_reserved") or [] for w in phase["workloads"]}
