@@ -65,6 +65,14 @@ class KueueHook:
     def _json(self, obj: Any) -> dict[str, Any]:
         return dict(self.api.sanitize_for_serialization(obj))
 
+    @staticmethod
+    def _items(call: Any, what: str) -> list[dict[str, Any]]:
+        """A LIST's items as the API's JSON. ``call(_preload_content=False)`` skips the client's models: their
+        round trip costs ~0.4 ms an Event and more for a Job, in the API server process that also serves the
+        UI and the Execution API (6.6x slower than ``json.loads`` for a Job's 100 Events)."""
+        answer = call_with_retry(lambda: call(_preload_content=False), what)
+        return list(json.loads(answer.data).get("items") or [])
+
     def _get_raw(self, path: str) -> dict[str, Any]:
         def call() -> dict[str, Any]:
             resp = self.api.call_api(
@@ -142,13 +150,16 @@ class KueueHook:
     def pending_position(
         self, namespace: str, local_queue: str, workload_name: str
     ) -> tuple[int, int] | None:
+        pending = self.pending_workloads(namespace, local_queue)
+        return None if pending is None else kueue_api.position_of(pending, workload_name)
+
+    def pending_workloads(self, namespace: str, local_queue: str) -> dict[str, Any] | None:
+        """The LocalQueue's pending Workloads in Kueue's order (its visibility API); None where that API is
+        not served (feature gate VisibilityOnDemand) or the read fails."""
         try:
-            pending = self._get_raw(
-                kueue_api.pending_workloads_path(self.kueue_version, namespace, local_queue)
-            )
+            return self._get_raw(kueue_api.pending_workloads_path(self.kueue_version, namespace, local_queue))
         except ApiException:
-            return None  # the visibility API is optional (feature gate VisibilityOnDemand)
-        return kueue_api.position_of(pending, workload_name)
+            return None
 
     # --- jobs ---------------------------------------------------------------------------------------
     def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -195,15 +206,13 @@ class KueueHook:
         """Jobs with ``labels`` in ``namespace``, or in every namespace when it is None."""
         batch = client.BatchV1Api(self.api)
         selector = kueue_api.label_selector(labels)
-        res = call_with_retry(
-            lambda: (
-                batch.list_job_for_all_namespaces(label_selector=selector)
-                if namespace is None
-                else batch.list_namespaced_job(namespace, label_selector=selector)
-            ),
-            "list Jobs",
+        if namespace is None:
+            return self._items(
+                functools.partial(batch.list_job_for_all_namespaces, label_selector=selector), "list Jobs"
+            )
+        return self._items(
+            functools.partial(batch.list_namespaced_job, namespace, label_selector=selector), "list Jobs"
         )
-        return [self._json(j) for j in res.items]
 
     def task_instance_jobs(
         self, namespace: str | None, identity: AirflowIdentity, *, unsealed_too: bool = False
@@ -300,20 +309,18 @@ class KueueHook:
 
     def pods_of_job(self, namespace: str, job_name: str) -> list[dict[str, Any]]:
         core = client.CoreV1Api(self.api)
-        pods = call_with_retry(
-            lambda: core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME_LABEL}={job_name}"),
-            "list pods",
+        selector = f"{JOB_NAME_LABEL}={job_name}"
+        return self._items(
+            functools.partial(core.list_namespaced_pod, namespace, label_selector=selector), "list pods"
         )
-        return [self._json(p) for p in pods.items]
 
     def events_of(self, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
         """The (core/v1) Events recorded on one object, e.g. a Job or its Workload."""
         core = client.CoreV1Api(self.api)
         selector = f"involvedObject.kind={kind},involvedObject.name={name}"
-        events = call_with_retry(
-            lambda: core.list_namespaced_event(namespace, field_selector=selector), "list Events"
+        return self._items(
+            functools.partial(core.list_namespaced_event, namespace, field_selector=selector), "list Events"
         )
-        return [self._json(e) for e in events.items]
 
     def failed_index_log_tails(
         self, namespace: str, job_name: str, indexes: list[int], lines: int = 20
@@ -341,10 +348,10 @@ class KueueHook:
         (yet, or any longer). One index's pods by label, not the whole Job's (100,000 indexes, maybe)."""
         core = client.CoreV1Api(self.api)
         selector = f"{JOB_NAME_LABEL}={job_name},{INDEX_LABEL}={index}"
-        found = call_with_retry(
-            lambda: core.list_namespaced_pod(namespace, label_selector=selector), "list pods"
+        found = self._items(
+            functools.partial(core.list_namespaced_pod, namespace, label_selector=selector), "list pods"
         )
-        pods = kueue_api.pods_by_index([self._json(p) for p in found.items], job_name, job_uid).get(index)
+        pods = kueue_api.pods_by_index(found, job_name, job_uid).get(index)
         if not pods:
             return None
         return pods[0]["metadata"]["name"], self._log_tail(namespace, pods[0], lines, limit_bytes)

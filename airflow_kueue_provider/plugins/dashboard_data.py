@@ -24,6 +24,7 @@ from ..kueue.queue_overview import QueueRow, queue_rows
 from ..kueue.run_trends import QueueSampleRing
 from ..kueue.shard_packing import packs_of_job
 from ..kueue.workload_state import WorkloadPhase, WorkloadState
+from .pending_positions import SHARED
 
 KUEUE_OPERATORS = frozenset({"KueueIndexedJobOperator", "KueueJobSetOperator", "KueueDecoratedOperator"})
 """Operators whose task instances make Kueue Jobs (by class name, as Airflow records a task's operator;
@@ -215,7 +216,7 @@ def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
     view = view_of(job, workload)
     position = None
     if view.workload is not None and view.workload.phase is WorkloadPhase.Queued and view.workload.queue_name:
-        position = hook.pending_position(namespace, view.workload.queue_name, view.workload.workload_name)
+        position = SHARED.position(hook, namespace, view.workload.queue_name, view.workload.workload_name)
     return JobPanel(
         namespace=namespace,
         name=name,

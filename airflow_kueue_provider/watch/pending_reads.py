@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-SHARE_SECONDS = 15.0  # a position at most this old: the ETA and the log line are coarser than that
+SHARE_SECONDS = 30.0  # a position at most this old: a follower asks every 30 s at most (eta_tracking)
 MAX_QUEUES = 64  # LocalQueues remembered per hub (a namespace has a few); the oldest goes first
 
 PendingList = dict[str, Any] | None  # the visibility API's answer; None where it is not served

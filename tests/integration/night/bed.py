@@ -172,16 +172,18 @@ class NightBed:
         return NightQueues(made["genomics"][0], "night", made["risk"][0], "night", prefix, f"night-{tag}")
 
     # --- Airflow's identity, counted ---
-    def airflow_identity(self, tmpdir: Path, system: str) -> tuple[Path, str]:
+    def airflow_identity(self, tmpdir: Path, system: str, account: str = "airflow") -> tuple[str, str]:
         """A ServiceAccount bound to cluster-admin (what it may do is not under test here; how often it asks
-        is), its kubeconfig, and one FlowSchema (exempt priority, so no more throttled than the admin
-        cert) that matches it alone: ``apiserver_flowcontrol_dispatched_requests_total`` of that schema
-        counts every request of Airflow's processes, on the server."""
+        is), and one FlowSchema (exempt priority, so no more throttled than the admin cert) that matches it
+        alone: ``apiserver_flowcontrol_dispatched_requests_total`` of that schema counts every request made
+        with it, on the server. Returns (the FlowSchema's name, an Airflow connection to the account).
+        The workers and triggerers use ``airflow``; the API server's Kueue pages ``airflow-ui``, so the
+        night's UI probe is counted apart from the night's work."""
         from kubernetes import client
 
-        name = f"night-airflow-{self.run_id}-{system}"
+        name = f"night-{account}-{self.run_id}-{system}"
         namespace = self.namespaces[0]
-        self.cluster.core.create_namespaced_service_account(namespace, {"metadata": {"name": "airflow"}})
+        self.cluster.core.create_namespaced_service_account(namespace, {"metadata": {"name": account}})
         rbac = client.RbacAuthorizationV1Api(self.cluster.api)
         rbac.create_cluster_role_binding(
             {
@@ -191,15 +193,15 @@ class NightBed:
                     "kind": "ClusterRole",
                     "name": "cluster-admin",
                 },
-                "subjects": [{"kind": "ServiceAccount", "name": "airflow", "namespace": namespace}],
+                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
             }
         )
         self.cluster_role_bindings.append(name)
         token = self.cluster.core.create_namespaced_service_account_token(
-            "airflow", namespace, {"spec": {"expirationSeconds": 6 * 3600}}
+            account, namespace, {"spec": {"expirationSeconds": 6 * 3600}}
         ).status.token
-        kubeconfig = token_kubeconfig(tmpdir / f"{name}.kubeconfig", "airflow", token)
-        subject = {"kind": "ServiceAccount", "serviceAccount": {"name": "airflow", "namespace": namespace}}
+        kubeconfig = token_kubeconfig(tmpdir / f"{name}.kubeconfig", account, token)
+        subject = {"kind": "ServiceAccount", "serviceAccount": {"name": account, "namespace": namespace}}
         client.FlowcontrolApiserverV1Api(self.cluster.api).create_flow_schema(
             {
                 "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
@@ -228,7 +230,7 @@ class NightBed:
         )
         self.flow_schemas.append(name)
         conn = json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}})
-        return kubeconfig, conn
+        return name, conn
 
     # --- the end ---
     def drop_phase(self) -> None:

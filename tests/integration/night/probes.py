@@ -141,20 +141,21 @@ class ProcessSampler(threading.Thread):
 class ApiserverCount:
     at: float
     total: int  # apiserver_request_total, every client
-    airflow: int  # dispatched requests of Airflow's FlowSchema
+    airflow: int  # dispatched requests of Airflow's FlowSchema (workers, triggerers)
     by_verb_resource: dict[str, int] = field(default_factory=dict)
+    ui: int = 0  # dispatched requests of the UI's FlowSchema (the API server's Kueue pages)
 
 
 class ApiserverCounter:
-    def __init__(self, url: str, pki: Path, flow_schema: str) -> None:
-        self.url, self.flow_schema = url, flow_schema
+    def __init__(self, url: str, pki: Path, flow_schema: str, ui_flow_schema: str = "") -> None:
+        self.url, self.flow_schema, self.ui_flow_schema = url, flow_schema, ui_flow_schema
         self.ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
         self.ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
 
     def scrape(self) -> ApiserverCount:
         with urllib.request.urlopen(self.url, context=self.ctx, timeout=60) as resp:
             text = resp.read().decode()
-        total = airflow = 0
+        total = airflow = ui = 0
         by: dict[str, int] = {}
         for line in text.splitlines():
             if line.startswith("apiserver_request_total{"):
@@ -164,11 +165,12 @@ class ApiserverCounter:
                 pairs = dict(p.split("=", 1) for p in labels.split('",') if "=" in p)
                 key = f"{pairs.get('resource', '').strip(chr(34))} {pairs.get('verb', '').strip(chr(34))}"
                 by[key] = by.get(key, 0) + n
-            elif line.startswith("apiserver_flowcontrol_dispatched_requests_total{") and (
-                f'flow_schema="{self.flow_schema}"' in line
-            ):
-                airflow += int(float(line.rsplit(" ", 1)[1]))
-        return ApiserverCount(time.time(), total, airflow, by)
+            elif line.startswith("apiserver_flowcontrol_dispatched_requests_total{"):
+                if f'flow_schema="{self.flow_schema}"' in line:
+                    airflow += int(float(line.rsplit(" ", 1)[1]))
+                elif self.ui_flow_schema and f'flow_schema="{self.ui_flow_schema}"' in line:
+                    ui += int(float(line.rsplit(" ", 1)[1]))
+        return ApiserverCount(time.time(), total, airflow, by, ui)
 
 
 @dataclass

@@ -80,7 +80,9 @@ def shard_accounting(night: Night, phase: dict[str, Any]) -> dict[str, Any]:
             twice += 1
             twice_in.append(
                 f"Job {job_uid[:8]} index {index}: pods "
-                + ", ".join(f"{p['name']} (node {p['node']}, disrupted {p.get('disrupted')})" for p in pods)
+                + ", ".join(
+                    f"{p.get('name')} (node {p.get('node')}, disrupted {p.get('disrupted')})" for p in pods
+                )
             )
     return {
         "shards_lost": lost,
@@ -304,6 +306,8 @@ def summarize(night: Night, phase: dict[str, Any]) -> dict[str, Any]:
         "apiserver_requests_total": phase["apiserver"]["total"],
         "apiserver_requests_airflow": phase["apiserver"]["airflow"],
         "airflow_requests_per_shard": round(phase["apiserver"]["airflow"] / shards, 2),
+        # the UI probe's reads, on an identity of their own (None: a run from before it had one)
+        "apiserver_requests_ui": phase["apiserver"].get("ui"),
         "postgres_commits": phase["postgres"].get("commits"),
         "blob": blob_figures(night, phase),
         "triggerer": triggerers,

@@ -133,10 +133,16 @@ def run_phase(
     ideal = night.ideal()
     queues = bed.create_queues(night, system)
     cqs = bed.cluster_queues[-2:]
-    _, conn = bed.airflow_identity(home, system)
+    flow_schema, conn = bed.airflow_identity(home, system)
+    ui_flow_schema, ui_conn = bed.airflow_identity(home, system, "airflow-ui")
     database = f"night_{system}_{short_id()}"
     postgres.create_database(database, template=TEMPLATE_DB)
-    config = {**FAST_FAILOVER, "core.parallelism": str(options.parallelism), "triggerer.capacity": "10000"}
+    config = {
+        **FAST_FAILOVER,
+        "core.parallelism": str(options.parallelism),
+        "triggerer.capacity": "10000",
+        "kueue.kubernetes_conn_id": "kueue_ui",  # the Kueue pages' own identity, counted apart
+    }
     deployment = AirflowDeployment.create(
         home / f"airflow-{system}", postgres, database, cluster_env, config=config
     )
@@ -147,10 +153,16 @@ def run_phase(
     blob_counter = BlobRequestCounter("127.0.0.1", int(blob_port.group(1))).start()
     wasb = {"conn_type": "wasb", "extra": {"connection_string": blob_counter.connection_string(azurite)}}
     blob = json.dumps(wasb)
-    deployment.env.update({"AIRFLOW_CONN_KUBERNETES_DEFAULT": conn, "AIRFLOW_CONN_KUEUE_BLOB_DEFAULT": blob})
+    deployment.env.update(
+        {
+            "AIRFLOW_CONN_KUBERNETES_DEFAULT": conn,
+            "AIRFLOW_CONN_KUEUE_UI": ui_conn,
+            "AIRFLOW_CONN_KUEUE_BLOB_DEFAULT": blob,
+        }
+    )
     deployment.write_env_file()
     recorder = ClusterRecorder(cluster.api, [queues.genomics_namespace, queues.risk_namespace])
-    counter = ApiserverCounter(metrics[0], metrics[1], bed.flow_schemas[-1])
+    counter = ApiserverCounter(metrics[0], metrics[1], flow_schema, ui_flow_schema)
     threads: list[Any] = []
     try:
         deployment.start(triggerers=2)
@@ -281,6 +293,7 @@ def run_phase(
             apiserver={
                 "total": after_api.total - before_api.total,
                 "airflow": after_api.airflow - before_api.airflow,
+                "ui": after_api.ui - before_api.ui,
                 "by_verb_resource": {
                     k: v - before_api.by_verb_resource.get(k, 0)
                     for k, v in after_api.by_verb_resource.items()

@@ -70,8 +70,12 @@ def render_markdown(night: Night, rows: list[dict[str, Any]], meta: dict[str, An
     row("shard-seconds redone, other (preemption)", lambda r: r["redone_shard_seconds_other"])
     row("Jobs / pods", lambda r: f"{r['jobs']:,} / {r['pods']:,}")
     row("quota used, cohort (% of nominal)", lambda r: r["quota_utilisation_pct"].get("cohort"))
-    row("apiserver requests, Airflow's identity", lambda r: r["apiserver_requests_airflow"])
+    row("apiserver requests, Airflow's workers and triggerers", lambda r: r["apiserver_requests_airflow"])
     row("... per shard", lambda r: r["airflow_requests_per_shard"])
+    row(
+        "apiserver requests, the UI probe's reads (own identity)",
+        lambda r: "counted above" if r.get("apiserver_requests_ui") is None else r["apiserver_requests_ui"],
+    )
     row("apiserver requests, every client", lambda r: r["apiserver_requests_total"])
     row("PostgreSQL commits", lambda r: r["postgres_commits"])
     row(

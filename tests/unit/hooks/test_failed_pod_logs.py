@@ -124,17 +124,15 @@ def test_index_log_tail_reads_one_indexs_newest_pod_by_label_bounded() -> None:
     older, newer = pod("job-3-old", 3), pod("job-3-new", 3)
     newer["metadata"]["creationTimestamp"] = "2026-12-02T07:00:00Z"
     core = mock.Mock()
-    core.list_namespaced_pod.return_value = mock.Mock(items=[older, newer])
+    core.list_namespaced_pod.return_value = mock.Mock(data=json.dumps({"items": [older, newer]}))
     core.read_namespaced_pod_log.return_value = mock.Mock(data=b"last lines \xff\n")
-    with (
-        mock.patch.object(kueue_hook.client, "CoreV1Api", return_value=core),
-        mock.patch.object(KueueHook, "_json", side_effect=lambda p: p),
-    ):
+    with mock.patch.object(kueue_hook.client, "CoreV1Api", return_value=core):
         tail = hook.index_log_tail("ns", "job", 3, lines=200, limit_bytes=65536)
         assert tail == ("job-3-new", "last lines \ufffd\n"), "text; undecodable bytes replaced"
-        core.list_namespaced_pod.return_value = mock.Mock(items=[])
+        core.list_namespaced_pod.return_value = mock.Mock(data=b'{"items": []}')
         assert hook.index_log_tail("ns", "job", 4, lines=200, limit_bytes=65536) is None
     first, _ = core.list_namespaced_pod.call_args_list
+    assert first.kwargs["_preload_content"] is False, "the API's JSON, not the client's models"
     assert first.kwargs["label_selector"] == (
         "batch.kubernetes.io/job-name=job,batch.kubernetes.io/job-completion-index=3"
     ), "one index's pods, never the whole Job's"
