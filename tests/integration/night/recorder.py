@@ -228,7 +228,13 @@ class ClusterRecorder:
                 rec.ended = now
             if obj.get("_deleted") and rec.ended is None:
                 rec.ended = now
-            rec.phase = phase if not obj.get("_deleted") or phase in ("Succeeded", "Failed") else rec.phase
+            # A pod's outcome is its first terminal phase, as the Job controller counts it. On the bed, a pod
+            # of a deleted node is marked Failed by the pod GC (and replaced), and KWOK's completion, already
+            # scheduled, can still write Succeeded over it: that shard did not finish there.
+            if rec.phase not in ("Succeeded", "Failed") and (
+                not obj.get("_deleted") or phase in ("Succeeded", "Failed")
+            ):
+                rec.phase = phase
             if _is_true(obj, "DisruptionTarget"):
                 rec.disrupted = True
 

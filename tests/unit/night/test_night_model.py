@@ -186,3 +186,22 @@ def test_the_quota_invariant_reads_the_apiservers_clock_when_it_has_it() -> None
     assert violations(night, phase) == []
     phase["pods"][0]["api_created"] = 9.0
     assert violations(night, phase) == ["1 pods created before their Workload held quota: ['p']"]
+
+
+def test_a_pods_outcome_is_its_first_terminal_phase() -> None:
+    """The pod GC marks a lost node's pod Failed (the Job replaces it); KWOK's scheduled completion may still
+    write Succeeded over it. Counted as completed, the replacement's success would make the shard "completed
+    twice" (one short night in six failed so; its record was not kept, and this is the path that can)."""
+    from tests.integration.night.recorder import ClusterRecorder
+
+    recorder = ClusterRecorder(None, ["ns"])
+    meta = {
+        "uid": "p1",
+        "namespace": "ns",
+        "name": "job-3-abcde",
+        "ownerReferences": [{"kind": "Job", "uid": "j1", "controller": True}],
+        "annotations": {"batch.kubernetes.io/job-completion-index": "3"},
+    }
+    for phase in ("Running", "Failed", "Succeeded"):
+        recorder._pod({"metadata": meta, "spec": {"nodeName": "spot-1"}, "status": {"phase": phase}})
+    assert recorder.pods["p1"].phase == "Failed"
