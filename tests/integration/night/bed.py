@@ -245,10 +245,22 @@ class NightBed:
         for ns in self.namespaces:
             quietly(self.cluster.core.delete_namespace, ns)
         deadline = time.monotonic() + 300
+        nudged = False
         while self.namespaces and time.monotonic() < deadline:
             names = {n.metadata.name for n in self.cluster.core.list_namespace().items}
-            if not names & set(self.namespaces):
+            left = names & set(self.namespaces)
+            if not left:
                 break
+            if not nudged and time.monotonic() > deadline - 240:
+                # Seen on 2026-12-04: two nights' namespaces Terminating for two hours with their Jobs still
+                # there (the namespace controller said "All content successfully removed") and the pod GC
+                # deleting pods of deleted Spot nodes in a loop; the bed started pods 5x slower until
+                # the Jobs were deleted by hand. Delete them ourselves.
+                nudged = True
+                batch = client.BatchV1Api(self.cluster.api)
+                for ns in left:
+                    with contextlib.suppress(ApiException):
+                        batch.delete_collection_namespaced_job(ns, propagation_policy="Background")
             time.sleep(2)
         for cq in self.cluster_queues:
             quietly(self.cluster.kueue_delete, "clusterqueues", cq)
