@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 PYTHON311 ?= python3.11
 
-.PHONY: venv demo night demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots dist test-bed-py312 docs
+.PHONY: venv demo night demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-off-bed test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots dist test-bed-py312 docs
 
 $(VENV)/.installed: pyproject.toml airflow_kueue_provider/__init__.py  # __init__: the version
 	python3 -m venv $(VENV)
@@ -83,13 +83,15 @@ test: venv
 
 ## What needs no cluster: the unit tests on the lowest supported versions and on the other Pythons, the worker
 ## package alone, the docs and the distributions. `make test` runs them at nice 19 beside the serial pass,
-## whose tests mostly wait on processes (they took about 6 of CI's 46 minutes one after the other).
+## whose tests mostly wait on processes.
 test-off-bed: venv
+	@mkdir -p $(TEST_REPORTS); date +%s >$(TEST_REPORTS)/off-bed.started
 	-$(MAKE) --no-print-directory test-min-airflow PYTEST_ARGS="$(PYTEST_ARGS) --junitxml=$(TEST_REPORTS)/min-airflow.xml"
 	-$(MAKE) --no-print-directory test-python-lanes PYTEST_ARGS="$(PYTEST_ARGS)"
 	-$(MAKE) --no-print-directory test-worker-package PYTEST_ARGS="$(PYTEST_ARGS)"
 	-$(PY) tools/junit_step.py $(TEST_REPORTS)/docs.xml docs -- bash tools/build_docs.sh
 	-$(PY) tools/junit_step.py $(TEST_REPORTS)/dist.xml dist -- $(PYTHON311) tools/check_dist.py --no-install
+	@echo "the checks that need no cluster took $$(( $$(date +%s) - $$(cat $(TEST_REPORTS)/off-bed.started) )) s"
 
 ## The lowest supported versions: build the wheel, install it in a venv of its own (kept outside the repo) with
 ## every direct dependency at its pyproject floor (tools/lowest_requirements.py: Airflow 3.1, cncf-kubernetes

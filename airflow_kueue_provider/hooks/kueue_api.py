@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..kueue.names import INDEX_ANNOTATION
@@ -25,6 +26,17 @@ def pick_version(group_doc: dict[str, Any]) -> str:
         f"Kueue serves {sorted(v for v in served if v)} but this provider speaks {list(SUPPORTED_VERSIONS)}; "
         "install Kueue v0.9 or newer"
     )
+
+
+def version_not_served(body: object, name: str) -> bool:
+    """Whether a 404 to ``GET .../<plural>/<name>`` says the resource's group version is not served, rather
+    than that the object is missing: the apiserver names a missing object in the Status's ``details``."""
+    try:
+        status = json.loads(body) if isinstance(body, (str, bytes)) else body
+    except ValueError:
+        return True  # "404 page not found": the path itself is unknown
+    details = status.get("details") if isinstance(status, dict) else None
+    return not (isinstance(details, dict) and details.get("name") == name)
 
 
 def pending_workloads_path(version: str, namespace: str, local_queue: str) -> str:

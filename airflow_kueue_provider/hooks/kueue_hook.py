@@ -126,8 +126,26 @@ class KueueHook:
         return self._get_custom("localqueues", name, namespace)
 
     def _get_custom(self, plural: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """One Kueue object, None when it does not exist. Before the version is known (a worker's first Kueue
+        call: its LocalQueue check), it asks in the newest version and learns from the answer, so a task
+        sends no discovery GET; only a refusal of that version (a Kueue older than 0.15) discovers."""
+        if "kueue_version" not in self.__dict__:
+            newest = kueue_api.SUPPORTED_VERSIONS[0]
+            try:
+                found = self._get_custom_in(newest, plural, name, namespace)
+            except ApiException as exc:
+                if exc.status != 404 or not kueue_api.version_not_served(exc.body, name):
+                    raise
+            else:
+                self.__dict__["kueue_version"] = newest  # what the cached_property would hold
+                return found
+        return self._get_custom_in(self.kueue_version, plural, name, namespace)
+
+    def _get_custom_in(
+        self, version: str, plural: str, name: str, namespace: str | None
+    ) -> dict[str, Any] | None:
         custom = client.CustomObjectsApi(self.api)
-        group, version = kueue_api.KUEUE_GROUP, self.kueue_version
+        group = kueue_api.KUEUE_GROUP
         try:
             if namespace:
                 return dict(
@@ -143,8 +161,8 @@ class KueueHook:
                 )
             )
         except ApiException as exc:
-            if exc.status == 404:
-                return None
+            if exc.status == 404 and not kueue_api.version_not_served(exc.body, name):
+                return None  # the object is missing (a 404 that names it)
             raise
 
     def pending_position(

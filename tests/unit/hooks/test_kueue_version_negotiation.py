@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from typing import Any
 
 import pytest
@@ -84,3 +85,48 @@ def test_the_served_version_is_used_for_kueue_and_its_visibility_api(
 def test_a_cluster_without_kueue_is_a_clear_error(negotiate: Any) -> None:
     with pytest.raises(kueue_api.UnsupportedKueueVersion, match=r"serves \[\].*install Kueue"):
         negotiate(None)
+
+
+class FakeCustomObjects:
+    """``get_namespaced_custom_object`` as an apiserver serving ``served`` versions and LocalQueue ``lq``."""
+
+    def __init__(self, served: tuple[str, ...]) -> None:
+        self.served, self.calls = served, []  # type: ignore[var-annotated]
+
+    def get_namespaced_custom_object(self, group: str, version: str, ns: str, plural: str, name: str) -> Any:
+        self.calls.append(version)
+        if version not in self.served:
+            raise ApiException(status=404, reason="Not Found")  # body: "404 page not found" or no details
+        if name != "lq":
+            exc = ApiException(status=404, reason="Not Found")
+            exc.body = json.dumps({"kind": "Status", "reason": "NotFound", "details": {"name": name}})
+            raise exc
+        return {"metadata": {"name": name}}
+
+
+@pytest.mark.parametrize(
+    ("served", "group", "asked", "version"),
+    [
+        (("v1beta2", "v1beta1"), BOTH, ["v1beta2"], "v1beta2"),
+        (("v1beta2",), ONLY_V1BETA2, ["v1beta2"], "v1beta2"),
+        (("v1beta1",), ONLY_V1BETA1, ["v1beta2", "v1beta1"], "v1beta1"),
+    ],
+    ids=["kueue-0.15-0.19", "kueue-0.20", "kueue-0.14"],
+)
+def test_a_workers_local_queue_check_needs_no_discovery_get_where_the_newest_version_is_served(
+    served: tuple[str, ...], group: dict[str, Any], asked: list[str], version: str, monkeypatch: Any
+) -> None:
+    """A task's first Kueue call asks in v1beta2 and learns the version from the answer: one request fewer a
+    task. Only an older Kueue, which refuses v1beta2, costs the discovery GET."""
+    from airflow_kueue_provider.hooks import kueue_hook
+
+    fake, api = FakeCustomObjects(served), FakeApi(group)
+    hook = KueueHook(kubernetes_conn_id=f"negotiation-{next(_conn_ids)}")
+    hook.__dict__["api"] = object()
+    hook._get_raw = lambda path: api.get(path, ApiException)  # type: ignore[method-assign]
+    monkeypatch.setattr(kueue_hook.client, "CustomObjectsApi", lambda _api: fake)
+    assert hook.get_local_queue("ns", "lq") == {"metadata": {"name": "lq"}}
+    assert hook.get_local_queue("ns", "missing") is None, "a missing LocalQueue is None, in either version"
+    assert fake.calls == [*asked, version]
+    assert hook.kueue_version == version
+    assert api.paths == ([] if version == "v1beta2" else [f"/apis/{kueue_api.KUEUE_GROUP}"])
