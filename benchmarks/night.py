@@ -63,6 +63,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="Kueue's partial admission for both systems at this share of a Job's pods (0: gang admission)",
     )
     p.add_argument(
+        "--step-order",
+        choices=("sample-first", "path-first"),
+        default=d.step_order,
+        help="Kueue priorities of the steps: a started sample's later steps first, or every first step first",
+    )
+    p.add_argument(
         "--evictions-per-hour",
         type=float,
         default=d.spot_evictions_per_hour,
@@ -93,6 +99,7 @@ def shape_of(args: argparse.Namespace) -> NightShape:
         risk_cpu=args.risk_cpu,
         parallelism=args.parallelism,
         min_parallelism_share=args.min_parallelism_share,
+        step_order=args.step_order,
         risk_parallelism=min(args.risk_cpu, risk),
         spot_evictions_per_hour=args.evictions_per_hour,
         seed=args.seed,

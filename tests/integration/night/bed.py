@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cluster import Cluster, is_true, token_kubeconfig, wait_for
-from .dags import PRIORITIES, NightQueues
+from .dags import STEP_ORDERS, NightQueues
 from .workload import NODE_CPU, Night
 
 POOL_LABEL = "night.airflow-kueue.io/pool"
@@ -157,7 +157,7 @@ class NightBed:
                 timeout=60,
             )
         prefix = f"night-{tag}"
-        for step, value in PRIORITIES.items():
+        for step, value in STEP_ORDERS[night.shape.step_order].items():
             name = f"{prefix}-{step}"
             self.cluster.kueue_create(
                 "workloadpriorityclasses",

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from .workload import Night
 
 PRIORITIES = {"align": 100, "call": 200, "gather": 300, "risk": 500}  # WorkloadPriorityClass values
+PATH_FIRST = {"align": 300, "call": 200, "gather": 100, "risk": 500}
+"""The longest remaining path first: a sample's first step before any sample's later steps. Its last samples
+do not start late, so the night does not end on their steps one after another (issue 37's tail)."""
+STEP_ORDERS = {"sample-first": PRIORITIES, "path-first": PATH_FIRST}
 IMAGE = "example.invalid/night-shard:1"
 
 

@@ -43,7 +43,10 @@ def render_markdown(night: Night, rows: list[dict[str, Any]], meta: dict[str, An
         f"Spot evictions: {s.spot_evictions_per_hour:.0%} of the pool's {night.spot_nodes} nodes per hour "
         f"(one every {night.eviction_interval():.0f} s compressed), "
         f"a new node {night.replacement_seconds():.0f} s "
-        f"later. Machine: {meta.get('machine', '')}; commit {meta.get('commit', '')}; wall time "
+        f"later. Genomics Jobs: parallelism {s.parallelism or '= shards'}"
+        f"{f', partial admission at {s.min_parallelism_share:.0%}' if s.min_parallelism_share else ''}, "
+        f"steps' priorities {s.step_order}. "
+        f"Machine: {meta.get('machine', '')}; commit {meta.get('commit', '')}; wall time "
         f"{meta.get('wall_minutes', '')} min.",
         "",
         "| | " + " | ".join(r["system"] for r in rows) + " |",

@@ -49,6 +49,9 @@ class NightShape:
     # Kueue's partial admission (kueue.x-k8s.io/job-min-parallelism) at this share of a Job's parallelism:
     # a Job wider than the free quota of any one flavor starts with what is free (0: all or nothing)
     min_parallelism_share: float = 0.0
+    # Kueue priorities of the steps (dags.STEP_ORDERS): "sample-first" (a started sample's later steps go
+    # first) or "path-first" (every sample's first step goes first: the longest remaining path)
+    step_order: str = "sample-first"
     risk_delay_fraction: float = 0.25  # the risk run starts this far into the genomics ideal
     spot_evictions_per_hour: float = 0.10  # share of the Spot pool's nodes evicted per (real) hour
     node_replacement_seconds: float = 180.0  # a new Spot VM joins this long after an eviction (real)
@@ -62,6 +65,8 @@ class NightShape:
         for name in ("samples", "risk_shards", "genomics_cpu", "risk_cpu", "risk_parallelism"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}: give a whole number of at least 1")
+        if self.step_order not in ("sample-first", "path-first"):
+            raise ValueError(f"step_order={self.step_order!r}: give sample-first or path-first")
         if self.compression <= 0:
             raise ValueError(f"compression={self.compression}: give a factor above 0 (30 runs 600 s in 20 s)")
         if not 0.0 <= self.min_parallelism_share < 1.0:
