@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -193,10 +192,6 @@ def grid_of(job: dict[str, Any]) -> IndexGrid:
     return grid if packs is None else shard_grid(grid, packs)
 
 
-READS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kueue-ui-read")
-"""The second read of a panel's round (bounded: at most 8 at once for the whole API server process)."""
-
-
 def task_panels(
     hook: KueueHook, namespaces: Sequence[str], dag_id: str, run_id: str, task_id: str, map_index: int
 ) -> list[JobPanel]:
@@ -209,23 +204,19 @@ def task_panels(
 
 
 def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
-    """At most four reads, however many pods the Job has, in two rounds of two at once (on a busy API server
-    the page waited for four round trips one after the other): the Workload and the Job's Events, then the
-    Workload's Events and, while it waits, its queue position (shared, ``pending_positions``)."""
+    """At most four reads, however many pods the Job has: its Workload, its queue position while it waits
+    (Kueue's visibility API), and the Events of the Job and of the Workload."""
     meta = job["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    workload_read = READS.submit(hook.workload_for_job, namespace, workload_owner_uid(job) or meta["uid"])
-    events = hook.events_of(namespace, "Job", name)
-    workload = workload_read.result()
+    workload = hook.workload_for_job(namespace, workload_owner_uid(job) or meta["uid"])
     membership = jobset_membership(job)
-    view = view_of(job, workload)
-    position_read = None
-    if view.workload is not None and view.workload.phase is WorkloadPhase.Queued and view.workload.queue_name:
-        queue, workload_name = view.workload.queue_name, view.workload.workload_name
-        position_read = READS.submit(SHARED.position, hook, namespace, queue, workload_name)
+    events = hook.events_of(namespace, "Job", name)
     if workload is not None:
         events += hook.events_of(namespace, "Workload", workload["metadata"]["name"])
-    position = position_read.result() if position_read is not None else None
+    view = view_of(job, workload)
+    position = None
+    if view.workload is not None and view.workload.phase is WorkloadPhase.Queued and view.workload.queue_name:
+        position = SHARED.position(hook, namespace, view.workload.queue_name, view.workload.workload_name)
     return JobPanel(
         namespace=namespace,
         name=name,

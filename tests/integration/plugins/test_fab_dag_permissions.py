@@ -62,12 +62,17 @@ def _floor_venv() -> Path:
     with open(FLOOR_VENV.parent / f"venv-airflow-{FLOOR_AIRFLOW}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         ready = FLOOR_VENV / ".kueue-ready"
+        pip = [str(FLOOR_VENV / "bin" / "pip"), "install", "-q"]
         if not ready.exists():
             subprocess.run([sys.executable, "-m", "venv", str(FLOOR_VENV)], check=True)
-            pip = [str(FLOOR_VENV / "bin" / "pip"), "install", "-q"]
             packages = [f"apache-airflow=={FLOOR_AIRFLOW}", "apache-airflow-providers-fab", *FLOOR_PINS]
             subprocess.run([*pip, *packages, "-e", str(REPO)], check=True, timeout=1800)
-            ready.touch()
+            ready.write_text(str(REPO))
+        elif ready.read_text() != str(REPO):
+            # The venv is kept per user, not per checkout: its editable install must point at this one (a
+            # venv made by a checkout elsewhere failed `airflow db migrate` with "No module named ...").
+            subprocess.run([*pip, "--no-deps", "-e", str(REPO)], check=True, timeout=600)
+            ready.write_text(str(REPO))
     return FLOOR_VENV
 
 
