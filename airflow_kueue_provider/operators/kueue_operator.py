@@ -286,11 +286,9 @@ class KueueOperator(OperatorKind, BaseOperator):
         self._record_attempt(shards, obj, IndexSet.range(0, shards.shard_count))
 
     def _previous(self, client: KindClient, identity: AirflowIdentity) -> list[dict[str, Any]]:
-        """The objects of the task instance it may adopt: those with its seal (docs/tenancy.md). A first try
-        has no earlier try to find, so it skips the LIST: its own object (a worker that died after creating
-        it) comes back through the create's 409, by its per-try name."""
-        if identity.try_number <= 1:
-            return []
+        """The objects of the task instance it may adopt: those with its seal (docs/tenancy.md). Also on a
+        first try: the LIST says which objects carry the task's labels without its seal, and for a kind
+        the cluster or the Role lacks it fails before anything is created, naming what to do."""
         return sealed_previous(client, self.resolved_namespace(), identity, identity_seal(), self.log)
 
     def _shards(self, identity: AirflowIdentity, check: bool = True) -> Shards:

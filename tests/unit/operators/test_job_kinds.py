@@ -144,23 +144,3 @@ def test_a_retry_reattaches_to_a_completed_jobset_even_with_checkpointing() -> N
     ):
         found = reattachable([completed], completed_counts=op._reattaches_to_completed(shards))
         assert (found is not None) == reattaches, op
-
-
-@KINDS
-def test_only_a_retry_lists_the_task_instances_earlier_objects(make: Any, monkeypatch: Any) -> None:
-    """A first try has no earlier try's object, so it sends no LIST (one request less per task on a night of
-    145 tasks); its own object, made by a worker that died, comes back through the create's 409."""
-    from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
-    from airflow_kueue_provider.operators import kueue_operator
-
-    listed: list[int] = []
-    monkeypatch.setattr(
-        kueue_operator,
-        "sealed_previous",
-        lambda client, ns, identity, *a: listed.append(identity.try_number) or [],
-    )
-    monkeypatch.setattr(kueue_operator, "identity_seal", lambda: None)
-    op = make(namespace="team-a")
-    for try_number in (1, 2, 3):
-        op._previous(None, AirflowIdentity("d", "t", "r", try_number=try_number))  # type: ignore[arg-type]
-    assert listed == [2, 3]
