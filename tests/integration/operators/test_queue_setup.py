@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes.client.rest import ApiException
 
 from airflow_kueue_provider.hooks.queue_setup_hook import FIELD_MANAGER
 from airflow_kueue_provider.operators.queue_setup import KueueQueueSetupOperator, QueueConflict, QueueDrift
@@ -154,10 +155,17 @@ def test_declared_queues_are_applied_once_and_drift_is_reported(
     # it back and lists what it changed.
     # (as another field manager, "kubectl-edit"): the check reports it; an apply names the field and its
     # manager and leaves it (failing the task after the rest); only force=True takes it back, logging it.
-    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "64"
-    cluster.custom.replace_cluster_custom_object(
-        "kueue.x-k8s.io", "v1beta2", "clusterqueues", declared.cq, cq, field_manager="kubectl-edit"
-    )
+    for attempt in range(5):  # as kubectl edit does: Kueue writes the ClusterQueue too (a 409 in make test)
+        cq = cluster.kueue_get("clusterqueues", declared.cq)
+        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "64"
+        try:
+            cluster.custom.replace_cluster_custom_object(
+                "kueue.x-k8s.io", "v1beta2", "clusterqueues", declared.cq, cq, field_manager="kubectl-edit"
+            )
+            break
+        except ApiException as exc:
+            if exc.status != 409 or attempt == 4:
+                raise
     check = KueueQueueSetupOperator(
         task_id="check", declarations=str(declared.directory), check_only=True, fail_on_drift=True
     )
