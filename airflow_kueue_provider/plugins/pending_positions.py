@@ -10,16 +10,14 @@ coarser than that anyway), and a page that asks while a read is under way waits 
 from __future__ import annotations
 
 import threading
-import time
-from collections import OrderedDict
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..hooks.kueue_api import position_of
+from ..watch.pending_reads import SHARE_SECONDS, PendingList, RecentLists
 
-SHARE_SECONDS = 30.0  # as the triggers' (watch.pending_reads): a position is coarser than that
 MAX_QUEUES = 64
 
-PendingList = dict[str, Any] | None
+Key = tuple[str, str, str]  # (connection, namespace, LocalQueue)
 
 
 class PendingReader(Protocol):
@@ -29,13 +27,14 @@ class PendingReader(Protocol):
 
 
 class SharedPendingLists:
-    """Thread-safe: the UI's routes run in the API server's thread pool."""
+    """Thread-safe: the UI's routes run in the API server's thread pool. The lists are the triggers' kind of
+    store (``watch.pending_reads.RecentLists``); a lock per queue being read makes the pages that ask at once
+    wait for one read, and goes with that read."""
 
     def __init__(self, share_seconds: float = SHARE_SECONDS, max_queues: int = MAX_QUEUES) -> None:
-        self._share, self._max = share_seconds, max_queues
         self._lock = threading.Lock()
-        self._newest: OrderedDict[tuple[str, str, str], tuple[float, PendingList]] = OrderedDict()
-        self._reading: dict[tuple[str, str, str], threading.Lock] = {}
+        self._newest: RecentLists[Key] = RecentLists(share_seconds, max_queues)
+        self._reading: dict[Key, tuple[threading.Lock, int]] = {}  # the lock, and how many hold or wait
         self.reads = 0  # reads actually sent, for tests
 
     def position(
@@ -47,29 +46,30 @@ class SharedPendingLists:
 
     def pending(self, reader: PendingReader, namespace: str, local_queue: str) -> PendingList:
         key = (reader.kubernetes_conn_id, namespace, local_queue)
-        if (kept := self._fresh(key)) is not None:
-            return kept[1]
         with self._lock:
-            reading = self._reading.setdefault(key, threading.Lock())
-        with reading:  # one read per queue at a time; who waited takes what it read
-            if (kept := self._fresh(key)) is not None:
-                return kept[1]
-            self.reads += 1
-            pending = reader.pending_workloads(namespace, local_queue)
-            with self._lock:
-                self._newest[key] = (time.monotonic(), pending)
-                self._newest.move_to_end(key)
-                while len(self._newest) > self._max:
-                    old, _ = self._newest.popitem(last=False)
-                    self._reading.pop(old, None)
-            return pending
-
-    def _fresh(self, key: tuple[str, str, str]) -> tuple[float, PendingList] | None:
-        with self._lock:
-            kept = self._newest.get(key)
-        if kept is not None and time.monotonic() - kept[0] < self._share:
-            return kept
-        return None
+            found, pending = self._newest.fresh(key)
+            if found:
+                return pending
+            reading, users = self._reading.get(key) or (threading.Lock(), 0)
+            self._reading[key] = (reading, users + 1)
+        try:
+            with reading:  # one read per queue at a time; who waited takes what it read
+                with self._lock:
+                    found, pending = self._newest.fresh(key)
+                if found:
+                    return pending
+                self.reads += 1
+                pending = reader.pending_workloads(namespace, local_queue)
+                with self._lock:
+                    self._newest.keep(key, pending)
+                return pending
+        finally:
+            with self._lock:  # the last one out drops the lock: the table holds only queues being read
+                lock, users = self._reading[key]
+                if users > 1:
+                    self._reading[key] = (lock, users - 1)
+                else:
+                    del self._reading[key]
 
 
 SHARED = SharedPendingLists()

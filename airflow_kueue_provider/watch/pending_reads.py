@@ -11,28 +11,56 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, Generic, TypeVar
 
 SHARE_SECONDS = 30.0  # a position at most this old: a follower asks every 30 s at most (eta_tracking)
 MAX_QUEUES = 64  # LocalQueues remembered per hub (a namespace has a few); the oldest goes first
 
 PendingList = dict[str, Any] | None  # the visibility API's answer; None where it is not served
+K = TypeVar("K", bound=Hashable)
+
+
+class RecentLists(Generic[K]):
+    """Each LocalQueue's newest pending list while it is at most ``share_seconds`` old; at most ``max_queues``
+    are kept, the oldest goes first. No locking: the triggers' hub uses it from one event loop, the UI's
+    ``plugins.pending_positions`` under its own lock."""
+
+    def __init__(self, share_seconds: float, max_queues: int) -> None:
+        self._share, self._max = share_seconds, max_queues
+        self._newest: OrderedDict[K, tuple[float, PendingList]] = OrderedDict()
+
+    def fresh(self, key: K) -> tuple[bool, PendingList]:
+        """(whether a fresh list is kept, that list): a kept list may be None (the API is not served)."""
+        kept = self._newest.get(key)
+        if kept is not None and time.monotonic() - kept[0] < self._share:
+            return True, kept[1]
+        return False, None
+
+    def keep(self, key: K, pending: PendingList) -> None:
+        self._newest[key] = (time.monotonic(), pending)
+        self._newest.move_to_end(key)
+        while len(self._newest) > self._max:
+            self._newest.popitem(last=False)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._newest
+
+    def __len__(self) -> int:
+        return len(self._newest)
 
 
 class SharedPendingReads:
     def __init__(self, share_seconds: float = SHARE_SECONDS, max_queues: int = MAX_QUEUES) -> None:
-        self._share = share_seconds
-        self._max = max_queues
-        self._newest: OrderedDict[str, tuple[float, PendingList]] = OrderedDict()
+        self._newest: RecentLists[str] = RecentLists(share_seconds, max_queues)
         self._in_flight: dict[str, asyncio.Task[PendingList]] = {}
         self.reads = 0  # reads actually sent, for tests and diagnostics
 
     async def get(self, local_queue: str, read: Callable[[], Awaitable[PendingList]]) -> PendingList:
         """The LocalQueue's pending list, read now or shared from a read at most ``share_seconds`` old."""
-        kept = self._newest.get(local_queue)
-        if kept is not None and time.monotonic() - kept[0] < self._share:
-            return kept[1]
+        found, pending = self._newest.fresh(local_queue)
+        if found:
+            return pending
         task = self._in_flight.get(local_queue)
         if task is None:
             task = asyncio.ensure_future(self._read(local_queue, read))
@@ -44,10 +72,7 @@ class SharedPendingReads:
         try:
             self.reads += 1
             pending = await read()
-            self._newest[local_queue] = (time.monotonic(), pending)
-            self._newest.move_to_end(local_queue)
-            while len(self._newest) > self._max:
-                self._newest.popitem(last=False)
+            self._newest.keep(local_queue, pending)
             return pending
         finally:
             self._in_flight.pop(local_queue, None)

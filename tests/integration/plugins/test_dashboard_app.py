@@ -17,6 +17,7 @@ from airflow_kueue_provider.kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALU
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 from airflow_kueue_provider.plugins.dashboard_app import create_app
+from airflow_kueue_provider.plugins.pending_positions import SHARED
 
 from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
 from ..request_count import counted_client
@@ -227,3 +228,60 @@ def test_the_task_view_of_a_jobset_task_shows_each_replicated_job_with_the_jobse
     assert workers["cluster_queue"] == env.cluster_queue and workers["grid"]["counts"]["done"] == 6
     html = _client([env.namespace]).get("/task", params=ti).text
     assert f"replicated job workers of JobSet {name}" in html
+
+
+def test_views_of_queued_tasks_share_one_read_of_their_local_queues_pending_list(
+    kueue_env_factory: Callable[..., KueueEnv], cluster: Cluster, tmp_path: Path
+) -> None:
+    """Two queued tasks behind a Job that holds the quota: each view says its position, and three views within
+    30 s read the LocalQueue's pending list once between them (plugins/pending_positions)."""
+    env = kueue_env_factory(cpu="1", memory="4Gi")
+    env.create_job(
+        indexed_job(f"holder-{short_id()}", env.local_queue, completions=1, cpu="1", run_duration="10m")
+    )
+    run_id = f"manual__queued-{short_id()}"
+    for task in ("first", "second"):
+        identity = AirflowIdentity("ui", task, run_id)
+        manifest = indexed_job(
+            f"{task}-{short_id()}",
+            env.local_queue,
+            completions=1,
+            cpu="1",
+            run_duration="0s",
+            labels={**identity.labels(), MANAGED_BY_LABEL: MANAGED_BY_VALUE},
+        )
+        name = manifest["metadata"]["name"]
+        seal = identity_seal().annotations("Job", env.namespace, name, identity)
+        manifest["metadata"]["annotations"] = {**identity.annotations(), **seal}
+        env.create_job(manifest)
+
+    def pending() -> int:
+        listed = cluster.custom.list_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta2", env.namespace, "workloads"
+        )["items"]
+        return sum(1 for w in listed if not is_true(w, "QuotaReserved"))
+
+    wait_for("both task Workloads queued behind the holder", lambda: pending() == 2, 60)
+    reads_before = SHARED.reads
+    with counted_client(cluster, env.namespace, tmp_path) as counted:
+        app = TestClient(
+            create_app(
+                lambda: KueueHook(counted.conn_id),
+                lambda: [env.namespace],
+                dependencies=[],
+                task_access=[],
+                queues_access=[],
+            )
+        )
+        params = {"dag_id": "ui", "run_id": run_id}
+        app.get("/api/task", params={**params, "task_id": "first"})  # the first view makes the client
+        costs, lines = [], []
+        for task in ("first", "second"):
+            before = counted.counts()
+            answer = app.get("/api/task", params={**params, "task_id": task})
+            costs.append(sum((counted.counts() - before).values()))
+            assert answer.status_code == 200, answer.text[:500]
+            lines.append(answer.json()["jobs"][0]["summary"])
+    print(f"requests per view of a queued task, after the first: {costs}")
+    assert all("position" in line for line in lines), lines
+    assert SHARED.reads - reads_before == 1, "one read of the pending list for the three views"

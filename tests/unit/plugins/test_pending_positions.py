@@ -6,6 +6,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from airflow_kueue_provider.plugins.pending_positions import SharedPendingLists
 
 
@@ -56,4 +58,19 @@ def test_at_most_max_queues_lists_are_kept() -> None:
     for q in ("a", "b", "c", "a"):
         shared.position(reader, "ns", q, "wl-0")
     assert [q for _, q in reader.asked] == ["a", "b", "c", "a"], "a was dropped when c came"
-    assert len(shared._newest) == 2 and len(shared._reading) <= 3
+    assert len(shared._newest) == 2
+
+
+def test_no_lock_outlives_its_read_even_when_the_read_fails() -> None:
+    """The per-queue locks are bounded by the reads under way: a page's LocalQueues are many over a night."""
+
+    class Failing(_Reader):
+        def pending_workloads(self, namespace: str, local_queue: str) -> dict[str, Any] | None:
+            raise ConnectionError("apiserver gone")
+
+    shared = SharedPendingLists(share_seconds=60)
+    for q in ("a", "b", "c"):
+        shared.position(_Reader(), "ns", q, "wl-0")
+        with pytest.raises(ConnectionError):
+            shared.position(Failing(), "other", q, "wl-0")
+    assert shared._reading == {}
