@@ -94,6 +94,14 @@ _OPTIONS = {
         "Live Kueue page streams (task tabs, queue pages) one user may keep open per API server.", "10"
     ),
     "ui_streams_total": _option("Live Kueue page streams open at once per API server, all users.", "100"),
+    "ui_reads_per_user": _option(
+        "Kueue page reads (pages, task JSON, log tails) one user may have running at once per API server; "
+        "beyond, 429 with Retry-After.",
+        "8",
+    ),
+    "ui_reads_total": _option(
+        "Kueue page reads running at once per API server, all users (the plugin's own reader threads).", "32"
+    ),
     "allowed_namespaces": _option(
         "Pod policy: namespaces tasks may run Jobs in (comma-separated); empty: any.", example="genomics,risk"
     ),
