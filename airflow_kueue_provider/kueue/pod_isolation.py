@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .checkpoint_access import ACCESS_ID_HEX, SAS_SECRET_INFIX
+from .checkpoint_access import ACCESS_ID_HEX, SAS_SECRET_INFIX, SAS_SECRET_KIND_TAGS
 from .job_template import as_mapping
 
 # Pod Security Standards, baseline profile (Kubernetes 1.29+).
@@ -43,9 +43,12 @@ APPARMOR_ANNOTATION_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
 SAFE_APPARMOR_ANNOTATION = ("runtime/default", "localhost/")
 SYSTEM_PRIORITY_PREFIX = "system-"
 # The Secrets the provider creates for a Job's pods (``checkpoint_access.sas_secret_name``:
-# ``<job>-checkpoint-<access id>``; ``<job>-checkpoint`` before the access id). Their names are not
-# derivable, but a tenant who can read Jobs reads them off another Job's pod template.
-_PROVIDER_SECRET = re.compile(rf"(?:{re.escape(SAS_SECRET_INFIX)}[0-9a-f]{{{ACCESS_ID_HEX}}}|-checkpoint)$")
+# ``<job>-checkpoint-<access id>``, ``<jobset>-checkpoint-jobset-<access id>``; ``<job>-checkpoint``
+# before the access id). Their names are not derivable, but a tenant who can read Jobs reads them off another Job's pod template.
+_PROVIDER_SECRET = re.compile(
+    rf"(?:{re.escape(SAS_SECRET_INFIX)}(?:{'|'.join(map(re.escape, SAS_SECRET_KIND_TAGS.values()))})"
+    rf"[0-9a-f]{{{ACCESS_ID_HEX}}}|-checkpoint)$"
+)
 POD = "spec.template.spec"
 
 
