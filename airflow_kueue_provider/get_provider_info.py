@@ -138,4 +138,23 @@ _OPTIONS = {
         "Pod policy: Linux capabilities containers may add (comma-separated); empty: none.",
         example="NET_ADMIN",
     ),
+    "allowed_volume_types": _option(
+        "Pod policy: volume types allowed beyond the restricted profile's (configMap, csi, downwardAPI, "
+        "emptyDir, ephemeral, persistentVolumeClaim, projected, secret), comma-separated; empty: none. "
+        "hostPath: allow_host_path_volumes.",
+        example="nfs",
+    ),
+    "allowed_secrets": _option(
+        "Pod policy: Secrets a pod may name (volumes, env, envFrom, imagePullSecrets) per namespace, as "
+        "allowed_local_queues ('name*' matches a prefix); empty: any.",
+        example="genomics:genomics-*; risk:risk-db",
+    ),
+    "allowed_config_maps": _option(
+        "Pod policy: ConfigMaps a pod may name per namespace (format as allowed_secrets); empty: any.",
+        example="genomics:genomics-*",
+    ),
+    "allowed_persistent_volume_claims": _option(
+        "Pod policy: PVCs a pod may mount per namespace (format as allowed_secrets); empty: any.",
+        example="genomics:genomics-*",
+    ),
 }

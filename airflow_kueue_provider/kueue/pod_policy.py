@@ -1,14 +1,15 @@
 """What a task may run on a shared cluster: checks and safe defaults for the merged Job (template included).
 
-A platform team sets the policy in Airflow's ``[kueue]`` config section, read so that a DAG file cannot
-loosen it (``hooks.kueue_config``): allowed namespaces, ServiceAccounts (none by default: a pod running as a
+A platform team sets the policy in Airflow's ``[kueue]`` config section, read so that a DAG file cannot loosen
+it (``hooks.kueue_config``): allowed namespaces, ServiceAccounts (none by default: a pod running as a
 namespace's ServiceAccount gets its rights, e.g. the worker's), LocalQueues and priority classes per
-namespace, runtime classes, and whether privileged pods, host namespaces, hostPath volumes or added
-capabilities may run at all (by default: no). ``violations`` lists every breach with what to change; the
-operator fails before anything is created when there is one (``pod_isolation`` has the fields a tenant could
-use against another). ``with_restricted_defaults`` fills in what the Kubernetes *restricted* Pod Security
-profile asks where an ordinary image still runs: no service account token unless a service account is asked
-for, ``allowPrivilegeEscalation: false`` and the RuntimeDefault seccomp profile (it does not force
+namespace, runtime classes, volume types beyond the restricted profile's and the Secrets, ConfigMaps and PVCs
+a pod may name per namespace (``pod_references``), and whether privileged pods, host namespaces, hostPath
+volumes or added capabilities may run at all (by default: no). ``violations`` lists every breach with what to
+change; the operator fails before anything is created when there is one (``pod_isolation`` has the fields a
+tenant could use against another). ``with_restricted_defaults`` fills in what the Kubernetes *restricted* Pod
+Security profile asks where an ordinary image still runs: no service account token unless a service account is
+asked for, ``allowPrivilegeEscalation: false`` and the RuntimeDefault seccomp profile (it does not force
 ``runAsNonRoot`` or drop all capabilities: many images run as root). Pure functions over dicts, no I/O.
 """
 
@@ -27,10 +28,12 @@ from .pod_isolation import (
     priority_class_breach,
     security_profile_breaches,
 )
+from .pod_references import HOST_PATH, reference_breaches, volume_type_breaches
 from .policy_allowlists import NamespacedNames, PolicyConfigError, allows, name_list
 
 __all__ = ["POD_POLICY_OPTIONS", "PodPolicy", "PolicyConfigError", "violations", "with_restricted_defaults"]
 
+POD_SPEC = "spec.template.spec"
 HOST_NAMESPACE_FIELDS = ("hostNetwork", "hostPID", "hostIPC")
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 POD_POLICY_OPTIONS = (
@@ -44,7 +47,12 @@ POD_POLICY_OPTIONS = (
     "allow_host_namespaces",
     "allow_host_path_volumes",
     "allowed_capabilities",
+    "allowed_volume_types",
+    "allowed_secrets",
+    "allowed_config_maps",
+    "allowed_persistent_volume_claims",
 )
+DEFAULT_SERVICE_ACCOUNT = "default"
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,12 @@ class PodPolicy:
     pod_priority_classes: NamespacedNames = field(
         default_factory=lambda: NamespacedNames("allowed_pod_priority_classes")
     )
+    allowed_volume_types: frozenset[str] = frozenset()
+    secrets: NamespacedNames = field(default_factory=lambda: NamespacedNames.any("allowed_secrets"))
+    config_maps: NamespacedNames = field(default_factory=lambda: NamespacedNames.any("allowed_config_maps"))
+    claims: NamespacedNames = field(
+        default_factory=lambda: NamespacedNames.any("allowed_persistent_volume_claims")
+    )
 
     @classmethod
     def from_options(cls, options: Mapping[str, str | None]) -> PodPolicy:
@@ -77,6 +91,13 @@ class PodPolicy:
 
         def namespaced(key: str, default_any: bool) -> NamespacedNames:
             return NamespacedNames.parse(key, options.get(key), default_any)
+
+        volume_types = name_list("allowed_volume_types", options.get("allowed_volume_types"), False)
+        if HOST_PATH in volume_types:
+            raise PolicyConfigError(
+                "[kueue] allowed_volume_types lists hostPath: hostPath has its own switch; remove it from "
+                "the list and set allow_host_path_volumes = true if the node's filesystem is really meant"
+            )
 
         return cls(
             allowed_namespaces=name_list("allowed_namespaces", options.get("allowed_namespaces"), True),
@@ -95,6 +116,10 @@ class PodPolicy:
             local_queues=namespaced("allowed_local_queues", True),
             priority_classes=namespaced("allowed_priority_classes", True),
             pod_priority_classes=namespaced("allowed_pod_priority_classes", False),
+            allowed_volume_types=volume_types,
+            secrets=namespaced("allowed_secrets", True),
+            config_maps=namespaced("allowed_config_maps", True),
+            claims=namespaced("allowed_persistent_volume_claims", True),
         )
 
     def queue_problems(
@@ -167,19 +192,30 @@ def violations(job: Mapping[str, Any], policy: PodPolicy) -> list[str]:
             for key in HOST_NAMESPACE_FIELDS
             if pod.get(key) is True
         ]
-    volumes = pod.get("volumes")
-    for volume in volumes if isinstance(volumes, list) and not policy.allow_host_path else []:
-        host_path = as_mapping(volume).get("hostPath")
-        if host_path is not None:
-            name, path = as_mapping(volume).get("name"), as_mapping(host_path).get("path")
-            found.append(
-                f"volume {name!r} is a hostPath ({path}): "
-                "pods may not mount the node's filesystem; use a PVC, emptyDir, ConfigMap or Secret"
-            )
+    found += volume_type_breaches(pod, policy.allowed_volume_types, policy.allow_host_path)
+    references = {"Secret": policy.secrets, "ConfigMap": policy.config_maps}
+    found += reference_breaches(pod, namespace, {**references, "PersistentVolumeClaim": policy.claims})
+    found += _token_violations(pod, policy)
     found += _security_context_violations(pod, policy)
     for where, container in _containers(pod):
         found += _container_violations(where, container, policy)
     return found
+
+
+def _token_violations(pod: Mapping[str, Any], policy: PodPolicy) -> list[str]:
+    """``automountServiceAccountToken: true`` asks for the account's token even where the account (or the
+    restricted defaults) turned it off: only for an allowed ServiceAccount."""
+    if pod.get("automountServiceAccountToken") is not True:
+        return []
+    account = pod.get("serviceAccountName") or pod.get("serviceAccount") or DEFAULT_SERVICE_ACCOUNT
+    if allows(policy.allowed_service_accounts, account):
+        return []
+    listed = ", ".join(sorted(policy.allowed_service_accounts)) or "none"
+    return [
+        f"{POD_SPEC}.automountServiceAccountToken is true for ServiceAccount {account!r}, which is not in "
+        f"[kueue] allowed_service_accounts ({listed}): the token carries that account's rights in the "
+        "namespace; remove it (or set it false), or run as an allowed ServiceAccount"
+    ]
 
 
 def _priority_violations(namespace: object, priority_class: object, policy: PodPolicy) -> list[str]:

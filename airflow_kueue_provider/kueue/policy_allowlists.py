@@ -3,12 +3,14 @@
 Two shapes:
 
 - a **name list** (``allowed_service_accounts``, ``allowed_runtime_classes``, ...): names separated by commas
-  or spaces; ``*`` allows any name.
+  or spaces; ``*`` allows any name, and a name ending in ``*`` (``team-a-*``) any name starting with it
+  (Kubernetes names never hold a ``*``, so no literal name is lost).
 - a **per-namespace list** (``allowed_local_queues``, ``allowed_priority_classes``,
-  ``allowed_pod_priority_classes``): ``namespace:name name; namespace2:*; *:shared`` -- entries separated by
-  ``;``, each a namespace (``*``: every namespace) and its names (``*``: any). A namespace the option does not
-  list gets only the ``*`` entry's names. LocalQueues and priority classes are per namespace because a team
-  owns its namespace's queues: one list per team is the tenancy model (docs/tenancy-policy.md).
+  ``allowed_pod_priority_classes``, ``allowed_secrets``, ...): ``namespace:name name; namespace2:*; *:shared``
+  -- entries separated by ``;``, each a namespace (``*``: every namespace) and its names (``*``: any). A
+  namespace the option does not list gets only the ``*`` entry's names. LocalQueues and priority classes are
+  per namespace because a team owns its namespace's queues: one list per team is the tenancy model
+  (docs/tenancy-policy.md).
 
 An empty option takes the option's default: "any" or "none", named where the policy declares it.
 """
@@ -34,7 +36,12 @@ def name_list(option: str, raw: str | None, default_any: bool) -> frozenset[str]
 
 
 def allows(names: frozenset[str], name: object) -> bool:
-    return ANY in names or name in names
+    """``name`` is listed, or matches ``*`` or a ``prefix*`` entry."""
+    if ANY in names or name in names:
+        return True
+    return isinstance(name, str) and any(
+        n.endswith(ANY) and name.startswith(n[: -len(ANY)]) for n in names if len(n) > len(ANY)
+    )
 
 
 @dataclass(frozen=True)
