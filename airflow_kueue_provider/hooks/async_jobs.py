@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..kueue.job_ownership import delete_unless_finished_step
 from ..kueue.names import JOB_NAME_LABEL
 from .async_client import MANAGED_BY_SELECTOR, AsyncKueueSession, bind_clients, checked, items_and_version
+from .kueue_api import controlled_by_job
 from .retry import acall_with_retry
 
 if TYPE_CHECKING:  # bound at run time by async_client's _import_clients() (see bind_clients)
@@ -60,7 +61,8 @@ class AsyncJobCalls(AsyncKueueSession):
     async def pods_and_events_of_job(
         self, namespace: str, job_name: str
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The Job's pods and, when it has none, the Events on the Job (why no pod could be created)."""
+        """The Job's pods and, when it has none, the Events on the Job (why no pod could be created). Its pods
+        are those it controls: a pod anyone made with its ``job-name`` label is not one."""
         core = aclient.CoreV1Api(self.api)
         resp = await acall_with_retry(
             lambda: checked(
@@ -73,7 +75,8 @@ class AsyncJobCalls(AsyncKueueSession):
             ),
             "list the Job's pods",
         )
-        pods, _ = items_and_version(json.loads(await cast(Any, resp).read()))
+        listed_pods, _ = items_and_version(json.loads(await cast(Any, resp).read()))
+        pods = [p for p in listed_pods if controlled_by_job(p, job_name)]
         if pods:
             return pods, []
         selector = f"involvedObject.kind=Job,involvedObject.name={job_name}"

@@ -326,11 +326,13 @@ class KueueHook:
         return kueue_api.first_owned_by(list(res.get("items", [])), job_uid)
 
     def pods_of_job(self, namespace: str, job_name: str) -> list[dict[str, Any]]:
+        """The pods the Job controls (its ``job-name`` label pre-selects; anyone can set a label)."""
         core = client.CoreV1Api(self.api)
         selector = f"{JOB_NAME_LABEL}={job_name}"
-        return self._items(
+        pods = self._items(
             functools.partial(core.list_namespaced_pod, namespace, label_selector=selector), "list pods"
         )
+        return [p for p in pods if kueue_api.controlled_by_job(p, job_name)]
 
     def events_of(self, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
         """The (core/v1) Events recorded on one object, e.g. a Job or its Workload."""

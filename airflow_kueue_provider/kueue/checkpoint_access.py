@@ -11,11 +11,15 @@ The container is named ``<base head>-<32 hex of sha256(base, prefix)>`` (at most
 limit): the hash covers the FULL base name, so two bases sharing their first 30 characters never share a shard
 container. It carries the prefix in its metadata, so a sweep can tell which ledger it belongs to.
 
-A Job's pods get their SAS through a Secret named ``<job>-checkpoint-<16 random hex>`` (``sas_secret_name``):
-not derivable from the Job's public facts; only the Job's own pod env names it. On account-key auth the SAS
-carries no rights of its own: it points (``si=``) at a stored access policy of the shard container with a
-per-attempt id (``access_policy_id``), which holds its permissions and expiry. So the operator can refresh it
-(extend the policy), revoke it (drop the policy) and a re-created container (no policies) refuses it.
+A Job's pods get their SAS through a Secret named ``<job>-checkpoint-<16 random hex>``, a JobSet's through
+``<jobset>-checkpoint-jobset-<16 random hex>`` (``sas_secret_name``): not derivable from the object's public
+facts; only its own pod env names it. The owner's kind is in the name because admission binds a Secret to the
+one object it is named after, and a Job and a JobSet may share a name (``deploy/policy``
+``checkpoint-secret-binding``): with one form for both, a Job named like a JobSet would read the JobSet's.
+On account-key auth the SAS carries no rights of its own: it points (``si=``) at a stored access policy of
+the shard container with a per-attempt id (``access_policy_id``), which holds its permissions and expiry. So
+the operator can refresh it (extend the policy), revoke it (drop the policy) and a re-created container (no
+policies) refuses it.
 """
 
 from __future__ import annotations
@@ -32,7 +36,10 @@ from .names import CHECKPOINT_SAS_ENV
 SHARD_CONTAINER_HASH = 32  # hex characters of sha256(prefix): collisions are out of reach
 SHARD_CONTAINER_HEAD = 63 - 1 - SHARD_CONTAINER_HASH
 PREFIX_METADATA = "airflowkueueprefix"  # container metadata: the task-instance prefix it serves
-SAS_SECRET_INFIX = "-checkpoint-"  # a Job's SAS Secret: <job name>-checkpoint-<access id>
+SAS_SECRET_INFIX = "-checkpoint-"  # a Job's SAS Secret: <job name>-checkpoint-<kind tag><access id>
+SAS_SECRET_KIND_TAGS = {"Job": "", "JobSet": "jobset-"}
+"""Between the infix and the access id: the owner's kind. A tag is never hex, so no owner's name plus one
+kind's form is another owner's name plus the other's."""
 ACCESS_ID_HEX = 16  # random hex characters of an attempt's access id (Secret suffix, policy id tail)
 ACCESS_POLICY_HEAD = 24  # hex characters of sha256(job name) that start its policies' ids
 MAX_ACCESS_POLICIES = 5  # Azure's limit of stored access policies per container
@@ -67,11 +74,16 @@ def is_shard_container_of(base: str, name: str, prefix: str) -> bool:
     return is_container_name(base) and name == shard_container_name(base, prefix)
 
 
-def sas_secret_name(job_name: str, access_id: str) -> str:
-    """The Secret that hands a Job's pods their SAS (``access_id``: ``ACCESS_ID_HEX`` random hex)."""
+def sas_secret_name(job_name: str, access_id: str, owner_kind: str = "Job") -> str:
+    """The Secret that hands the pods of a Job (or of the ``owner_kind`` named ``job_name``) their SAS
+    (``access_id``: ``ACCESS_ID_HEX`` random hex)."""
     if not re.fullmatch(rf"[0-9a-f]{{{ACCESS_ID_HEX}}}", access_id):
         raise ValueError(f"access_id={access_id!r} must be {ACCESS_ID_HEX} lowercase hex characters")
-    return f"{job_name}{SAS_SECRET_INFIX}{access_id}"
+    if owner_kind not in SAS_SECRET_KIND_TAGS:
+        raise ValueError(
+            f"owner_kind={owner_kind!r}: a SAS Secret is owned by one of {sorted(SAS_SECRET_KIND_TAGS)}"
+        )
+    return f"{job_name}{SAS_SECRET_INFIX}{SAS_SECRET_KIND_TAGS[owner_kind]}{access_id}"
 
 
 def secret_name_of(obj: Mapping[str, Any]) -> str | None:

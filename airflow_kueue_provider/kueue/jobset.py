@@ -169,6 +169,8 @@ class ChildJob:
     active: int
     ready: int = 0
     """``status.ready``: pods that passed their readiness (running, for a pod without a probe)."""
+    uid: str | None = None
+    """Its uid: its pods are the ones it controls, not the ones carrying its name in a label."""
 
 
 @dataclass(frozen=True)
@@ -286,15 +288,46 @@ def workload_owner_uid(job: Mapping[str, Any]) -> str | None:
     return str(uid) if uid else None
 
 
+def is_jobset_child(job: Mapping[str, Any], jobset: Mapping[str, Any]) -> bool:
+    """Whether ``job`` is one the JobSet controller made for ``jobset``: its controller is this JobSet (by
+    uid), and its name is ``<jobset>-<replicated job>-<replica>`` for a replicated job and replica the
+    JobSet has. The JobSet controller's labels alone prove nothing: anyone who may create Jobs in the
+    namespace can copy them, and an ownerReference too (``deploy/policy`` ``jobset-children`` refuses both
+    for anyone but the JobSet controller; this check is what holds where that policy is not bound)."""
+    meta, js_meta = job.get("metadata") or {}, jobset.get("metadata") or {}
+    uid = js_meta.get("uid")
+    controlled = any(
+        ref.get("controller") and ref.get("kind") == "JobSet" and (uid is None or ref.get("uid") == uid)
+        for ref in meta.get("ownerReferences") or []
+    )
+    membership = jobset_membership(job)
+    if not controlled or membership is None or membership[0] != js_meta.get("name"):
+        return False
+    replicas = {
+        str(rj.get("name")): int(rj.get("replicas") or 1)
+        for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []
+    }
+    name, replicated = str(meta.get("name") or ""), membership[1]
+    stem = f"{membership[0]}-{replicated}-"
+    replica = name[len(stem) :] if name.startswith(stem) else ""
+    return (
+        replicated in replicas
+        and replica.isdigit()
+        and str(int(replica)) == replica
+        and (int(replica) < replicas[replicated])
+    )
+
+
 def jobset_view(
     jobset: Mapping[str, Any],
     child_jobs: Iterable[Mapping[str, Any]],
     workload: Mapping[str, Any] | None = None,
 ) -> JobSetView:
-    """The JobSet, its Jobs (listed by ``JOBSET_NAME_LABEL``) per replicated job, and its Workload."""
+    """The JobSet, its Jobs per replicated job (those ``is_jobset_child`` proves, of the ones listed by
+    ``JOBSET_NAME_LABEL``), and its Workload."""
     meta, spec = jobset.get("metadata") or {}, jobset.get("spec") or {}
     by_replicated: dict[str, list[ChildJob]] = {}
-    for job in child_jobs:
+    for job in (j for j in child_jobs if is_jobset_child(j, jobset)):
         labels = (job.get("metadata") or {}).get("labels") or {}
         by_replicated.setdefault(str(labels.get(REPLICATED_JOB_LABEL)), []).append(_child(job))
     replicated = tuple(
@@ -324,4 +357,5 @@ def _child(job: Mapping[str, Any]) -> ChildJob:
         failed=IndexSet.parse(status.get("failedIndexes")),
         active=int(status.get("active") or 0),
         ready=int(status.get("ready") or 0),
+        uid=str(meta["uid"]) if meta.get("uid") else None,
     )

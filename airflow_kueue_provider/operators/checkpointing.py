@@ -87,6 +87,7 @@ class CheckpointSession:
         )
         self.ledger = LedgerStore(self.hook, self.prefix)
         self._shaped = ("", secrets.token_hex(ACCESS_ID_HEX // 2))  # (job name, access id) of shape_job
+        self._shaped_kind = "Job"  # the kind of the object shape_job shaped (its Secret's name says it)
 
     def check(self) -> None:
         """Fail fast (BlobConfigError) on an unknown connection, bad credentials, a missing container, or a
@@ -226,7 +227,7 @@ class CheckpointSession:
 
     def sas_secret_name(self, job_name: str) -> str:
         """The SAS Secret ``shape_job`` named for ``job_name`` (a random suffix: not derivable)."""
-        return sas_secret_name(job_name, self._shaped[1])
+        return sas_secret_name(job_name, self._shaped[1], self._shaped_kind)
 
     def ensure_pod_access(self, client: KindClient, obj: dict[str, Any]) -> None:
         """On reattach: a worker that died between creating the object and its Secret left pods that can
@@ -309,7 +310,11 @@ class CheckpointSession:
             raise
 
     def pod_env(
-        self, packs: ShardPacks, termination_grace: int = 30, job_name: str | None = None
+        self,
+        packs: ShardPacks,
+        termination_grace: int = 30,
+        job_name: str | None = None,
+        owner_kind: str = "Job",
     ) -> list[dict[str, Any]]:
         env: list[dict[str, Any]] = [
             {"name": SHARDS_ENV, "value": str(packs.shards)},
@@ -323,7 +328,7 @@ class CheckpointSession:
             {"name": GRACE_ENV, "value": str(max(1, termination_grace - 5))},
         ]
         if self.pods_use_sas and job_name:
-            secret = {"name": sas_secret_name(job_name, self._shaped[1]), "key": SAS_SECRET_KEY}
+            secret = {"name": sas_secret_name(job_name, self._shaped[1], owner_kind), "key": SAS_SECRET_KEY}
             env.append({"name": CHECKPOINT_SAS_ENV, "valueFrom": {"secretKeyRef": secret}})
         return env
 
@@ -333,6 +338,7 @@ class CheckpointSession:
         Job: the Job starts suspended; its name gets a new random suffix here)."""
         name = str(manifest.get("metadata", {}).get("name") or "")
         self._shaped = (name, secrets.token_hex(ACCESS_ID_HEX // 2))
+        self._shaped_kind = str(manifest.get("kind") or "Job")
         packs = self.packing.packs(shards)
         spec = manifest["spec"]
         spec["completions"] = count = packs.index_count
@@ -344,7 +350,7 @@ class CheckpointSession:
             spec["maxFailedIndexes"] = min(int(spec["maxFailedIndexes"]), count)
         pod = spec["template"]
         grace = int(pod["spec"].get("terminationGracePeriodSeconds") or 30)
-        env = self.pod_env(packs, grace, manifest.get("metadata", {}).get("name"))
+        env = self.pod_env(packs, grace, manifest.get("metadata", {}).get("name"), self._shaped_kind)
         names = {e["name"] for e in env}
         for container in pod["spec"]["containers"]:
             container["env"] = [e for e in container.get("env") or [] if e["name"] not in names] + env

@@ -404,7 +404,8 @@ class KueueJobSetOperator(KueueOperator):
         checkpointed = {rj.name for rj in self.replicated_jobs if rj.checkpoint}  # one, with checkpointing=
         for template in manifest["spec"]["replicatedJobs"]:
             if template["name"] in checkpointed:
-                as_job = {
+                as_job = {  # shaped as a Job, but its SAS Secret is the JobSet's (named for the kind)
+                    "kind": "JobSet",
                     "metadata": {"name": manifest["metadata"]["name"]},
                     "spec": template["template"]["spec"],
                 }

@@ -62,6 +62,20 @@ def test_the_sas_secret_name_is_the_job_and_a_random_access_id() -> None:
             sas_secret_name("job-1", bad)
 
 
+def test_a_jobsets_sas_secret_name_says_its_kind_so_no_namesake_of_the_other_kind_owns_it() -> None:
+    """Admission binds a checkpoint Secret to the object it is named after (deploy/policy); a Job and a JobSet
+    may share a name, so the kind is in the Secret's name and no Job's form is a JobSet's."""
+    access = "0123456789abcdef"
+    assert sas_secret_name("genomics", access, "JobSet") == "genomics-checkpoint-jobset-0123456789abcdef"
+    jobset_secret = sas_secret_name("genomics", access, "JobSet")
+    assert jobset_secret != sas_secret_name("genomics", access)
+    # A Job would own it only under a name that ends in the JobSet's marker: never a provider Job's name.
+    for job_name in ("genomics", "genomics-checkpoint", "genomics-checkpoint-jobset"):
+        assert sas_secret_name(job_name, access) != jobset_secret
+    with pytest.raises(ValueError, match="owner_kind"):
+        sas_secret_name("genomics", access, "Pod")
+
+
 def test_access_policy_ids_start_with_their_jobs_head_and_fit_azures_64() -> None:
     pid = access_policy_id("job-1", "0123456789abcdef")
     assert pid.startswith(access_policy_head("job-1")) and len(pid) <= 64

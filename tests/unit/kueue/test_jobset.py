@@ -63,6 +63,7 @@ def _child(name: str, replicated: str, completions: int, **status: Any) -> dict[
         "metadata": {
             "name": name,
             "labels": {JOBSET_NAME_LABEL: "genomics", REPLICATED_JOB_LABEL: replicated},
+            "ownerReferences": [{"kind": "JobSet", "name": "genomics", "controller": True}],
         },
         "spec": {"completions": completions},
         "status": status,
@@ -134,3 +135,36 @@ def test_a_jobsets_job_is_known_by_its_labels_and_runs_under_the_jobsets_workloa
     assert workload_owner_uid(child) == "jobset-uid"
     plain_job = {"metadata": {"uid": "job-uid"}}
     assert jobset_membership(plain_job) is None and workload_owner_uid(plain_job) == "job-uid"
+
+
+def test_only_the_jobs_the_jobset_controller_made_for_it_count_as_its_children() -> None:
+    """Labels and an ownerReference are anyone's to copy: a child is controlled by the JobSet's uid and named
+    <jobset>-<replicated job>-<replica> for a replica the JobSet has."""
+    from airflow_kueue_provider.kueue.jobset import is_jobset_child
+
+    jobset = {**_jobset(), "status": {}}
+    jobset["metadata"].update(namespace="ns", uid="js-uid")
+    real = _child("genomics-workers-0", "workers", 8, completedIndexes="0-7")
+    real["metadata"]["ownerReferences"][0]["uid"] = "js-uid"
+    assert is_jobset_child(real, jobset)
+
+    def forged(name: str, uid: str = "js-uid", replicated: str = "workers") -> dict[str, Any]:
+        job = _child(name, replicated, 1, active=1)
+        job["metadata"]["ownerReferences"][0]["uid"] = uid
+        return job
+
+    impostors = [
+        forged("genomics-workers-x"),  # not a replica's name (the bed's attack)
+        forged("genomics-workers-1"),  # a replica the JobSet does not have (replicas=1)
+        forged("genomics-workers-01"),
+        forged("genomics-coordinator-0", replicated="workers"),  # the label and the name disagree
+        forged("genomics-workers-0", uid="another-uid"),  # another JobSet's controller reference
+        forged("genomics-extra-0", replicated="extra"),  # no such replicated job
+    ]
+    no_owner = _child("genomics-workers-0", "workers", 8)
+    no_owner["metadata"].pop("ownerReferences")
+    for job in [*impostors, no_owner]:
+        assert not is_jobset_child(job, jobset), job["metadata"]
+    view = jobset_view(jobset, [real, *impostors])
+    assert [j.name for rj in view.replicated for j in rj.jobs] == ["genomics-workers-0"]
+    assert not view.unstarted_jobs, "an impostor that never starts is not the JobSet's stuck Job"

@@ -34,7 +34,12 @@ def _jobset(suspend: bool = False, finished: str | None = None) -> dict[str, Any
             }
         )
     return {
-        "metadata": {"name": "genomics", "namespace": "batch", "creationTimestamp": "2026-12-01T10:00:00Z"},
+        "metadata": {
+            "name": "genomics",
+            "namespace": "batch",
+            "uid": "js-uid",
+            "creationTimestamp": "2026-12-01T10:00:00Z",
+        },
         "spec": {
             "suspend": suspend,
             "replicatedJobs": [{"name": "coordinator", "replicas": 1}, {"name": "workers", "replicas": 1}],
@@ -48,6 +53,7 @@ def _job(replicated: str, completions: int, completed: str = "", failed: str = "
         "metadata": {
             "name": f"genomics-{replicated}-0",
             "labels": {JOBSET_NAME_LABEL: "genomics", REPLICATED_JOB_LABEL: replicated},
+            "ownerReferences": [{"kind": "JobSet", "name": "genomics", "uid": "js-uid", "controller": True}],
         },
         "spec": {"completions": completions},
         "status": {"completedIndexes": completed, "failedIndexes": failed, "active": active},
