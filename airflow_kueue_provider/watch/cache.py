@@ -2,7 +2,9 @@
 
 LISTs replace a kind whole (:meth:`NamespaceCache._replace`), watch events change one object
 (``_apply_*``); either wakes only the followers whose Job or JobSet (or its Workload) changed, and those
-of ``ANY_JOB``. Objects are kept slim (:func:`_slim`): a triggerer may follow 1,000 Jobs.
+of ``ANY_JOB``. Objects are kept slim (:func:`_slim`): a triggerer may follow 1,000 Jobs, and a tenant may
+write 256 KiB of annotations on each of its Jobs. What one namespace makes the cache hold is capped
+(``caps``): past a cap, the change raises ``NamespaceOverCap`` and the hub gives up on that namespace.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kueue.cached_metadata import slim_metadata
 from ..kueue.jobset import workload_owner_uid
 from ..kueue.names import JOB_UID_LABEL, JOBSET_NAME_LABEL
+from .caps import HubCaps, json_size
 from .snapshots import JobSetSnapshot, JobSnapshot
 
 ANY_JOB = ""
@@ -36,13 +40,33 @@ class NamespaceCache:
     """The objects of one namespace as last listed or watched, and the followers to wake when one changes
     (the list+watch loop that feeds it is ``NamespaceWatch``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, caps: HubCaps | None = None) -> None:
+        self.namespace = ""
+        self.caps = caps or HubCaps()
+        self._sizes: dict[str, dict[str, int]] = {"jobs": {}, "workloads": {}, "jobsets": {}}
+        self.retained_bytes = 0  # the slimmed objects' JSON size, all kinds (``caps``)
         self.jobs: dict[str, dict[str, Any]] = {}
         self.workloads: dict[str, dict[str, Any]] = {}  # by the job-uid label
         self._names_by_uid: dict[str, str] = {}
         self.jobsets: dict[str, dict[str, Any]] = {}  # only once a JobSet follower joined (watch_jobsets)
         self._jobset_names_by_uid: dict[str, str] = {}
         self.followers: dict[str, set[_Follower]] = {}
+
+    def _clear(self) -> None:
+        """Drop every object (a hub that gave up must not keep a flood)."""
+        self.jobs, self.workloads, self.jobsets = {}, {}, {}
+        self._names_by_uid, self._jobset_names_by_uid = {}, {}
+        self._sizes = {kind: {} for kind in self._sizes}
+        self.retained_bytes = 0
+
+    def _count(self, kind: str, key: str, obj: dict[str, Any] | None) -> None:
+        """Account ``obj`` (None: gone) as ``kind``'s ``key`` and check the caps (raises NamespaceOverCap)."""
+        sizes = self._sizes[kind]
+        self.retained_bytes -= sizes.pop(key, 0)
+        if obj is not None:
+            sizes[key] = json_size(obj)
+            self.retained_bytes += sizes[key]
+            self.caps.check(self.namespace, kind, len(sizes), self.retained_bytes)
 
     def _unfollow(self, follower: _Follower) -> None:
         group = self.followers.get(follower.job_name, set())
@@ -76,6 +100,7 @@ class NamespaceCache:
         what the cache held (changes the watch had not delivered, when the cache was in sync)."""
         before = {"jobs": self.jobs, "workloads": self.workloads, "jobsets": self.jobsets}[kind]
         known = {key: o["metadata"].get("resourceVersion") for key, o in before.items()}
+        self.caps.check(self.namespace, kind, len(items), 0)  # before slimming a flood
         items = [_slim(item) for item in items]
         if kind == "jobsets":
             self.jobsets = {js["metadata"]["name"]: js for js in items}
@@ -92,6 +117,10 @@ class NamespaceCache:
                 if uid and _is_current_slice(workload, self.workloads.get(uid)):
                     self.workloads[uid] = workload
             after = self.workloads
+        self.retained_bytes -= sum(self._sizes[kind].values())
+        self._sizes[kind] = sizes = {key: json_size(o) for key, o in after.items()}
+        self.retained_bytes += sum(sizes.values())
+        self.caps.check(self.namespace, kind, len(sizes), self.retained_bytes)
         now = {key: o["metadata"].get("resourceVersion") for key, o in after.items()}
         keys = {key for key, rv in now.items() if known.get(key) != rv} | (set(known) - set(now))
         if kind == "jobsets":
@@ -112,6 +141,7 @@ class NamespaceCache:
         else:
             self.jobs[name] = job
             self._names_by_uid[job["metadata"]["uid"]] = name
+        self._count("jobs", name, self.jobs.get(name))
         self._wake(name)
         if owner := _jobset_of(job):
             self._wake(jobset_key(owner))
@@ -125,6 +155,7 @@ class NamespaceCache:
         else:
             self.jobsets[name] = jobset
             self._jobset_names_by_uid[jobset["metadata"]["uid"]] = name
+        self._count("jobsets", name, self.jobsets.get(name))
         self._wake(jobset_key(name))
 
     def _apply_workload(self, event_type: str, workload: dict[str, Any]) -> None:
@@ -137,6 +168,7 @@ class NamespaceCache:
                 self.workloads.pop(uid, None)
         elif _is_current_slice(workload, self.workloads.get(uid)):
             self.workloads[uid] = workload
+        self._count("workloads", uid, self.workloads.get(uid))
         if name := self._names_by_uid.get(uid):
             self._wake(name)
         if name := self._jobset_names_by_uid.get(uid):
@@ -155,10 +187,11 @@ def _job_uid(workload: dict[str, Any]) -> str | None:
 
 
 def _slim(obj: dict[str, Any]) -> dict[str, Any]:
-    """The object without what no follower reads: ``managedFields`` and the pod template(s) (a Job's
+    """The object without what no follower reads: metadata but for the fields, labels and annotations some
+    follower reads, each value bounded (``kueue.cached_metadata``), and the pod template(s) (a Job's
     ``spec.template``, a Workload's ``spec.podSets[].template``). A triggerer following 1,000 Jobs would
     otherwise keep them all, and its garbage collector would walk them, stalling the event loop."""
-    (obj.get("metadata") or {}).pop("managedFields", None)
+    obj["metadata"] = slim_metadata(obj.get("metadata") or {})
     spec = obj.get("spec") or {}
     spec.pop("template", None)
     for replicated in spec.get("replicatedJobs") or []:  # a JobSet's templates: its Jobs' specs

@@ -15,7 +15,9 @@ apiserver's watch cache lags behind etcd, and only a LIST (a consistent read) sh
 401/403/404 that repeat for one kind with no successful LIST of that kind between them are fatal to the
 followers (``kind_failures``: a Workloads 403 is not hidden by Jobs that list fine); a hub that gave up leaves
 the registry at once, so the next follower gets a fresh hub, not the stale error, even while old followers
-(a UI page) are still joined to the old one.
+(a UI page) are still joined to the old one. A namespace whose objects pass a cap (``caps``: ``[kueue]
+watch_max_objects``, ``watch_max_mib``) ends the same way, with ``NamespaceOverCap``, and drops its cache;
+followers that join it within ``OVER_CAP_RETRY_SECONDS`` get that error at once, without a LIST.
 
 This module is the loop and the hubs' registry; the parts it is made of live next to it and are re-exported
 here: the cache of objects and followers (``cache``), the followers' handles (``following``), the snapshots
@@ -28,6 +30,7 @@ import asyncio
 import logging
 import os
 import random
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
 from typing import Any, ClassVar
@@ -36,6 +39,7 @@ from ..hooks.cluster_target import ClusterTarget
 from ..hooks.kueue_async_hook import AsyncKueueHook, api_status
 from ..hooks.retry import describe, retry_after
 from .cache import ANY_JOB, JOBSET_KEY_PREFIX, NamespaceCache, _Follower, jobset_key
+from .caps import OVER_CAP_RETRY_SECONDS, NamespaceOverCap, configured_caps
 from .diagnostics import DEBUG_SIGNAL_ENV, install_debug_signal
 from .following import Following, FollowingJobSet
 from .gc_freeze import followers_changed, freeze_once
@@ -59,6 +63,7 @@ __all__ = [
     "JobSetsUnavailable",
     "JobSnapshot",
     "KindsChanged",
+    "NamespaceOverCap",
     "NamespaceWatch",
     "WatchLoopEnded",
     "WatchStalled",
@@ -99,9 +104,11 @@ class NamespaceWatch(NamespaceCache):
     _hubs: ClassVar[dict[tuple[ClusterTarget, str], NamespaceWatch]] = {}
     _follower_count: ClassVar[int] = 0
     """Followers of every hub of the process (see ``gc_freeze``)."""
+    _over_cap: ClassVar[dict[tuple[ClusterTarget, str], tuple[float, NamespaceOverCap]]] = {}
+    """Namespaces that went over a cap: when (monotonic) and why, for ``OVER_CAP_RETRY_SECONDS``."""
 
     def __init__(self, target: ClusterTarget | str, namespace: str) -> None:
-        super().__init__()
+        super().__init__(configured_caps())
         self.target = ClusterTarget.of(target)
         self.conn_id = self.target.conn_id
         self.namespace = namespace
@@ -155,9 +162,14 @@ class NamespaceWatch(NamespaceCache):
     ) -> AsyncIterator[tuple[NamespaceWatch, _Follower]]:
         key = (ClusterTarget.of(target), namespace)
         hub = cls._hubs.get(key)
-        if (
+        recent = cls._over_cap.get(key)
+        if recent is not None and time.monotonic() - recent[0] < OVER_CAP_RETRY_SECONDS:
+            hub = NamespaceWatch(key[0], namespace)  # not started, not registered: ends its followers
+            hub._give_up(recent[1])
+        elif (
             hub is None or hub.error is not None
         ):  # a hub that gave up is never joined: a fresh one tries again
+            cls._over_cap.pop(key, None)
             hub = cls._hubs[key] = NamespaceWatch(key[0], namespace)
             hub._task = asyncio.get_running_loop().create_task(hub._run(), name=f"kueue-watch-{namespace}")
             if os.environ.get(DEBUG_SIGNAL_ENV):
@@ -215,6 +227,12 @@ class NamespaceWatch(NamespaceCache):
             except KindsChanged:
                 self._mark_unsynced()
                 continue
+            except NamespaceOverCap as exc:
+                # Kept for OVER_CAP_RETRY_SECONDS: without its frames, which hold the LIST that was over.
+                exc.__traceback__, exc.__context__ = None, None
+                NamespaceWatch._over_cap[(self.target, self.namespace)] = (time.monotonic(), exc)
+                self._give_up(exc)
+                return
             except Exception as exc:
                 if self._jobsets_failed(exc):
                     continue  # the Jobs and Workloads are listed again at once, without JobSets
@@ -236,10 +254,13 @@ class NamespaceWatch(NamespaceCache):
                 )
                 await asyncio.sleep(delay)
 
-    def _give_up(self, error: WatchUnavailable, cause: BaseException) -> None:
-        """End every follower with ``error`` and leave the registry, so the next follower starts afresh."""
-        error.__cause__ = cause
+    def _give_up(self, error: WatchUnavailable, cause: BaseException | None = None) -> None:
+        """End every follower with ``error``, drop the cache and leave the registry, so the next follower
+        starts afresh."""
+        if cause is not None:
+            error.__cause__ = cause
         self.error = error
+        self._clear()
         log.error("watch of namespace %s gave up: %s", self.namespace, error)
         if NamespaceWatch._hubs.get((self.target, self.namespace)) is self:
             del NamespaceWatch._hubs[(self.target, self.namespace)]
