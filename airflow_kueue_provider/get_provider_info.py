@@ -102,6 +102,17 @@ _OPTIONS = {
     "ui_reads_total": _option(
         "Kueue page reads running at once per API server, all users (the plugin's own reader threads).", "32"
     ),
+    "watch_max_objects": _option(
+        "The shared watch (triggerers, API servers): Jobs, Workloads or JobSets one namespace may make it "
+        "hold, per kind; beyond, that namespace's deferred tasks fail naming this option (fix: a "
+        "count/jobs.batch ResourceQuota per team namespace).",
+        "10000",
+    ),
+    "watch_max_mib": _option(
+        "The shared watch: MiB one namespace's objects may take in it, all kinds (their slimmed JSON); "
+        "beyond, that namespace's deferred tasks fail naming this option.",
+        "128",
+    ),
     "allowed_namespaces": _option(
         "Pod policy: namespaces tasks may run Jobs in (comma-separated); empty: any.", example="genomics,risk"
     ),
