@@ -136,6 +136,22 @@ def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[st
     return merged
 
 
+def values_turned_structure(before: object, after: object, path: str = "job_template") -> list[str]:
+    """Where a rendered string of a parsed template became a mapping or a list (a native Jinja environment
+    turns ``"{'volumes': ...}"`` into a dict): the paths, so a rendered value cannot add structure."""
+    if isinstance(before, str):
+        return [path] if isinstance(after, (Mapping, list, tuple, set)) else []
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        return [p for k, v in before.items() for p in values_turned_structure(v, after.get(k), f"{path}.{k}")]
+    if isinstance(before, list) and isinstance(after, list):
+        return [
+            p
+            for i, (b, a) in enumerate(zip(before, after, strict=False))
+            for p in values_turned_structure(b, a, f"{path}[{i}]")
+        ]
+    return []
+
+
 def as_mapping(value: object) -> Mapping[str, Any]:
     """``value`` when it is a mapping, else an empty one: for walking user-supplied Job dicts."""
     return value if isinstance(value, Mapping) else {}

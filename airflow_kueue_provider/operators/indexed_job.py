@@ -233,8 +233,12 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         """Jinja renders text: the rendered counts become integers again (then checked, before anything is
-        created, as literal ones are when the DAG is parsed)."""
+        created, as literal ones are when the DAG is parsed). ``job_template`` (YAML text or a file) is parsed
+        *before* it is rendered, and Jinja renders its string values one by one: a rendered value (a
+        ``dag_run.conf`` one with a newline and ``volumes:``) stays a value, never YAML structure."""
+        unrendered = self._parse_template_before_rendering()
         super().render_template_fields(context, jinja_env)
+        self._check_rendered_template(unrendered)
         self.completions = as_count(self.completions)
         self.parallelism = as_count(self.parallelism)
 

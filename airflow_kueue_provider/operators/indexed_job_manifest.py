@@ -3,6 +3,7 @@ pod policy, and the checks no template changes, run when the DAG is parsed (``Ku
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,7 @@ from ..hooks.identity_key import identity_seal
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.job_manifest import build_indexed_job
 from ..kueue.job_spec import MAX_COMPLETIONS, IndexedJobSpec, InvalidJobSpec
-from ..kueue.job_template import as_mapping, template_main_container
+from ..kueue.job_template import as_mapping, template_main_container, values_turned_structure
 from ..kueue.job_validation import validate_untemplated
 from ..kueue.names import ELASTIC_JOB_ANNOTATION
 from ..kueue.parallelism_ramp import ParallelismRamp
@@ -219,6 +220,20 @@ class IndexedJobManifest:
         except InvalidTopology as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
 
+    def _parse_template_before_rendering(self) -> Mapping[str, Any] | None:
+        """``job_template`` as YAML text or a file becomes its parsed, unrendered Job: Airflow then renders
+        the mapping's string values, so what a value renders to cannot become structure. Returns a copy."""
+        if isinstance(self.job_template, (str, TemplateFile)):
+            self.job_template = self._template()
+        return copy.deepcopy(self.job_template) if isinstance(self.job_template, Mapping) else None
+
+    def _check_rendered_template(self, unrendered: Mapping[str, Any] | None) -> None:
+        if unrendered is not None and (paths := values_turned_structure(unrendered, self.job_template)):
+            raise AirflowFailException(
+                f"{self.task_id}: job_template values {', '.join(paths)} rendered to a mapping or a list (a "
+                "native Jinja environment): a rendered value may not add structure to the Job; render strings"
+            )
+
     def _template(self) -> Mapping[str, Any] | None:
         """``job_template`` as a Job mapping: read (an unrendered file), parsed (YAML text) and checked."""
         template = self.job_template
@@ -228,7 +243,11 @@ class IndexedJobManifest:
             try:
                 template = yaml.safe_load(template)
             except yaml.YAMLError as exc:
-                raise AirflowFailException(f"{self.task_id}: job_template is not valid YAML: {exc}") from None
+                raise AirflowFailException(
+                    f"{self.task_id}: job_template is not valid YAML (it is parsed before Jinja renders its "
+                    'values: write Jinja inside quoted strings, key: "{{ ... }}", and no {% ... %} blocks '
+                    f"around YAML): {exc}"
+                ) from None
             if not isinstance(template, Mapping):
                 raise AirflowFailException(
                     f"{self.task_id}: job_template must be a batch/v1 Job (a mapping), got "
