@@ -6,7 +6,10 @@ access to that DAG's task instances, asked by the route itself for the one ``dag
 (``route_access.dag_access``: Airflow's ``requires_access_dag`` ignored the query up to 3.1.6), the queue
 dashboard the "Cluster activity" view (it shows every team's queues). The app has no API docs routes
 (``/openapi.json``, ``/docs``, ``/redoc``): they would answer without a login. Live streams are capped per
-user and in total (``fanout.StreamCaps``: 429 with the count and the option that raises it).
+user and in total (``fanout.StreamCaps``: 429 with the count and the option that raises it); so are the other
+reads of the cluster or of Airflow's database (``read_caps.ReadCaps``: 429 with ``Retry-After``), which run in
+the plugin's own threads: a sync route would wait in the API server's shared thread pool, where Airflow's
+own sync routes (health among them) run.
 
 The cluster is read with the ``[kueue] kubernetes_conn_id`` connection (default ``kubernetes_default``)
 in the namespaces of ``[kueue] ui_namespaces`` (comma-separated; empty means every namespace, which needs
@@ -20,7 +23,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exception_handlers import http_exception_handler
@@ -44,10 +47,12 @@ from .dashboard_data import (
     task_panels,
 )
 from .fanout import StreamCaps, TooManyStreams, configured_caps
+from .read_caps import RETRY_AFTER_SECONDS, ReadCaps, TooManyReads, configured_read_caps
 from .route_access import airflow_user, dag_access, marked
 from .run_history_source import airflow_run_records, airflow_task_run_records
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 UNMAPPED_PLACEHOLDERS = frozenset({"", "{MAP_INDEX}", "-1"})
 LOG_TAIL_LINES = 200
@@ -133,7 +138,7 @@ def _nobody() -> str:
 
 
 def _stream_user() -> Callable[..., str]:
-    """A dependency: the logged-in user's name, whose open streams are counted."""
+    """A dependency: the logged-in user's name, whose open streams and running reads are counted."""
     from airflow.api_fastapi.core_api.security import get_user
 
     def name(user: Any = Depends(get_user)) -> str:  # noqa: B008
@@ -176,6 +181,7 @@ def create_app(
     queue_samples: QueueSampleRing = QUEUE_SAMPLES,
     stream_caps: Callable[[], StreamCaps] = configured_caps,
     stream_user: Callable[..., str] | None = None,
+    read_caps: Callable[[], ReadCaps] = configured_read_caps,
 ) -> FastAPI:
     """The app; tests pass their own hook factory and namespaces, and may swap the login and access checks
     (``dependencies``: every route; ``task_access``: the task routes; ``log_access``: the log tail of an
@@ -186,13 +192,15 @@ def create_app(
     and without Airflow's login, in tests, every DAG), the read of one task's results for the task view's
     plot (``task_runs``: its DAG is the one the task route authorized) and where the ClusterQueues' samples
     are kept (``queue_samples``), the caps on live streams (``stream_caps``, read on the first stream) and
-    whose streams a request counts as (``stream_user``, a dependency; the login's name by default).
+    whose streams and reads a request counts as (``stream_user``, a dependency; the login's name by default),
+    and the caps on the other reads, with the threads they run in (``read_caps``, made on the first read).
 
     The hook is made on the first request and then reused: a new one would load the kubeconfig and ask
     for the Kueue API version again on every page.
     """
     hook = functools.cache(hook_factory)
     caps = functools.cache(stream_caps)
+    reads = functools.cache(read_caps)
     app = FastAPI(
         title="Kueue for Airflow",
         dependencies=list(dependencies) if dependencies is not None else [_airflow_login()],
@@ -217,6 +225,13 @@ def create_app(
         except TooManyStreams as exc:
             raise HTTPException(429, str(exc)) from None
 
+    async def guarded(user: str, read: Callable[..., T], *args: Any) -> T:
+        """``read(*args)`` (blocking) in one of the plugin's threads, in a slot of ``user``; 429 without."""
+        try:
+            return await reads().run(user, read, *args)
+        except TooManyReads as exc:
+            raise HTTPException(429, str(exc), headers={"Retry-After": str(RETRY_AFTER_SECONDS)}) from None
+
     @app.exception_handler(StarletteHTTPException)
     async def not_logged_in(request: Request, exc: StarletteHTTPException) -> Response:
         """A page (not ``/api/``) asked without a valid login goes to Airflow's login, which comes back."""
@@ -228,7 +243,7 @@ def create_app(
         return await http_exception_handler(request, exc)
 
     @app.exception_handler(ApiException)
-    def cluster_error(request: Request, exc: ApiException) -> Response:
+    async def cluster_error(request: Request, exc: ApiException) -> Response:
         hint = (
             " Give the connection's identity get/list/watch on Jobs, Workloads, Kueue queues and Events "
             "(deploy/rbac/ui.yaml), or name the namespaces it may read in [kueue] ui_namespaces."
@@ -254,7 +269,12 @@ def create_app(
         return task_trend(task_runs(dag_id, task_id, map_index), dag_id, task_id, map_index)
 
     @app.get("/api/queues", dependencies=for_queues)
-    def queues_json(dag_ids: Collection[str] | None = Depends(readable_dags)) -> dict[str, Any]:
+    async def queues_json(
+        dag_ids: Collection[str] | None = Depends(readable_dags), user: str = Depends(stream_user)
+    ) -> dict[str, Any]:
+        return await guarded(user, read_queues_json, dag_ids)
+
+    def read_queues_json(dag_ids: Collection[str] | None) -> dict[str, Any]:
         histories = queue_histories(run_records(dag_ids))
         rows = queue_dashboard(hook(), namespaces(), queue_samples)
         samples, _ = samples_now()
@@ -273,7 +293,12 @@ def create_app(
         }
 
     @app.get("/queues", response_class=HTMLResponse, dependencies=for_queues)
-    def queues_html(dag_ids: Collection[str] | None = Depends(readable_dags)) -> str:
+    async def queues_html(
+        dag_ids: Collection[str] | None = Depends(readable_dags), user: str = Depends(stream_user)
+    ) -> str:
+        return await guarded(user, read_queues_html, dag_ids)
+
+    def read_queues_html(dag_ids: Collection[str] | None) -> str:
         rows = queue_dashboard(hook(), namespaces(), queue_samples)
         histories = queue_histories(run_records(dag_ids))
         samples, now = samples_now()
@@ -296,15 +321,29 @@ def create_app(
         return held(user, live_feed.queue_events(conn_id, watched, read_html, request.is_disconnected))
 
     @app.get("/api/task", dependencies=for_task)
-    def task_json(dag_id: str, run_id: str, task_id: str, map_index: str = Query("-1")) -> dict[str, Any]:
-        panels = task_panels(hook(), namespaces(), dag_id, run_id, task_id, parse_map_index(map_index))
+    async def task_json(
+        dag_id: str, run_id: str, task_id: str, map_index: str = Query("-1"), user: str = Depends(stream_user)
+    ) -> dict[str, Any]:
+        index = parse_map_index(map_index)
+        return await guarded(user, read_task_json, dag_id, run_id, task_id, index)
+
+    def read_task_json(dag_id: str, run_id: str, task_id: str, index: int) -> dict[str, Any]:
+        panels = task_panels(hook(), namespaces(), dag_id, run_id, task_id, index)
         return {"jobs": [panel.to_dict() for panel in panels]}
 
     @app.get("/task", response_class=HTMLResponse, dependencies=for_task)
-    def task_html(
-        request: Request, dag_id: str, run_id: str, task_id: str, map_index: str = Query("-1")
+    async def task_html(
+        request: Request,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: str = Query("-1"),
+        user: str = Depends(stream_user),
     ) -> str:
         index = parse_map_index(map_index)
+        return await guarded(user, read_task_html, request.url.query, dag_id, run_id, task_id, index)
+
+    def read_task_html(query: str, dag_id: str, run_id: str, task_id: str, index: int) -> str:
         title = f"{dag_id} / {task_id}" + (f" [{index}]" if index >= 0 else "") + f" / {run_id}"
         panels: list[JobPanel] = []
         try:
@@ -321,10 +360,10 @@ def create_app(
             trend = trend_of(dag_id, task_id, index)
         stream = None
         if panels and not panels[-1].live.finished:
-            stream = f"api/task/stream?{request.url.query}&job={panels[-1].name}"
+            stream = f"api/task/stream?{query}&job={panels[-1].name}"
         elif not panels and facts is not None and facts.makes_kueue_jobs:
-            stream = f"api/task/stream?{request.url.query}&job="  # reloads once the task makes its Job
-        return dashboard_pages.task_page(title, panels, facts, stream, trend, log_query=request.url.query)
+            stream = f"api/task/stream?{query}&job="  # reloads once the task makes its Job
+        return dashboard_pages.task_page(title, panels, facts, stream, trend, log_query=query)
 
     @app.get("/api/task/stream", dependencies=for_task)
     async def task_stream(
@@ -362,18 +401,23 @@ def create_app(
         return held(user, live_feed.job_events(conn_id, namespace, name, render, request.is_disconnected))
 
     @app.get("/api/task/log", dependencies=for_logs)
-    def task_log(
+    async def task_log(
         dag_id: str,
         run_id: str,
         task_id: str,
         job: str,
         index: int = Query(ge=0),
         map_index: str = Query("-1"),
+        user: str = Depends(stream_user),
     ) -> dict[str, Any]:
         """The log tail of one index of one of the task instance's Jobs (its newest pod), on demand: the
         Job must be the task instance's own (labels, identity annotations and seal), so a DAG's log reader
         reads no other DAG's pods."""
         identity = AirflowIdentity(dag_id, task_id, run_id, map_index=parse_map_index(map_index))
+        return await guarded(user, read_log_tail, identity, job, index)
+
+    def read_log_tail(identity: AirflowIdentity, job: str, index: int) -> dict[str, Any]:
+        dag_id, run_id, task_id = identity.dag_id, identity.run_id, identity.task_id
         scopes: Sequence[str | None] = namespaces() or [None]
         owned = [j for ns in scopes for j in hook().task_instance_jobs(ns, identity)]
         found = next((j for j in owned if j["metadata"]["name"] == job), None)
