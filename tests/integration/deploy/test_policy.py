@@ -1,7 +1,7 @@
 """deploy/policy/ on the real apiserver: what a second tenant with kubectl rights in a team namespace can no
 longer do around the operator, while Kueue, the Job and JobSet controllers and the provider still work.
 
-Each test applies the three ValidatingAdmissionPolicies of ``deploy/policy`` (renamed per test) with their
+Each test applies the ValidatingAdmissionPolicies of ``deploy/policy`` (renamed per test) with their
 bindings narrowed to its own namespace (the shipped label selector plus the namespace's name), with the bed's
 controller identity in the policies' site variables (every controller of the bed talks as
 ``devcluster-admin``), and removes the policies at teardown. The tenant is a ServiceAccount of
@@ -29,11 +29,16 @@ from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 
-from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
+from ..cluster import HOLD, Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
 from ..tenant import Tenant
 
 POLICY = Path(__file__).resolve().parents[3] / "deploy" / "policy"
-POLICIES = ("only-kueue-unsuspends.yaml", "checkpoint-secret-binding.yaml", "tenant-pod-guard.yaml")
+POLICIES = (
+    "only-kueue-unsuspends.yaml",
+    "checkpoint-secret-binding.yaml",
+    "tenant-pod-guard.yaml",
+    "jobset-children.yaml",
+)
 BED_SITE = {
     name: "['devcluster-admin']"
     for name in ("kueueUsers", "jobControllerUsers", "jobsetControllerUsers", "checkpointSecretWriters")
@@ -74,7 +79,7 @@ class PolicyTenant(Tenant):
 
 
 class Guard:
-    """The three policies of deploy/policy in force for one namespace (and nowhere else), with the bed's
+    """The policies of deploy/policy in force for one namespace (and nowhere else), with the bed's
     identities in their site variables."""
 
     def __init__(self, cluster: Cluster, namespace: str) -> None:
@@ -280,6 +285,9 @@ def test_a_pod_of_another_job_cannot_read_the_victims_checkpoint_secret(
     # A Job named so that the victim's Secret starts with its own name plus the marker is still not the owner.
     namesake = job_of(f"{job.metadata.name}-checkpoint", by_env)
     refused(lambda: tenant.create_job(namesake, dry_run=True), "env[].valueFrom.secretKeyRef.name")
+    # Nor a JobSet named like the victim's Job: a name binds only within its kind (issue 38, item 1).
+    other_kind = jobset_of(job.metadata.name, by_env)
+    refused(lambda: tenant.create_jobset(other_kind, dry_run=True), "env[].valueFrom.secretKeyRef.name")
     # Nor can it plant the Secret of a Job before (or after) the operator makes it.
     planted = {
         "apiVersion": "v1",
@@ -418,6 +426,23 @@ def test_only_kueue_unsuspends_a_queued_job_or_jobset_and_kueue_still_runs_them(
         ("coordinator", 1),
         ("workers", 3),
     ], jobset_result
+    # A Job named like that JobSet reads none of its Secret (issue 38, item 1): the name a child Job's pod
+    # template shows is the JobSet's kind's form, which no Job owns.
+    jobset_name = jobset_result["jobset_name"]
+    (child,) = env.cluster.batch.list_namespaced_job(
+        env.namespace,
+        label_selector=f"jobset.sigs.k8s.io/jobset-name={jobset_name},"
+        + "jobset.sigs.k8s.io/replicatedjob-name=workers",
+    ).items
+    (sas,) = [
+        e for e in child.spec.template.spec.containers[0].env if e.value_from and e.value_from.secret_key_ref
+    ]
+    key_ref = {
+        "name": "SAS",
+        "valueFrom": {"secretKeyRef": {"name": sas.value_from.secret_key_ref.name, "key": "k"}},
+    }
+    namesake = job_of(jobset_name, pod("x", container={"env": [key_ref]}))
+    refused(lambda: tenant.create_job(namesake, dry_run=True), "env[].valueFrom.secretKeyRef.name")
     assert env.job("queued")["spec"]["suspend"] is True, "the tenant's patch never took"
 
 
@@ -485,3 +510,64 @@ def test_the_tenant_pod_guard_refuses_each_field_naming_it(
     created = tenant.create_pod(ordinary, dry_run=True)
     assert any(v.name.startswith("kube-api-access-") for v in created.spec.volumes), "the token is injected"
     tenant.create_job(job_of("ordinary", ordinary), dry_run=True)
+
+
+def test_only_the_jobset_controller_makes_a_jobsets_jobs(kueue_env: KueueEnv, guard: Any) -> None:
+    """Issue 38, item 2: a second team's Job that copies a real child Job's labels, annotations and controller
+    ownerReference (uid and all) is refused, and so is adding them to a Job of its own; the JobSet
+    controller still makes the children of a JobSet created under the policy."""
+    env = kueue_env
+    tenant = PolicyTenant(env.cluster, env.namespace)
+    custom = env.cluster.custom
+
+    def create_jobset(name: str) -> None:
+        body = _jobset(name, env.local_queue, "1")
+        body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["annotations"] = HOLD
+        custom.create_namespaced_custom_object(
+            JOBSET_GROUP, JOBSET_VERSION, env.namespace, JOBSET_PLURAL, body
+        )
+
+    def child_of(name: str) -> Any:
+        return wait_for(f"{name}'s Job", lambda: env.job(f"{name}-w-0"), 120)
+
+    create_jobset("victim")
+    child = child_of("victim")
+    meta = child["metadata"]
+    owner = [
+        {k: r[k] for k in ("apiVersion", "kind", "name", "uid")} | {"controller": True}
+        for r in meta["ownerReferences"]
+        if r["kind"] == "JobSet"
+    ]
+    copied = {"labels": meta["labels"], "annotations": meta.get("annotations") or {}}
+
+    def forged(name: str, **metadata: Any) -> dict[str, Any]:
+        body = job_of(name, pod("x"))
+        body["metadata"].update(metadata)
+        body["spec"]["suspend"] = True
+        return body
+
+    impostors = [
+        forged("victim-w-x", **copied, ownerReferences=owner),
+        forged("labels-only", labels={"jobset.sigs.k8s.io/jobset-name": "victim"}),
+        forged("owner-only", ownerReferences=owner),
+    ]
+    for body in impostors:  # without the policy, the apiserver takes every one of them
+        tenant.create_job(body, dry_run=True)
+    tenant.create_job(forged("own"))
+    adopt = {"metadata": {"labels": {"jobset.sigs.k8s.io/jobset-name": "victim"}}}
+    tenant.batch.patch_namespaced_job("own", env.namespace, adopt, dry_run="All")
+
+    guard(env.namespace)
+    wait_for(
+        "the policies in force", lambda: in_force(lambda: tenant.create_job(impostors[0], dry_run=True)), 60
+    )
+    for body in impostors:
+        message = refused(lambda body=body: tenant.create_job(body), "metadata")
+        assert "only the JobSet controller" in message and "tenant-b" in message, message
+    refused(lambda: tenant.batch.patch_namespaced_job("own", env.namespace, adopt), "metadata")
+    # Its own Jobs and labels stay open to it.
+    tenant.batch.patch_namespaced_job("own", env.namespace, {"metadata": {"labels": {"team": "b"}}})
+    tenant.create_job(forged("plain", labels={"team": "b"}), dry_run=True)
+    # The JobSet controller (the bed's admin identity) still makes a new JobSet's Jobs.
+    create_jobset("after")
+    assert child_of("after")["metadata"]["ownerReferences"][0]["kind"] == "JobSet"

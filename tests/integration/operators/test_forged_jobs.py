@@ -6,6 +6,7 @@ it spills leaves no Job of its task instance behind."""
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP
 from airflow_kueue_provider.kueue.names import (
     ESCALATIONS_ANNOTATION,
     MANAGED_BY_LABEL,
@@ -24,6 +26,7 @@ from airflow_kueue_provider.kueue.names import (
 )
 from airflow_kueue_provider.operators.deadline_handling import DeadlineHandling
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 
 from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
 from ..deploy.test_rbac import Identity
@@ -190,3 +193,104 @@ def test_a_task_killed_while_it_spills_leaves_no_job(
 
     assert before_kill == [ON_DEMAND], "the kill was to come right after the spill Job was created"
     assert [j.metadata.name for j in _task_jobs(spot)] == [], "a Job of the killed task still holds quota"
+
+
+JOBSET_FORGER_RULES = [
+    *JOB_FORGER_RULES,
+    {"apiGroups": [JOBSET_GROUP], "resources": ["jobsets"], "verbs": ["get", "list"]},
+]
+"""Another team that may also read the namespace's JobSets (their uids, their children's labels)."""
+
+
+def test_a_job_that_copies_a_jobset_childs_labels_and_owner_is_not_the_jobsets_and_cannot_fail_it(
+    kueue_env: KueueEnv, cluster: Cluster
+) -> None:
+    """Issue 38, item 2, where deploy/policy is not bound: a second team's Job with a real child's labels,
+    annotations and a controller ownerReference to the victim JobSet (uid and all), whose pod never starts.
+    The victim's task counts only the Jobs the JobSet controller made for it (controller uid, replica name):
+    the impostor neither shows in its progress nor fails it after start_timeout."""
+    tenant = Tenant(cluster, kueue_env.namespace, JOBSET_FORGER_RULES)
+    requests = {"requests": {"cpu": "1", "memory": "1Gi"}}
+    op = KueueJobSetOperator(
+        task_id="genomics",
+        namespace=kueue_env.namespace,
+        queue_name=kueue_env.local_queue,
+        deferrable=False,
+        start_timeout=10,
+        replicated_jobs=[
+            KueueReplicatedJob(
+                "coordinator",
+                image="example.invalid/c:1",
+                resources=requests,
+                annotations={"kwok.airflow-kueue.io/run-duration": "35s"},
+            ),
+            KueueReplicatedJob(
+                "workers",
+                image="example.invalid/w:1",
+                completions=2,
+                resources=requests,
+                annotations={"kwok.airflow-kueue.io/run-duration": "1s"},
+            ),
+        ],
+    )
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            results.append(op.execute({"ti": _ti(1, "genomics")}))  # type: ignore[arg-type]
+        except BaseException as exc:  # the test reads it
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def workers_job() -> Any:
+        listed = tenant.batch.list_namespaced_job(
+            tenant.namespace, label_selector="jobset.sigs.k8s.io/replicatedjob-name=workers"
+        ).items
+        return listed[0] if listed else None
+
+    real = wait_for("the JobSet's workers Job", workers_job, timeout=120)
+    meta = real.metadata
+    impostor = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": meta.name[: meta.name.rindex("-")] + "-x",
+            "labels": dict(meta.labels or {}),
+            "annotations": dict(meta.annotations or {}),
+            "ownerReferences": [
+                {
+                    "apiVersion": ref.api_version,
+                    "kind": ref.kind,
+                    "name": ref.name,
+                    "uid": ref.uid,
+                    "controller": True,
+                }
+                for ref in meta.owner_references
+                if ref.kind == "JobSet"
+            ],
+        },
+        "spec": {
+            "completions": 1,
+            "template": {
+                "metadata": {"annotations": {"kwok.airflow-kueue.io/image-pull": "fail"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "example.invalid/never:1"}],
+                },
+            },
+        },
+    }
+    assert impostor["metadata"]["ownerReferences"], meta
+    tenant.batch.create_namespaced_job(tenant.namespace, impostor)  # no policy bound here: accepted
+    thread.join(timeout=240)
+    assert not thread.is_alive(), "the task did not finish"
+    assert not errors, errors
+    (result,) = results
+    assert [(rj["name"], rj["succeeded"]) for rj in result["replicated_jobs"]] == [
+        ("coordinator", 1),
+        ("workers", 2),
+    ], result
+    assert impostor["metadata"]["name"] not in str(result), result
