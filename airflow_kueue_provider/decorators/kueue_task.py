@@ -15,6 +15,11 @@ run ``python -m airflow_kueue_provider.worker.task_function`` (the image needs t
 function imports). Each shard's JSON return value is its done record; the task's result gains ``results``
 (or ``results_blob`` when they are large: ``operators.task_results``). ``checkpointing=`` is required: the
 done records are where the results and the retry's knowledge of finished shards live.
+
+Anyone who can read the namespace's Jobs can read that environment, so an argument whose rendered value
+holds a secret Airflow's secrets masker knows (``{{ conn.x.password }}``, a sensitive Variable) is refused
+before any Job is built: the pod should read the secret itself (a Kubernetes Secret in ``env``, or the
+connection).
 """
 
 from __future__ import annotations
@@ -78,7 +83,8 @@ class KueueDecoratedOperator(DecoratedOperator, KueueIndexedJobOperator):
         return [*env_items(self.env), *self._payload_env()]
 
     def _payload_env(self) -> list[dict[str, str]]:
-        """The function's source and its call, checked: JSON arguments, a bounded size."""
+        """The function's source and its call, checked: no known secret, JSON arguments, a bounded size."""
+        self._refuse_secrets()
         call: dict[str, Any] = {"function": self.python_callable.__name__, "args": list(self.op_args)}
         call["kwargs"] = dict(self.op_kwargs)
         try:
@@ -101,6 +107,26 @@ class KueueDecoratedOperator(DecoratedOperator, KueueIndexedJobOperator):
             {"name": TASK_CALL_ENV, "value": base64.b64encode(call_json.encode()).decode()},
         ]
 
+    def _refuse_secrets(self) -> None:
+        """Fail, naming the argument, when a rendered argument holds (or contains) a value Airflow's secrets
+        masker would hide in logs: in the pod's env it would be readable by anyone who can read Jobs."""
+        redact = _redactor()
+        params = [
+            p.name
+            for p in inspect.signature(self.python_callable).parameters.values()
+            if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        ]
+        named = [(params[i] if i < len(params) else f"#{i + 1}", v) for i, v in enumerate(self.op_args)]
+        for name, value in [*named, *self.op_kwargs.items()]:
+            if _holds_secret(value, redact):
+                raise AirflowFailException(
+                    f"@task.kueue {self.task_id}: argument {name!r} holds a secret (a value Airflow masks, "
+                    "e.g. a connection's password or a sensitive Variable); the function's arguments travel "
+                    "in the Job's pod environment, readable by anyone who can read Jobs. Pass the secret "
+                    "through a Kubernetes Secret (env=[{'name': ..., 'valueFrom': {'secretKeyRef': ...}}]) "
+                    "or read the connection inside the pod instead; no Job was created"
+                )
+
     def get_python_source(self) -> str:
         """The source without its decorator: ``@task.kueue``, or ``@kueue_task`` (imported as is)."""
         source: str = super().get_python_source()  # type: ignore[no-untyped-call]
@@ -116,6 +142,31 @@ class KueueDecoratedOperator(DecoratedOperator, KueueIndexedJobOperator):
                 collected["results_blob"],
             )
         return {**result, **collected}
+
+
+def _redactor() -> Callable[[Any], Any]:
+    """Airflow's public ``redact`` of its secrets masker: ``airflow.sdk.log`` from 3.3, before in
+    ``airflow.sdk.execution_time.secrets_masker`` (deprecated there since)."""
+    import importlib
+
+    try:
+        found = importlib.import_module("airflow.sdk.log").redact
+    except AttributeError:  # Airflow 3.1 and 3.2
+        found = importlib.import_module("airflow.sdk.execution_time.secrets_masker").redact
+    return found  # type: ignore[no-any-return]
+
+
+def _holds_secret(value: Any, redact: Callable[[Any], Any]) -> bool:
+    """Whether a string in ``value`` (a JSON-like value: keys too) holds a secret the masker knows. Each
+    string is asked alone: the masker also hides a dict's values by their key's name (``password_file``),
+    which is no known secret."""
+    if isinstance(value, str):
+        return bool(redact(value) != value)
+    if isinstance(value, dict):
+        return any(_holds_secret(k, redact) or _holds_secret(v, redact) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(_holds_secret(v, redact) for v in value)
+    return False
 
 
 def _per_shard(function: Callable[..., Any], task_id: object) -> Callable[..., Any]:
