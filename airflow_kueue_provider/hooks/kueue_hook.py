@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from typing import Any
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
@@ -11,8 +12,9 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.identity_seal import JOB_KIND, sealed_only
+from ..kueue.identity_seal import JOB_KIND, JOBSET_KIND, sealed_only
 from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
+from ..kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION, is_jobset_child
 from ..kueue.names import (
     DAG_ID_LABEL,
     INDEX_LABEL,
@@ -26,6 +28,7 @@ from . import kueue_api
 from .identity_key import identity_seal
 from .retry import call_with_retry
 
+log = logging.getLogger(__name__)
 DELETE_ATTEMPTS = 5  # reads + conditioned deletes before "delete unless finished" gives up
 
 
@@ -247,8 +250,45 @@ class KueueHook:
             for j in self.find_jobs(namespace, selector)
             if belongs_to_task_instance(j, identity) and j["metadata"].get("deletionTimestamp") is None
         ]
-        jobs = jobs if unsealed_too else sealed_only(jobs, identity_seal(), JOB_KIND)
+        jobs = jobs if unsealed_too else self._sealed_or_proven_children(namespace, selector, jobs)
         return sorted(jobs, key=lambda j: j["metadata"].get("creationTimestamp") or "")
+
+    def _sealed_or_proven_children(
+        self, namespace: str | None, selector: dict[str, str], jobs: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The Jobs sealed as the task's, and the Jobs of its sealed JobSets. A child carries its JobSet's
+        seal and labels, which anyone who reads it can copy: it counts only when a sealed JobSet of the task
+        controls it by uid (``is_jobset_child``). One more LIST, only when there are children."""
+        seal = identity_seal()
+        sealed = [j for j in jobs if seal.is_sealed(JOB_KIND, j)]
+        children = [j for j in jobs if not seal.is_sealed(JOB_KIND, j) and seal.is_sealed_child(j)]
+        if not children:
+            return sealed
+        jobsets = sealed_only(self._task_jobsets(namespace, selector), seal, JOBSET_KIND)
+        return sealed + [j for j in children if any(is_jobset_child(j, js) for js in jobsets)]
+
+    def _task_jobsets(self, namespace: str | None, selector: dict[str, str]) -> list[dict[str, Any]]:
+        """The JobSets with the task's labels; none when this identity may not list them (no child Job is
+        shown then: deploy/rbac/ui.yaml grants the read)."""
+        custom, labels = client.CustomObjectsApi(self.api), kueue_api.label_selector(selector)
+        where = () if namespace is None else (namespace,)
+        list_them = (
+            custom.list_cluster_custom_object if namespace is None else custom.list_namespaced_custom_object
+        )
+        call = functools.partial(
+            list_them, JOBSET_GROUP, JOBSET_VERSION, *where, JOBSET_PLURAL, label_selector=labels
+        )
+        try:
+            return self._items(call, "list JobSets")
+        except ApiException as exc:
+            if exc.status not in (403, 404):  # 404: no JobSet API on this cluster
+                raise
+            log.warning(
+                "cannot list JobSets (HTTP %s): a JobSet task's Jobs are not shown; grant get/list on "
+                "jobsets.jobset.x-k8s.io (deploy/rbac/ui.yaml)",
+                exc.status,
+            )
+            return []
 
     def delete_job(
         self,
