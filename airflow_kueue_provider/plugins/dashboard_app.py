@@ -48,7 +48,7 @@ from .dashboard_data import (
 )
 from .fanout import StreamCaps, TooManyStreams, configured_caps
 from .read_caps import RETRY_AFTER_SECONDS, ReadCaps, TooManyReads, configured_read_caps
-from .route_access import airflow_user, dag_access, marked
+from .route_access import airflow_user, dag_access, dag_permission, marked, readable_results
 from .run_history_source import airflow_run_records, airflow_task_run_records
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,10 @@ UNMAPPED_PLACEHOLDERS = frozenset({"", "{MAP_INDEX}", "-1"})
 LOG_TAIL_LINES = 200
 LOG_TAIL_BYTES = 64 * 1024
 """The on-demand log tail of one index: its newest pod's last lines, at most this many bytes."""
+HIDDEN_RESULTS = (
+    "Recent runs of this task are not shown: they are read from the task's results (XComs), and you may not "
+    "read this DAG's XComs. Ask for the XCom read permission of this DAG to see them."
+)
 
 
 def parse_map_index(raw: str) -> int:
@@ -137,6 +141,10 @@ def _nobody() -> str:
     return ""
 
 
+def _yes() -> bool:
+    return True
+
+
 def _stream_user() -> Callable[..., str]:
     """A dependency: the logged-in user's name, whose open streams and running reads are counted."""
     from airflow.api_fastapi.core_api.security import get_user
@@ -148,14 +156,15 @@ def _stream_user() -> Callable[..., str]:
 
 
 def _readable_dags() -> Callable[..., Collection[str]]:
-    """A dependency: the DAG ids the logged-in user may read (the run history shows only those)."""
+    """A dependency: the DAG ids whose results the logged-in user may read (the run history shows only
+    those): the DAGs she may read and whose XComs she may read, as Airflow's own XCom routes ask."""
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.core_api.security import get_user
 
     # Annotated with module-level names only: FastAPI resolves the (postponed) annotations in this module's
     # globals, where the lazily imported BaseUser is not.
     def readable(user: Any = Depends(get_user)) -> Collection[str]:  # noqa: B008
-        return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+        return readable_results(user, get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
 
     return readable
 
@@ -182,6 +191,7 @@ def create_app(
     stream_caps: Callable[[], StreamCaps] = configured_caps,
     stream_user: Callable[..., str] | None = None,
     read_caps: Callable[[], ReadCaps] = configured_read_caps,
+    results_access: Callable[..., bool] | None = None,
 ) -> FastAPI:
     """The app; tests pass their own hook factory and namespaces, and may swap the login and access checks
     (``dependencies``: every route; ``task_access``: the task routes; ``log_access``: the log tail of an
@@ -193,7 +203,9 @@ def create_app(
     plot (``task_runs``: its DAG is the one the task route authorized) and where the ClusterQueues' samples
     are kept (``queue_samples``), the caps on live streams (``stream_caps``, read on the first stream) and
     whose streams and reads a request counts as (``stream_user``, a dependency; the login's name by default),
-    and the caps on the other reads, with the threads they run in (``read_caps``, made on the first read).
+    and the caps on the other reads, with the threads they run in (``read_caps``, made on the first read),
+    and whether the task view may plot the task's results (``results_access``, a dependency: the DAG's XCom
+    read permission by default; without Airflow's login, in tests, yes).
 
     The hook is made on the first request and then reused: a new one would load the kubeconfig and ask
     for the Kueue API version again on every page.
@@ -217,6 +229,10 @@ def create_app(
         readable_dags = _every_dag if dependencies is not None else _readable_dags()
     if stream_user is None:
         stream_user = _nobody if dependencies is not None else _stream_user()
+    if results_access is None:
+        results_access = (
+            _yes if dependencies is not None else dag_permission("XCOM", user=airflow_user()).dependency
+        )
 
     def held(user: str, body: Any) -> StreamingResponse:
         """``body`` as a live stream counted against the caps, or 429 saying which cap is reached."""
@@ -339,11 +355,13 @@ def create_app(
         task_id: str,
         map_index: str = Query("-1"),
         user: str = Depends(stream_user),
+        results: bool = Depends(results_access),
     ) -> str:
         index = parse_map_index(map_index)
-        return await guarded(user, read_task_html, request.url.query, dag_id, run_id, task_id, index)
+        task = (dag_id, run_id, task_id, index)
+        return await guarded(user, read_task_html, request.url.query, *task, results)
 
-    def read_task_html(query: str, dag_id: str, run_id: str, task_id: str, index: int) -> str:
+    def read_task_html(query: str, dag_id: str, run_id: str, task_id: str, index: int, results: bool) -> str:
         title = f"{dag_id} / {task_id}" + (f" [{index}]" if index >= 0 else "") + f" / {run_id}"
         panels: list[JobPanel] = []
         try:
@@ -355,15 +373,21 @@ def create_app(
                 raise
             return dashboard_pages.task_page(title, [], facts)
         facts = None if panels else task_instances(dag_id, run_id, task_id, index)
-        trend = None
-        if panels or facts is None or facts.makes_kueue_jobs:  # not another operator's task
+        trend, trend_note = None, ""
+        if not (panels or facts is None or facts.makes_kueue_jobs):
+            pass  # another operator's task: no plot
+        elif results:
             trend = trend_of(dag_id, task_id, index)
+        else:
+            trend_note = HIDDEN_RESULTS
         stream = None
         if panels and not panels[-1].live.finished:
             stream = f"api/task/stream?{query}&job={panels[-1].name}"
         elif not panels and facts is not None and facts.makes_kueue_jobs:
             stream = f"api/task/stream?{query}&job="  # reloads once the task makes its Job
-        return dashboard_pages.task_page(title, panels, facts, stream, trend, log_query=query)
+        return dashboard_pages.task_page(
+            title, panels, facts, stream, trend, log_query=query, trend_note=trend_note
+        )
 
     @app.get("/api/task/stream", dependencies=for_task)
     async def task_stream(

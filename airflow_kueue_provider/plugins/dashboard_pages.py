@@ -142,11 +142,13 @@ def task_page(
     stream: str | None = None,
     trend: TaskTrend | None = None,
     log_query: str | None = None,
+    trend_note: str = "",
 ) -> str:
     """The task instance's Jobs, newest try first; without any, a plain sentence saying why (``facts``:
     what Airflow knows about the task instance, None when that could not be read). ``stream`` only while
     the newest Job runs. ``trend``: the task's recent runs, plotted below (also when its Jobs are gone).
-    ``log_query``: the page's query (the task instance), for each Job's log tail form; None: no form."""
+    ``log_query``: the page's query (the task instance), for each Job's log tail form; None: no form.
+    ``trend_note``: why the recent runs are not shown, in their place."""
     return render(
         "task.html",
         title=title,
@@ -154,6 +156,7 @@ def task_page(
         panels=[_panel(panel, log_query) for panel in reversed(panels)],
         message="" if panels else no_job_message(facts),
         trend=None if trend is None else task_trend_view(trend),
+        trend_note=trend_note,
         cell_limit=GRID_CELL_LIMIT,
     )
 

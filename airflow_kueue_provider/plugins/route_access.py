@@ -9,7 +9,7 @@ So the routes resolve the DAG they serve (path or query, exactly one value) and 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from fastapi import Depends, HTTPException, Request
@@ -74,6 +74,31 @@ def dag_access(
 
     setattr(check, ROUTE_CHECK, "dag")
     return Depends(check)
+
+
+def dag_permission(
+    entity: str = "XCOM",
+    authorize: DagAuthorizer = airflow_dag_authorizer,
+    user: Any = None,
+) -> Any:
+    """A dependency: whether the user may read ``entity`` of the DAG the request serves, without refusing the
+    request (a page leaves out what derives from it: the task view's plot of the task's results needs the
+    DAG's XComs, as Airflow's own XCom routes ask)."""
+
+    login = user if user is not None else airflow_user()
+
+    def allowed(request: Request, who: Any = login) -> bool:
+        return bool(authorize(who, served_dag_id(request), entity))
+
+    return Depends(allowed)
+
+
+def readable_results(
+    user: Any, dag_ids: Collection[str], authorize: DagAuthorizer = airflow_dag_authorizer
+) -> set[str]:
+    """Of ``dag_ids`` (those the user may read), the DAGs whose XComs the user may read too: the run history
+    shows the operator's results, which are XComs."""
+    return {dag_id for dag_id in dag_ids if authorize(user, dag_id, "XCOM")}
 
 
 def marked(dependency: Any, kind: str) -> Any:

@@ -237,8 +237,8 @@ def queue_runs_chart_view(history: QueueHistory) -> ChartView | None:
         chart_id("runs", history.cluster_queue),
         f"Recent runs in ClusterQueue {history.cluster_queue}: run time and queue wait",
         f"Run time and queue wait, in {unit}, of the last {len(runs)} runs in ClusterQueue "
-        f"{history.cluster_queue} of the DAGs you may read, by the time each run finished; each point names "
-        "its DAG, task and run.",
+        f"{history.cluster_queue} of the DAGs whose results you may read, by the time each run finished; "
+        "each point names its DAG, task and run.",
         series,
         f"duration ({unit})",
     )
