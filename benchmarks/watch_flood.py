@@ -321,7 +321,8 @@ def table(result: dict[str, Any], anchor: dict[str, Any] | None) -> str:
         "The bound: what a namespace's hub keeps is at most `[kueue] watch_max_mib` (128 MiB) of slimmed "
         "objects' JSON and `watch_max_objects` (10,000) of a kind; a slimmed flood Job is under 1 KiB "
         "whatever its annotations. Not bounded: the peak, which is the hub's LIST, read whole by the hook "
-        "before the hub slims or counts it (`hooks/async_client._list_pages`); the same once per hub start or resync. "
+        "before the hub slims or counts it (`hooks/async_client._list_pages`); the same once per hub start "
+        "or resync. "
         "`capped`'s RSS after stays high though nothing is held (0 objects; the allocator keeps the LIST's "
         "freed pages).",
         "",
