@@ -28,6 +28,11 @@ class KueueWebhookUnavailable(RuntimeError):
     """The apiserver could not reach an admission webhook (Kueue's) when creating the Job."""
 
 
+class CreateForbidden(AirflowFailException):
+    """The apiserver refused the create (403): the identity lacks the right, or an admission policy refused
+    the object. Not retried: the same request is refused again."""
+
+
 def _api_message(exc: ApiException) -> str:
     try:
         return str(json.loads(exc.body).get("message") or exc.reason)
@@ -84,6 +89,18 @@ def create_or_adopt_object(
                 f"for a queued {kind} to be created: check that the Kueue controller runs and is ready "
                 "(kueue-controller-manager) and its MutatingWebhookConfiguration. Nothing was created."
             ) from None  # the message has what matters; the response's headers do not belong in a task log
+        if exc.status == 403:
+            said = _api_message(exc)
+            fix = (
+                "the message names the field to change"
+                if "admission" in said.lower()
+                else "the kubernetes connection's identity may not create them: apply the "
+                f"{kind.lower()}s rule of deploy/rbac/worker-triggerer.yaml"
+            )
+            raise CreateForbidden(
+                f"creating {kind} {namespace}/{name} was refused (HTTP 403: {said}); {fix}. "
+                "Nothing was created."
+            ) from None
         if exc.status != 409:
             raise
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -12,6 +13,7 @@ from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.identity_seal import IdentitySeal
 from airflow_kueue_provider.kueue.names import SEAL_ANNOTATION, UID_SEAL_ANNOTATION
 from airflow_kueue_provider.operators.job_submission import (
+    CreateForbidden,
     JobNotOurs,
     create_or_adopt_object,
     delete_task_instance_objects,
@@ -126,3 +128,29 @@ def test_a_kill_deletes_every_sealed_object_of_the_task_instance_and_nothing_els
     done = delete_task_instance_objects(client, "team-a", TRY_2, SEAL)  # type: ignore[arg-type]
     assert set(done) == {"n-try-2", "n-try-2-spill"}
     assert sorted(client.deleted) == [("n-try-2", "u1"), ("n-try-2-spill", "u2")]
+
+
+@pytest.mark.parametrize(
+    ("message", "fix"),
+    [
+        (
+            'jobs.batch is forbidden: User "sa" cannot create resource "jobs"',
+            "apply the jobs rule of deploy/rbac",
+        ),
+        ("admission webhook / ValidatingAdmissionPolicy 'x' denied request: spec.volumes", "names the field"),
+    ],
+)
+def test_a_refused_create_fails_the_task_with_the_apiservers_reason_and_what_to_do(
+    message: str, fix: str
+) -> None:
+    client = FakeClient()
+    error = ApiException(status=403, reason="Forbidden")
+    error.body = json.dumps({"message": message})
+
+    def refuse_with_body(body: dict[str, Any]) -> dict[str, Any]:
+        raise error
+
+    client.create = refuse_with_body  # type: ignore[method-assign]
+    with pytest.raises(CreateForbidden, match=fix) as failed:
+        create_or_adopt_object(client, _manifest("n-try-2"), TRY_2, SEAL)  # type: ignore[arg-type]
+    assert "Nothing was created" in str(failed.value) and message.split(":")[0] in str(failed.value)
