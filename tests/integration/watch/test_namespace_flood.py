@@ -80,7 +80,11 @@ def test_a_flooded_namespace_fails_its_own_task_only(low_cap: None, kueue_env_fa
         await asyncio.to_thread(calm.release_until_finished, calm_job["metadata"]["name"])
         return await asyncio.wait_for(calm_task, 150), flooded_event, flooded_hub
 
-    calm_event, flooded_event, flooded_hub = asyncio.run(scenario())
+    try:
+        calm_event, flooded_event, flooded_hub = asyncio.run(scenario())
+    finally:  # the flood first: a namespace left with suspended Jobs was seen to stay Terminating
+        batch = flooded.cluster.batch
+        batch.delete_collection_namespaced_job(flooded.namespace, propagation_policy="Background")
 
     assert calm_event["status"] == "success", calm_event
     text = json.dumps(flooded_event)
