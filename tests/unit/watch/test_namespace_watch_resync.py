@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch, _Follower
+from airflow_kueue_provider.watch.cache import _Follower
+from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
 
 
 class RoundsOver(Exception):
