@@ -4,6 +4,8 @@
 Airflow component of one deployment already shares: ``[core] fernet_key``, else ``[api_auth] jwt_secret``,
 else ``[api] secret_key``. Airflow's own defaults for the last two are random per process (they would give
 each worker other names and seals), so a value equal to the default counts as unset. The key is never logged.
+A key shorter than ``MIN_KEY_CHARACTERS`` (a derivation source shorter than ``MIN_SOURCE_CHARACTERS``) fails
+the task: the seal is only as strong as the key, and a short one can be guessed offline from any sealed Job.
 """
 
 from __future__ import annotations
@@ -18,10 +20,29 @@ from .kueue_config import SECTION, kueue_option
 OPTION = "identity_key"
 DERIVED_FROM = (("core", "fernet_key"), ("api_auth", "jwt_secret"), ("api", "secret_key"))
 _DERIVATION_CONTEXT = b"airflow-kueue-provider identity seal key v1\x00"
+MIN_KEY_CHARACTERS = 32
+"""``[kueue] identity_key``: e.g. ``python -c 'import secrets; print(secrets.token_hex(32))'`` (64)."""
+MIN_SOURCE_CHARACTERS = 16
+"""A secret the key is derived from (a Fernet key has 44)."""
 
 
 class IdentityKeyMissing(AirflowFailException):
     """No secret to key the identity seal with: set ``[kueue] identity_key``."""
+
+
+class IdentityKeyTooShort(IdentityKeyMissing):
+    """The configured key (or the secret it is derived from) is too short to key the seal with."""
+
+
+def _long_enough(value: str, where: str, minimum: int) -> str:
+    if len(value) < minimum:
+        raise IdentityKeyTooShort(
+            f"{where} has {len(value)} characters; the identity seal needs at least {minimum}: set "
+            f"[{SECTION}] {OPTION} (env AIRFLOW__KUEUE__IDENTITY_KEY) to a long random secret, e.g. "
+            "the output of python -c 'import secrets; print(secrets.token_hex(32))', the same on every "
+            "worker, triggerer and API server. Nothing was created."
+        )
+    return value
 
 
 def _configured(conf: Any, section: str, option: str) -> str | None:
@@ -36,10 +57,11 @@ def configured_identity_key() -> bytes:
     """The one place the key is read: ``[kueue] identity_key`` through ``kueue_config`` (a DAG file cannot
     change it), else derived from Airflow's shared secrets as ``conf`` has them."""
     if own := kueue_option(OPTION):  # as the platform set it: a DAG file cannot change it
-        return own.encode()
+        return _long_enough(own, f"[{SECTION}] {OPTION}", MIN_KEY_CHARACTERS).encode()
     conf = task_conf()
     for section, option in DERIVED_FROM:
         if secret := _configured(conf, section, option):
+            _long_enough(secret, f"[{section}] {option} (the key is derived from it)", MIN_SOURCE_CHARACTERS)
             return hashlib.sha256(_DERIVATION_CONTEXT + secret.encode()).digest()
     raise IdentityKeyMissing(
         f"no key for the identity seal: set [{SECTION}] {OPTION} (env AIRFLOW__KUEUE__IDENTITY_KEY) to a "
