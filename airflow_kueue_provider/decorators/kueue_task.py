@@ -123,8 +123,8 @@ class KueueDecoratedOperator(DecoratedOperator, KueueIndexedJobOperator):
                     f"@task.kueue {self.task_id}: argument {name!r} holds a secret (a value Airflow masks, "
                     "e.g. a connection's password or a sensitive Variable); the function's arguments travel "
                     "in the Job's pod environment, readable by anyone who can read Jobs. Pass the secret "
-                    "through a Kubernetes Secret (env=[{'name': ..., 'valueFrom': {'secretKeyRef': ...}}]) "
-                    "or read the connection inside the pod instead; no Job was created"
+                    "through a Kubernetes Secret (secrets= or env_from=, as for the operator) or read the "
+                    "connection inside the pod instead; no Job was created"
                 )
 
     def get_python_source(self) -> str:
