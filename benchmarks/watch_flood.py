@@ -93,7 +93,7 @@ def say(**what: Any) -> None:
 def child(mode: str, calm: list[str], flooded: list[str]) -> None:
     """Team B's trigger, then team A's (in the flood); reports phases on stdout, one JSON line each."""
     from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
-    from airflow_kueue_provider.watch import cache
+    from airflow_kueue_provider.watch import cache, namespace_watch
     from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
 
     if mode == "anchor":
@@ -107,7 +107,8 @@ def child(mode: str, calm: list[str], flooded: list[str]) -> None:
                     pod_set.pop("template", None)
             return obj
 
-        cache._slim = old_slim
+        cache.slim = old_slim  # the LIST whole, slimmed afterwards, as before the bound
+        namespace_watch.slim = lambda obj: obj  # type: ignore[assignment]
 
     def hub(namespace: str) -> NamespaceWatch | None:
         return next((h for (_, ns), h in NamespaceWatch._hubs.items() if ns == namespace), None)

@@ -149,6 +149,18 @@ async def _await(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
     return await coro_fn()
 
 
+ItemFilter = Callable[[dict[str, Any]], dict[str, Any]]
+"""What a LIST keeps of each item as its page arrives (``_list_pages``)."""
+
+
+class ListTooLong(RuntimeError):
+    """A LIST has more items than the caller keeps (``max_items``): it stopped reading there."""
+
+    def __init__(self, what: str, count: int, more: bool) -> None:
+        super().__init__(f"{what}: {'more than ' if more else ''}{count} items")
+        self.count, self.more = count, more
+
+
 class AsyncKueueSession:
     """One ``kubernetes_asyncio`` client over the cncf ``kubernetes`` connection (see :meth:`session`), and
     the plumbing of the hook's calls (``AsyncKueueHook`` adds them, one mixin per kind of object)."""
@@ -196,9 +208,19 @@ class AsyncKueueSession:
 
         return await acall_with_retry(call, f"GET {path}")
 
-    async def _list_pages(self, list_fn: Callable[..., Any], what: str) -> tuple[list[dict[str, Any]], str]:
+    async def _list_pages(
+        self,
+        list_fn: Callable[..., Any],
+        what: str,
+        keep: ItemFilter | None = None,
+        max_items: int | None = None,
+    ) -> tuple[list[dict[str, Any]], str]:
         """Every item of a LIST and its resourceVersion, read LIST_PAGE_SIZE at a time (one consistent
-        snapshot: the apiserver serves the later pages from the first page's resourceVersion)."""
+        snapshot: the apiserver serves the later pages from the first page's resourceVersion).
+
+        ``keep`` reduces each item as its page arrives (the watch hub's slimming), so a namespace flooded with
+        large objects costs one page at a time, not the whole LIST; past ``max_items`` the read stops with
+        :class:`ListTooLong` (no more pages are fetched)."""
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
@@ -211,8 +233,12 @@ class AsyncKueueSession:
             resp = await acall_with_retry(lambda: checked(read_page()), what)  # noqa: B023 - awaited at once
             doc = json.loads(await cast(Any, resp).read())
             page, version = items_and_version(doc)
-            items += page
             token = doc.get("metadata", {}).get("continue")
+            del doc
+            items += [keep(item) for item in page] if keep else page
+            del page
+            if max_items is not None and len(items) > max_items:
+                raise ListTooLong(what, len(items), bool(token))
             if not token:
                 return items, version
 

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..kueue.job_ownership import delete_unless_finished_step
 from ..kueue.names import JOB_NAME_LABEL
-from .async_client import MANAGED_BY_SELECTOR, AsyncKueueSession, bind_clients, checked, items_and_version
+from .async_client import (
+    MANAGED_BY_SELECTOR,
+    AsyncKueueSession,
+    ItemFilter,
+    bind_clients,
+    checked,
+    items_and_version,
+)
 from .kueue_api import controlled_by_job
 from .retry import acall_with_retry
 
@@ -144,11 +151,16 @@ class AsyncJobCalls(AsyncKueueSession):
         raise KueueApiError(f"Job {namespace}/{name} could not be deleted: it kept changing (409 Conflict)")
 
     # --- list + watch ---------------------------------------------------------------------------------
-    async def list_jobs(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+    async def list_jobs(
+        self, namespace: str, keep: ItemFilter | None = None, max_items: int | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """The namespace's objects for the watch hub (``keep``, ``max_items``: see ``_list_pages``)."""
         batch = aclient.BatchV1Api(self.api)
         return await self._list_pages(
             functools.partial(batch.list_namespaced_job, namespace, label_selector=MANAGED_BY_SELECTOR),
             "list Jobs",
+            keep=keep,
+            max_items=max_items,
         )
 
     async def watch_jobs(

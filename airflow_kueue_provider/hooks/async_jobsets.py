@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any, cast
 from ..kueue.job_ownership import delete_unless_finished_step
 from ..kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from ..kueue.names import JOBSET_NAME_LABEL
-from .async_client import MANAGED_BY_SELECTOR, AsyncKueueSession, bind_clients, checked, items_and_version
+from .async_client import (
+    MANAGED_BY_SELECTOR,
+    AsyncKueueSession,
+    ItemFilter,
+    bind_clients,
+    checked,
+    items_and_version,
+)
 from .retry import acall_with_retry
 
 if TYPE_CHECKING:  # bound at run time by async_client's _import_clients() (see bind_clients)
@@ -27,7 +34,10 @@ bind_clients(globals())
 class AsyncJobSetCalls(AsyncKueueSession):
     """The hook's calls on JobSets (and their child Jobs)."""
 
-    async def list_jobsets(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+    async def list_jobsets(
+        self, namespace: str, keep: ItemFilter | None = None, max_items: int | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """The namespace's objects for the watch hub (``keep``, ``max_items``: see ``_list_pages``)."""
         custom = aclient.CustomObjectsApi(self.api)
         return await self._list_pages(
             functools.partial(
@@ -39,6 +49,8 @@ class AsyncJobSetCalls(AsyncKueueSession):
                 label_selector=MANAGED_BY_SELECTOR,
             ),
             "list JobSets",
+            keep=keep,
+            max_items=max_items,
         )
 
     async def watch_jobsets(

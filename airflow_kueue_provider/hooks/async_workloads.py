@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..kueue.names import JOB_UID_LABEL
 from . import kueue_api
-from .async_client import AsyncKueueSession, bind_clients, checked, items_and_version
+from .async_client import AsyncKueueSession, ItemFilter, bind_clients, checked, items_and_version
 from .retry import acall_with_retry
 
 if TYPE_CHECKING:  # bound at run time by async_client's _import_clients() (see bind_clients)
@@ -79,7 +79,10 @@ class AsyncWorkloadCalls(AsyncKueueSession):
         items, _ = items_and_version(json.loads(await cast(Any, resp).read()))
         return max(items, key=lambda w: str(w["metadata"].get("creationTimestamp", "")), default=None)
 
-    async def list_workloads(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+    async def list_workloads(
+        self, namespace: str, keep: ItemFilter | None = None, max_items: int | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """The namespace's objects for the watch hub (``keep``, ``max_items``: see ``_list_pages``)."""
         version = await self.kueue_version()
         custom = aclient.CustomObjectsApi(self.api)
         return await self._list_pages(
@@ -92,6 +95,8 @@ class AsyncWorkloadCalls(AsyncKueueSession):
                 label_selector=JOB_UID_LABEL,
             ),
             "list Workloads",
+            keep=keep,
+            max_items=max_items,
         )
 
     async def watch_workloads(

@@ -2,7 +2,7 @@
 
 LISTs replace a kind whole (:meth:`NamespaceCache._replace`), watch events change one object
 (``_apply_*``); either wakes only the followers whose Job or JobSet (or its Workload) changed, and those
-of ``ANY_JOB``. Objects are kept slim (:func:`_slim`): a triggerer may follow 1,000 Jobs, and a tenant may
+of ``ANY_JOB``. Objects are kept slim (:func:`slim`): a triggerer may follow 1,000 Jobs, and a tenant may
 write 256 KiB of annotations on each of its Jobs. What one namespace makes the cache hold is capped
 (``caps``): past a cap, the change raises ``NamespaceOverCap`` and the hub gives up on that namespace.
 """
@@ -101,7 +101,7 @@ class NamespaceCache:
         before = {"jobs": self.jobs, "workloads": self.workloads, "jobsets": self.jobsets}[kind]
         known = {key: o["metadata"].get("resourceVersion") for key, o in before.items()}
         self.caps.check(self.namespace, kind, len(items), 0)  # before slimming a flood
-        items = [_slim(item) for item in items]
+        items = [slim(item) for item in items]
         if kind == "jobsets":
             self.jobsets = {js["metadata"]["name"]: js for js in items}
             self._jobset_names_by_uid = {js["metadata"]["uid"]: name for name, js in self.jobsets.items()}
@@ -133,7 +133,7 @@ class NamespaceCache:
         }
 
     def _apply_job(self, event_type: str, job: dict[str, Any]) -> None:
-        job = _slim(job)
+        job = slim(job)
         name = job["metadata"]["name"]
         if event_type == "DELETED":
             self.jobs.pop(name, None)
@@ -147,7 +147,7 @@ class NamespaceCache:
             self._wake(jobset_key(owner))
 
     def _apply_jobset(self, event_type: str, jobset: dict[str, Any]) -> None:
-        jobset = _slim(jobset)
+        jobset = slim(jobset)
         name = jobset["metadata"]["name"]
         if event_type == "DELETED":
             self.jobsets.pop(name, None)
@@ -159,7 +159,7 @@ class NamespaceCache:
         self._wake(jobset_key(name))
 
     def _apply_workload(self, event_type: str, workload: dict[str, Any]) -> None:
-        workload = _slim(workload)
+        workload = slim(workload)
         uid = _job_uid(workload)
         if not uid:
             return
@@ -186,7 +186,7 @@ def _job_uid(workload: dict[str, Any]) -> str | None:
     return str(uid) if uid else None
 
 
-def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+def slim(obj: dict[str, Any]) -> dict[str, Any]:
     """The object without what no follower reads: metadata but for the fields, labels and annotations some
     follower reads, each value bounded (``kueue.cached_metadata``), and the pod template(s) (a Job's
     ``spec.template``, a Workload's ``spec.podSets[].template``). A triggerer following 1,000 Jobs would

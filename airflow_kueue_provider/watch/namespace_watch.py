@@ -35,11 +35,12 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
 from typing import Any, ClassVar
 
+from ..hooks.async_client import ListTooLong
 from ..hooks.cluster_target import ClusterTarget
 from ..hooks.kueue_async_hook import AsyncKueueHook, api_status
 from ..hooks.retry import describe, retry_after
-from .cache import ANY_JOB, JOBSET_KEY_PREFIX, NamespaceCache, _Follower, jobset_key
-from .caps import OVER_CAP_RETRY_SECONDS, NamespaceOverCap, configured_caps
+from .cache import ANY_JOB, JOBSET_KEY_PREFIX, NamespaceCache, _Follower, jobset_key, slim
+from .caps import MAX_OBJECTS_OPTION, OVER_CAP_RETRY_SECONDS, NamespaceOverCap, configured_caps, over_cap
 from .diagnostics import DEBUG_SIGNAL_ENV, install_debug_signal
 from .following import Following, FollowingJobSet
 from .gc_freeze import followers_changed, freeze_once
@@ -316,7 +317,13 @@ class NamespaceWatch(NamespaceCache):
         apply: Callable[[str, dict[str, Any]], None],
     ) -> None:
         while True:
-            items, version = await list_fn(self.namespace)
+            try:  # slimmed page by page, and no further than the cap: a flood costs one page at a time
+                items, version = await list_fn(self.namespace, keep=slim, max_items=self.caps.max_objects)
+            except ListTooLong as exc:
+                limit = self.caps.max_objects
+                raise over_cap(
+                    self.namespace, kind, MAX_OBJECTS_OPTION, limit, exc.count, "objects"
+                ) from None
             changed = self._replace(kind, items)
             if changed and kind in self._synced_kinds:
                 log.warning(

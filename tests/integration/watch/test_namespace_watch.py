@@ -47,8 +47,10 @@ def test_a_410_gone_on_the_watch_makes_the_hub_list_again(
     real_list_jobs, real_watch_jobs = AsyncKueueHook.list_jobs, AsyncKueueHook.watch_jobs
     lists: list[str] = []
 
-    async def counting_list(self: AsyncKueueHook, namespace: str) -> tuple[list[dict[str, Any]], str]:
-        items, version = await real_list_jobs(self, namespace)
+    async def counting_list(
+        self: AsyncKueueHook, namespace: str, **kw: Any
+    ) -> tuple[list[dict[str, Any]], str]:
+        items, version = await real_list_jobs(self, namespace, **kw)
         lists.append(version)
         return items, version
 

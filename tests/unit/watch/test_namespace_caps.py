@@ -39,11 +39,11 @@ class FakeHook:
     async def session(self) -> AsyncIterator[FakeHook]:
         yield self
 
-    async def list_jobs(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+    async def list_jobs(self, namespace: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
         FakeHook.lists.append(namespace)
         return [dict(j, metadata=dict(j["metadata"])) for j in FakeHook.listed.get(namespace, [])], "1"
 
-    async def list_workloads(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+    async def list_workloads(self, namespace: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
         return [], "1"
 
     def watch_jobs(self, namespace: str, *args: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:

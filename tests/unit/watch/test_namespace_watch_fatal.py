@@ -43,10 +43,10 @@ class FakeHook:
             raise ApiException(status=403, reason="Forbidden")
         return items, "1"
 
-    async def list_jobs(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+    async def list_jobs(self, namespace: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
         return await self._list("jobs", [dict(JOB, metadata=dict(JOB["metadata"]))])
 
-    async def list_workloads(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+    async def list_workloads(self, namespace: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
         await asyncio.sleep(0.01)  # after the Jobs LIST: it would reset a shared count
         return await self._list("workloads", [])
 

@@ -58,15 +58,15 @@ class FakeHook:
     async def session(self) -> AsyncIterator[FakeHook]:
         yield self
 
-    async def list_jobs(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+    async def list_jobs(self, namespace: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
         FakeHook.listed.append("jobs")
         return [_child(2)], "1"
 
-    async def list_workloads(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+    async def list_workloads(self, namespace: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
         FakeHook.listed.append("workloads")
         return [dict(WORKLOAD)], "1"
 
-    async def list_jobsets(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+    async def list_jobsets(self, namespace: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
         FakeHook.listed.append("jobsets")
         return [dict(JOBSET)], "1"
 
@@ -119,7 +119,7 @@ def test_jobsets_are_watched_once_asked_for_and_their_jobs_and_workload_wake_the
 
 
 class NoJobSetCrd(FakeHook):
-    async def list_jobsets(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+    async def list_jobsets(self, namespace: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
         FakeHook.listed.append("jobsets")
         raise ApiException(status=404, reason="Not Found")
 

@@ -47,7 +47,7 @@ def woken_by_lists(kind: str, lists: list[list[dict[str, Any]]], names: list[str
     pending = iter(lists)
     woken: list[set[str]] = []
 
-    async def list_fn(namespace: str) -> tuple[list[dict[str, Any]], str]:
+    async def list_fn(namespace: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
         try:
             return next(pending), "100"
         except StopIteration:
