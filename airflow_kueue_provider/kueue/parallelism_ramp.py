@@ -5,13 +5,36 @@ the Job at ``start`` pods and raises ``spec.parallelism`` by ``step`` every ``ev
 up to the target. The Job is marked elastic (``kueue.x-k8s.io/elastic-job``), so Kueue admits each raise as
 a new Workload slice (feature gate ElasticJobsViaWorkloadSlices, beta and on by default since Kueue 0.18)
 instead of treating the changed Job as a different workload.
+
+The pods a raise adds must wait for their slice's admission: Kueue holds them behind the
+``kueue.x-k8s.io/elastic-job`` scheduling gate and lifts it up to the admitted count. Kueue's mutating
+webhook puts that gate into the pod template only when the Job is created, so a Job created while the
+webhook is gone (an outage, a retry during it) would start every raised pod at once, outside the quota.
+The provider puts the gate in the template itself (``with_slice_gate``), as it sets ``suspend: true``.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
+
+ELASTIC_JOB_SCHEDULING_GATE = "kueue.x-k8s.io/elastic-job"
+"""Kueue's pod scheduling gate for elastic Jobs (``kueue.ElasticJobSchedulingGate``): its ElasticJobUngater
+lifts it from as many pods as the admitted Workload slice grants."""
+
+
+def with_slice_gate(job: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``job`` whose pod template carries Kueue's elastic-job scheduling gate (once), so a raise's
+    pods wait for their slice's admission even when Kueue's webhook did not add the gate."""
+    gated = copy.deepcopy(dict(job))
+    pod_spec = gated.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
+    gates = list(pod_spec.get("schedulingGates") or [])
+    if not any(g.get("name") == ELASTIC_JOB_SCHEDULING_GATE for g in gates):
+        gates.append({"name": ELASTIC_JOB_SCHEDULING_GATE})
+    pod_spec["schedulingGates"] = gates
+    return gated
 
 
 @dataclass(frozen=True)

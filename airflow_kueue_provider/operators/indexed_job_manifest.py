@@ -17,7 +17,7 @@ from ..kueue.job_spec import MAX_COMPLETIONS, IndexedJobSpec, InvalidJobSpec
 from ..kueue.job_template import as_mapping, template_main_container, values_turned_structure
 from ..kueue.job_validation import validate_untemplated
 from ..kueue.names import ELASTIC_JOB_ANNOTATION
-from ..kueue.parallelism_ramp import ParallelismRamp
+from ..kueue.parallelism_ramp import ParallelismRamp, with_slice_gate
 from ..kueue.pod_policy import violations, with_restricted_defaults
 from ..kueue.retry_policy import per_index_retries
 from ..kueue.shard_packing import InvalidPacking, PackingChoice, ShardDuration
@@ -173,6 +173,8 @@ class IndexedJobManifest:
             built = build_indexed_job(spec)
         except InvalidJobSpec as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
+        if self.parallelism_ramp:  # a raise's pods wait for their slice, with or without Kueue's webhook
+            built = with_slice_gate(built)
         self._check_counted()  # again: templated counts meet these checks only now
         # The merged Job (template included) against the platform's pod policy, with safe defaults.
         job = with_restricted_defaults(built)

@@ -3,9 +3,13 @@
 A ramped Job is elastic: Kueue admits each raise of ``spec.parallelism`` as a new Workload slice, and the pods
 a raise adds wait behind the ``kueue.x-k8s.io/elastic-job`` scheduling gate until their slice is admitted
 (Kueue's ElasticJobUngater lifts the gate up to the admitted slice's count). Kueue's mutating webhook puts
-that gate into the pod template when the Job is created; its validating webhook checks each update. This
-test takes both webhook configurations away after the first raise, keeps sampling "pods started" against
-"pods the admitted slice grants", then puts them back exactly as they were and lets the task finish.
+that gate into the pod template when the Job is created; its validating webhook checks each update.
+
+The test takes both webhook configurations away after the first raise (``first_raise``), or before the task
+submits its Job (``submit``: an outage that began earlier, or a retry during one: the webhook never saw the
+Job, so only the provider's own gate holds the raised pods), keeps sampling "pods started" against "pods the
+admitted slice grants" while the ramp raises parallelism past the ClusterQueue's quota, then puts the
+webhooks back exactly as they were and lets the task finish.
 """
 
 from __future__ import annotations
@@ -219,8 +223,9 @@ def _changes(samples: list[Sample]) -> str:
 
 
 @pytest.mark.serial  # it takes Kueue's webhook configurations away from every other test
+@pytest.mark.parametrize("gone_from", ["first_raise", "submit"])
 def test_webhooks_deleted_mid_ramp_never_start_a_pod_beyond_the_admitted_slice(
-    kueue_env_factory: Callable[..., KueueEnv], kueue_webhooks: KueueWebhooks
+    kueue_env_factory: Callable[..., KueueEnv], kueue_webhooks: KueueWebhooks, gone_from: str
 ) -> None:
     env = kueue_env_factory(cpu=str(QUOTA_PODS))  # 1 CPU a pod: the raise to 8 is never admitted
     op = KueueIndexedJobOperator(
@@ -244,13 +249,16 @@ def test_webhooks_deleted_mid_ramp_never_start_a_pod_beyond_the_admitted_slice(
         except Exception as exc:  # surfaced by the assertions below
             outcome["error"] = exc
 
+    webhooks = deleted = gone_from != "submit"
+    if not webhooks:
+        kueue_webhooks.delete()
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
     job = env.cluster.api.sanitize_for_serialization(wait_for("the Job", lambda: env.jobs(), timeout=60)[0])
     gates = [g["name"] for g in job["spec"]["template"]["spec"].get("schedulingGates") or []]
     t0 = time.monotonic()
     samples: list[Sample] = []
-    webhooks, deleted, restored = True, False, False
+    deleted, restored = not webhooks, False
     last_raise: float | None = None
     while worker.is_alive() and time.monotonic() - t0 < 240:
         sample = _sample(env, job, webhooks, t0)
@@ -275,12 +283,12 @@ def test_webhooks_deleted_mid_ramp_never_start_a_pod_beyond_the_admitted_slice(
     over = [s for s in samples if s.started > s.admitted]
     without = [s for s in samples if not s.webhooks]
     print(f"template schedulingGates: {gates}\n{_changes(samples)}")
-    assert ELASTIC_GATE in gates, "the ramped Job's pods wait behind Kueue's elastic-job gate"
     assert without, "samples were taken while the webhooks were gone"
     assert max(s.parallelism for s in without) > min(s.parallelism for s in without), (
         "the ramp raised parallelism while the webhooks were gone"
     )
     assert not over, f"pods started beyond the admitted slice: {over[:5]}"
+    assert ELASTIC_GATE in gates, "the ramped Job's pods wait behind Kueue's elastic-job gate"
     assert max(s.admitted for s in samples) == QUOTA_PODS, "Kueue admitted the slices that fit, never more"
     assert max(s.started for s in samples) == QUOTA_PODS, "the admitted slices' pods all started"
     past_quota = [s for s in without if s.parallelism == 8]
