@@ -5,6 +5,8 @@ for it alone; the sweep lists those containers and removes the empty, expired on
 the account key (a connection string with ``AccountKey``, or ``login`` + ``password``) or an Azure identity
 that may ask for a user-delegation key (AKS workload identity / managed identity with the role "Storage
 Blob Delegator" plus data access): a connection that itself holds only a SAS cannot mint a narrower one.
+A SAS for an https account is signed https-only (``spr=https``): a token seen once cannot be replayed over
+plain http. Only an http endpoint (Azurite) gets one without.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlsplit
 
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import (
@@ -103,17 +106,27 @@ class BlobAccountHook(BlobStoreHook):
     ) -> str:
         """A SAS token for container ``name`` only (read, add, create, write, delete, list), valid from
         ``start`` to ``expiry``. Account-key signed: bound to the stored access policy ``policy_id`` (added
-        here, holding the permissions and the window); or user-delegation signed with an Azure identity."""
+        here, holding the permissions and the window); or user-delegation signed with an Azure identity.
+        https-only when the account URL is https."""
         self.check_can_sign()
         auth = self.get_auth()
         permission = ContainerSasPermissions.from_string(SHARD_SAS_PERMISSIONS)
+        protocol = sas_protocol(auth.account_url)
         key = _signing_key(auth)
         if key is not None and policy_id is not None:
             self.grant_access(name, policy_id, start, expiry)
-            token = generate_container_sas(key[0], name, account_key=key[1], policy_id=policy_id)
+            token = generate_container_sas(
+                key[0], name, account_key=key[1], policy_id=policy_id, protocol=protocol
+            )
         elif key is not None:
             token = generate_container_sas(
-                key[0], name, account_key=key[1], permission=permission, start=start, expiry=expiry
+                key[0],
+                name,
+                account_key=key[1],
+                permission=permission,
+                start=start,
+                expiry=expiry,
+                protocol=protocol,
             )
         else:
             service = self.service()
@@ -127,6 +140,7 @@ class BlobAccountHook(BlobStoreHook):
                 permission=permission,
                 start=start,
                 expiry=expiry,
+                protocol=protocol,
             )
         register_secret(token)
         return str(token)
@@ -218,6 +232,12 @@ class BlobAccountHook(BlobStoreHook):
                 raise
 
         return self._run(f"delete container {name}", op)
+
+
+def sas_protocol(account_url: str) -> str | None:
+    """``https`` (``spr=https``) for an https account; None (the SDK's default, http and https) for an
+    http one, which only a local emulator has."""
+    return "https" if urlsplit(account_url).scheme.lower() != "http" else None
 
 
 def _aware(moment: Any) -> datetime | None:
