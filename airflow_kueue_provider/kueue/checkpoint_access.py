@@ -20,6 +20,12 @@ On account-key auth the SAS carries no rights of its own: it points (``si=``) at
 the shard container with a per-attempt id (``access_policy_id``), which holds its permissions and expiry. So
 the operator can refresh it (extend the policy), revoke it (drop the policy) and a re-created container (no
 policies) refuses it.
+
+A user-delegation SAS (an Azure identity, e.g. AKS workload identity, no account key) has no stored policy:
+it carries its own window and cannot be extended or revoked. So it is short (``RESIGNED_SAS_TTL``, or a
+shorter ``credential_ttl``) and the trigger that follows the Job signs a new one every quarter of that and
+writes it into the Job's Secret (``CredentialRenewal.resign``); pods read it from the Secret mounted as a
+file, which the kubelet refreshes. Every SAS for an https account is https-only (``spr=https``).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .names import CHECKPOINT_SAS_ENV
+from .names import CHECKPOINT_SAS_ENV, SAS_MOUNT_DIR, SAS_SECRET_KEY, SAS_VOLUME_NAME
 
 SHARD_CONTAINER_HASH = 32  # hex characters of sha256(prefix): collisions are out of reach
 SHARD_CONTAINER_HEAD = 63 - 1 - SHARD_CONTAINER_HASH
@@ -48,6 +54,8 @@ CLOCK_SKEW = timedelta(minutes=5)  # a SAS starts this much in the past: the acc
 MAX_CREDENTIAL_TTL = timedelta(days=7)  # Azure's limit for a user-delegation key (workload identity)
 MIN_RENEWAL_SECONDS = 5.0  # a trigger renews a Job's SAS every quarter of its TTL, never more often than this
 DEFAULT_CREDENTIAL_TTL = timedelta(hours=48)
+RESIGNED_SAS_TTL = timedelta(hours=1)
+"""The longest a user-delegation SAS is signed for: it cannot be revoked, so it is re-signed instead."""
 _FINISHED = frozenset({"Complete", "Completed", "Failed"})
 _CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")
 
@@ -101,6 +109,23 @@ def secret_name_of(obj: Mapping[str, Any]) -> str | None:
     return None
 
 
+def mount_sas_file(pod_spec: dict[str, Any], secret: str) -> None:
+    """Mount the SAS Secret ``secret`` read-only in every container of ``pod_spec`` (replacing a volume or
+    mount of the same name or path): the kubelet refreshes a mounted Secret, while an env var is fixed at
+    container start, so pods pick up a re-signed SAS as they run."""
+    volume = {
+        "name": SAS_VOLUME_NAME,
+        "secret": {"secretName": secret, "items": [{"key": SAS_SECRET_KEY, "path": SAS_SECRET_KEY}]},
+    }
+    volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") != SAS_VOLUME_NAME]
+    pod_spec["volumes"] = [*volumes, volume]
+    mount = {"name": SAS_VOLUME_NAME, "mountPath": SAS_MOUNT_DIR, "readOnly": True}
+    for container in pod_spec["containers"]:
+        mounts = container.get("volumeMounts") or []
+        kept = [m for m in mounts if m.get("name") != SAS_VOLUME_NAME and m.get("mountPath") != SAS_MOUNT_DIR]
+        container["volumeMounts"] = [*kept, mount]
+
+
 def is_finished(obj: Mapping[str, Any]) -> bool:
     """Whether a Job (Complete/Failed) or JobSet (Completed/Failed) has finished: no pod of it starts."""
     conditions = (obj.get("status") or {}).get("conditions") or []
@@ -135,17 +160,34 @@ def credential_window(now: datetime, ttl: timedelta) -> tuple[datetime, datetime
     return now - CLOCK_SKEW, now + ttl
 
 
+def signed_sas_ttl(credential_ttl: timedelta, bound_to_policy: bool) -> timedelta:
+    """How long one signed SAS is valid: ``credential_ttl`` when a stored policy holds its window (it can be
+    extended and revoked), else at most ``RESIGNED_SAS_TTL`` (the trigger re-signs it)."""
+    return credential_ttl if bound_to_policy else min(credential_ttl, RESIGNED_SAS_TTL)
+
+
 @dataclass(frozen=True)
 class CredentialRenewal:
-    """What a trigger needs to keep a waiting or running Job's policy-bound SAS valid: it moves the window of
-    the Job's stored access policies (``policy_head``) on ``shard_container`` to now + ``ttl_seconds``, every
-    quarter of that. Crosses the operator/trigger boundary as ``to_dict``/``from_dict``."""
+    """What a trigger needs to keep a waiting or running Job's SAS valid, every quarter of ``ttl_seconds``:
+    a policy-bound one by moving the window of the Job's stored access policies (``policy_head``) on
+    ``shard_container`` to now + ``ttl_seconds``; with ``resign`` (a user-delegation SAS) by signing a new
+    one for that window and writing it into the Secret ``secret_name`` in ``namespace``, only while it is
+    the one owned by the object of uid ``owner_uid``. Crosses the operator/trigger boundary as
+    ``to_dict``/``from_dict`` (a dict of an earlier version, without the last four, is policy-bound)."""
 
     conn_id: str
     container: str
     shard_container: str
     policy_head: str
     ttl_seconds: float
+    resign: bool = False
+    namespace: str = ""
+    secret_name: str = ""
+    owner_uid: str = ""
+
+    def __post_init__(self) -> None:
+        if self.resign and not (self.namespace and self.secret_name and self.owner_uid):
+            raise ValueError("a re-signed SAS needs the namespace, name and owner uid of its Secret")
 
     @property
     def every_seconds(self) -> float:
@@ -165,4 +207,8 @@ class CredentialRenewal:
             str(data["shard_container"]),
             str(data["policy_head"]),
             float(data["ttl_seconds"]),
+            bool(data.get("resign", False)),
+            str(data.get("namespace") or ""),
+            str(data.get("secret_name") or ""),
+            str(data.get("owner_uid") or ""),
         )

@@ -8,8 +8,10 @@ What pods may touch (``kueue.checkpoint_access``): the shards checkpoint in a co
 instance's own, and each Job's pods get a SAS for that container only, through a Secret the operator creates
 and the Job owns (Kubernetes deletes it with the Job), named with a random suffix only the Job's pod env
 records. On account-key auth the SAS is bound to a per-attempt stored access policy: refreshed on reattach,
-revoked when the attempt ends, refused by a re-created container. The ledger stays in the base container,
-out of the pods' reach; the account key never leaves Airflow.
+revoked when the attempt ends, refused by a re-created container. With an Azure identity (user-delegation)
+it is short-lived and the trigger re-signs it into the Secret, which pods also mount as a file (the kubelet
+refreshes it). The ledger stays in the base container, out of the pods' reach; the account key never
+leaves Airflow.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..hooks.blob_containers import BlobAccountHook
@@ -32,9 +34,11 @@ from ..kueue.checkpoint_access import (
     access_policy_id,
     credential_window,
     is_finished,
+    mount_sas_file,
     sas_secret_name,
     secret_name_of,
     shard_container_name,
+    signed_sas_ttl,
 )
 from ..kueue.deadline import DEADLINE_RESULT_KEYS
 from ..kueue.index_set import IndexSet
@@ -43,9 +47,11 @@ from ..kueue.ledger import Attempt, RunLedger, attempt_status, ledger_prefix
 from ..kueue.names import (
     CHECKPOINT_PREFIX_ENV,
     CHECKPOINT_SAS_ENV,
+    CHECKPOINT_SAS_FILE_ENV,
     CHECKPOINT_URL_ENV,
     GRACE_ENV,
     MIN_PARALLELISM_ANNOTATION,
+    SAS_MOUNT_DIR,
     SAS_SECRET_KEY,
     SHARDS_ENV,
     SHARDS_PER_POD_ENV,
@@ -88,6 +94,7 @@ class CheckpointSession:
         self.ledger = LedgerStore(self.hook, self.prefix)
         self._shaped = ("", secrets.token_hex(ACCESS_ID_HEX // 2))  # (job name, access id) of shape_job
         self._shaped_kind = "Job"  # the kind of the object shape_job shaped (its Secret's name says it)
+        self._handed: dict[str, tuple[str, str, str]] = {}  # object name -> (namespace, Secret, object uid)
 
     def check(self) -> None:
         """Fail fast (BlobConfigError) on an unknown connection, bad credentials, a missing container, or a
@@ -195,17 +202,24 @@ class CheckpointSession:
 
     def trigger_credential(self, job_name: str) -> dict[str, Any] | None:
         """What the trigger needs to keep ``job_name``'s pod SAS valid however long it waits or runs
-        (``CredentialRenewal``); None where there is nothing to renew (workload identity, or a
-        user-delegation SAS, which carries its own expiry)."""
-        if not self.pods_use_sas or not self.hook.binds_sas_to_policy:
+        (``CredentialRenewal``): move its stored policies (account key), or re-sign it into the Secret this
+        session handed its pods (user-delegation). None where there is nothing to renew (workload identity,
+        or no Secret handed: a finished object)."""
+        if not self.pods_use_sas:
             return None
-        return CredentialRenewal(
-            self.config.conn_id,
-            self.config.container,
-            self.shard_container,
-            access_policy_head(job_name),
-            self.config.credential_ttl.total_seconds(),
-        ).to_dict()
+        ttl = self.signed_ttl.total_seconds()
+        common = (self.config.conn_id, self.config.container, self.shard_container)
+        if self.hook.binds_sas_to_policy:
+            return CredentialRenewal(*common, access_policy_head(job_name), ttl).to_dict()
+        if (handed := self._handed.get(job_name)) is None:
+            return None
+        namespace, secret, uid = handed
+        return CredentialRenewal(*common, "", ttl, True, namespace, secret, uid).to_dict()
+
+    @property
+    def signed_ttl(self) -> timedelta:
+        """How long each SAS this session signs is valid (``signed_sas_ttl``)."""
+        return signed_sas_ttl(self.config.credential_ttl, self.hook.binds_sas_to_policy)
 
     @property
     def pods_use_sas(self) -> bool:
@@ -221,7 +235,7 @@ class CheckpointSession:
         self.hook.ensure_container(self.shard_container, self.prefix)
         if not self.pods_use_sas:
             return None
-        start, expiry = credential_window(datetime.now(timezone.utc), self.config.credential_ttl)
+        start, expiry = credential_window(datetime.now(timezone.utc), self.signed_ttl)
         policy = access_policy_id(job_name or self._shaped[0], secrets.token_hex(ACCESS_ID_HEX // 2))
         return self.hook.container_sas(self.shard_container, start, expiry, policy)
 
@@ -248,15 +262,15 @@ class CheckpointSession:
             log.warning("created the missing SAS Secret of %s %s (its worker died before)", client.noun, name)
             return
         self.revoke_pod_access(name, policy_of(token))  # the Secret exists: the new policy is unused
-        if not refreshed:
+        if not self.hook.binds_sas_to_policy:
+            log.info("%s %s: its trigger re-signs its pods' SAS into its Secret", client.noun, name)
+        elif not refreshed:
             log.warning(
-                "%s %s keeps the SAS it was given: it cannot be refreshed (%s); a Job that waits longer than "
-                "Checkpointing(credential_ttl=%s) gets pods whose SAS has expired: raise credential_ttl",
+                "%s %s keeps the SAS it was given: it cannot be refreshed (its stored access policy is "
+                "gone); a Job that waits longer than Checkpointing(credential_ttl=%s) gets pods whose "
+                "SAS has expired: raise credential_ttl",
                 client.noun,
                 name,
-                "a user-delegation SAS carries its own expiry"
-                if not self.hook.binds_sas_to_policy
-                else "its stored access policy is gone",
                 self.config.credential_ttl,
             )
 
@@ -300,6 +314,8 @@ class CheckpointSession:
         if token is None:
             return False
         meta = obj["metadata"]
+        if (secret := secret_name_of(obj)) is not None and meta.get("uid"):
+            self._handed[meta["name"]] = (meta["namespace"], secret, str(meta["uid"]))
         try:
             if client.hook.create_secret(self.sas_secret(obj, token)):
                 return True
@@ -330,6 +346,7 @@ class CheckpointSession:
         if self.pods_use_sas and job_name:
             secret = {"name": sas_secret_name(job_name, self._shaped[1], owner_kind), "key": SAS_SECRET_KEY}
             env.append({"name": CHECKPOINT_SAS_ENV, "valueFrom": {"secretKeyRef": secret}})
+            env.append({"name": CHECKPOINT_SAS_FILE_ENV, "value": f"{SAS_MOUNT_DIR}/{SAS_SECRET_KEY}"})
         return env
 
     def shape_job(self, manifest: dict[str, Any], shards: IndexSet) -> dict[str, Any]:
@@ -354,6 +371,8 @@ class CheckpointSession:
         names = {e["name"] for e in env}
         for container in pod["spec"]["containers"]:
             container["env"] = [e for e in container.get("env") or [] if e["name"] not in names] + env
+        if (secret := secret_name_of(manifest)) is not None:
+            mount_sas_file(pod["spec"], secret)
         if self.config.workload_identity_service_account:
             pod["spec"]["serviceAccountName"] = self.config.workload_identity_service_account
             pod.setdefault("metadata", {}).setdefault("labels", {})[WORKLOAD_IDENTITY_LABEL] = "true"

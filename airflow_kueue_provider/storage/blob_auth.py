@@ -189,7 +189,8 @@ def check_sas_not_expired(token: str, now: datetime) -> None:
     if ends <= now:
         raise BlobConfigError(
             f"the pod's checkpoint SAS expired at {expiry}: the Job waited or ran longer than its "
-            "credential, Checkpointing(credential_ttl=...) of the operator (default 48 h, at most 7 days). "
+            "credential, Checkpointing(credential_ttl=...) of the operator (default 48 h, at most 7 days), "
+            "or (an Azure identity signs it) its trigger did not re-sign it in time: is the triggerer up? "
             "Raise credential_ttl, or retry the task: a new try signs a new SAS"
         )
 

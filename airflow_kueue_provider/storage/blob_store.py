@@ -45,6 +45,7 @@ from .blob_errors import (
     register_secret,
 )
 from .blob_retry import RetryPolicy, _Attempts, is_transient
+from .sas_file import FileSasCredential, new_sas_after
 
 __all__ = [
     "AsyncBlobStore",
@@ -156,6 +157,14 @@ class _BlobStoreBase:
         """A hook on one container with a SAS token (what a shard pod gets); no Airflow needed."""
         return cls("", container, auth=BlobAuth("sas", account_url, secret=sas_token.lstrip("?")), **kwargs)
 
+    @classmethod
+    def from_sas_file(
+        cls: type[H], account_url: str, container: str, credential: FileSasCredential, **kwargs: Any
+    ) -> H:
+        """A hook on one container with the SAS of a file the kubelet refreshes (a pod's mounted Secret):
+        a re-signed SAS is used as soon as it is there, and a refused request waits for one."""
+        return cls("", container, auth=BlobAuth("credential", account_url, credential=credential), **kwargs)
+
     @property
     def where(self) -> str:
         url = self._auth.account_url if self._auth else f"<connection {self.blob_conn_id}>"
@@ -214,10 +223,15 @@ class BlobStore(_BlobStoreBase):
 
     def _run(self, what: str, op: Callable[[dict[str, Any]], T], budget: float | None = None) -> T:
         attempts = _Attempts(self.retry, what, self.where, budget)
+        renewals = 0
         while True:
             try:
                 return op(attempts.request_kwargs())
             except Exception as exc:
+                credential = self._auth.credential if self._auth is not None else None
+                if new_sas_after(exc, credential, attempts.deadline, renewals, what):
+                    renewals += 1
+                    continue
                 time.sleep(attempts.failed(exc))
 
     def check(self) -> None:

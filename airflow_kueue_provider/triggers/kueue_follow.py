@@ -148,7 +148,7 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         try:
             async with (
                 self._capabilities(),
-                renewing(self.credential, self.where),
+                renewing(self.credential, self.where, target=self.target),
                 self._follow() as following,
             ):
                 return await self._until_outcome(following)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
 import threading
 import time
@@ -30,12 +31,14 @@ from typing import Any, Protocol
 from ..kueue.checkpoint_retention import BlobInfo
 from ..storage.blob_auth import check_sas_not_expired
 from ..storage.blob_store import (
+    BlobConfigError,
     BlobPreconditionFailed,
     BlobStore,
     BlobStoreError,
     BlobUnavailable,
     RetryPolicy,
 )
+from ..storage.sas_file import FileSasCredential
 from . import naming
 from .env import ShardEnv
 
@@ -279,7 +282,17 @@ class CheckpointStore:
 
 
 def store_for(env: ShardEnv, retry: RetryPolicy) -> BlobStore:
-    """The SAS the operator gives the pod; else (local runs) a connection string; else the pod's identity."""
+    """The SAS the operator gives the pod (its mounted file, kept current, else its env var); else (local
+    runs) a connection string; else the pod's identity."""
+    if env.sas_file and os.path.isfile(env.sas_file):
+        credential = FileSasCredential(env.sas_file)
+        try:
+            check_sas_not_expired(credential.signature, datetime.now(timezone.utc))
+        except BlobConfigError:  # the trigger may have re-signed it already: the kubelet lags a minute
+            if not credential.wait_for_new():
+                raise
+            check_sas_not_expired(credential.signature, datetime.now(timezone.utc))
+        return BlobStore.from_sas_file(env.account_url, env.container, credential, retry=retry)
     if env.sas_token:
         check_sas_not_expired(env.sas_token, datetime.now(timezone.utc))  # fail early, saying why
         return BlobStore.from_sas(env.account_url, env.container, env.sas_token, retry=retry)

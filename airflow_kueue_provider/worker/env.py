@@ -10,6 +10,7 @@ from ..kueue.index_set import IndexSet
 from ..kueue.names import (
     CHECKPOINT_PREFIX_ENV,
     CHECKPOINT_SAS_ENV,
+    CHECKPOINT_SAS_FILE_ENV,
     CHECKPOINT_URL_ENV,
     GRACE_ENV,
     INDEX_ENV,
@@ -50,6 +51,9 @@ class ShardEnv:
     grace_seconds: float
     connection_string: str | None = field(default=None, repr=False)
     sas_token: str | None = field(default=None, repr=False)
+    sas_file: str | None = None
+    """The same SAS as a file of the mounted Secret (kept current by the kubelet): read first when it
+    exists; ``sas_token`` (the env var) serves pods of an earlier version and local runs."""
     shard_ids: tuple[int, ...] = ()
     """Every shard this pod runs, in order (``shard_id`` is the first); more than one in a packed Job."""
     per_pod: int = 1
@@ -97,4 +101,5 @@ class ShardEnv:
             grace_seconds=grace,
             connection_string=environ.get(CONNECTION_STRING) or None,
             sas_token=(environ.get(CHECKPOINT_SAS_ENV) or "").lstrip("?") or None,
+            sas_file=environ.get(CHECKPOINT_SAS_FILE_ENV) or None,
         )

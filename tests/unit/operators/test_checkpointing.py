@@ -11,7 +11,11 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
-from airflow_kueue_provider.kueue.checkpoint_access import access_policy_head, secret_name_of
+from airflow_kueue_provider.kueue.checkpoint_access import (
+    CredentialRenewal,
+    access_policy_head,
+    secret_name_of,
+)
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.shard_packing import PackingChoice, ShardDuration, ShardPacks
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession, policy_of
@@ -322,3 +326,100 @@ def test_a_credential_that_could_expire_in_the_queue_fails_when_the_dag_is_parse
             checkpointing=Checkpointing("blob", credential_ttl=timedelta(hours=2)),
         )
     assert Checkpointing.from_param("blob", queue_timeout=3600.0) == Checkpointing("blob")
+
+
+def test_pods_mount_their_secret_as_a_file_the_kubelet_refreshes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KEY_BLOB", json.dumps({"conn_type": "wasb", "login": "acct", "password": "a2V5"})
+    )
+    session = CheckpointSession(Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r"), 4)
+    user_volume = {"name": "airflow-kueue-checkpoint-sas", "emptyDir": {}}  # a user's namesake goes
+    pod_spec: dict[str, Any] = {
+        "containers": [{"name": "main", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+        "volumes": [{"name": "data", "emptyDir": {}}, user_volume],
+    }
+    manifest = {"metadata": {"name": "job-1"}, "spec": {"template": {"spec": pod_spec}}}
+    spec = session.shape_job(manifest, IndexSet.range(0, 4))["spec"]["template"]["spec"]
+    secret = secret_name_of(manifest)
+    assert spec["volumes"] == [
+        {"name": "data", "emptyDir": {}},
+        {
+            "name": "airflow-kueue-checkpoint-sas",
+            "secret": {"secretName": secret, "items": [{"key": "sas-token", "path": "sas-token"}]},
+        },
+    ]
+    (container,) = spec["containers"]
+    assert container["volumeMounts"] == [
+        {"name": "data", "mountPath": "/data"},
+        {
+            "name": "airflow-kueue-checkpoint-sas",
+            "mountPath": "/var/run/airflow-kueue/checkpoint",
+            "readOnly": True,
+        },
+    ]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["AIRFLOW_KUEUE_CHECKPOINT_SAS_FILE"]["value"] == "/var/run/airflow-kueue/checkpoint/sas-token"
+    assert "AIRFLOW_KUEUE_CHECKPOINT_SAS" in env, "old SDKs (and local runs) still read the env var"
+
+
+class _SecretsClient:
+    noun = "Job"
+
+    def __init__(self) -> None:
+        self.hook = self
+
+    def create_secret(self, body: dict[str, Any]) -> bool:
+        return True
+
+
+def _delegating(session: CheckpointSession, monkeypatch: pytest.MonkeyPatch) -> list[timedelta]:
+    """The session's real hook on an AKS connection (an Azure identity), its Blob calls recorded."""
+    windows: list[timedelta] = []
+
+    def container_sas(name: str, start: Any, expiry: Any, policy_id: str | None = None) -> str:
+        windows.append(expiry - start)
+        return "sv=x&sig=y"
+
+    monkeypatch.setattr(session.hook, "ensure_container", lambda *args: None)
+    monkeypatch.setattr(session.hook, "container_sas", container_sas)
+    return windows
+
+
+def test_a_user_delegation_sas_is_short_and_re_signed_into_the_secret_by_the_trigger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    aks_blob_with_workload_identity(monkeypatch)
+    session = CheckpointSession(Checkpointing("aks_blob", "ckpt"), AirflowIdentity("d", "t", "r"), 4)
+    windows = _delegating(session, monkeypatch)
+    job: dict[str, Any] = {
+        "metadata": {"name": "job-1", "namespace": "batch"},
+        "spec": {"template": {"spec": {"containers": [{"name": "main"}]}}},
+    }
+    session.shape_job(job, IndexSet.range(0, 4))
+    assert session.trigger_credential("job-1") is None, "no Secret handed yet: nothing to write to"
+    token = session.prepare_pod_access()
+    assert windows == [timedelta(hours=1, minutes=5)], "1 h (and the clock-skew allowance), not 48 h"
+    job["metadata"]["uid"] = "u-1"
+    assert session.hand_pods_their_sas(_SecretsClient(), job, token)  # type: ignore[arg-type]
+    renewal = CredentialRenewal.from_dict(session.trigger_credential("job-1") or {})
+    assert renewal.resign and renewal.ttl_seconds == 3600 and renewal.every_seconds == 900
+    assert (renewal.namespace, renewal.secret_name, renewal.owner_uid) == (
+        "batch",
+        secret_name_of(job),
+        "u-1",
+    )
+    assert renewal.shard_container == session.shard_container
+
+    short = Checkpointing("aks_blob", "ckpt", credential_ttl=timedelta(minutes=20))
+    shorter = CheckpointSession(short, AirflowIdentity("d", "t", "r"), 4)
+    assert shorter.signed_ttl == timedelta(minutes=20), "a shorter credential_ttl is kept"
+
+
+def test_an_account_key_sas_keeps_its_policy_renewal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KEY_BLOB", json.dumps({"conn_type": "wasb", "login": "acct", "password": "a2V5"})
+    )
+    session = CheckpointSession(Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r"), 4)
+    renewal = CredentialRenewal.from_dict(session.trigger_credential("job-1") or {})
+    assert not renewal.resign and renewal.policy_head == access_policy_head("job-1")
+    assert renewal.ttl_seconds == timedelta(hours=48).total_seconds()

@@ -87,3 +87,73 @@ def test_the_trigger_carries_its_renewal_and_an_earlier_versions_trigger_has_non
     assert earlier.credential is None and "credential" not in earlier.serialize()[1]
     _, again = KueueJobTrigger(**{**kwargs, "credential": RENEWAL.to_dict()}).serialize()
     assert CredentialRenewal.from_dict(again["credential"]) == RENEWAL
+
+
+RESIGN = CredentialRenewal(
+    "blob",
+    "checkpoints",
+    "checkpoints-abc",
+    "",
+    0.4,
+    True,
+    "batch",
+    "job-1-checkpoint-0123456789abcdef",
+    "u-1",
+)
+
+
+def test_a_user_delegation_sas_is_re_signed_into_the_secret_at_once_and_each_quarter() -> None:
+    signed: list[tuple[datetime, datetime]] = []
+    written: list[tuple[CredentialRenewal, str]] = []
+
+    def sign(renewal: CredentialRenewal, start: datetime, expiry: datetime) -> str:
+        signed.append((start, expiry))
+        return f"sv=x&se={expiry.isoformat()}&sig={len(signed)}"
+
+    async def replace(renewal: CredentialRenewal, token: str) -> bool:
+        written.append((renewal, token))
+        return True
+
+    def extend(renewal: CredentialRenewal, start: datetime, expiry: datetime) -> int:
+        raise AssertionError("a user-delegation SAS has no stored policy to extend")
+
+    async def follow() -> None:
+        async with renewing(RESIGN.to_dict(), "Job batch/job-1", extend, sign=sign, replace=replace):
+            await asyncio.sleep(0.05)
+            assert len(written) == 1, "a resumed trigger writes a fresh SAS first"
+            await asyncio.sleep(0.3)
+
+    asyncio.run(follow())
+    assert 3 <= len(written) <= 5
+    assert [t for _, t in written] == [
+        f"sv=x&se={e.isoformat()}&sig={i}" for i, (_, e) in enumerate(signed, 1)
+    ]
+    assert all(r == RESIGN for r, _ in written)
+    now = datetime.now(timezone.utc)
+    assert now - timedelta(seconds=1) < signed[-1][1] <= now + timedelta(seconds=0.4)
+
+
+def test_a_secret_gone_or_not_the_jobs_ends_the_re_signing() -> None:
+    answers = [True, False]
+
+    async def replace(renewal: CredentialRenewal, token: str) -> bool:
+        return answers.pop(0) if answers else True
+
+    async def follow() -> None:
+        async with renewing(RESIGN.to_dict(), "Job batch/job-1", sign=lambda *a: "sv=x", replace=replace):
+            await asyncio.sleep(0.5)
+
+    asyncio.run(follow())
+    assert answers == [], "stopped after the refused write"
+
+
+def test_a_renewal_of_the_previous_version_is_policy_bound() -> None:
+    old = {
+        k: v
+        for k, v in RENEWAL.to_dict().items()
+        if k in ("conn_id", "container", "shard_container", "policy_head", "ttl_seconds")
+    }
+    assert CredentialRenewal.from_dict(old) == RENEWAL and not RENEWAL.resign
+    assert CredentialRenewal.from_dict(json.loads(json.dumps(RESIGN.to_dict()))) == RESIGN
+    with pytest.raises(ValueError, match="namespace, name and owner uid"):
+        CredentialRenewal("blob", "c", "c-1", "", 60, True)
