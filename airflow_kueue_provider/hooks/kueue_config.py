@@ -10,13 +10,25 @@ loosen what the platform team set. So the options are read from two places only,
   else ``~/airflow/airflow.cfg``), parsed here, never through ``conf``.
 
 An ``AIRFLOW__KUEUE__<OPTION>`` variable wins over the file, as in Airflow. ``_cmd`` / ``_secret`` variants
-are not read. Code that rewrites this module in-process is out of reach of any in-process check: the
-admission policy in ``deploy/policy`` is the platform's backstop (docs/tenancy-policy.md).
+are not read.
+
+``setproctitle`` (Airflow calls it in the executor's workers, the supervisor, the task runner and the API
+server) writes the process title over the memory ``/proc/self/environ`` shows, unless ``SPT_NOENV`` is set
+before its first call: the file then holds the title and no variable. So the environment at exec is taken
+when this module is first imported (the package sets ``SPT_NOENV``, and a forked child inherits both), and
+read again while the file is intact; where it was overwritten before either, the options come from
+``os.environ`` (which a DAG file can change) with a warning naming ``SPT_NOENV``.
+
+This keeps a DAG file's ``os.environ`` or ``conf.set`` line from loosening the policy by accident; it is not a
+boundary against DAG code set on it (one line can replace ``current_source``): DAG authors of one deployment
+are trusted alike (docs/tenancy.md), and the admission policies of ``deploy/policy`` are the platform's
+backstop (docs/tenancy-policy.md).
 """
 
 from __future__ import annotations
 
 import configparser
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,18 +39,45 @@ ENV_PREFIX = f"AIRFLOW__{SECTION.upper()}__"
 PROC_ENVIRON = Path("/proc/self/environ")
 
 
-def environment_at_exec(proc_environ: Path = PROC_ENVIRON) -> dict[str, str]:
-    """The process's environment as it was at exec (``os.environ`` where ``/proc`` has none)."""
+log = logging.getLogger(__name__)
+
+
+def _read_environ(proc_environ: Path) -> dict[str, str] | None:
+    """The variables in ``proc_environ``; None when it cannot be read or holds none (overwritten)."""
     try:
         raw = proc_environ.read_bytes()
     except OSError:
-        return dict(os.environ)
+        return None
     env: dict[str, str] = {}
     for item in raw.split(b"\0"):
         key, sep, value = item.partition(b"=")
         if sep:
             env[key.decode(errors="replace")] = value.decode(errors="replace")
-    return env
+    return env or None
+
+
+_AT_IMPORT = _read_environ(PROC_ENVIRON)
+"""The environment at exec as this module's first import found it (None: no /proc, or already overwritten)."""
+_warned: list[bool] = []
+
+
+def environment_at_exec(proc_environ: Path = PROC_ENVIRON) -> dict[str, str]:
+    """The process's environment as it was at exec: ``/proc/self/environ`` while intact, else as it was at
+    this module's first import; ``os.environ`` where neither is there (no /proc, or ``setproctitle``
+    overwrote it before the provider was imported)."""
+    if (env := _read_environ(proc_environ)) is not None:
+        return env
+    if proc_environ == PROC_ENVIRON and _AT_IMPORT is not None:
+        return dict(_AT_IMPORT)
+    if proc_environ.exists() and not _warned:
+        _warned.append(True)
+        log.warning(
+            "%s holds no variables (setproctitle overwrote it before the provider was loaded): [kueue] "
+            "options are read from os.environ, which a DAG file can change. Set SPT_NOENV=1 in the "
+            "environment of every Airflow process (docs/tenancy-policy.md)",
+            proc_environ,
+        )
+    return dict(os.environ)
 
 
 @dataclass(frozen=True)

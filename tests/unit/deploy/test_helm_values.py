@@ -43,6 +43,7 @@ CHART_KEYS = {
     "apiSecretKeySecretName",
     "jwtSecretName",
     "secret",
+    "env",  # the chart's global env: every Airflow container (SPT_NOENV)
     "config",
     "workers.serviceAccount.create",
     "workers.serviceAccount.name",
