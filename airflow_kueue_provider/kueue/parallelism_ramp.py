@@ -16,9 +16,11 @@ The provider puts the gate in the template itself (``with_slice_gate``), as it s
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from .names import ELASTIC_JOB_ANNOTATION
 
 ELASTIC_JOB_SCHEDULING_GATE = "kueue.x-k8s.io/elastic-job"
 """Kueue's pod scheduling gate for elastic Jobs (``kueue.ElasticJobSchedulingGate``): its ElasticJobUngater
@@ -31,10 +33,32 @@ def with_slice_gate(job: Mapping[str, Any]) -> dict[str, Any]:
     gated = copy.deepcopy(dict(job))
     pod_spec = gated.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
     gates = list(pod_spec.get("schedulingGates") or [])
-    if not any(g.get("name") == ELASTIC_JOB_SCHEDULING_GATE for g in gates):
+    if not _has_slice_gate(gates):
         gates.append({"name": ELASTIC_JOB_SCHEDULING_GATE})
     pod_spec["schedulingGates"] = gates
     return gated
+
+
+def _has_slice_gate(gates: Sequence[Mapping[str, Any]] | None) -> bool:
+    return any(g.get("name") == ELASTIC_JOB_SCHEDULING_GATE for g in gates or [])
+
+
+def gate_never_lifted(pods: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why an admitted Job's pods cannot start when every unfinished pod still waits behind the elastic-job
+    gate (asked once ``start_timeout`` passed with no pod ready): Kueue lifts it within seconds of admission,
+    from an elastic Job's pods only, and only with its ElasticJobsViaWorkloadSlices feature gate on. A raise
+    past the quota keeps only its own pods gated while the admitted ones run, so it never looks like this."""
+    live = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    gated = [p for p in live if _has_slice_gate((p.get("spec") or {}).get("schedulingGates"))]
+    if not live or len(gated) < len(live):
+        return None
+    name = (gated[0].get("metadata") or {}).get("name", "?")
+    return (
+        f"pod {name} and the Job's {len(gated) - 1} other pod(s) still wait behind Kueue's "
+        f"{ELASTIC_JOB_SCHEDULING_GATE} scheduling gate although the Workload was admitted; Kueue lifts it "
+        f'only from a Job annotated {ELASTIC_JOB_ANNOTATION}: "true", and only with its '
+        "ElasticJobsViaWorkloadSlices feature gate on: turn the feature gate on, or drop parallelism_ramp"
+    )
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from ..kueue.job_progress import (
     view_of,
 )
 from ..kueue.ledger import RUNNING, attempt_status
-from ..kueue.parallelism_ramp import RampPlan
+from ..kueue.parallelism_ramp import RampPlan, gate_never_lifted
 from ..kueue.quota_guard import Unmanaged, unmanaged_verdict
 from ..kueue.start_guard import start_overdue, stuck_reason
 from ..watch.namespace_watch import Following, JobSnapshot, NamespaceWatch
@@ -102,7 +102,7 @@ class KueueJobTrigger(KueueFollowTrigger):
 
     async def _stuck_reason(self, following: Following, view: JobView) -> str | None:
         pods, events = await following.pods_and_events()
-        return stuck_reason(pods, events)
+        return stuck_reason(pods, events) or gate_never_lifted(pods)  # the ramp's gate, never lifted
 
     async def _delete_unless_finished(self, hook: AsyncKueueHook, uid: str | None) -> str:
         return await hook.delete_job_unless_finished(self.namespace, self.job_name, uid=uid)

@@ -298,3 +298,48 @@ def test_webhooks_deleted_mid_ramp_never_start_a_pod_beyond_the_admitted_slice(
     assert not worker.is_alive(), "the task finished"
     assert "error" not in outcome, outcome.get("error")
     assert outcome["result"]["completed_indexes"] == "0-15"
+
+
+def test_pods_the_elastic_gate_holds_after_admission_fail_the_task_naming_the_feature_gate(
+    kueue_env: KueueEnv,
+) -> None:
+    """The provider puts Kueue's elastic-job gate into a ramped Job's template itself, so where Kueue never
+    lifts it (its ElasticJobsViaWorkloadSlices feature gate off) the admitted Job's pods would wait forever.
+    The same pods, made here by a Job that carries the gate but is not elastic (Kueue's ungater leaves it),
+    end the task after ``start_timeout`` with the cause and the fix, and the Job is deleted."""
+    env = kueue_env
+    gate = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "spec": {"template": {"spec": {"schedulingGates": [{"name": ELASTIC_GATE}]}}},
+    }
+    op = KueueIndexedJobOperator(
+        task_id="gated",
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        image="example.invalid/shard:1",
+        completions=2,
+        deferrable=False,
+        start_timeout=10,
+        resources={"requests": {"cpu": "1", "memory": "1Gi"}},
+        job_template=gate,
+    )
+    ti = SimpleNamespace(dag_id="gate_never_lifted", task_id="gated", run_id="r1", try_number=1, map_index=-1)
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = op.execute({"ti": ti})  # type: ignore[typeddict-item]
+        except Exception as exc:  # surfaced by the assertions below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=120)  # start_timeout 10 s, then the first look at the pods
+
+    assert not worker.is_alive(), "the task ended instead of waiting for a gate nothing lifts"
+    message = str(outcome.get("error"))
+    assert f"wait behind Kueue's {ELASTIC_GATE} scheduling gate" in message, message
+    assert "ElasticJobsViaWorkloadSlices feature gate" in message and "drop parallelism_ramp" in message
+    assert "deleted to release its quota (start_timeout=10s)" in message
+    wait_for("the Job deleted", lambda: not env.jobs(), timeout=30)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow_kueue_provider.kueue.parallelism_ramp import (
     ELASTIC_JOB_SCHEDULING_GATE,
     ParallelismRamp,
     RampPlan,
+    gate_never_lifted,
     with_slice_gate,
 )
 
@@ -43,3 +46,20 @@ def test_the_slice_gate_is_added_once_next_to_the_templates_own_gates() -> None:
     assert with_slice_gate({})["spec"]["template"]["spec"]["schedulingGates"] == [
         {"name": "kueue.x-k8s.io/elastic-job"}
     ]
+
+
+def _pod(name: str, phase: str, gated: bool) -> dict[str, Any]:
+    gates = [{"name": ELASTIC_JOB_SCHEDULING_GATE}] if gated else []
+    return {"metadata": {"name": name}, "spec": {"schedulingGates": gates}, "status": {"phase": phase}}
+
+
+def test_a_gate_never_lifted_is_named_only_when_no_unfinished_pod_got_past_it() -> None:
+    """Kueue's feature gate off (or a Job not elastic): every pod stays gated, the start check names why. A
+    raise past the quota keeps only its own pods gated while the admitted ones run: not stuck."""
+    stuck = gate_never_lifted([_pod("j-0", "Pending", True), _pod("j-1", "Pending", True)])
+    assert stuck is not None and stuck.startswith("pod j-0 and the Job's 1 other pod(s)")
+    assert "ElasticJobsViaWorkloadSlices" in stuck and "drop parallelism_ramp" in stuck
+    assert gate_never_lifted([_pod("j-0", "Succeeded", False), _pod("j-1", "Pending", True)]) is not None
+    assert gate_never_lifted([_pod("j-0", "Pending", False), _pod("j-1", "Pending", True)]) is None
+    assert gate_never_lifted([_pod("j-0", "Running", False)]) is None
+    assert gate_never_lifted([]) is None
