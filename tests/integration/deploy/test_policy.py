@@ -31,6 +31,7 @@ from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueRe
 
 from ..cluster import HOLD, Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
 from ..tenant import Tenant
+from .test_rbac import identity  # noqa: F401 - the fixture
 
 POLICY = Path(__file__).resolve().parents[3] / "deploy" / "policy"
 POLICIES = (
@@ -82,8 +83,9 @@ class Guard:
     """The policies of deploy/policy in force for one namespace (and nowhere else), with the bed's
     identities in their site variables."""
 
-    def __init__(self, cluster: Cluster, namespace: str) -> None:
+    def __init__(self, cluster: Cluster, namespace: str, site: dict[str, str] | None = None) -> None:
         self.admission = client.AdmissionregistrationV1Api(cluster.api)
+        site = {**BED_SITE, **(site or {})}
         suffix = short_id()
         cluster.core.patch_namespace(namespace, {"metadata": {"labels": {GUARD_LABEL: "enforced"}}})
         self.made: list[tuple[str, str]] = []
@@ -91,7 +93,7 @@ class Guard:
             policy, binding = yaml.safe_load_all((POLICY / file).read_text())
             policy["metadata"]["name"] += f"-{suffix}"
             for variable in policy["spec"]["variables"]:
-                variable["expression"] = BED_SITE.get(variable["name"], variable["expression"])
+                variable["expression"] = site.get(variable["name"], variable["expression"])
             binding["metadata"]["name"] += f"-{suffix}"
             spec = binding["spec"]
             spec["policyName"] = policy["metadata"]["name"]
@@ -121,8 +123,8 @@ class Guard:
 def guard(cluster: Cluster) -> Iterator[Callable[[str], Guard]]:
     made: list[Guard] = []
 
-    def make(namespace: str) -> Guard:
-        made.append(Guard(cluster, namespace))
+    def make(namespace: str, site: dict[str, str] | None = None) -> Guard:
+        made.append(Guard(cluster, namespace, site))
         return made[-1]
 
     yield make
@@ -575,3 +577,48 @@ def test_only_the_jobset_controller_makes_a_jobsets_jobs(kueue_env: KueueEnv, gu
     # The JobSet controller (the bed's admin identity) still makes a new JobSet's Jobs.
     create_jobset("after")
     assert child_of("after")["metadata"]["ownerReferences"][0]["kind"] == "JobSet"
+
+
+def test_the_worker_writes_only_checkpoint_secrets_and_mints_no_serviceaccount_token(
+    kueue_env: KueueEnv, guard: Any, identity: Any  # noqa: F811 - the fixture
+) -> None:
+    """Issue 38, item 6: the worker's Role may create Secrets in a team namespace (its pods' SAS), and a
+    Secret of type kubernetes.io/service-account-token naming any ServiceAccount there would get a token that
+    never expires. With checkpoint-secret-binding the shipped worker identity writes checkpoint Secrets
+    (Opaque) and nothing else."""
+    env = kueue_env
+    worker = identity("worker-triggerer.yaml", env.namespace)
+    secrets = client.CoreV1Api(worker.api)
+    token = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": "minted", "annotations": {"kubernetes.io/service-account.name": "default"}},
+    }
+    config = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "config"}, "stringData": {"k": "v"}}
+
+    def create(body: dict[str, Any], dry_run: bool = True) -> Any:
+        return secrets.create_namespaced_secret(env.namespace, body, dry_run="All" if dry_run else None)
+
+    create(token)  # without the policy, the worker's Role lets it mint a token for any account here
+    user = f"system:serviceaccount:{worker.account_namespace}:{worker.account}"
+    guard(env.namespace, {"checkpointSecretWriters": f"['{user}']"})
+    wait_for("the policies in force", lambda: in_force(lambda: create(token)), 60)
+    message = refused(lambda: create(token, dry_run=False), "type:")
+    assert "kubernetes.io/service-account-token" in message and "writes only checkpoint Secrets" in message
+    refused(lambda: create(config, dry_run=False), "type:")
+    # Its own kind of Secret still goes through: a checkpoint Secret owned by the Job it is named after.
+    job = env.create_job(indexed_job("shards", env.local_queue, completions=1))
+    checkpoint = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": "shards-checkpoint-0123456789abcdef",
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "shards", "uid": job["metadata"]["uid"]}
+            ],
+        },
+        "stringData": {"sas-token": "sv=x"},
+    }
+    create(checkpoint, dry_run=False)
