@@ -275,6 +275,20 @@ def test_the_ui_identity_reads_the_pages_and_cannot_change_anything(
     with pytest.raises(ApiException) as denied:
         client.CoreV1Api(ui.api).list_namespaced_secret(kueue_env.namespace)
     assert denied.value.status == 403
+    # Reads are bound per team namespace (issue 38, item 6): nothing in a namespace it is not bound in, and
+    # no list across the cluster; the cluster-scoped queue objects stay readable.
+    for read in (
+        lambda: client.BatchV1Api(ui.api).list_namespaced_job("kube-system"),
+        lambda: client.BatchV1Api(ui.api).list_job_for_all_namespaces(),
+        lambda: client.CoreV1Api(ui.api).list_namespaced_event("kube-system"),
+        lambda: client.CustomObjectsApi(ui.api).list_cluster_custom_object(
+            "kueue.x-k8s.io", "v1beta2", "workloads"
+        ),
+    ):
+        with pytest.raises(ApiException) as denied:
+            read()
+        assert denied.value.status == 403
+    client.CustomObjectsApi(ui.api).list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")
 
 
 def test_the_sweeper_identity_deletes_finished_jobs_of_its_namespace(
