@@ -26,11 +26,13 @@ from azure.storage.blob import (
 
 from ..kueue.checkpoint_access import (
     PREFIX_METADATA,
+    SALT_METADATA,
     SHARD_CONTAINER_HEAD,
     SHARD_SAS_PERMISSIONS,
     is_shard_container_of,
     policies_to_keep,
 )
+from ..kueue.checkpoint_retention import ShardContainer
 from ..storage.blob_auth import BlobAuth, credential_for
 from ..storage.blob_errors import BlobConfigError, register_secret
 from .blob_store import BlobStoreHook
@@ -73,13 +75,15 @@ class BlobAccountHook(BlobStoreHook):
             self.blob_conn_id, name, create_container=False, retry=self.retry, auth=self.get_auth()
         )
 
-    def ensure_container(self, name: str, prefix: str) -> None:
-        """Create the shard container of ``prefix`` (kept if it exists: a retry resumes from it)."""
+    def ensure_container(self, name: str, prefix: str, salt: str | None = None) -> None:
+        """Create the shard container of ``prefix`` named with ``salt`` (kept if it exists: a retry resumes
+        from it); its metadata says both, for the sweep."""
         client = self.service().get_container_client(name)
+        metadata = {PREFIX_METADATA: prefix, **({SALT_METADATA: salt} if salt else {})}
 
         def op(kw: dict[str, Any]) -> None:
             with contextlib.suppress(ResourceExistsError):
-                client.create_container(metadata={PREFIX_METADATA: prefix}, **kw)
+                client.create_container(metadata=metadata, **kw)
 
         self._run(f"create container {name}", op)
 
@@ -194,17 +198,19 @@ class BlobAccountHook(BlobStoreHook):
             self._set_policies(name, kept)
         return len(current) - len(kept)
 
-    def shard_containers(self) -> dict[str, tuple[str, datetime]]:
-        """``{name: (task-instance prefix, last modified)}`` of this base container's shard containers."""
+    def shard_containers(self) -> dict[str, ShardContainer]:
+        """This base container's shard containers by name: those whose name is the one their metadata's
+        prefix and salt make (salted, or unsalted ones of before salts)."""
         service = self.service()
         head = self.container[:SHARD_CONTAINER_HEAD].rstrip("-") + "-"
 
-        def op(kw: dict[str, Any]) -> dict[str, tuple[str, datetime]]:
-            found: dict[str, tuple[str, datetime]] = {}
+        def op(kw: dict[str, Any]) -> dict[str, ShardContainer]:
+            found: dict[str, ShardContainer] = {}
             for props in service.list_containers(name_starts_with=head, include_metadata=True, **kw):
-                prefix = (props.metadata or {}).get(PREFIX_METADATA)
-                if prefix and is_shard_container_of(self.container, props.name, prefix):
-                    found[props.name] = (prefix, props.last_modified)
+                metadata = props.metadata or {}
+                prefix, salt = metadata.get(PREFIX_METADATA), metadata.get(SALT_METADATA) or None
+                if prefix and is_shard_container_of(self.container, props.name, prefix, salt):
+                    found[props.name] = ShardContainer(prefix, props.last_modified, salt)
             return found
 
         return self._run("list shard containers", op)

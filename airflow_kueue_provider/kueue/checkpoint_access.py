@@ -7,9 +7,14 @@ instance's checkpoints, but not another's, and no ledger (ledgers stay in the ba
 no access at all). Retries of a task instance share its container, so they resume from each other's
 checkpoints.
 
-The container is named ``<base head>-<32 hex of sha256(base, prefix)>`` (at most 63 characters, Azure's
+The container is named ``<base head>-<32 hex of sha256(base, prefix, salt)>`` (at most 63 characters, Azure's
 limit): the hash covers the FULL base name, so two bases sharing their first 30 characters never share a shard
-container. It carries the prefix in its metadata, so a sweep can tell which ledger it belongs to.
+container. The salt is random, drawn when the task instance's ledger is created and kept in it
+(``RunLedger.container_salt``): retries find the container through the ledger, and a container re-created
+after its ledger was deleted (a sweep, a user) gets a new name, which no SAS signed for the old one opens
+(a container SAS signs its container's name). A ledger written before salts has none: its container keeps
+the unsalted name ``sha256(base, prefix)``. The container carries the prefix and the salt in its metadata, so
+a sweep can tell which ledger it belongs to, and whether it is still that ledger's.
 
 A Job's pods get their SAS through a Secret named ``<job>-checkpoint-<16 random hex>``, a JobSet's through
 ``<jobset>-checkpoint-jobset-<16 random hex>`` (``sas_secret_name``): not derivable from the object's public
@@ -37,11 +42,13 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from .ledger import CONTAINER_SALT_HEX, is_container_salt
 from .names import CHECKPOINT_SAS_ENV, SAS_MOUNT_DIR, SAS_SECRET_KEY, SAS_VOLUME_NAME
 
 SHARD_CONTAINER_HASH = 32  # hex characters of sha256(prefix): collisions are out of reach
 SHARD_CONTAINER_HEAD = 63 - 1 - SHARD_CONTAINER_HASH
 PREFIX_METADATA = "airflowkueueprefix"  # container metadata: the task-instance prefix it serves
+SALT_METADATA = "airflowkueuesalt"  # container metadata: the salt of its name (absent: an unsalted name)
 SAS_SECRET_INFIX = "-checkpoint-"  # a Job's SAS Secret: <job name>-checkpoint-<kind tag><access id>
 SAS_SECRET_KIND_TAGS = {"Job": "", "JobSet": "jobset-"}
 """Between the infix and the access id: the owner's kind. A tag is never hex, so no owner's name plus one
@@ -65,21 +72,28 @@ def is_container_name(name: str) -> bool:
     return bool(_CONTAINER.fullmatch(name))
 
 
-def shard_container_name(base: str, prefix: str) -> str:
-    """The container of one task instance's shard checkpoints (``prefix``: ``ledger.ledger_prefix``)."""
+def shard_container_name(base: str, prefix: str, salt: str | None = None) -> str:
+    """The container of one task instance's shard checkpoints (``prefix``: ``ledger.ledger_prefix``;
+    ``salt``: its ledger's ``container_salt``, None for a ledger written before salts)."""
     if not is_container_name(base):
         raise ValueError(
             f"container {base!r} is not a valid Blob container name: use 3-63 lowercase letters, digits and "
             "single hyphens, starting and ending with a letter or digit"
         )
-    digest = hashlib.sha256(f"{base}\n{prefix}".encode()).hexdigest()[:SHARD_CONTAINER_HASH]
+    if salt is not None and not is_container_salt(salt):
+        raise ValueError(f"salt={salt!r} must be {CONTAINER_SALT_HEX} lowercase hex characters")
+    hashed = f"{base}\n{prefix}" if salt is None else f"{base}\n{prefix}\n{salt}"
+    digest = hashlib.sha256(hashed.encode()).hexdigest()[:SHARD_CONTAINER_HASH]
     return f"{base[:SHARD_CONTAINER_HEAD].rstrip('-')}-{digest}"
 
 
-def is_shard_container_of(base: str, name: str, prefix: str) -> bool:
-    """Whether ``name`` is the shard container ``base`` makes for ``prefix`` (the prefix from its metadata):
-    another base with the same first 30 characters makes other names."""
-    return is_container_name(base) and name == shard_container_name(base, prefix)
+def is_shard_container_of(base: str, name: str, prefix: str, salt: str | None = None) -> bool:
+    """Whether ``name`` is the shard container ``base`` makes for ``prefix`` and ``salt`` (both from its
+    metadata; no salt: an unsalted container of before salts): another base with the same first 30
+    characters, or another salt, makes other names."""
+    if not is_container_name(base) or (salt is not None and not is_container_salt(salt)):
+        return False
+    return name == shard_container_name(base, prefix, salt)
 
 
 def sas_secret_name(job_name: str, access_id: str, owner_kind: str = "Job") -> str:
@@ -142,7 +156,7 @@ def access_policy_id(job_name: str, access_id: str) -> str:
     return access_policy_head(job_name) + access_id
 
 
-def policies_to_keep(expiries: dict[str, datetime | None], now: datetime) -> list[str]:
+def policies_to_keep(expiries: Mapping[str, datetime | None], now: datetime) -> list[str]:
     """Which existing stored access policies stay when one more is added: the unexpired ones, at most
     ``MAX_ACCESS_POLICIES - 1`` of them (those expiring last: the oldest attempts' go first)."""
     never = datetime.max.replace(tzinfo=now.tzinfo)

@@ -7,6 +7,11 @@ not. A prefix is stale when even its newest blob is older than the retention per
 (a live retry's checkpoints, a ledger the trigger just wrote) is never swept. Blob times alone cannot tell a
 Job that waits in its queue (it writes nothing) from an abandoned one, so a prefix whose ledger has a running
 attempt, or that a live Job of the provider belongs to, is protected: kept whatever its age.
+
+A shard container whose salt is not its ledger's (``RunLedger.container_salt``: the ledger was deleted and
+made anew, with a new container) is an **orphan**: no try reads it again. Its checkpoints are weighed on their
+own, not with the prefix's live ledger, and go under the same rules (old, and never while the prefix is
+protected).
 """
 
 from __future__ import annotations
@@ -31,6 +36,15 @@ class BlobInfo:
 
 
 @dataclass(frozen=True)
+class ShardContainer:
+    """A shard container as listed: the task-instance prefix and salt of its metadata, its last change."""
+
+    prefix: str
+    modified: datetime
+    salt: str | None = None
+
+
+@dataclass(frozen=True)
 class SweepPlan:
     """What a sweep deletes (each blob with the ETag it was listed with) and which prefixes it keeps."""
 
@@ -39,6 +53,8 @@ class SweepPlan:
     kept_prefixes: tuple[str, ...]
     protected: tuple[tuple[str, str], ...] = ()
     """(prefix, why) of each old prefix kept because a Job of it may still run."""
+    orphaned: tuple[str, ...] = ()
+    """Orphan shard containers (not their ledger's) that go, with their blobs (in ``delete``)."""
 
 
 def check_older_than(older_than: timedelta) -> timedelta:
@@ -67,20 +83,60 @@ def plan_sweep(
     now: datetime,
     older_than: timedelta,
     protected: Mapping[str, str] | None = None,
+    orphans: Mapping[str, ShardContainer] | None = None,
 ) -> SweepPlan:
     """Delete every blob of a prefix whose newest blob is older than ``older_than``; keep the others whole,
-    and every ``protected`` prefix (prefix -> why: a running attempt, a live Job)."""
+    and every ``protected`` prefix (prefix -> why: a running attempt, a live Job). The blobs of ``orphans``
+    (name -> container: not their ledger's) count for no prefix: an orphan goes whole once it and its
+    newest blob are old, unless its prefix is protected."""
     guard = dict(protected or {})
+    lost = dict(orphans or {})
     by_prefix: dict[str, list[BlobInfo]] = {}
+    by_orphan: dict[str, list[BlobInfo]] = {name: [] for name in lost}
     for blob in blobs:
         prefix = task_prefix(blob.name)
-        if prefix is not None:
+        if blob.container in lost:
+            by_orphan[blob.container].append(blob)
+        elif prefix is not None:
             by_prefix.setdefault(prefix, []).append(blob)
     old = {p for p, items in by_prefix.items() if now - max(b.modified for b in items) > older_than}
     stale = sorted(old - set(guard))
     kept = sorted((set(by_prefix) - set(stale)) | set(guard))
+    gone = sorted(
+        name
+        for name, items in by_orphan.items()
+        if lost[name].prefix not in guard
+        and now - max([lost[name].modified, *(b.modified for b in items)]) > older_than
+    )
     delete = tuple(b for p in stale for b in sorted(by_prefix[p], key=lambda b: (b.container or "", b.name)))
-    return SweepPlan(delete, tuple(stale), tuple(kept), tuple(sorted(guard.items())))
+    delete += tuple(b for name in gone for b in sorted(by_orphan[name], key=lambda b: b.name))
+    return SweepPlan(delete, tuple(stale), tuple(kept), tuple(sorted(guard.items())), tuple(gone))
+
+
+def maybe_orphans(
+    containers: Mapping[str, ShardContainer],
+    stale: Iterable[str],
+    blobs: Iterable[BlobInfo],
+    now: datetime,
+    older_than: timedelta,
+) -> list[str]:
+    """The shard containers whose ledger a sweep must read to tell whether they are orphans: those of a
+    prefix it keeps (a stale one goes whole anyway) that are old and hold only old blobs."""
+    gone = set(stale)
+    newest: dict[str, datetime] = {}
+    for blob in blobs:
+        if blob.container is not None:
+            newest[blob.container] = max(blob.modified, newest.get(blob.container, blob.modified))
+    return sorted(
+        name
+        for name, c in containers.items()
+        if c.prefix not in gone and now - max(c.modified, newest.get(name, c.modified)) > older_than
+    )
+
+
+def is_orphan(container: ShardContainer, ledger_salt: str | None) -> bool:
+    """Whether a container is not the one its ledger (of salt ``ledger_salt``) names: no try reads it."""
+    return container.salt != ledger_salt
 
 
 def shard_blobs_of(container: str, prefix: str, blobs: Iterable[BlobInfo]) -> list[BlobInfo]:
@@ -95,21 +151,24 @@ def shard_blobs_of(container: str, prefix: str, blobs: Iterable[BlobInfo]) -> li
 
 
 def empty_containers_to_delete(
-    containers: dict[str, tuple[str, datetime]],
+    containers: Mapping[str, ShardContainer],
     plan: SweepPlan,
     blobs: Iterable[BlobInfo],
     now: datetime,
     older_than: timedelta,
 ) -> list[str]:
-    """Shard containers to remove after the plan's deletes: those of a stale prefix, and old ones that hold
-    nothing of a prefix anyone still writes (``containers``: name -> (prefix, last modified))."""
+    """Shard containers to remove after the plan's deletes: those of a stale prefix, the plan's orphans,
+    and old ones that hold nothing of a prefix anyone still writes."""
     live = set(plan.kept_prefixes)
     stale = set(plan.stale_prefixes)
+    orphaned = set(plan.orphaned)
     seen = {task_prefix(b.name) for b in blobs}
     return sorted(
         name
-        for name, (prefix, modified) in containers.items()
-        if prefix in stale or (prefix not in live and prefix not in seen and now - modified > older_than)
+        for name, c in containers.items()
+        if c.prefix in stale
+        or name in orphaned
+        or (c.prefix not in live and c.prefix not in seen and now - c.modified > older_than)
     )
 
 

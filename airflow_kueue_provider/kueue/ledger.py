@@ -6,6 +6,10 @@ retry) and its index ``i`` runs the ``i``-th shard of that subset, or in a packe
 (``shard_packing``): a failed pack's shards count as failed until their done markers say
 otherwise (``with_done_shards``).  ``completed`` only ever grows, and
 ``merge`` is a union, so two writers that race (ETag conflict -> re-read -> merge -> write) lose nothing.
+
+The ledger also holds its task instance's ``container_salt`` (``checkpoint_access.shard_container_name``):
+drawn when the ledger is created, kept by every merge, so a ledger (and its container) created anew after a
+delete gets a new shard container name that no SAS signed for the old one opens.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from .index_set import IndexSet
 from .shard_packing import ShardPacks
 
 LEDGER_VERSION = 1
+CONTAINER_SALT_HEX = 32  # random hex characters of a shard container's salt (128 bits)
 RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
 """An attempt's status in the ledger (and ``spill.SPILLED_STATUS``)."""
 
@@ -31,6 +36,11 @@ def attempt_status(outcome: str | None = None, *, finished_condition: str | None
     if outcome is not None:
         return SUCCEEDED if outcome == "success" else FAILED
     return {"Complete": SUCCEEDED, "Failed": FAILED}.get(str(finished_condition), RUNNING)
+
+
+def is_container_salt(value: str) -> bool:
+    """Whether ``value`` has the form of a shard container's salt (the ledger's and the metadata's)."""
+    return len(value) == CONTAINER_SALT_HEX and all(c in "0123456789abcdef" for c in value)
 
 
 def _json_shape(shape: str) -> int | str:
@@ -112,6 +122,15 @@ class Attempt:
 class RunLedger:
     shard_count: int
     attempts: tuple[Attempt, ...] = ()
+    container_salt: str | None = None
+    """The salt of the task instance's shard container name; None in a ledger written before salts (its
+    container has the unsalted name)."""
+
+    def __post_init__(self) -> None:
+        if self.container_salt is not None and not is_container_salt(self.container_salt):
+            raise ValueError(
+                f"container_salt={self.container_salt!r} is not {CONTAINER_SALT_HEX} lowercase hex"
+            )
 
     @property
     def completed(self) -> IndexSet:
@@ -206,7 +225,7 @@ class RunLedger:
     def merge(self, other: RunLedger) -> RunLedger:
         if other.shard_count != self.shard_count:
             raise ValueError(f"ledgers of {self.shard_count} and {other.shard_count} shards cannot be merged")
-        merged = self
+        merged = replace(self, container_salt=self.container_salt or other.container_salt)
         for attempt in other.attempts:
             merged = merged.with_attempt(attempt)
         return merged
@@ -217,11 +236,16 @@ class RunLedger:
             "shard_count": self.shard_count,
             "completed": str(self.completed),
             "attempts": [a.to_dict() for a in self.attempts],
+            **({"container_salt": self.container_salt} if self.container_salt else {}),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunLedger:
-        return cls(int(data["shard_count"]), tuple(Attempt.from_dict(a) for a in data.get("attempts") or ()))
+        return cls(
+            int(data["shard_count"]),
+            tuple(Attempt.from_dict(a) for a in data.get("attempts") or ()),
+            str(data["container_salt"]) if data.get("container_salt") else None,
+        )
 
 
 class UnknownAttempt(LookupError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +18,12 @@ from ..kueue.checkpoint_retention import (
     BlobInfo,
     check_older_than,
     empty_containers_to_delete,
+    is_orphan,
+    maybe_orphans,
     plan_sweep,
     shard_blobs_of,
 )
-from ..kueue.ledger import ledger_prefix
+from ..kueue.ledger import RunLedger, ledger_prefix
 from ..kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from ..storage.blob_errors import BlobStoreError
 
@@ -89,15 +91,21 @@ class KueueCheckpointSweepOperator(BaseOperator):
                 live[prefix] = f"Job {job['metadata'].get('namespace')}/{job['metadata']['name']} is live"
         return live
 
-    def _running_attempts(self, hook: BlobAccountHook, prefixes: Sequence[str]) -> dict[str, str]:
-        """prefix -> why, for each of ``prefixes`` whose ledger has an attempt still running."""
-        running: dict[str, str] = {}
-        for prefix in prefixes:
+    def _ledgers(self, hook: BlobAccountHook, prefixes: Iterable[str]) -> dict[str, RunLedger | None]:
+        """prefix -> its ledger (None: there is none) for each of ``prefixes`` whose ledger is readable."""
+        ledgers: dict[str, RunLedger | None] = {}
+        for prefix in sorted(set(prefixes)):
             try:
-                ledger = LedgerStore(hook, prefix).read()
+                ledgers[prefix] = LedgerStore(hook, prefix).read()
             except (BlobStoreError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 self.log.warning("ledger of %s unreadable (%s): it protects nothing", prefix, exc)
-                continue
+        return ledgers
+
+    @staticmethod
+    def _running_attempts(ledgers: dict[str, RunLedger | None]) -> dict[str, str]:
+        """prefix -> why, for each prefix whose ledger has an attempt still running."""
+        running: dict[str, str] = {}
+        for prefix, ledger in ledgers.items():
             jobs = [a.job_name for a in (ledger.attempts if ledger else ()) if a.status == "running"]
             if jobs:
                 running[prefix] = f"the ledger has a running attempt ({', '.join(jobs)})"
@@ -110,14 +118,25 @@ class KueueCheckpointSweepOperator(BaseOperator):
             hook.check()
             # 1. One listing decides: the base container's ledgers and each shard container's checkpoints,
             #    only names of the provider's exact layout, whole stale task instances only.
+            #    A container that is not its ledger's (another salt: the ledger was made anew) is an
+            #    orphan, weighed on its own: only old containers of kept prefixes need their ledger read.
             containers = hook.shard_containers()
             blobs = list(hook.list_blobs(""))
-            for name, (prefix, _) in containers.items():
+            for name, container in containers.items():
                 with hook.container_hook(name) as shards:
-                    blobs += shard_blobs_of(name, prefix, shards.list_blobs(""))
+                    blobs += shard_blobs_of(name, container.prefix, shards.list_blobs(""))
             candidates = plan_sweep(blobs, now, self.older_than).stale_prefixes
-            protected = {**self._running_attempts(hook, candidates), **live}
-            plan = plan_sweep(blobs, now, self.older_than, protected)
+            maybe = maybe_orphans(containers, candidates, blobs, now, self.older_than)
+            ledgers = self._ledgers(hook, [*candidates, *(containers[n].prefix for n in maybe)])
+            orphans = {
+                n: containers[n]
+                for n in maybe
+                if containers[n].prefix in ledgers
+                and (ledger := ledgers[containers[n].prefix]) is not None
+                and is_orphan(containers[n], ledger.container_salt)
+            }
+            protected = {**self._running_attempts(ledgers), **live}
+            plan = plan_sweep(blobs, now, self.older_than, protected, orphans)
             empty = empty_containers_to_delete(containers, plan, blobs, now, self.older_than)
             # 2. Delete exactly those names, each only if unchanged since the listing (its ETag); then the
             #    shard containers left empty.
@@ -126,7 +145,9 @@ class KueueCheckpointSweepOperator(BaseOperator):
             gone: list[str] = []
             if not self.list_only:
                 deleted, changed = self._delete(hook, plan.delete)
-                gone = [name for name in empty if hook.delete_container_if_empty(name, containers[name][1])]
+                gone = [
+                    name for name in empty if hook.delete_container_if_empty(name, containers[name].modified)
+                ]
         verb = "would delete" if self.list_only else "deleted"
         names = [_label(b) for b in plan.delete] if self.list_only else deleted
         self.log.info(
@@ -147,11 +168,18 @@ class KueueCheckpointSweepOperator(BaseOperator):
             ", ".join(changed) or "none",
         )
         self.log.info("%s %d empty shard containers: %s", verb, len(empty), ", ".join(empty) or "none")
+        self.log.info(
+            "%s %d orphan shard containers (not their ledger's): %s",
+            verb,
+            len(plan.orphaned),
+            ", ".join(plan.orphaned) or "none",
+        )
         old = [f"{p} ({why})" for p, why in plan.protected if p in candidates]
         self.log.info("kept %d old prefixes whose Job may still run: %s", len(old), ", ".join(old) or "none")
         return {
             "prefixes": list(plan.stale_prefixes),
             "deleted_containers": empty if self.list_only else gone,
+            "orphaned_containers": list(plan.orphaned),
             "deleted": names,
             "deleted_blobs": len(names),
             "kept_prefixes": list(plan.kept_prefixes),

@@ -12,6 +12,10 @@ revoked when the attempt ends, refused by a re-created container. With an Azure 
 it is short-lived and the trigger re-signs it into the Secret, which pods also mount as a file (the kubelet
 refreshes it). The ledger stays in the base container, out of the pods' reach; the account key never
 leaves Airflow.
+
+The shard container's name is salted: the salt is drawn in the ledger's ETag-conditioned create (concurrent
+first tries agree on it); every later use reads it from the ledger. A ledger made anew after a delete gets a
+new salt, so its container a new name, which an old user-delegation SAS does not open.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from ..kueue.checkpoint_access import (
 from ..kueue.deadline import DEADLINE_RESULT_KEYS
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import view_of
-from ..kueue.ledger import Attempt, RunLedger, attempt_status, ledger_prefix
+from ..kueue.ledger import CONTAINER_SALT_HEX, Attempt, RunLedger, attempt_status, ledger_prefix
 from ..kueue.names import (
     CHECKPOINT_PREFIX_ENV,
     CHECKPOINT_SAS_ENV,
@@ -68,6 +72,14 @@ from .checkpoint_config import Checkpointing
 __all__ = ["CheckpointSession", "Checkpointing", "policy_of"]
 
 log = logging.getLogger(__name__)
+_NO_JOB_KEYS = (
+    "job_name",
+    "namespace",
+    "workload_name",
+    "cluster_queue",
+    "queued_seconds",
+    "running_seconds",
+)
 
 
 class CheckpointSession:
@@ -87,7 +99,6 @@ class CheckpointSession:
         self.shard_count = shard_count
         self.packing = packing or PackingChoice()
         self.prefix = ledger_prefix(identity.dag_id, identity.run_id, identity.task_id, identity.map_index)
-        self.shard_container = shard_container_name(config.container, self.prefix)
         self.hook = BlobAccountHook(
             config.conn_id, config.container, create_container=config.create_container
         )
@@ -95,6 +106,36 @@ class CheckpointSession:
         self._shaped = ("", secrets.token_hex(ACCESS_ID_HEX // 2))  # (job name, access id) of shape_job
         self._shaped_kind = "Job"  # the kind of the object shape_job shaped (its Secret's name says it)
         self._handed: dict[str, tuple[str, str, str]] = {}  # object name -> (namespace, Secret, object uid)
+        self._fresh_salt = secrets.token_hex(CONTAINER_SALT_HEX // 2)  # a ledger this session creates has it
+
+    @property
+    def container_salt(self) -> str | None:
+        """The salt of the shard container's name, as the ledger this session saw first records it (read
+        now if none yet; None: a ledger of before salts, or no ledger)."""
+        if self.ledger.salt is None:
+            self.ledger.read()
+        return self.ledger.salt[0] if self.ledger.salt else None
+
+    @property
+    def shard_container(self) -> str:
+        return self._named(self.container_salt)
+
+    def _named(self, salt: str | None) -> str:
+        return shard_container_name(self.config.container, self.prefix, salt)
+
+    def _salt_to_create(self) -> str | None:
+        """The salt where this session makes the container (``shape_job``, ``prepare_pod_access``): with no
+        ledger yet (a JobSet's first try, which records no attempt) it makes one holding its fresh salt,
+        ETag-conditioned as any create."""
+        if self.container_salt is None and self.ledger.salt is None:
+            self.ledger.update(lambda current: current or self._new_ledger())
+        return self.container_salt
+
+    def _new_ledger(self) -> RunLedger:
+        """Where an update finds no ledger: one with the salt this session uses, or its fresh one (of two
+        first tries, the ETag loser re-reads: merge keeps the winner's salt)."""
+        salt = self.ledger.salt[0] if self.ledger.salt else self._fresh_salt
+        return RunLedger(self.shard_count, container_salt=salt)
 
     def check(self) -> None:
         """Fail fast (BlobConfigError) on an unknown connection, bad credentials, a missing container, or a
@@ -107,7 +148,7 @@ class CheckpointSession:
         """The ledger, caught up with what earlier attempts' Jobs report (a write may have been missed)."""
 
         def catch_up(current: RunLedger | None) -> RunLedger:
-            ledger = current or RunLedger(self.shard_count)
+            ledger = current or self._new_ledger()
             for job in jobs:
                 name = job["metadata"]["name"]
                 if ledger.attempt(name) is None:
@@ -156,7 +197,7 @@ class CheckpointSession:
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
 
         def record(current: RunLedger | None) -> RunLedger:
-            ledger = current or RunLedger(self.shard_count)
+            ledger = current or self._new_ledger()
             if ledger.attempt(name) is None:  # its submission's record was lost: its env says its shards
                 attempt = Attempt(self.identity.try_number, name, packs.shards, packing=packs.shape)
                 ledger = ledger.with_attempt(attempt)
@@ -176,9 +217,7 @@ class CheckpointSession:
             started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             packing=packs.shape,
         )
-        return self.ledger.update(
-            lambda current: (current or RunLedger(self.shard_count)).with_attempt(attempt)
-        )
+        return self.ledger.update(lambda current: (current or self._new_ledger()).with_attempt(attempt))
 
     def job_packs(self, job: dict[str, Any], default: IndexSet) -> ShardPacks:
         """The shards a Job was created for and how many each index runs (its ``AIRFLOW_KUEUE_SHARDS`` and
@@ -232,7 +271,8 @@ class CheckpointSession:
 
         Returns the SAS token (None with workload identity). Called before the Job exists, so a connection
         that cannot sign fails the task with nothing created."""
-        self.hook.ensure_container(self.shard_container, self.prefix)
+        salt = self._salt_to_create()
+        self.hook.ensure_container(self._named(salt), self.prefix, salt)
         if not self.pods_use_sas:
             return None
         start, expiry = credential_window(datetime.now(timezone.utc), self.signed_ttl)
@@ -332,13 +372,11 @@ class CheckpointSession:
         job_name: str | None = None,
         owner_kind: str = "Job",
     ) -> list[dict[str, Any]]:
+        container = self._named(self._salt_to_create())
         env: list[dict[str, Any]] = [
             {"name": SHARDS_ENV, "value": str(packs.shards)},
             *([{"name": SHARDS_PER_POD_ENV, "value": packs.shape}] if packs.per_pod > 1 else []),
-            {
-                "name": CHECKPOINT_URL_ENV,
-                "value": container_url_of(self.hook.get_auth(), self.shard_container),
-            },
+            {"name": CHECKPOINT_URL_ENV, "value": container_url_of(self.hook.get_auth(), container)},
             {"name": CHECKPOINT_PREFIX_ENV, "value": self.prefix},
             # The SDK's SIGTERM flush must end before the kubelet's SIGKILL: 5 s short of the pod's grace.
             {"name": GRACE_ENV, "value": str(max(1, termination_grace - 5))},
@@ -380,19 +418,7 @@ class CheckpointSession:
 
     def result(self, ledger: RunLedger, last: JobResult | None) -> dict[str, Any]:
         """The task's result over every attempt: shard ids, not the last Job's indexes."""
-        base = (
-            last.to_dict()
-            if last
-            else {
-                "job_name": None,
-                "namespace": None,
-                "workload_name": None,
-                "cluster_queue": None,
-                "queued_seconds": None,
-                "running_seconds": None,
-                "evictions": 0,
-            }
-        )
+        base = last.to_dict() if last else {**dict.fromkeys(_NO_JOB_KEYS), "evictions": 0}
         return {
             **base,
             "completions": self.shard_count,
@@ -435,7 +461,7 @@ class CheckpointSession:
     ) -> RunLedger:
         """``current`` with the attempt's end recorded (pure: what ``finish`` writes), and ``done`` (shards
         with a done marker) among the attempt's completed ones."""
-        ledger = current or RunLedger(self.shard_count)
+        ledger = current or self._new_ledger()
         if ledger.attempt(job_name) is None:
             return ledger
         ledger = ledger.with_job_progress(

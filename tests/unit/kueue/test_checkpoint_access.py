@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -105,3 +106,25 @@ def test_the_credential_window_starts_early_and_is_bounded() -> None:
     for ttl in (timedelta(0), timedelta(days=7, seconds=1)):
         with pytest.raises(ValueError, match="credential_ttl"):
             credential_window(now, ttl)
+
+
+def test_a_salt_gives_a_task_instance_a_new_container_name_and_no_salt_the_old_one() -> None:
+    """A container re-created under a new ledger (new salt) has a new name: a SAS signs its container's
+    name, so one signed for the old container opens nothing there. Unsalted names are those of before."""
+    base, prefix = "ckpt", "d/r/t"
+    one, other = "0" * 32, "1" * 32
+    unsalted = shard_container_name(base, prefix)
+    assert unsalted == "ckpt-" + hashlib.sha256(b"ckpt\nd/r/t").hexdigest()[:32], "old containers still found"
+    salted = shard_container_name(base, prefix, one)
+    assert len({unsalted, salted, shard_container_name(base, prefix, other)}) == 3
+    assert is_container_name(salted) and salted.startswith("ckpt-")
+    assert is_shard_container_of(base, salted, prefix, one)
+    assert not is_shard_container_of(base, salted, prefix, other) and not is_shard_container_of(
+        base, salted, prefix
+    )
+    assert is_shard_container_of(base, unsalted, prefix) and not is_shard_container_of(
+        base, unsalted, prefix, one
+    )
+    assert not is_shard_container_of(base, salted, prefix, "not-a-salt"), "bad metadata matches nothing"
+    with pytest.raises(ValueError, match="salt='X' must be 32 lowercase hex"):
+        shard_container_name(base, prefix, "X")

@@ -9,8 +9,11 @@ import pytest
 from airflow_kueue_provider.kueue.checkpoint_retention import (
     MIN_OLDER_THAN,
     BlobInfo,
+    ShardContainer,
     check_older_than,
     empty_containers_to_delete,
+    is_orphan,
+    maybe_orphans,
     plan_sweep,
     stale_prefixes,
     task_prefix,
@@ -73,10 +76,10 @@ def test_empty_shard_containers_go_with_their_stale_prefix_or_when_old_and_uncla
     blobs = [BlobInfo("d/r/stale/ledger.json", old), BlobInfo("d/r/live/ledger.json", new)]
     plan = plan_sweep(blobs, now, timedelta(days=7))
     containers = {
-        "c-stale": ("d/r/stale", new),
-        "c-live": ("d/r/live", old),
-        "c-abandoned": ("d/r/none", old),
-        "c-just-made": ("d/r/new", new),  # its pods may not have written yet
+        "c-stale": ShardContainer("d/r/stale", new),
+        "c-live": ShardContainer("d/r/live", old),
+        "c-abandoned": ShardContainer("d/r/none", old),
+        "c-just-made": ShardContainer("d/r/new", new),  # its pods may not have written yet
     }
     assert empty_containers_to_delete(containers, plan, blobs, now, timedelta(days=7)) == [
         "c-abandoned",
@@ -98,7 +101,11 @@ def test_an_old_prefix_whose_job_may_still_run_is_kept_whole() -> None:
     assert [b.name for b in plan.delete] == ["d/gone/t/ledger.json"]
     assert set(plan.kept_prefixes) == {"d/queued/t", "d/jobset/t"}
     assert dict(plan.protected) == why
-    containers = {"c-1": ("d/queued/t", old), "c-2": ("d/jobset/t", old), "c-3": ("d/other/t", old)}
+    containers = {
+        "c-1": ShardContainer("d/queued/t", old),
+        "c-2": ShardContainer("d/jobset/t", old),
+        "c-3": ShardContainer("d/other/t", old),
+    }
     assert empty_containers_to_delete(containers, plan, blobs, NOW, timedelta(days=7)) == ["c-3"], (
         "a live Job's container (no blob yet) stays"
     )
@@ -111,3 +118,44 @@ def test_older_than_has_a_floor_with_a_clear_error() -> None:
             ValueError, match=r"older_than=.* below the sweep's floor of 1 day.*timedelta\(days=1\)"
         ):
             check_older_than(bad)
+
+
+SALT_A, SALT_B = "a" * 32, "b" * 32
+
+
+def test_a_container_of_another_salt_than_its_ledgers_is_an_orphan_weighed_on_its_own() -> None:
+    """The ledger of d/r/t was deleted and made anew (salt B, its new container c-new is being written);
+    c-old (salt A) and c-unsalted (from before salts) are no try's: they go once old, and their old blobs
+    neither keep nor are kept by the live prefix."""
+    old, new = NOW - timedelta(days=30), NOW - timedelta(hours=1)
+    containers = {
+        "c-old": ShardContainer("d/r/t", old, SALT_A),
+        "c-unsalted": ShardContainer("d/r/t", old),
+        "c-new": ShardContainer("d/r/t", new, SALT_B),
+        "c-other": ShardContainer("d/r/u", old, SALT_A),  # its ledger's: kept with its prefix
+    }
+    blobs = [
+        BlobInfo("d/r/t/ledger.json", new),
+        BlobInfo("d/r/t/shards/0/checkpoint-00000001.json", old, "e1", "c-old"),
+        BlobInfo("d/r/t/shards/0/checkpoint-00000002.json", new, "e2", "c-new"),
+        BlobInfo("d/r/u/ledger.json", new),
+    ]
+    week = timedelta(days=7)
+    maybe = maybe_orphans(containers, [], blobs, NOW, week)
+    assert maybe == ["c-old", "c-other", "c-unsalted"], "only old containers of kept prefixes: ledger read"
+    salts = {"d/r/t": SALT_B, "d/r/u": SALT_A}
+    orphans = {n: containers[n] for n in maybe if is_orphan(containers[n], salts[containers[n].prefix])}
+    assert sorted(orphans) == ["c-old", "c-unsalted"]
+
+    plan = plan_sweep(blobs, NOW, week, {}, orphans)
+    assert plan.stale_prefixes == () and plan.orphaned == ("c-old", "c-unsalted")
+    assert [(b.container, b.name) for b in plan.delete] == [
+        ("c-old", "d/r/t/shards/0/checkpoint-00000001.json")
+    ]
+    assert empty_containers_to_delete(containers, plan, blobs, NOW, week) == ["c-old", "c-unsalted"]
+    assert not is_orphan(ShardContainer("d/r/v", old), None), "an unsalted container of an old ledger"
+
+    guarded = plan_sweep(blobs, NOW, week, {"d/r/t": "the ledger has a running attempt (j-2)"}, orphans)
+    assert guarded.orphaned == () and guarded.delete == (), "never while the task instance runs"
+    fresh = {"c-old": ShardContainer("d/r/t", new, SALT_A)}  # touched within the week
+    assert plan_sweep(blobs, NOW, week, {}, fresh).orphaned == ()

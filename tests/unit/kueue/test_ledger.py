@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -119,3 +120,21 @@ def test_one_mapping_to_an_attempts_status() -> None:
         "failed",
         "running",
     ]
+
+
+SALT, OTHER = "0123456789abcdef" * 2, "f" * 32
+
+
+def test_the_container_salt_is_kept_by_round_trips_and_merges_and_old_ledgers_have_none() -> None:
+    salted = RunLedger(4, container_salt=SALT).with_attempt(Attempt(1, "j", S("0-3")))
+    assert salted.to_dict()["container_salt"] == SALT and RunLedger.from_dict(salted.to_dict()) == salted
+    progressed = salted.with_job_progress("j", S("0"), S(""))
+    assert progressed.container_salt == SALT, "an update of the ledger keeps it"
+    # Two first tries raced: the ETag winner's ledger is current; the loser's change merges into it.
+    assert salted.merge(RunLedger(4, container_salt=OTHER)).container_salt == SALT, "the first stays"
+    assert RunLedger(4).merge(salted).container_salt == SALT, "an empty one takes the other's"
+    old = {"version": 1, "shard_count": 4, "completed": "", "attempts": []}  # written before salts
+    assert RunLedger.from_dict(old).container_salt is None
+    assert "container_salt" not in RunLedger(4).to_dict(), "unsalted ledgers look as before"
+    with pytest.raises(ValueError, match="container_salt='bad' is not 32 lowercase hex"):
+        RunLedger.from_dict({**old, "container_salt": "bad"})

@@ -10,16 +10,54 @@ from typing import Any
 
 import pytest
 
+from airflow_kueue_provider.hooks.ledger_store import LedgerStore
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.checkpoint_access import (
     CredentialRenewal,
     access_policy_head,
     secret_name_of,
+    shard_container_name,
 )
 from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.kueue.ledger import RunLedger
 from airflow_kueue_provider.kueue.shard_packing import PackingChoice, ShardDuration, ShardPacks
+from airflow_kueue_provider.operators import checkpointing
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession, policy_of
 from airflow_kueue_provider.operators.no_checkpointing import NoCheckpointing
+from airflow_kueue_provider.storage.blob_errors import BlobPreconditionFailed
+
+
+class _MemoryBlobs:
+    """What a ledger store uses of its Blob hook (JSON reads and ETag-conditioned writes), in memory."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, tuple[dict[str, Any], str]] = {}
+        self.writes = 0
+
+    def read_json(self, name: str) -> tuple[dict[str, Any] | None, str | None]:
+        doc, etag = self.blobs.get(name, (None, None))
+        return copy.deepcopy(doc), etag
+
+    def write_json(
+        self, name: str, data: dict[str, Any], if_match: str | None = None, if_none_match: bool = False
+    ) -> None:
+        _, etag = self.blobs.get(name, (None, None))
+        if (if_none_match and etag) or (if_match and etag != if_match):
+            raise BlobPreconditionFailed(name)
+        self.writes += 1
+        self.blobs[name] = (copy.deepcopy(data), f"etag-{self.writes}")
+
+
+@pytest.fixture(autouse=True)
+def ledgers_in_memory(monkeypatch: pytest.MonkeyPatch) -> _MemoryBlobs:
+    """Every session's ledger in one in-memory account (sessions read their salt from it): no network."""
+    blobs = _MemoryBlobs()
+
+    def store(hook: object, prefix: str) -> LedgerStore:
+        return LedgerStore(blobs, prefix)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(checkpointing, "LedgerStore", store)
+    return blobs
 
 
 def _job(env: list[dict[str, object]]) -> dict[str, object]:
@@ -119,7 +157,7 @@ def test_pods_get_their_sas_from_the_jobs_own_secret(monkeypatch: pytest.MonkeyP
         ),
     )
     session = CheckpointSession(Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r"), 4)
-    manifest = {
+    manifest: dict[str, Any] = {
         "metadata": {"name": "d-t-abc-1", "namespace": "batch"},
         "spec": {"template": {"spec": {"containers": [{"name": "main"}]}}},
     }
@@ -228,9 +266,10 @@ class _Hook:
     binds_sas_to_policy = True
 
     def __init__(self, extended: int) -> None:
-        self.extended, self.calls = extended, []  # type: list[tuple[str, str]]
+        self.extended = extended
+        self.calls: list[tuple[str, str]] = []
 
-    def ensure_container(self, name: str, prefix: str) -> None:
+    def ensure_container(self, name: str, prefix: str, salt: str | None = None) -> None:
         self.calls.append(("ensure", name))
 
     def extend_access(self, name: str, head: str, start: object, expiry: object) -> int:
@@ -423,3 +462,96 @@ def test_an_account_key_sas_keeps_its_policy_renewal(monkeypatch: pytest.MonkeyP
     renewal = CredentialRenewal.from_dict(session.trigger_credential("job-1") or {})
     assert not renewal.resign and renewal.policy_head == access_policy_head("job-1")
     assert renewal.ttl_seconds == timedelta(hours=48).total_seconds()
+
+
+def _key_blob(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KEY_BLOB", json.dumps({"conn_type": "wasb", "login": "acct", "password": "a2V5"})
+    )
+
+
+def test_a_first_try_draws_the_salt_with_the_ledger_and_every_later_session_reads_it(
+    monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: _MemoryBlobs
+) -> None:
+    _key_blob(monkeypatch)
+    config, identity = Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r")
+    first = CheckpointSession(config, identity, 4)
+    assert first.shard_container == shard_container_name("ckpt", "d/r/t"), "no ledger: nothing salted yet"
+    first.remaining([])  # the first try: the ledger is created, with the salt
+    salt = first.container_salt
+    assert salt is not None and first.shard_container == shard_container_name("ckpt", "d/r/t", salt)
+    ((doc, _),) = ledgers_in_memory.blobs.values()
+    assert doc["container_salt"] == salt
+    manifest = {"metadata": {"name": "j-1"}, "spec": {"template": {"spec": {"containers": [{"name": "m"}]}}}}
+    env = {
+        e["name"]: e
+        for e in first.shape_job(manifest, IndexSet.range(0, 4))["spec"]["template"]["spec"]["containers"][0][
+            "env"
+        ]
+    }
+    assert env["AIRFLOW_KUEUE_CHECKPOINT_URL"]["value"].endswith("/" + first.shard_container)
+    assert (
+        CredentialRenewal.from_dict(first.trigger_credential("j-1") or {}).shard_container
+        == first.shard_container
+    )
+
+    # The end of the deferred task (a new session, nothing written yet) and a retry: the same container.
+    assert CheckpointSession(config, identity, 4).shard_container == first.shard_container
+    retry = CheckpointSession(config, AirflowIdentity("d", "t", "r", try_number=2), 4)
+    retry.remaining([])
+    assert retry.shard_container == first.shard_container
+
+    # The ledger deleted (a sweep) and a new first try: a new salt, a new container name.
+    ledgers_in_memory.blobs.clear()
+    again = CheckpointSession(config, identity, 4)
+    again.remaining([])
+    assert again.container_salt not in (None, salt) and again.shard_container != first.shard_container
+
+
+def test_two_first_tries_racing_to_create_the_ledger_agree_on_the_salt(
+    monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: _MemoryBlobs
+) -> None:
+    _key_blob(monkeypatch)
+    config, identity = Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r")
+    one, two = CheckpointSession(config, identity, 4), CheckpointSession(config, identity, 4)
+    real_read = ledgers_in_memory.read_json
+    raced: list[str] = []
+
+    def read_then_the_other_creates(name: str) -> tuple[dict[str, Any] | None, str | None]:
+        seen = real_read(name)
+        if not raced:  # ``two`` read "no ledger"; ``one`` creates it before ``two`` writes
+            raced.append(name)
+            one.remaining([])
+        return seen
+
+    monkeypatch.setattr(ledgers_in_memory, "read_json", read_then_the_other_creates)
+    two.remaining([])
+    assert raced and one.container_salt is not None
+    assert two.container_salt == one.container_salt and two.shard_container == one.shard_container
+
+
+def test_an_old_ledger_keeps_its_unsalted_container_and_a_jobset_gets_a_salted_one(
+    monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: _MemoryBlobs
+) -> None:
+    _key_blob(monkeypatch)
+    config = Checkpointing("key_blob", "ckpt")
+    old = {"version": 1, "shard_count": 4, "completed": "", "attempts": []}  # written before salts
+    ledgers_in_memory.write_json("d/r/t/ledger.json", old)
+    session = CheckpointSession(config, AirflowIdentity("d", "t", "r", try_number=2), 4)
+    assert session.remaining([])[1] is not None
+    assert session.shard_container == shard_container_name("ckpt", "d/r/t"), "its checkpoints are there"
+    assert "container_salt" not in ledgers_in_memory.read_json("d/r/t/ledger.json")[0]  # type: ignore[operator]
+
+    # A JobSet records no attempt: shaping its pods makes the ledger that holds its salt.
+    jobset = CheckpointSession(config, AirflowIdentity("d", "js", "r"), 4)
+    manifest = {
+        "kind": "JobSet",
+        "metadata": {"name": "js-1"},
+        "spec": {"template": {"spec": {"containers": [{"name": "m"}]}}},
+    }
+    jobset.shape_job(manifest, IndexSet.range(0, 4))
+    stored = RunLedger.from_dict(ledgers_in_memory.read_json("d/r/js/ledger.json")[0] or {})
+    assert stored.container_salt is not None and not stored.attempts
+    assert CheckpointSession(
+        config, AirflowIdentity("d", "js", "r"), 4
+    ).shard_container == shard_container_name("ckpt", "d/r/js", stored.container_salt)
