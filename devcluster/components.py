@@ -65,7 +65,8 @@ def components(bin_dir: Path, layout: Layout, procnode: Path = Path("procnode"))
                 f"--listen-metrics-urls=http://{HOST}:{ports.etcd_metrics}",
                 # A throwaway test cluster: skip fsync, keep the database small.
                 "--unsafe-no-fsync=true",
-                "--quota-backend-bytes=8589934592",  # 8 GiB: benchmarks/watch_flood.py holds 5,000 x 200 KiB Jobs
+                # 8 GiB: benchmarks/watch_flood.py holds 5,000 Jobs of 200 KiB
+                "--quota-backend-bytes=8589934592",
                 "--auto-compaction-mode=periodic",
                 "--auto-compaction-retention=5m",
                 "--log-level=warn",

@@ -44,7 +44,8 @@ SAFE_APPARMOR_ANNOTATION = ("runtime/default", "localhost/")
 SYSTEM_PRIORITY_PREFIX = "system-"
 # The Secrets the provider creates for a Job's pods (``checkpoint_access.sas_secret_name``:
 # ``<job>-checkpoint-<access id>``, ``<jobset>-checkpoint-jobset-<access id>``; ``<job>-checkpoint``
-# before the access id). Their names are not derivable, but a tenant who can read Jobs reads them off another Job's pod template.
+# before the access id). Their names are not derivable, but a tenant who can read Jobs reads them off
+# another Job's pod template.
 _PROVIDER_SECRET = re.compile(
     rf"(?:{re.escape(SAS_SECRET_INFIX)}(?:{'|'.join(map(re.escape, SAS_SECRET_KIND_TAGS.values()))})"
     rf"[0-9a-f]{{{ACCESS_ID_HEX}}}|-checkpoint)$"
