@@ -580,7 +580,9 @@ def test_only_the_jobset_controller_makes_a_jobsets_jobs(kueue_env: KueueEnv, gu
 
 
 def test_the_worker_writes_only_checkpoint_secrets_and_mints_no_serviceaccount_token(
-    kueue_env: KueueEnv, guard: Any, identity: Any  # noqa: F811 - the fixture
+    kueue_env: KueueEnv,
+    guard: Any,
+    identity: Any,  # noqa: F811 - the fixture
 ) -> None:
     """Issue 38, item 6: the worker's Role may create Secrets in a team namespace (its pods' SAS), and a
     Secret of type kubernetes.io/service-account-token naming any ServiceAccount there would get a token that
