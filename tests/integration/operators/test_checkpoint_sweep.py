@@ -15,7 +15,7 @@ from airflow_kueue_provider.hooks.blob_containers import BlobAccountHook
 from airflow_kueue_provider.hooks.blob_store import BlobStoreHook
 from airflow_kueue_provider.hooks.ledger_store import LedgerStore
 from airflow_kueue_provider.kueue.checkpoint_access import shard_container_name
-from airflow_kueue_provider.kueue.checkpoint_retention import MIN_OLDER_THAN, BlobInfo
+from airflow_kueue_provider.kueue.checkpoint_retention import MIN_OLDER_THAN, BlobInfo, ShardContainer
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.ledger import RunLedger, ledger_prefix
 from airflow_kueue_provider.kueue.names import TASK_ID_LABEL
@@ -25,7 +25,7 @@ from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 from ..cluster import KUEUE_GROUP, KUEUE_VERSION, KueueEnv, short_id, wait_for
-from .conftest import CONN_ID
+from .conftest import CONN_ID, read_ledger
 
 SHARDS_TASK = ledger_prefix("genomics", "scheduled__2026-11-01", "shards")  # a task whose id is "shards"
 OTHER_TASK = ledger_prefix("genomics", "scheduled__2026-11-01", "report")
@@ -147,7 +147,9 @@ def test_a_job_queued_past_older_than_keeps_its_ledger_and_checkpoints(
     with pytest.raises(TaskDeferred):
         op.execute({"ti": ti})  # type: ignore[arg-type]
     prefix = ledger_prefix("sweep", run_id, "queued")
-    shard_container = shard_container_name(blob.container, prefix)
+    salt = read_ledger(blob, prefix).container_salt
+    assert salt is not None, "the first try drew its container's salt"
+    shard_container = shard_container_name(blob.container, prefix, salt)
     checkpoint = f"{prefix}/shards/1/checkpoint-00000003.json"  # an earlier try's
     with BlobAccountHook(CONN_ID, blob.container) as hook, hook.container_hook(shard_container) as shards:
         shards.write_json(checkpoint, {"next": 3})
@@ -195,7 +197,7 @@ def test_an_emptied_container_is_kept_when_a_new_attempt_touches_it_after_the_li
         time.sleep(1.5)  # Last-Modified has one-second granularity
         listed = BlobAccountHook.shard_containers
 
-        def list_then_new_attempt(self: BlobAccountHook) -> dict[str, tuple[str, datetime]]:
+        def list_then_new_attempt(self: BlobAccountHook) -> dict[str, ShardContainer]:
             found = listed(self)
             now = datetime.now(timezone.utc)
             self.grant_access(name, "a-new-attempt", now, now + timedelta(hours=1))
@@ -231,3 +233,70 @@ def test_two_bases_sharing_their_first_30_characters_never_sweep_each_others_che
     assert result["deleted_containers"] == [shard_container_name(ours, prefix)]
     with BlobStoreHook(CONN_ID, shard_container_name(theirs, prefix), create_container=False) as shards:
         assert shards.read_json(checkpoint)[0] == {"base": theirs}, "the other base's checkpoints stay"
+
+
+def test_containers_of_before_salts_and_orphans_of_a_ledger_made_anew_are_swept(
+    blob: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stale task instance's salted container and its unsalted one (made before salts) go with it. A task
+    instance whose ledger was made anew (salt B) and is written right now keeps its ledger and container,
+    while its containers of another salt (A) or none are orphans: they go, checkpoints and all."""
+    salt_a, salt_b = "a" * 32, "b" * 32
+    stale = ledger_prefix("genomics", "scheduled__2026-11-06", "align")
+    anew = ledger_prefix("genomics", "scheduled__2026-11-07", "align")
+    checkpoint = "shards/0/checkpoint-00000001.json"
+    base = blob.container
+    salted, unsalted = shard_container_name(base, stale, salt_a), shard_container_name(base, stale)
+    orphan, orphan_unsalted = shard_container_name(base, anew, salt_a), shard_container_name(base, anew)
+    live = shard_container_name(base, anew, salt_b)
+    with BlobAccountHook(CONN_ID, base) as hook:
+        hook.check()
+        LedgerStore(hook, stale).update(lambda _: RunLedger(2, container_salt=salt_a))
+        LedgerStore(hook, anew).update(lambda _: RunLedger(2, container_salt=salt_b))
+        for name, prefix, salt in [
+            (salted, stale, salt_a),
+            (unsalted, stale, None),
+            (orphan, anew, salt_a),
+            (orphan_unsalted, anew, None),
+            (live, anew, salt_b),
+        ]:
+            hook.ensure_container(name, prefix, salt)
+            if name in (salted, orphan, live):
+                with hook.container_hook(name) as shards:
+                    shards.write_json(f"{prefix}/{checkpoint}", {"x": 1})
+        listed = hook.shard_containers()
+    assert {n: (c.prefix, c.salt) for n, c in listed.items()} == {
+        salted: (stale, salt_a),
+        unsalted: (stale, None),
+        orphan: (anew, salt_a),
+        orphan_unsalted: (anew, None),
+        live: (anew, salt_b),
+    }, "salted and unsalted shard containers are both found"
+
+    # ``anew``'s ledger and live container are written as the sweep runs (its clock is 2 days on).
+    fresh = {(None, f"{anew}/ledger.json"), (live, f"{anew}/{checkpoint}")}
+    list_blobs = BlobStoreHook.list_blobs
+
+    def written_now(self: BlobStoreHook, prefix: str) -> list[BlobInfo]:
+        container = None if self.container == base else self.container
+        later = datetime.now(timezone.utc) + timedelta(days=2)
+        return [
+            BlobInfo(b.name, later, b.etag) if (container, b.name) in fresh else b
+            for b in list_blobs(self, prefix)
+        ]
+
+    monkeypatch.setattr(BlobStoreHook, "list_blobs", written_now)
+    _days_later(monkeypatch)
+    dry = _sweep(base, dry_run=True)
+    assert dry["prefixes"] == [stale] and dry["orphaned_containers"] == sorted([orphan, orphan_unsalted])
+    assert sorted(dry["deleted_containers"]) == sorted([salted, unsalted, orphan, orphan_unsalted])
+    assert sorted(dry["deleted"]) == sorted(
+        [f"{stale}/ledger.json", f"{salted}:{stale}/{checkpoint}", f"{orphan}:{anew}/{checkpoint}"]
+    )
+    result = _sweep(base)
+    assert sorted(result["deleted_containers"]) == sorted(dry["deleted_containers"])
+    remaining = {c.name for c in blob.service.list_containers(name_starts_with=base)}
+    assert remaining == {base, live}, "only the base and the ledger's own container stay"
+    with BlobAccountHook(CONN_ID, base) as hook, hook.container_hook(live) as shards:
+        assert LedgerStore(hook, anew).read() == RunLedger(2, container_salt=salt_b)
+        assert shards.read_json(f"{anew}/{checkpoint}")[0] == {"x": 1}

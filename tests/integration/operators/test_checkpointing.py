@@ -22,6 +22,7 @@ import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.checkpoint_access import shard_container_name
 from airflow_kueue_provider.kueue.ledger import ledger_prefix
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from devcluster import procs
@@ -92,6 +93,15 @@ def test_retry_runs_only_the_unfinished_shards_and_the_result_covers_all(
     assert result["attempts"] == 2
     prefix = ledger_prefix("resume", "manual__2026-11-30T02:00:00+00:00", "shards")
     ledger = read_ledger(blob, prefix)
+    # Both tries checkpoint in the one container the ledger's salt names (the retry resumed from it).
+    assert ledger.container_salt is not None, "the first try drew the salt with the ledger"
+    salted = shard_container_name(blob.container, prefix, ledger.container_salt)
+    assert salted != shard_container_name(blob.container, prefix)
+    urls = {
+        {e.name: e for e in j.spec.template.spec.containers[0].env}["AIRFLOW_KUEUE_CHECKPOINT_URL"].value
+        for j in jobs
+    }
+    assert [u.rsplit("/", 1)[1] for u in urls] == [salted], "both Jobs' pods use the salted container"
     assert [(a.try_number, str(a.shards), str(a.completed), a.status) for a in ledger.attempts] == [
         (1, "0-9", "0,1,3,4,6,7,9", "failed"),
         (2, "2,5,8", "2,5,8", "succeeded"),
@@ -328,3 +338,54 @@ def test_two_triggers_writing_the_ledger_at_once_lose_no_index(
     assert [e["status"] for e in events] == ["success", "success"]
     ledger = session.ledger.read()
     assert ledger is not None and str(ledger.completed) == "0-11"
+
+
+def test_a_container_made_anew_after_its_ledger_went_has_a_new_name_an_old_sas_does_not_open(
+    blob: SimpleNamespace,
+) -> None:
+    """A SAS that carries its own window (as a user-delegation SAS does: no stored policy to drop) stays
+    valid after its container is deleted; a container made anew under the same name would accept it again.
+    A new first try after the ledger went (a sweep) draws a new salt, so its container has a new name."""
+    from datetime import datetime, timedelta, timezone
+
+    from azure.core.exceptions import HttpResponseError
+    from azure.storage.blob import ContainerClient
+
+    from airflow_kueue_provider.hooks.blob_containers import BlobAccountHook
+    from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
+    from airflow_kueue_provider.storage.blob_auth import container_url_of
+
+    config = Checkpointing(CONN_ID, blob.container)
+    identity = AirflowIdentity("ckpt", "anew", f"run-{short_id()}")
+    first = CheckpointSession(config, identity, 4)
+    first.check()
+    first.remaining([])  # the first try: the ledger (and its salt) ...
+    first.prepare_pod_access()  # ... then the container
+    old_name = first.shard_container
+    now = datetime.now(timezone.utc)
+    with BlobAccountHook(CONN_ID, blob.container) as hook:
+        unbound = hook.container_sas(old_name, now - timedelta(minutes=5), now + timedelta(hours=1))
+        url = container_url_of(hook.get_auth(), old_name)
+    checkpoint = f"{first.prefix}/shards/0/checkpoint-00000001.json"
+    with ContainerClient.from_container_url(f"{url}?{unbound}") as pods:
+        pods.upload_blob(checkpoint, b"{}")  # the SAS works on its container
+
+    # The sweep deletes the ledger and the emptied container; a new first try of the task instance.
+    blob.service.get_blob_client(blob.container, first.ledger.name).delete_blob()
+    blob.service.delete_container(old_name)
+    again = CheckpointSession(config, identity, 4)
+    again.remaining([])
+    again.prepare_pod_access()
+    new_url = url.rsplit("/", 1)[0] + "/" + again.shard_container
+    for target in (new_url, url):  # the new name is not what the SAS signs; the old one is gone
+        with (
+            ContainerClient.from_container_url(f"{target}?{unbound}") as pods,
+            pytest.raises(HttpResponseError) as refused,
+        ):
+            pods.upload_blob(checkpoint, b"{}", overwrite=True)
+        assert refused.value.status_code in (403, 404), refused.value
+    assert blob.service.get_container_client(again.shard_container).exists()
+    assert again.container_salt not in (None, first.container_salt)
+    assert again.shard_container != old_name, "the re-created container has a new name"
+    assert read_ledger(blob, again.prefix).container_salt == again.container_salt
+    assert not blob.service.get_container_client(old_name).exists(), "nothing re-created the old name"
