@@ -43,7 +43,8 @@ class KueueCheckpointSweepOperator(BaseOperator):
     while its ledger has a running attempt or an unfinished Job of the provider belongs to it (Jobs listed in
     ``namespace``, every namespace when None: the sweeper's identity needs ``list`` on Jobs there, see
     ``deploy/rbac/job-sweeper.yaml``). A shard container goes only if empty and unmodified since the listing
-    (a new attempt's access policy modifies it).
+    (a new attempt's access policy modifies it). One whose salt is not its ledger's (the ledger was made anew,
+    and with it a new container) is an orphan: it goes with its old checkpoints, unless the run is live.
 
     Successful runs delete their shards' checkpoints themselves (unless kept); this sweep is the backstop for
     failed, abandoned or kept runs, e.g. in a daily maintenance DAG. ``dry_run`` (the default) only lists what
