@@ -19,15 +19,19 @@ from pathlib import Path
 
 import pytest
 
+from airflow_kueue_provider.hooks.blob_store import BlobStoreHook
+from airflow_kueue_provider.hooks.ledger_store import LedgerStore
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.checkpoint_access import shard_container_name
 from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.kueue.ledger import RunLedger
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.storage.blob_store import BlobStore
 
 PREFIX = "dag/run/task"
 GRACE = 10.0
+SALT = "5a17" * 8  # the salt of the task instance's shard container, as its ledger records it
 
 
 @pytest.fixture
@@ -38,8 +42,10 @@ def base(devcluster_env: dict[str, str]) -> Iterator[str]:
         {"conn_type": "wasb", "extra": {"connection_string": cs}}
     )
     name = f"t-{uuid.uuid4().hex[:16]}"
+    with BlobStoreHook("sdk_blob", name) as hook:  # the ledger a first try makes, with a known salt
+        LedgerStore(hook, PREFIX).update(lambda _: RunLedger(4, container_salt=SALT))
     yield name
-    for container in (name, shard_container_name(name, PREFIX)):
+    for container in (name, shard_container_name(name, PREFIX, SALT)):
         with BlobStore.from_connection_string(cs, container) as hook, contextlib.suppress(Exception):
             hook.get_conn().delete_container()
 
@@ -48,7 +54,7 @@ def base(devcluster_env: dict[str, str]) -> Iterator[str]:
 def store(base: str, devcluster_env: dict[str, str]) -> Iterator[BlobStore]:
     """The task instance's shard container, as the test reads it (with the account key)."""
     cs = devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]
-    with BlobStore.from_connection_string(cs, shard_container_name(base, PREFIX)) as hook:
+    with BlobStore.from_connection_string(cs, shard_container_name(base, PREFIX, SALT)) as hook:
         yield hook
 
 
