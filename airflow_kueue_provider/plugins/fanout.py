@@ -13,13 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import suppress
-from dataclasses import dataclass, field
-from typing import Any
 
 from ..hooks.kueue_config import kueue_option
+from .user_slots import UserSlots, Wording, count_option
 
 log = logging.getLogger(__name__)
 
@@ -117,54 +115,27 @@ class TooManyStreams(Exception):
     """A new live stream would pass ``[kueue] ui_streams_per_user`` or ``ui_streams_total``."""
 
 
-@dataclass
 class StreamCaps:
-    """How many live streams may be open per user and in this API server process."""
+    """How many live streams may be open per user and in this API server process (``UserSlots``)."""
 
-    per_user: int
-    total: int
-    _open: Counter[str] = field(default_factory=Counter)
-
-    def __post_init__(self) -> None:
-        for option, value in (("ui_streams_per_user", self.per_user), ("ui_streams_total", self.total)):
-            if value < 1:
-                raise ValueError(
-                    f"[kueue] {option} must be at least 1, got {value}; set it to a positive count"
-                )
+    def __init__(self, per_user: int, total: int) -> None:
+        wording = Wording(
+            "live Kueue streams", "open", "close a Kueue tab", "try again later", TooManyStreams
+        )
+        self.slots = UserSlots(per_user, total, ("ui_streams_per_user", "ui_streams_total"), wording)
+        self.per_user, self.total = per_user, total
 
     @property
     def open_total(self) -> int:
-        return sum(self._open.values())
+        return self.slots.taken_total
 
     def open_for(self, user: str) -> int:
-        return self._open[user]
+        return self.slots.taken(user)
 
     def acquire(self, user: str) -> Callable[[], None]:
         """Count one more stream of ``user`` and return its release (idempotent), or raise
         ``TooManyStreams`` saying how many are open and which option raises the cap."""
-        if self._open[user] >= self.per_user:
-            raise TooManyStreams(
-                f"{self._open[user]} live Kueue streams are already open for you (at most {self.per_user} a "
-                "user: [kueue] ui_streams_per_user); close a Kueue tab, or ask for that option to be raised"
-            )
-        if self.open_total >= self.total:
-            raise TooManyStreams(
-                f"{self.open_total} live Kueue streams are already open on this API server (at most "
-                f"{self.total}: [kueue] ui_streams_total); try again later, or ask for that option to be "
-                "raised"
-            )
-        self._open[user] += 1
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                self._open[user] -= 1
-                if self._open[user] <= 0:
-                    del self._open[user]
-
-        return release
+        return self.slots.acquire(user)
 
     def hold(self, user: str, body: AsyncIterator[str]) -> AsyncIterator[str]:
         """``body`` counted as one stream of ``user`` until it ends, is closed, or is dropped unstarted."""
@@ -188,15 +159,6 @@ def configured_caps() -> StreamCaps:
     """The caps from ``[kueue]`` through the provider's one reader (the config file and the environment at
     exec: ``AIRFLOW__KUEUE__UI_STREAMS_PER_USER`` and ``..._TOTAL``)."""
     return StreamCaps(
-        per_user=_count(kueue_option("ui_streams_per_user"), "ui_streams_per_user", 10),
-        total=_count(kueue_option("ui_streams_total"), "ui_streams_total", 100),
+        per_user=count_option(kueue_option("ui_streams_per_user"), "ui_streams_per_user", 10),
+        total=count_option(kueue_option("ui_streams_total"), "ui_streams_total", 100),
     )
-
-
-def _count(raw: Any, option: str, default: int) -> int:
-    if raw is None or str(raw).strip() == "":
-        return default
-    try:
-        return int(str(raw).strip())
-    except ValueError:
-        raise ValueError(f"[kueue] {option} must be a whole number, got {raw!r}") from None

@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
+
+from .user_slots import UserSlots, Wording, count_option
 
 T = TypeVar("T")
 
@@ -33,65 +34,32 @@ class TooManyReads(Exception):
 
 
 class ReadCaps:
-    """Slots per user and in this API server process, and the pool of threads the reads run in."""
+    """Slots per user and in this API server process (``UserSlots``), and the pool of threads the reads run
+    in."""
 
     def __init__(self, per_user: int, total: int) -> None:
-        for option, value in (("ui_reads_per_user", per_user), ("ui_reads_total", total)):
-            if value < 1:
-                raise ValueError(
-                    f"[kueue] {option} must be at least 1, got {value}; set it to a positive count"
-                )
-        self.per_user = per_user
-        self.total = total
-        self._running: Counter[str] = Counter()
+        wording = Wording("Kueue page reads", "running", "wait for them", "try again shortly", TooManyReads)
+        self.slots = UserSlots(per_user, total, ("ui_reads_per_user", "ui_reads_total"), wording)
+        self.per_user, self.total = per_user, total
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
     @property
     def running_total(self) -> int:
-        with self._lock:
-            return sum(self._running.values())
+        return self.slots.taken_total
 
     def running_for(self, user: str) -> int:
-        with self._lock:
-            return self._running[user]
+        return self.slots.taken(user)
 
     @property
     def users(self) -> int:
         """Users with a read running (the size of the per-user map)."""
-        with self._lock:
-            return len(self._running)
+        return self.slots.users
 
     def acquire(self, user: str) -> Callable[[], None]:
         """Take a slot of ``user`` and return its release (idempotent, from any thread), or raise
         ``TooManyReads`` saying how many run and which option raises the cap."""
-        with self._lock:
-            mine, everyone = self._running[user], sum(self._running.values())
-            if mine >= self.per_user:
-                raise TooManyReads(
-                    f"{mine} Kueue page reads of yours are already running (at most {self.per_user} a user: "
-                    "[kueue] ui_reads_per_user); wait for them, or ask for that option to be raised"
-                )
-            if everyone >= self.total:
-                raise TooManyReads(
-                    f"{everyone} Kueue page reads are already running on this API server (at most "
-                    f"{self.total}: [kueue] ui_reads_total); try again shortly, or ask for that option to be "
-                    "raised"
-                )
-            self._running[user] += 1
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            with self._lock:
-                if released:
-                    return
-                released = True
-                self._running[user] -= 1
-                if self._running[user] <= 0:
-                    del self._running[user]
-
-        return release
+        return self.slots.acquire(user)
 
     def pool(self) -> ThreadPoolExecutor:
         with self._lock:
@@ -115,23 +83,13 @@ class ReadCaps:
 def configured_read_caps() -> ReadCaps:
     """The caps from ``[kueue]`` (``AIRFLOW__KUEUE__UI_READS_PER_USER``, ``..._TOTAL`` or the config file)
     through Airflow's ``conf``, as the plugin's connection and namespaces: the API server runs no DAG code
-    that could change it, and ``kueue_option``'s environment at exec is blank there (``airflow api-server``
-    calls ``setproctitle``, which overwrites ``/proc/self/environ``)."""
+    that could change it."""
     from airflow.configuration import conf
 
     def option(key: str) -> Any:
         return conf.get("kueue", key, fallback=None)
 
     return ReadCaps(
-        per_user=_count(option("ui_reads_per_user"), "ui_reads_per_user", DEFAULT_PER_USER),
-        total=_count(option("ui_reads_total"), "ui_reads_total", DEFAULT_TOTAL),
+        per_user=count_option(option("ui_reads_per_user"), "ui_reads_per_user", DEFAULT_PER_USER),
+        total=count_option(option("ui_reads_total"), "ui_reads_total", DEFAULT_TOTAL),
     )
-
-
-def _count(raw: Any, option: str, default: int) -> int:
-    if raw is None or str(raw).strip() == "":
-        return default
-    try:
-        return int(str(raw).strip())
-    except ValueError:
-        raise ValueError(f"[kueue] {option} must be a whole number, got {raw!r}") from None

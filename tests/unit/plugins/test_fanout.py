@@ -140,7 +140,7 @@ def test_the_queue_streams_of_the_same_namespaces_share_one_read_per_change(
 def test_the_caps_count_per_user_and_in_total_and_say_which_option_raises_them() -> None:
     caps = StreamCaps(per_user=2, total=3)
     releases = [caps.acquire("alice"), caps.acquire("alice")]
-    with pytest.raises(TooManyStreams, match=r"2 live Kueue streams .* for you .*ui_streams_per_user"):
+    with pytest.raises(TooManyStreams, match=r"2 live Kueue streams of yours .*ui_streams_per_user"):
         caps.acquire("alice")
     caps.acquire("bob")
     with pytest.raises(TooManyStreams, match=r"3 live Kueue streams .* this API server .*ui_streams_total"):
@@ -211,7 +211,7 @@ def test_a_stream_past_the_cap_is_a_429_saying_how_many_are_open_and_which_optio
     )
     assert answer.status_code == 429
     assert (
-        "1 live Kueue streams are already open for you" in answer.text
+        "1 live Kueue streams of yours are already open" in answer.text
         and "ui_streams_per_user" in answer.text
     )
 
