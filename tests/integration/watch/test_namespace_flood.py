@@ -17,9 +17,11 @@ from airflow_kueue_provider.kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALU
 from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
 
 from ..cluster import KueueEnv, wait_for
+from ..tenant import Tenant
 from ..triggers.test_kueue_job_trigger import _first_event, _submit, _trigger
 
 CAP = 20
+JOB_RULES = [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list"]}]
 FLOOD = 25
 
 
@@ -60,6 +62,7 @@ def test_a_flooded_namespace_fails_its_own_task_only(low_cap: None, kueue_env_fa
     flooded: KueueEnv = kueue_env_factory()
     calm_job = _submit(calm, run_duration="1s", hold=True)
     flooded_job = _submit(flooded, run_duration="1s", hold=True)
+    team = Tenant(flooded.cluster, flooded.namespace, JOB_RULES).batch
 
     def synced(env: KueueEnv) -> bool:
         hub = next((h for (_, ns), h in NamespaceWatch._hubs.items() if ns == env.namespace), None)
@@ -71,9 +74,13 @@ def test_a_flooded_namespace_fails_its_own_task_only(low_cap: None, kueue_env_fa
         await asyncio.to_thread(wait_for, "both hubs synced", lambda: synced(calm) and synced(flooded), 60)
         flooded_hub = next(h for (_, ns), h in NamespaceWatch._hubs.items() if ns == flooded.namespace)
 
-        def make_flood() -> None:
+        def make_flood() -> None:  # as a team's ServiceAccount with the ordinary Role (create Jobs)
             with ThreadPoolExecutor(4) as pool:
-                list(pool.map(lambda i: flooded.create_job(flood_job(i)), range(FLOOD)))
+                list(
+                    pool.map(
+                        lambda i: team.create_namespaced_job(flooded.namespace, flood_job(i)), range(FLOOD)
+                    )
+                )
 
         await asyncio.to_thread(make_flood)
         flooded_event = await asyncio.wait_for(flooded_task, 120)
