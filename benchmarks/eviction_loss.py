@@ -40,7 +40,7 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -305,7 +305,7 @@ def report(
     gaps = [p.first_sigterm - p.evicted_seen for p in preemptions if p.first_sigterm]
     gaps_ltt = [p.first_sigterm - p.evicted_transition for p in preemptions if p.first_sigterm]
     result: dict[str, Any] = {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}",
         "settings": {k: v for k, v in vars(args).items() if k != "name"},

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         bed.teardown()
         postgres.stop()
     meta = {
-        "when": datetime.fromtimestamp(began, timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "when": datetime.fromtimestamp(began, UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "wall_minutes": round((time.time() - began) / 60, 1),
         "machine": f"{os.cpu_count()} cores, {platform.python_version()}",
         "commit": subprocess.run(

@@ -30,7 +30,7 @@ import statistics
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +174,7 @@ def summarise(
     cycle = [p["done"] - p["created"] for p in pods]
     per_wave = statistics.fmean(cycle) + statistics.fmean(refill) - args.run_seconds if refill else 0.0
     return {
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "shards": args.shards,
         "parallelism": args.parallelism,

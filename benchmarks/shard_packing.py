@@ -33,7 +33,7 @@ import random
 import sys
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 print(outcomes[-1], flush=True)
     return {
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "per_shard_overhead_seconds": args.per_shard_overhead,
         "aks_start_delay_seconds": args.aks_start_delay,

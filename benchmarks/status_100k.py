@@ -35,7 +35,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -184,7 +184,7 @@ def grid_step(job: dict[str, Any], running: IndexSet) -> str:
 
 def result_step(job: dict[str, Any], workload: dict[str, Any]) -> str:
     view = view_of(job, workload)
-    return json.dumps(result_of(view, job, datetime.now(timezone.utc)).to_dict())
+    return json.dumps(result_of(view, job, datetime.now(UTC)).to_dict())
 
 
 def timed(fn: Callable[[], object], repeat: int) -> dict[str, float]:
@@ -225,7 +225,7 @@ def measure_shape(shape: str, job: dict[str, Any], running: IndexSet, repeat: in
 
 
 def report(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float) -> str:
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         f"# Status handling of a 100,000-index Job, {now}",
         "",

@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import import_module, metadata
 from pathlib import Path
 from typing import Any
@@ -773,7 +773,7 @@ def render(
     label = {"ours": "ours: `KueueJobTrigger` (shared watch)", "cncf": "cncf: `KubernetesJobTrigger` (poll)"}
     attributed = args.identity == "serviceaccount"
     lines = [
-        f"# Trigger requests benchmark, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"# Trigger requests benchmark, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "",
         f"N = {args.jobs} single-index Jobs per implementation, each running {args.run_seconds} s, all "
         f"admitted at once; cncf `poll_interval` = {args.poll_interval:g} s; all triggers in one asyncio "

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -1480,7 +1480,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
     return {
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "finished": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+        "finished": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "wall_s": time.time() - started,
         "versions": info,
         "machine_notes": machine_notes(),

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -264,7 +264,7 @@ def main() -> None:
     render = render_seconds(args.stripes)
     results = {mode: run_mode(mode, args) for mode in args.modes.split(",")}
     report = {
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": {"python": platform.python_version(), "cpus": os.cpu_count(), "load1": os.getloadavg()[0]},
         "streams": args.streams,
         "seconds": args.seconds,

@@ -43,7 +43,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -281,7 +281,7 @@ def main() -> None:
             delete_kueue_env(env)
     anchor = next((r for r in runs if r["mode"] == "anchor"), None)
     result = {
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "jobs": a.jobs,
         "annotation_kib": a.annotation_kib,
         "cap": a.cap,

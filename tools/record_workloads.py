@@ -53,7 +53,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +159,7 @@ class Recorder:
         self.admission_checks.append(check)
         # No controller owns this check, so mark it Active by hand (a real check controller does that);
         # the ClusterQueue stays inactive while any of its checks is not Active.
-        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.cluster.custom.patch_cluster_custom_object_status(
             KUEUE_GROUP,
             KUEUE_VERSION,

@@ -12,7 +12,7 @@ plain http. Only an http endpoint (Azurite) gets one without.
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -249,7 +249,7 @@ def sas_protocol(account_url: str) -> str | None:
 def _aware(moment: Any) -> datetime | None:
     """A policy's expiry as read back (a datetime or an ISO string) as an aware datetime."""
     if moment is None or isinstance(moment, datetime):
-        return moment if moment is None or moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+        return moment if moment is None or moment.tzinfo else moment.replace(tzinfo=UTC)
     return datetime.fromisoformat(str(moment).replace("Z", "+00:00"))
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -54,7 +54,7 @@ def resolve_deadline(value: DeadlineValue, run_start: datetime) -> datetime:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise InvalidDeadline(f"deadline={value!r} has no time zone: give it a tzinfo (or an offset)")
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
     if not isinstance(value, str):
         raise InvalidDeadline(f"deadline={value!r}: {_FORMS}")
     text = value.strip()
@@ -69,7 +69,7 @@ def resolve_deadline(value: DeadlineValue, run_start: datetime) -> datetime:
             candidate = datetime.combine(
                 local_start.date() + timedelta(days=1), time(hour, minute, second), zone
             )
-        return candidate.astimezone(timezone.utc)
+        return candidate.astimezone(UTC)
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
@@ -96,7 +96,7 @@ def _zone(name: str, value: str) -> ZoneInfo:
 def _positive(at: datetime, run_start: datetime, value: object) -> datetime:
     if at <= run_start:
         raise InvalidDeadline(f"deadline={value!r}: a duration from the run's start must be positive")
-    return at.astimezone(timezone.utc)
+    return at.astimezone(UTC)
 
 
 ETA_SAMPLE_SECONDS = 60.0

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 WINDOW_FRACTION = 0.5
 MIN_WINDOW = 30.0  # seconds
@@ -42,8 +42,8 @@ class Estimate:
         """``01:42 UTC, ±10 min``; with a margin under two minutes, to the second: ``01:42:07 UTC, ±4 s``."""
         seconds = self.margin.total_seconds()
         if seconds < 120:
-            return f"{self.at.astimezone(timezone.utc):%H:%M:%S} UTC, ±{max(1, round(seconds))} s"
-        return f"{self.at.astimezone(timezone.utc):%H:%M} UTC, ±{seconds / 60:.0f} min"
+            return f"{self.at.astimezone(UTC):%H:%M:%S} UTC, ±{max(1, round(seconds))} s"
+        return f"{self.at.astimezone(UTC):%H:%M} UTC, ±{seconds / 60:.0f} min"
 
     def to_dict(self) -> dict[str, str | float]:
         return {"at": self.at.isoformat(), "margin_seconds": round(self.margin.total_seconds(), 1)}
@@ -152,4 +152,4 @@ def eta_line(admission: Estimate | None, finish: Estimate | None) -> str:
 
 
 def _at(epoch: float) -> datetime:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc)
+    return datetime.fromtimestamp(epoch, tz=UTC)

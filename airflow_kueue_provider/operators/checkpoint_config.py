@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..kueue.checkpoint_access import DEFAULT_CREDENTIAL_TTL, credential_window, is_container_name
@@ -39,7 +39,7 @@ class Checkpointing:
                 f"Checkpointing(container={self.container!r}) is not a valid Blob container name: use 3-63 "
                 "lowercase letters, digits and single hyphens, starting and ending with a letter or digit"
             )
-        credential_window(datetime.now(timezone.utc), self.credential_ttl)  # validates the TTL
+        credential_window(datetime.now(UTC), self.credential_ttl)  # validates the TTL
 
     def pod_policy_problem(self, policy: PodPolicy) -> str | None:
         """The workload identity's ServiceAccount is the pods' too: the cluster's pod policy must allow it

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -77,7 +77,7 @@ class KueueCheckpointSweepOperator(BaseOperator):
 
     @staticmethod
     def _now() -> datetime:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
 
     def _live_job_prefixes(self) -> dict[str, str]:
         """prefix -> why, for every unfinished Job of the provider (its identity annotations say whose)."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..hooks.blob_containers import BlobAccountHook
@@ -194,7 +194,7 @@ class CheckpointSession:
         name = job["metadata"]["name"]
         view = view_of(job, None)
         packs = self.job_packs(job, IndexSet.range(0, self.shard_count))
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = datetime.now(UTC).isoformat(timespec="seconds")
 
         def record(current: RunLedger | None) -> RunLedger:
             ledger = current or self._new_ledger()
@@ -214,7 +214,7 @@ class CheckpointSession:
             self.identity.try_number,
             job_name,
             packs.shards,
-            started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
             packing=packs.shape,
         )
         return self.ledger.update(lambda current: (current or self._new_ledger()).with_attempt(attempt))
@@ -275,7 +275,7 @@ class CheckpointSession:
         self.hook.ensure_container(self._named(salt), self.prefix, salt)
         if not self.pods_use_sas:
             return None
-        start, expiry = credential_window(datetime.now(timezone.utc), self.signed_ttl)
+        start, expiry = credential_window(datetime.now(UTC), self.signed_ttl)
         policy = access_policy_id(job_name or self._shaped[0], secrets.token_hex(ACCESS_ID_HEX // 2))
         return self.hook.container_sas(self.shard_container, start, expiry, policy)
 
@@ -291,7 +291,7 @@ class CheckpointSession:
         name = obj["metadata"]["name"]
         if not self.pods_use_sas or secret_name_of(obj) is None or is_finished(obj):
             return
-        start, expiry = credential_window(datetime.now(timezone.utc), self.config.credential_ttl)
+        start, expiry = credential_window(datetime.now(UTC), self.config.credential_ttl)
         head = access_policy_head(name)
         refreshed = self.hook.binds_sas_to_policy and self.hook.extend_access(
             self.shard_container, head, start, expiry
@@ -470,7 +470,7 @@ class CheckpointSession:
             IndexSet.parse(job_result.failed_indexes),
             evictions=job_result.evictions,
             status=status,
-            finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
             figures=figures,
         )
         return ledger.with_done_shards(job_name, done) if done else ledger

@@ -6,7 +6,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.client.rest import ApiException
@@ -101,7 +101,7 @@ def take_steps(
     message = event.message or "deadline at risk"
     meta = job["metadata"]
     namespace, name = str(meta["namespace"]), str(meta["name"])
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = datetime.now(UTC).isoformat(timespec="seconds")
     steps = [dict(e) for e in event.escalations]
     if escalation.raise_priority:
         steps.append(

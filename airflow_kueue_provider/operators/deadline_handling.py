@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubernetes.client.rest import ApiException
@@ -65,7 +65,7 @@ class DeadlineHandling:
         try:
             self.escalation = DeadlineEscalation.from_param(on_deadline_risk)
             if deadline is not None and not (isinstance(deadline, str) and "{{" in deadline):
-                resolve_deadline(deadline, datetime.now(timezone.utc))  # the form, early; templated: at run
+                resolve_deadline(deadline, datetime.now(UTC))  # the form, early; templated: at run
         except (InvalidEscalation, InvalidDeadline) as exc:
             raise AirflowFailException(f"{task_id}: {exc}") from None
         if warning := margin_covers_relative_deadline(deadline, deadline_margin):
@@ -94,7 +94,7 @@ class DeadlineHandling:
         if deadline is None:
             return None
         dag_run = context.get("dag_run")
-        started = getattr(dag_run, "start_date", None) or datetime.now(timezone.utc)
+        started = getattr(dag_run, "start_date", None) or datetime.now(UTC)
         try:
             at = resolve_deadline(deadline, started)
         except InvalidDeadline as exc:
@@ -105,7 +105,7 @@ class DeadlineHandling:
                 f"{self.task_id}: on_deadline_risk raise_priority={raise_to!r}: no such "
                 "WorkloadPriorityClass in the cluster; create it or name an existing one"
             )
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         margin = self.margin if self.margin is not None else default_margin(at, now)
         self.log.info("deadline %s UTC (margin %s)", f"{at:%Y-%m-%d %H:%M:%S}", margin)
         if warning := submit_warning(at, margin, now, escalates=self.escalation is not None):
@@ -189,7 +189,7 @@ class DeadlineHandling:
             return timedelta(seconds=report.margin_seconds)
         if self.margin is not None:
             return self.margin
-        return default_margin(datetime.fromisoformat(report.deadline), datetime.now(timezone.utc))
+        return default_margin(datetime.fromisoformat(report.deadline), datetime.now(UTC))
 
 
 def _priority_class_exists(client: KindClient, name: str, log: Any) -> bool:

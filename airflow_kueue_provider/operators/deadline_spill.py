@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..hooks.identity_key import identity_seal
@@ -44,7 +44,7 @@ class JobSpill:
     spot: bool
 
     def __call__(self, job: dict[str, Any], event: KueueEvent) -> SpillOutcome:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         return spill(
             self.client,
             job,
@@ -105,4 +105,4 @@ def spill(
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")

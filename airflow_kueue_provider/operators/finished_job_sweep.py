@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -46,7 +46,7 @@ class KueueFinishedJobSweepOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         hook = KueueHook(self.kubernetes_conn_id)
         jobs = hook.find_jobs(self.namespace, {MANAGED_BY_LABEL: MANAGED_BY_VALUE})
-        stale = stale_finished_jobs(jobs, datetime.now(timezone.utc), self.older_than)
+        stale = stale_finished_jobs(jobs, datetime.now(UTC), self.older_than)
         deleted = (
             []
             if self.list_only

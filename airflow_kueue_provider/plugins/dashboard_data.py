@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.client.rest import ApiException
@@ -140,7 +140,7 @@ class LiveState:
         """``deadline 07:00 UTC (ETA 12 min before)``; the escalations taken, if any."""
         if self.deadline is None:
             return ""
-        text = f"deadline {self.deadline.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
+        text = f"deadline {self.deadline.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
         if self.eta is not None and not self.finished:
             minutes = (self.deadline - self.eta.at).total_seconds() / 60
             text += f" (ETA {abs(minutes):.0f} min {'before' if minutes >= 0 else 'after'})"

@@ -60,7 +60,7 @@ class Feed:
                 continue
             try:
                 await asyncio.wait_for(self._changed.wait(), heartbeat)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if await disconnected():
                     return
                 yield ": keep-alive\n\n"

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, suppress
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..kueue.eta import FinishClock
@@ -55,7 +55,7 @@ def retry_later() -> str:
 
 
 def _stamp() -> str:
-    return f"{datetime.now(timezone.utc):%H:%M:%S} UTC"
+    return f"{datetime.now(UTC):%H:%M:%S} UTC"
 
 
 FEEDS = Feeds()

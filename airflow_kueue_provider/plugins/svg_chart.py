@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 from .page_templates import render_macro
@@ -240,14 +240,14 @@ def time_ticks(x0: float, x1: float, most: int = 7) -> list[tuple[float, str]]:
     ticks = []
     t = float(first)
     while t <= x1:
-        ticks.append((t, datetime.fromtimestamp(t, timezone.utc).strftime(fmt)))
+        ticks.append((t, datetime.fromtimestamp(t, UTC).strftime(fmt)))
         t += step
     return ticks
 
 
 def time_axis_label(x0: float, x1: float) -> str:
-    start = datetime.fromtimestamp(x0, timezone.utc)
-    end = datetime.fromtimestamp(x1, timezone.utc)
+    start = datetime.fromtimestamp(x0, UTC)
+    end = datetime.fromtimestamp(x1, UTC)
     if x1 - x0 < 86400 * 2 and start.date() == end.date():
         return f"time (UTC), {start:%Y-%m-%d}"
     if x1 - x0 < 86400 * 2:

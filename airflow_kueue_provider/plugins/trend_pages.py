@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ..kueue.run_history import QueueHistory
 from ..kueue.run_trends import (
@@ -73,11 +73,11 @@ def seconds_text(value: float | None) -> str:
 
 
 def _when(at: datetime) -> str:
-    return f"{at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def _clock(at: float) -> str:
-    return f"{datetime.fromtimestamp(at, timezone.utc):%Y-%m-%d %H:%M} UTC"
+    return f"{datetime.fromtimestamp(at, UTC):%Y-%m-%d %H:%M} UTC"
 
 
 # --- per task ----------------------------------------------------------------------------------------------

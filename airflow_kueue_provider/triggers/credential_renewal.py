@@ -18,7 +18,7 @@ import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..hooks.async_secrets import replace_sas
@@ -76,7 +76,7 @@ async def _renew(
     delay = 0.0 if renewal.resign else renewal.every_seconds  # a resumed trigger may find it near expiry
     while True:
         await asyncio.sleep(delay)
-        start, expiry = renewal.window(datetime.now(timezone.utc))
+        start, expiry = renewal.window(datetime.now(UTC))
         try:
             if renewal.resign:
                 if replace is None:

@@ -3,7 +3,7 @@ the task back to its worker (docs/deadlines.md). Without a deadline every answer
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ..kueue.deadline import DeadlinePlan, EtaHistory, at_risk
 from ..kueue.eta import Estimate
@@ -24,7 +24,7 @@ class DeadlineWatch:
         plan = self.plan
         if plan is None:
             return None, None
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         risk = at_risk(estimate, now, plan.deadline, plan.margin)
         self.eta_history.offer(now, "queued" if queued else "running", estimate, risk)
         line = f"deadline {plan.deadline:%H:%M} UTC: {'AT RISK' if risk else 'on track'}"

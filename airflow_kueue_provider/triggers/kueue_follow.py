@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -108,7 +108,7 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
 
     async def _closing(self, view: Any) -> None:
         """Before the final event: the released-quota line (a kind adds: the last ledger write)."""
-        if released := released_line(self._released, view, datetime.now(timezone.utc)):
+        if released := released_line(self._released, view, datetime.now(UTC)):
             self.log.info("%s/%s: %s", self.namespace, self.name, released)
 
     # --- the shared trigger ---------------------------------------------------------------------------------
@@ -245,7 +245,7 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
                 snapshot = await asyncio.wait_for(
                     following.next(), timeout=max(min(waits), 0.05) if waits else None
                 )
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 snapshot = following.current()
 
     def _seconds_left_in_queue(self, view: FollowedView) -> float | None:

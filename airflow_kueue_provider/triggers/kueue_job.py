@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..hooks.kueue_async_hook import AsyncKueueHook
@@ -108,7 +108,7 @@ class KueueJobTrigger(KueueFollowTrigger):
         return await hook.delete_job_unless_finished(self.namespace, self.job_name, uid=uid)
 
     def _payload(self, view: JobView, obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-        return result_of(view, obj, datetime.now(timezone.utc), self._released).to_dict(), {}
+        return result_of(view, obj, datetime.now(UTC), self._released).to_dict(), {}
 
     # --- the Job's capabilities: the ledger, the ramp ---------------------------------------
     @asynccontextmanager

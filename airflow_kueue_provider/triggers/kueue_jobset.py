@@ -8,7 +8,7 @@ that have not started, its delete and its result.
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..hooks.kueue_async_hook import AsyncKueueHook
@@ -80,7 +80,7 @@ class KueueJobSetTrigger(KueueFollowTrigger):
         return await hook.delete_jobset_unless_finished(self.namespace, self.jobset_name, uid=uid)
 
     def _payload(self, view: JobSetView, obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         result = jobset_result_of(obj, view, view.workload, now, self._released).to_dict()
         failed_jobs = {j.name: str(j.failed) for j in view.jobs if j.failed}
         return result, failed_jobs

@@ -353,7 +353,7 @@ class NamespaceWatch(NamespaceCache):
                     if event_type != "BOOKMARK":
                         apply(event_type, obj)
                 self.kind_failures.watched(kind)  # a round the server ended: the watch works
-            except asyncio.TimeoutError as exc:
+            except TimeoutError as exc:
                 raise WatchStalled(
                     f"no byte on the {kind} watch for {WATCH_READ_TIMEOUT:.0f}s (not even a bookmark)"
                 ) from exc

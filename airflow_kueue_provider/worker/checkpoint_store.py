@@ -25,7 +25,7 @@ import random
 import threading
 import time
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ..kueue.checkpoint_retention import BlobInfo
@@ -263,7 +263,7 @@ class CheckpointStore:
         conditional = getattr(self.store, "delete_unchanged", None)
         try:
             if callable(conditional):
-                now = datetime.now(timezone.utc)
+                now = datetime.now(UTC)
                 conditional([BlobInfo(names[s], now, known[s][1]) for s in stale if known[s][1] is not None])
             else:
                 for seq in stale:
@@ -287,14 +287,14 @@ def store_for(env: ShardEnv, retry: RetryPolicy) -> BlobStore:
     if env.sas_file and os.path.isfile(env.sas_file):
         credential = FileSasCredential(env.sas_file)
         try:
-            check_sas_not_expired(credential.signature, datetime.now(timezone.utc))
+            check_sas_not_expired(credential.signature, datetime.now(UTC))
         except BlobConfigError:  # the trigger may have re-signed it already: the kubelet lags a minute
             if not credential.wait_for_new():
                 raise
-            check_sas_not_expired(credential.signature, datetime.now(timezone.utc))
+            check_sas_not_expired(credential.signature, datetime.now(UTC))
         return BlobStore.from_sas_file(env.account_url, env.container, credential, retry=retry)
     if env.sas_token:
-        check_sas_not_expired(env.sas_token, datetime.now(timezone.utc))  # fail early, saying why
+        check_sas_not_expired(env.sas_token, datetime.now(UTC))  # fail early, saying why
         return BlobStore.from_sas(env.account_url, env.container, env.sas_token, retry=retry)
     if env.connection_string:
         return BlobStore.from_connection_string(env.connection_string, env.container, retry=retry)
@@ -302,4 +302,4 @@ def store_for(env: ShardEnv, retry: RetryPolicy) -> BlobStore:
 
 
 def now_text() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")

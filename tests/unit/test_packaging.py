@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pytest
-import tomllib
 from packaging.version import Version
 
 import airflow_kueue_provider

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -131,7 +131,7 @@ def test_a_run_behind_a_full_spot_queue_is_spilled_by_its_worker_and_succeeds(
     connection = {"connection_id": conn_id, "conn_type": "wasb"}
     extra = {"connection_string": devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]}
     deployment.rest.request("POST", "/api/v2/connections", json={**connection, "extra": json.dumps(extra)})
-    deadline = (datetime.now(timezone.utc) + timedelta(seconds=90)).isoformat(timespec="seconds")
+    deadline = (datetime.now(UTC) + timedelta(seconds=90)).isoformat(timespec="seconds")
     source = SPILL_DAG.format(
         dag_id=SPILL_DAG_ID,
         namespace=spot.namespace,

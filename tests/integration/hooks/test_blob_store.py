@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from azure.storage.blob import ContainerSasPermissions, generate_container_sas
@@ -222,7 +222,7 @@ def test_wasb_style_shared_key_and_sas_fields(
         container,
         account_key=parts["AccountKey"],
         permission=ContainerSasPermissions(read=True, write=True, list=True, delete=True),
-        expiry=datetime.now(timezone.utc) + timedelta(hours=1),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
     )
     monkeypatch.setenv(
         "AIRFLOW_CONN_KUEUE_BLOB_SAS",
@@ -314,7 +314,7 @@ def test_a_policy_bound_sas_is_refreshed_revoked_and_at_most_five_policies_stay(
     with BlobAccountHook(conn, container) as hook:
         hook.check()
         assert hook.binds_sas_to_policy
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         token = hook.container_sas(container, now - timedelta(minutes=5), now + timedelta(hours=1), "job-a-1")
         assert "si=job-a-1" in token and "se=" not in token
         pod = ContainerClient(account_url, container, credential=token)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -24,7 +24,7 @@ def _sas() -> str:
         AZURITE_KEY,
         ResourceTypes(service=True, container=True, object=True),
         AccountSasPermissions(read=True, write=True, list=True, create=True, add=True, delete=True),
-        expiry=datetime.now(timezone.utc) + timedelta(hours=1),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
     )
 
 

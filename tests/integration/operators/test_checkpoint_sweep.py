@@ -4,7 +4,7 @@ each blob only if unchanged since."""
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -199,7 +199,7 @@ def test_an_emptied_container_is_kept_when_a_new_attempt_touches_it_after_the_li
 
         def list_then_new_attempt(self: BlobAccountHook) -> dict[str, ShardContainer]:
             found = listed(self)
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             self.grant_access(name, "a-new-attempt", now, now + timedelta(hours=1))
             return found
 
@@ -279,7 +279,7 @@ def test_containers_of_before_salts_and_orphans_of_a_ledger_made_anew_are_swept(
 
     def written_now(self: BlobStoreHook, prefix: str) -> list[BlobInfo]:
         container = None if self.container == base else self.container
-        later = datetime.now(timezone.utc) + timedelta(days=2)
+        later = datetime.now(UTC) + timedelta(days=2)
         return [
             BlobInfo(b.name, later, b.etag) if (container, b.name) in fresh else b
             for b in list_blobs(self, prefix)

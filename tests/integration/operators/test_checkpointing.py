@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -346,7 +347,7 @@ def test_a_container_made_anew_after_its_ledger_went_has_a_new_name_an_old_sas_d
     """A SAS that carries its own window (as a user-delegation SAS does: no stored policy to drop) stays
     valid after its container is deleted; a container made anew under the same name would accept it again.
     A new first try after the ledger went (a sweep) draws a new salt, so its container has a new name."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from azure.core.exceptions import HttpResponseError
     from azure.storage.blob import ContainerClient
@@ -362,7 +363,7 @@ def test_a_container_made_anew_after_its_ledger_went_has_a_new_name_an_old_sas_d
     first.remaining([])  # the first try: the ledger (and its salt) ...
     first.prepare_pod_access()  # ... then the container
     old_name = first.shard_container
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with BlobAccountHook(CONN_ID, blob.container) as hook:
         unbound = hook.container_sas(old_name, now - timedelta(minutes=5), now + timedelta(hours=1))
         url = container_url_of(hook.get_auth(), old_name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -37,7 +37,7 @@ def _queues(factory: Any, spot_cpu: str, **spot: Any) -> tuple[KueueEnv, KueueEn
 def _spill_extra(blob: SimpleNamespace, deadline_s: int, margin_s: int, more: str = "") -> str:
     """The operator's arguments: a deadline ``deadline_s`` from now (an ISO time: ``dags test`` with a fixed
     ``run_after`` starts the run at that time, in the past), spilling to the on-demand queue."""
-    deadline = (datetime.now(timezone.utc) + timedelta(seconds=deadline_s)).isoformat(timespec="seconds")
+    deadline = (datetime.now(UTC) + timedelta(seconds=deadline_s)).isoformat(timespec="seconds")
     return (
         f"checkpointing={{'conn_id': {CONN_ID!r}, 'container': {blob.container!r}}}, "
         f"deadline={deadline!r}, deadline_margin={margin_s}, "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -167,7 +167,7 @@ def test_a_task_killed_while_it_spills_leaves_no_job(
     kueue_env_factory(namespace=spot.namespace, local_queue=ON_DEMAND, spot=False, cpu="4", memory="16Gi")
     blocker = spot.create_job(indexed_job("blocker", spot.local_queue, completions=1, cpu="2", hold=True))
     wait_for("the blocker admitted", lambda: is_true(spot.workload(blocker), "Admitted"))
-    deadline = datetime.now(timezone.utc) + timedelta(seconds=45)
+    deadline = datetime.now(UTC) + timedelta(seconds=45)
     op = _operator(
         spot,
         "kubernetes_default",

@@ -9,7 +9,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -43,7 +43,7 @@ IMAGE = "example.invalid/shard:1"
 def _context(task_id: str) -> dict[str, Any]:
     """What the operator reads of an Airflow context: the task instance and the DAG run's start."""
     ti = SimpleNamespace(dag_id="kinds", task_id=task_id, run_id="r1", try_number=1, map_index=-1)
-    return {"ti": ti, "dag_run": SimpleNamespace(start_date=datetime.now(timezone.utc))}
+    return {"ti": ti, "dag_run": SimpleNamespace(start_date=datetime.now(UTC))}
 
 
 def _jobset(env: KueueEnv, name: str) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -191,7 +191,7 @@ def test_a_connection_that_cannot_sign_fails_before_anything_is_created(
         AZURITE_KEY,
         ResourceTypes(service=True, container=True, object=True),
         AccountSasPermissions(read=True, write=True, list=True, create=True, add=True, delete=True),
-        expiry=datetime.now(timezone.utc) + timedelta(hours=1),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
     )
     monkeypatch.setenv(
         "AIRFLOW_CONN_KUEUE_BLOB_SAS_ONLY",
@@ -315,7 +315,7 @@ def test_a_job_that_outlives_credential_ttl_keeps_a_valid_sas_while_its_trigger_
             await asyncio.wait_for(trigger.first_event(), timeout=ttl.total_seconds() + 8)
 
     asyncio.run(follow_past_the_ttl())
-    assert datetime.now(timezone.utc) > signed, "the SAS as signed has expired by now"
+    assert datetime.now(UTC) > signed, "the SAS as signed has expired by now"
     assert _latest_expiry(blob.service, name) > signed + timedelta(seconds=5)
     container.upload_blob(
         "creds/run-1/task-long-wait/shards/0/done.json", b"{}", overwrite=True
@@ -329,4 +329,4 @@ def _latest_expiry(service: BlobServiceClient, name: str) -> datetime:
         e if isinstance(e, datetime) else datetime.fromisoformat(str(e).replace("Z", "+00:00"))
         for e in expiries
     ]
-    return max(d if d.tzinfo else d.replace(tzinfo=timezone.utc) for d in as_dates)
+    return max(d if d.tzinfo else d.replace(tzinfo=UTC) for d in as_dates)

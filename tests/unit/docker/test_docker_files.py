@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import tomllib
 import yaml
 
 REPO = Path(__file__).resolve().parents[3]

@@ -7,7 +7,7 @@ starts. ``airflow dags test`` always sets a logical date, so only this test sees
 from __future__ import annotations
 
 import runpy
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,7 +21,7 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[3] / "example_dags").glob("*
 def test_templates_render_without_a_logical_date(path: Path) -> None:
     dags = [v for v in runpy.run_path(str(path)).values() if isinstance(v, DAG)]
     assert dags, f"{path.name} defines no DAG"
-    run_after = datetime(2026, 11, 30, 1, tzinfo=timezone.utc)
+    run_after = datetime(2026, 11, 30, 1, tzinfo=UTC)
     for dag in dags:
         for task in dag.tasks:
             context = {

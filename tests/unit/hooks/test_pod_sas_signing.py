@@ -5,7 +5,7 @@ checked over ``generate_container_sas``'s real output with a delegation key the 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -14,7 +14,7 @@ from azure.storage.blob import UserDelegationKey
 
 from airflow_kueue_provider.hooks.blob_containers import BlobAccountHook, sas_protocol
 
-START = datetime(2030, 1, 1, tzinfo=timezone.utc)
+START = datetime(2030, 1, 1, tzinfo=UTC)
 EXPIRY = START + timedelta(hours=1)
 KEY = "a2V5a2V5a2V5a2V5"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -12,11 +12,11 @@ from airflow_kueue_provider.kueue.api_time import parse_api_time
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        ("2026-05-01T10:00:00Z", datetime(2026, 5, 1, 10, tzinfo=timezone.utc)),
-        ("2026-05-01T10:00:00.5z", datetime(2026, 5, 1, 10, 0, 0, 500000, tzinfo=timezone.utc)),
+        ("2026-05-01T10:00:00Z", datetime(2026, 5, 1, 10, tzinfo=UTC)),
+        ("2026-05-01T10:00:00.5z", datetime(2026, 5, 1, 10, 0, 0, 500000, tzinfo=UTC)),
         ("2026-05-01T12:00:00+02:00", datetime(2026, 5, 1, 12, tzinfo=timezone(timedelta(hours=2)))),
-        ("2026-05-01T10:00:00", datetime(2026, 5, 1, 10, tzinfo=timezone.utc)),
-        (datetime(2026, 5, 1, 10), datetime(2026, 5, 1, 10, tzinfo=timezone.utc)),
+        ("2026-05-01T10:00:00", datetime(2026, 5, 1, 10, tzinfo=UTC)),
+        (datetime(2026, 5, 1, 10), datetime(2026, 5, 1, 10, tzinfo=UTC)),
         ("", None),
         (None, None),
         ("soon", None),

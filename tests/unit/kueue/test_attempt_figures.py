@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 from airflow_kueue_provider.kueue.attempt_figures import (
     AttemptFigures,
     CostModel,
@@ -80,14 +82,14 @@ def test_round_trip() -> None:
 
 
 def test_a_job_that_never_started_waited_until_it_was_spilled() -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     job = {
         "metadata": {"name": "first", "creationTimestamp": "2026-12-02T01:00:00Z"},
         "spec": {"completions": 8, "parallelism": 4, "suspend": True},
         "status": {},
     }
-    spilled_at = datetime(2026, 12, 2, 1, 0, 30, tzinfo=timezone.utc)
+    spilled_at = datetime(2026, 12, 2, 1, 0, 30, tzinfo=UTC)
     figures = status_figures(job, MODEL, spot=True, now=spilled_at)
     assert (figures.queued_seconds, figures.running_seconds, figures.cost_usd) == (30.0, None, 0.0)
 

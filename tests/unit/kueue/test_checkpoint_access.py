@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -84,7 +84,7 @@ def test_access_policy_ids_start_with_their_jobs_head_and_fit_azures_64() -> Non
 
 
 def test_adding_a_policy_drops_expired_ones_and_keeps_at_most_four() -> None:
-    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 1, tzinfo=UTC)
     expiries = {f"p{i}": now + timedelta(hours=i) for i in range(-1, 6)}
     assert policies_to_keep(expiries, now) == ["p2", "p3", "p4", "p5"]
     assert policies_to_keep({"a": now - timedelta(seconds=1)}, now) == []
@@ -101,7 +101,7 @@ def test_invalid_base_containers_are_refused(bad: str) -> None:
 
 
 def test_the_credential_window_starts_early_and_is_bounded() -> None:
-    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 1, tzinfo=UTC)
     assert credential_window(now, timedelta(hours=48)) == (now - CLOCK_SKEW, now + timedelta(hours=48))
     for ttl in (timedelta(0), timedelta(days=7, seconds=1)):
         with pytest.raises(ValueError, match="credential_ttl"):

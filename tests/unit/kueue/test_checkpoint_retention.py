@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -19,7 +19,7 @@ from airflow_kueue_provider.kueue.checkpoint_retention import (
     task_prefix,
 )
 
-NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def test_task_prefix_of_provider_blobs_only() -> None:
@@ -56,7 +56,7 @@ def test_only_the_exact_layout_is_the_providers() -> None:
 def test_a_shard_container_counts_only_its_own_task_instances_checkpoints() -> None:
     from airflow_kueue_provider.kueue.checkpoint_retention import shard_blobs_of
 
-    t = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    t = datetime(2026, 11, 1, tzinfo=UTC)
     listed = [
         BlobInfo("d/r/t/shards/0/checkpoint-00000001.json", t, "e1"),
         BlobInfo("d/r/other/shards/0/checkpoint-00000001.json", t, "e2"),  # shaped like another prefix
@@ -71,7 +71,7 @@ def test_a_shard_container_counts_only_its_own_task_instances_checkpoints() -> N
 def test_empty_shard_containers_go_with_their_stale_prefix_or_when_old_and_unclaimed() -> None:
     from airflow_kueue_provider.kueue.checkpoint_retention import empty_containers_to_delete
 
-    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 1, tzinfo=UTC)
     old, new = now - timedelta(days=30), now - timedelta(hours=1)
     blobs = [BlobInfo("d/r/stale/ledger.json", old), BlobInfo("d/r/live/ledger.json", new)]
     plan = plan_sweep(blobs, now, timedelta(days=7))

@@ -2,34 +2,30 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from airflow_kueue_provider.kueue.deadline import InvalidDeadline, at_risk, resolve_deadline
 from airflow_kueue_provider.kueue.eta import Estimate
 
-START = datetime(2026, 12, 1, 23, 30, tzinfo=timezone.utc)  # a nightly run that starts before midnight
+START = datetime(2026, 12, 1, 23, 30, tzinfo=UTC)  # a nightly run that starts before midnight
 
 
 def test_a_time_of_day_is_the_next_one_after_the_run_started() -> None:
-    assert resolve_deadline("07:00", START) == datetime(2026, 12, 2, 7, 0, tzinfo=timezone.utc)
-    assert resolve_deadline("23:45", START) == datetime(2026, 12, 1, 23, 45, tzinfo=timezone.utc)
+    assert resolve_deadline("07:00", START) == datetime(2026, 12, 2, 7, 0, tzinfo=UTC)
+    assert resolve_deadline("23:45", START) == datetime(2026, 12, 1, 23, 45, tzinfo=UTC)
     # New York is UTC-5 in December: 07:00 there is 12:00 UTC, on the run's local date (18:30 there) + 1.
-    assert resolve_deadline("07:00 America/New_York", START) == datetime(
-        2026, 12, 2, 12, 0, tzinfo=timezone.utc
-    )
-    assert resolve_deadline(" 06:59:30 UTC ", START) == datetime(2026, 12, 2, 6, 59, 30, tzinfo=timezone.utc)
+    assert resolve_deadline("07:00 America/New_York", START) == datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    assert resolve_deadline(" 06:59:30 UTC ", START) == datetime(2026, 12, 2, 6, 59, 30, tzinfo=UTC)
 
 
 def test_datetimes_and_durations() -> None:
     assert resolve_deadline(timedelta(hours=2), START) == START + timedelta(hours=2)
     assert resolve_deadline(3600, START) == START + timedelta(hours=1)
-    assert resolve_deadline("2026-12-02T08:00:00+01:00", START) == datetime(
-        2026, 12, 2, 7, tzinfo=timezone.utc
-    )
+    assert resolve_deadline("2026-12-02T08:00:00+01:00", START) == datetime(2026, 12, 2, 7, tzinfo=UTC)
     aware = datetime(2026, 12, 2, 7, tzinfo=timezone(timedelta(hours=2)))
-    assert resolve_deadline(aware, START) == datetime(2026, 12, 2, 5, tzinfo=timezone.utc)
+    assert resolve_deadline(aware, START) == datetime(2026, 12, 2, 5, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -52,7 +48,7 @@ def test_what_cannot_be_read_is_refused_with_the_forms_it_takes(value: object, s
 
 
 def test_at_risk_when_the_late_end_of_the_eta_passes_the_deadline_minus_the_margin() -> None:
-    deadline = datetime(2026, 12, 2, 7, tzinfo=timezone.utc)
+    deadline = datetime(2026, 12, 2, 7, tzinfo=UTC)
     margin = timedelta(minutes=10)
     early = deadline - timedelta(hours=2)
 
@@ -88,7 +84,7 @@ def test_the_job_records_its_deadline_and_escalations_for_the_ui() -> None:
             }
         }
     }
-    assert deadline_of(job) == (datetime(2026, 12, 2, 7, tzinfo=timezone.utc), steps)
+    assert deadline_of(job) == (datetime(2026, 12, 2, 7, tzinfo=UTC), steps)
     assert deadline_of({"metadata": {}}) == (None, [])
     broken = {"metadata": {"annotations": {DEADLINE_ANNOTATION: "soon", ESCALATIONS_ANNOTATION: "{"}}}
     assert deadline_of(broken) == (None, [])

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from airflow_kueue_provider.kueue.eta import AdmissionClock, Estimate, FinishClock, eta_line
 
-T0 = datetime(2026, 12, 1, 1, 0, tzinfo=timezone.utc).timestamp()
+T0 = datetime(2026, 12, 1, 1, 0, tzinfo=UTC).timestamp()
 
 
 def test_admission_from_how_fast_the_position_fell() -> None:
@@ -125,7 +125,7 @@ def test_uneven_shards_stay_within_20_percent_over_the_last_75_percent() -> None
 
 
 def test_eta_line() -> None:
-    at = datetime(2026, 12, 1, 1, 42, tzinfo=timezone.utc)
+    at = datetime(2026, 12, 1, 1, 42, tzinfo=UTC)
     assert eta_line(None, Estimate(at, timedelta(minutes=10))) == "ETA 01:42 UTC, ±10 min"
     assert eta_line(Estimate(at, timedelta(seconds=30)), None) == "admission 01:42:00 UTC, ±30 s"
     assert Estimate(at, timedelta(seconds=0.2)).describe() == "01:42:00 UTC, ±1 s"

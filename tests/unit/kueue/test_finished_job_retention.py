@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_kueue_provider.kueue.finished_job_retention import FinishedJob, finished_job, stale_finished_jobs
 
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def job(
@@ -27,10 +27,10 @@ def test_complete_uses_completion_time_and_failed_its_condition_time() -> None:
         "b", ("FailureTarget", "True", "2026-11-30T09:00:00Z"), ("Failed", "True", "2026-11-30T09:00:01Z")
     )
     assert finished_job(complete) == FinishedJob(
-        "ns", "a", "Complete", datetime(2026, 11, 30, 10, tzinfo=timezone.utc)
+        "ns", "a", "Complete", datetime(2026, 11, 30, 10, tzinfo=UTC)
     )
     assert finished_job(failed) == FinishedJob(
-        "ns", "b", "Failed", datetime(2026, 11, 30, 9, 0, 1, tzinfo=timezone.utc)
+        "ns", "b", "Failed", datetime(2026, 11, 30, 9, 0, 1, tzinfo=UTC)
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -107,7 +107,7 @@ def test_progress_lines() -> None:
 def test_result_times_come_from_the_objects() -> None:
     done = job({"completedIndexes": "0-3", "conditions": [cond("Complete", at="2026-11-30T10:05:00Z")]})
     view = view_of(done, ADMITTED)
-    result = result_of(view, done, datetime(2026, 11, 30, 11, tzinfo=timezone.utc))
+    result = result_of(view, done, datetime(2026, 11, 30, 11, tzinfo=UTC))
     assert result.queued_seconds == 60 and result.running_seconds == 240
     assert result.completed_indexes == "0-3" and result.succeeded == 4 and result.cluster_queue == "cq"
 
@@ -125,7 +125,7 @@ def test_requeued_after_preemption_line_from_a_recorded_workload() -> None:
 def test_admission_in_the_same_second_is_zero_seconds_queued_not_unknown() -> None:
     same_second = workload(cond("Admitted", "Admitted", at="2026-11-30T10:00:00Z"), cq="cq")
     view = view_of(job(), same_second)
-    result = result_of(view, job(), datetime(2026, 11, 30, 10, 0, 5, tzinfo=timezone.utc))
+    result = result_of(view, job(), datetime(2026, 11, 30, 10, 0, 5, tzinfo=UTC))
     assert result.queued_seconds == 0 and result.running_seconds == 5
 
 
@@ -169,10 +169,10 @@ def test_the_result_and_the_last_line_give_the_quota_released_up_to_the_jobs_end
     tail = {**ADMITTED, "status": {**ADMITTED["status"], "admission": admission}}
     view = view_of(job({"active": 1, "completedIndexes": "0-2"}), tail)
     assert view.workload is not None and view.workload.cpu_per_pod == 0.5
-    seen = datetime(2026, 11, 30, 10, 4, 0, tzinfo=timezone.utc).timestamp()
+    seen = datetime(2026, 11, 30, 10, 4, 0, tzinfo=UTC).timestamp()
     meter = ReleasedQuota().observe(seen, 3, view.workload.cpu_per_pod)
     done = view_of(job({"completedIndexes": "0-3", "conditions": [cond("Complete")]}), tail)  # at 10:05
-    later = datetime(2026, 11, 30, 11, 0, tzinfo=timezone.utc)
+    later = datetime(2026, 11, 30, 11, 0, tzinfo=UTC)
     result = result_of(done, job({"completedIndexes": "0-3"}), later, meter)
     assert (result.quota_released_pod_seconds, result.quota_released_cpu_seconds) == (180.0, 90.0)
     line = released_line(meter, done, later)

@@ -3,7 +3,7 @@ a JobSet Kueue does not manage."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kueue_provider.kueue.jobset import jobset_view
@@ -18,7 +18,7 @@ from airflow_kueue_provider.kueue.run_history import RunRecord
 from airflow_kueue_provider.kueue.topology import TopologyPlacement
 from airflow_kueue_provider.kueue.workload_state import WorkloadPhase, WorkloadState
 
-T0 = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
 
 def _jobset(suspend: bool = False, finished: str | None = None) -> dict[str, Any]:
@@ -84,7 +84,7 @@ def test_lines_say_queued_then_per_replicated_job_while_it_runs() -> None:
 def test_the_result_lists_each_replicated_job_and_names_failed_indexes_by_job() -> None:
     children = [_job("coordinator", 1, "0"), _job("workers", 8, "0-2,4-7", failed="3")]
     view = jobset_view(_jobset(finished="Failed"), children)
-    admitted = datetime(2026, 12, 1, 10, 1, tzinfo=timezone.utc)
+    admitted = datetime(2026, 12, 1, 10, 1, tzinfo=UTC)
     causes = (("Preempted/InCohortFairSharing", 1),)
     wl = _workload(WorkloadPhase.Failed, admitted_at=admitted, eviction_count=1, eviction_causes=causes)
     result = jobset_result_of(_jobset(finished="Failed"), view, wl, T0)
@@ -140,7 +140,7 @@ def test_the_quota_kueue_released_while_the_jobset_ran_is_in_its_result() -> Non
     from airflow_kueue_provider.kueue.released_quota import ReleasedQuota
 
     children = [_job("coordinator", 1, "0"), _job("workers", 8, "0-7")]
-    admitted = datetime(2026, 12, 1, 10, 1, tzinfo=timezone.utc)
+    admitted = datetime(2026, 12, 1, 10, 1, tzinfo=UTC)
     wl = _workload(WorkloadPhase.Running, admitted_at=admitted, reclaimable_pods=1, cpu_per_pod=2.0)
     running = jobset_view(_jobset(), children)
     meter = observe_released(ReleasedQuota(), _with_workload(running, wl), T0.timestamp() + 240)  # 10:04

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow_kueue_provider.kueue.run_history import RunRecord, queue_histories
 
-T0 = datetime(2026, 12, 1, 2, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 
 
 def _result(queue: str, queued: float, evictions: int = 0, cost: float | None = 1.5) -> dict[str, object]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_kueue_provider.kueue.run_history import RunRecord
@@ -14,7 +14,7 @@ from airflow_kueue_provider.kueue.run_trends import (
     task_trend,
 )
 
-T0 = datetime(2026, 12, 1, 2, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 
 
 def _run(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -255,7 +255,7 @@ def test_pending_fields_and_description() -> None:
     assert not state.inadmissible
     assert state.workload_name == "job-shards-3f2a1-8c1e4"
     assert state.priority_class == "nightly"
-    assert state.created_at == datetime(2026, 5, 1, 10, 0, tzinfo=timezone.utc)
+    assert state.created_at == datetime(2026, 5, 1, 10, 0, tzinfo=UTC)
     assert state.describe() == f"queued in analytics-queue (Pending: {PENDING_MESSAGE})"
 
 
@@ -274,7 +274,7 @@ def test_admitted_fields_and_description() -> None:
     assert state.cluster_queue == "batch-cluster-queue"
     assert state.flavors == {"cpu": "default-spot-flavor", "memory": "default-spot-flavor"}
     assert state.reason == "Admitted"
-    assert state.admitted_at == datetime(2026, 5, 1, 10, 0, 41, tzinfo=timezone.utc)
+    assert state.admitted_at == datetime(2026, 5, 1, 10, 0, 41, tzinfo=UTC)
     assert state.describe() == (
         "admitted to batch-cluster-queue [cpu: default-spot-flavor, memory: default-spot-flavor]"
     )
@@ -329,7 +329,7 @@ def test_evicted_counts_and_requeue() -> None:
     state = workload_state_from_dict(CASES["evicted-pods-ready-timeout"][0])
     assert state.reason == "PodsReadyTimeout"
     assert state.requeue_count == 2
-    assert state.requeue_at == datetime(2026, 5, 1, 10, 7, tzinfo=timezone.utc)
+    assert state.requeue_at == datetime(2026, 5, 1, 10, 7, tzinfo=UTC)
     assert state.eviction_count == 2
     assert (
         state.describe() == "evicted (PodsReadyTimeout: Exceeded the PodsReady timeout), 2 eviction(s) so far"

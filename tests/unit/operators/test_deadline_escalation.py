@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -56,7 +56,7 @@ def test_the_operator_refuses_what_cannot_work_at_parse_time() -> None:
 
 def test_the_plan_survives_the_trigger_serialization() -> None:
     plan = DeadlinePlan(
-        datetime(2026, 12, 2, 7, tzinfo=timezone.utc),
+        datetime(2026, 12, 2, 7, tzinfo=UTC),
         timedelta(minutes=10),
         escalate=True,
         escalations=({"step": "notify", "at": "x", "detail": "sent", "why": "y"},),
@@ -71,7 +71,7 @@ def test_the_plan_survives_the_trigger_serialization() -> None:
 
 def test_the_eta_history_keeps_one_estimate_a_minute_and_every_change_of_verdict() -> None:
     history = EtaHistory()
-    t0 = datetime(2026, 12, 2, 1, tzinfo=timezone.utc)
+    t0 = datetime(2026, 12, 2, 1, tzinfo=UTC)
     eta = Estimate(t0 + timedelta(hours=1), timedelta(minutes=5))
     for second in range(0, 300, 10):
         history.offer(t0 + timedelta(seconds=second), "running", eta, at_risk=second >= 250)
@@ -180,6 +180,6 @@ def test_the_plan_reads_the_deadline_as_rendered() -> None:
 
     op = _op(deadline="{{ var.value.nightly_deadline }}")
     op.deadline = "07:00"  # what Airflow's rendering of the field leaves on the operator
-    started = SimpleNamespace(start_date=datetime(2026, 12, 2, 1, tzinfo=timezone.utc))
+    started = SimpleNamespace(start_date=datetime(2026, 12, 2, 1, tzinfo=UTC))
     plan = op._deadlines.plan({"dag_run": started}, None, op.deadline)  # type: ignore[arg-type]
-    assert plan is not None and plan.deadline == datetime(2026, 12, 2, 7, tzinfo=timezone.utc)
+    assert plan is not None and plan.deadline == datetime(2026, 12, 2, 7, tzinfo=UTC)

@@ -3,7 +3,7 @@ will do, and figures over every attempt of a task instance."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -69,14 +69,14 @@ def test_a_jobsets_replicated_job_is_checked_when_the_dag_is_parsed() -> None:
 
 
 def test_the_default_margin_scales_with_the_time_left() -> None:
-    now = datetime(2026, 12, 2, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 2, 1, tzinfo=UTC)
     assert default_margin(now + timedelta(hours=6), now) == timedelta(minutes=10)
     assert default_margin(now + timedelta(minutes=5), now) == timedelta(seconds=30)
     assert default_margin(now - timedelta(minutes=1), now) == timedelta(0)
 
 
 def test_a_deadline_inside_its_margin_at_submit_is_named_with_the_fix() -> None:
-    now = datetime(2026, 12, 2, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 2, 1, tzinfo=UTC)
     assert submit_warning(now + timedelta(minutes=30), timedelta(minutes=10), now, escalates=True) is None
     warning = submit_warning(now + timedelta(minutes=5), timedelta(minutes=10), now, escalates=True)
     assert warning is not None and "AT RISK from its first line" in warning
@@ -105,7 +105,7 @@ def test_escalations_are_taken_once_per_task_instance() -> None:
     assert taken_before([earlier, earlier]) == [{"step": "notify", "at": "x", "detail": "sent", "why": "y"}]
     assert taken_before([{"metadata": {"name": "try-1"}}]) == []
     op = _op(deadline="07:00", on_deadline_risk={"notify": lambda context, info: None})
-    plan = DeadlinePlan(datetime(2026, 12, 2, 7, tzinfo=timezone.utc), timedelta(minutes=10), escalate=True)
+    plan = DeadlinePlan(datetime(2026, 12, 2, 7, tzinfo=UTC), timedelta(minutes=10), escalate=True)
     again = op._deadlines.once_per_task_instance(plan, [earlier])
     assert again is not None and not again.escalate and again.escalations[0]["step"] == "notify"
     assert op._deadlines.once_per_task_instance(plan, []) == plan

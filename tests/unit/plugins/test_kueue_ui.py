@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow_kueue_provider.kueue.admission_timeline import TimelineStep
@@ -63,9 +63,7 @@ def test_pages_escape_names_and_messages() -> None:
     row = QueueRow("ns", "<lq>", "cq", None, True, 1, 0, 0, 1, (ResourceUse("f", "cpu", "4", "2", "1"),))
     html = queues_page([row])
     assert "&lt;lq&gt;" in html and "<lq>" not in html and "+1 borrowed" in html
-    step = TimelineStep(
-        datetime(2026, 11, 30, tzinfo=timezone.utc), "evicted", "<script>x</script>", "Workload"
-    )
+    step = TimelineStep(datetime(2026, 11, 30, tzinfo=UTC), "evicted", "<script>x</script>", "Workload")
     live = LiveState("job", "running", None, IndexGrid(3, IndexSet(), IndexSet(), IndexSet()), False)
     panel = JobPanel("ns", "job", "1", "wl", "cq", live, [step])
     html = task_page("dag / task / run", [panel])
@@ -122,7 +120,7 @@ def test_the_run_history_shows_only_the_dags_the_user_may_read() -> None:
 
     def records(dag_ids: object) -> list[RunRecord]:
         asked.append(dag_ids)
-        at = datetime(2026, 12, 1, tzinfo=timezone.utc)
+        at = datetime(2026, 12, 1, tzinfo=UTC)
         found = [RunRecord.from_result(d, "r", "t", -1, at, result) for d in ("a", "<b>")]
         return [r for r in found if r and (dag_ids is None or r.dag_id in dag_ids)]  # type: ignore[operator]
 
@@ -148,7 +146,7 @@ def test_the_task_view_shows_the_deadline_the_eta_and_the_escalations() -> None:
     from airflow_kueue_provider.kueue.eta import Estimate
     from airflow_kueue_provider.plugins.dashboard_pages import summary_html
 
-    deadline = datetime(2026, 12, 2, 7, tzinfo=timezone.utc)
+    deadline = datetime(2026, 12, 2, 7, tzinfo=UTC)
     eta = Estimate(deadline + timedelta(minutes=12), timedelta(minutes=3))
     live = LiveState(
         "j",
@@ -173,7 +171,7 @@ def test_a_live_view_records_each_reading_in_its_clock_and_estimates_from_it() -
         return {"metadata": {"name": "j", "namespace": "n"}, "spec": {"completions": 100}, "status": status}
 
     clock = FinishClock(100)
-    t0 = datetime(2026, 12, 1, 1, 0, tzinfo=timezone.utc).timestamp()
+    t0 = datetime(2026, 12, 1, 1, 0, tzinfo=UTC).timestamp()
     for i, done in enumerate(("0-9", "0-19", "0-29", "0-39")):
         state = live_state(job(done, 10), None, t0 + 60 + 10 * i, clock)
     assert [n for _, n in clock._readings] == [10, 20, 30, 40]

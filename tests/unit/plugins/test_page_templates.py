@@ -4,8 +4,9 @@ or a label can inject markup into any page or live part (every text field set to
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatch
 from html.parser import HTMLParser
 from pathlib import Path
@@ -14,7 +15,6 @@ from xml.etree import ElementTree
 
 import jinja2
 import pytest
-import tomllib
 from fastapi.testclient import TestClient
 
 from airflow_kueue_provider.kueue.admission_timeline import TimelineStep
@@ -31,7 +31,7 @@ from airflow_kueue_provider.plugins.dashboard_data import JobPanel, LiveState, T
 REPO = Path(__file__).resolve().parents[3]
 TEMPLATES = REPO / "airflow_kueue_provider" / "plugins" / "templates"
 HOSTILE = ("<script>alert(1)</script>", "\"'><img src=x onerror=alert(1)>")
-T0 = datetime(2026, 11, 1, 2, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
 
 
 # --- the environment ---------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ cost no request to the cluster beyond the page's own."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -15,7 +15,7 @@ from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.dashboard_data import TaskInstanceFacts
 from airflow_kueue_provider.plugins.trend_pages import IDEAL_SENTENCE, task_trend_html
 
-T0 = datetime(2026, 11, 1, 2, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
 TASK = {"dag_id": "a", "run_id": "r9", "task_id": "shards", "map_index": "{MAP_INDEX}"}
 
 

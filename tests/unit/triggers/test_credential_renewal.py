@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -43,7 +43,7 @@ def test_each_quarter_of_the_ttl_the_window_moves_to_now_plus_ttl() -> None:
 
     asyncio.run(follow())
     assert 2 <= len(calls) <= 4
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     renewal, start, expiry = calls[-1]
     assert renewal == RENEWAL
     assert start < now - timedelta(minutes=4)  # the clock-skew allowance
@@ -129,7 +129,7 @@ def test_a_user_delegation_sas_is_re_signed_into_the_secret_at_once_and_each_qua
         f"sv=x&se={e.isoformat()}&sig={i}" for i, (_, e) in enumerate(signed, 1)
     ]
     assert all(r == RESIGN for r, _ in written)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     assert now - timedelta(seconds=1) < signed[-1][1] <= now + timedelta(seconds=0.4)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ServiceRequestError
 
@@ -136,12 +138,12 @@ def test_backoff_is_capped() -> None:
 
 
 def test_a_pod_with_an_expired_sas_fails_early_naming_credential_ttl() -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from airflow_kueue_provider.storage.blob_auth import check_sas_not_expired
     from airflow_kueue_provider.storage.blob_errors import BlobConfigError
 
-    now = datetime(2026, 12, 2, 12, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 2, 12, tzinfo=UTC)
     with pytest.raises(BlobConfigError, match=r"expired at 2026-12-02T11:00:00Z.*credential_ttl"):
         check_sas_not_expired("sv=2024&se=2026-12-02T11%3A00%3A00Z&sr=c&sig=x", now)
     check_sas_not_expired("sv=2024&se=2026-12-02T13%3A00%3A00Z&sr=c&sig=x", now)  # still valid

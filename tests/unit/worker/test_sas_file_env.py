@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ URL = "https://acct.blob.core.windows.net/ckpt-abc"
 
 
 def _sas(minutes: int, sig: str) -> str:
-    expiry = (datetime.now(timezone.utc) + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    expiry = (datetime.now(UTC) + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return f"sv=2024-01-01&se={expiry}&sr=c&sp=racwdl&sig={sig}"
 
 

@@ -11,7 +11,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ class MemoryStore:
         return f'"{self._n}"'
 
     def list_names(self, prefix: str) -> list[tuple[str, datetime]]:
-        return [(n, datetime.now(timezone.utc)) for n in sorted(self.blobs) if n.startswith(prefix)]
+        return [(n, datetime.now(UTC)) for n in sorted(self.blobs) if n.startswith(prefix)]
 
     def delete(self, name: str) -> bool:
         return self.blobs.pop(name, None) is not None
