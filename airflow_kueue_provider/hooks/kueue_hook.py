@@ -20,7 +20,6 @@ from ..kueue.names import (
     INDEX_LABEL,
     JOB_NAME_LABEL,
     JOB_UID_LABEL,
-    PRIORITY_CLASS_LABEL,
     RUN_ID_LABEL,
     TASK_ID_LABEL,
 )
@@ -197,28 +196,6 @@ class KueueHook:
             if exc.status == 404:
                 return None
             raise
-
-    def set_priority_class(
-        self, namespace: str, name: str, priority_class: str, uid: str | None = None
-    ) -> None:
-        """Put the Job in another WorkloadPriorityClass (its ``kueue.x-k8s.io/priority-class`` label). Kueue
-        moves a Workload that waits for quota to the new priority in place, keeping its queue position; a
-        Workload with quota keeps its priority. ``uid``: only this very Job (a namesake is left alone)."""
-        batch = client.BatchV1Api(self.api)
-        body: dict[str, Any] = {"metadata": {"labels": {PRIORITY_CLASS_LABEL: priority_class}}}
-        if uid:
-            body["metadata"]["uid"] = uid  # a precondition: the patch fails (409) on another object
-        call_with_retry(lambda: batch.patch_namespaced_job(name, namespace, body), "set the priority class")
-
-    def annotate_job(
-        self, namespace: str, name: str, annotations: dict[str, str], uid: str | None = None
-    ) -> None:
-        """Merge ``annotations`` into the Job's (what the provider records for people and the UI)."""
-        batch = client.BatchV1Api(self.api)
-        body: dict[str, Any] = {"metadata": {"annotations": annotations}}
-        if uid:
-            body["metadata"]["uid"] = uid
-        call_with_retry(lambda: batch.patch_namespaced_job(name, namespace, body), "annotate the Job")
 
     def get_workload_priority_class(self, name: str) -> dict[str, Any] | None:
         return self._get_custom("workloadpriorityclasses", name)

@@ -318,14 +318,6 @@ class Shard:
         return self.sigterm.error
 
     @property
-    def sigterm_progress(self) -> Progress | None:
-        return self.sigterm.progress
-
-    @property
-    def sigterm_seconds(self) -> float | None:
-        return self.sigterm.seconds
-
-    @property
     def sigterm_split_block(self) -> bool:
         return self.sigterm.split_block
 
