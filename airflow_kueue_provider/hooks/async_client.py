@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from ..kueue.errors import KueueProviderError
 from .cluster_target import DEFAULT_CONN_ID, ClusterTarget
 from .retry import acall_with_retry
 
@@ -153,7 +154,7 @@ ItemFilter = Callable[[dict[str, Any]], dict[str, Any]]
 """What a LIST keeps of each item as its page arrives (``_list_pages``)."""
 
 
-class ListTooLong(RuntimeError):
+class ListTooLong(RuntimeError, KueueProviderError):
     """A LIST has more items than the caller keeps (``max_items``): it stopped reading there."""
 
     def __init__(self, what: str, count: int, more: bool) -> None:

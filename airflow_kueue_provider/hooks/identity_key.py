@@ -14,6 +14,7 @@ import hashlib
 from typing import Any
 
 from ..airflow_compat import AirflowFailException, task_conf
+from ..kueue.errors import KueueProviderError
 from ..kueue.identity_seal import IdentitySeal
 from .kueue_config import SECTION, kueue_option
 
@@ -26,7 +27,7 @@ MIN_SOURCE_CHARACTERS = 16
 """A secret the key is derived from (a Fernet key has 44)."""
 
 
-class IdentityKeyMissing(AirflowFailException):
+class IdentityKeyMissing(AirflowFailException, KueueProviderError):
     """No secret to key the identity seal with: set ``[kueue] identity_key``."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..kueue.errors import KueueProviderError
 from ..kueue.names import INDEX_ANNOTATION
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -12,7 +13,7 @@ SUPPORTED_VERSIONS = ("v1beta2", "v1beta1")  # newest first; v1beta1 is served u
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 
 
-class UnsupportedKueueVersion(RuntimeError):
+class UnsupportedKueueVersion(RuntimeError, KueueProviderError):
     """The cluster's Kueue serves none of the API versions this provider speaks."""
 
 

@@ -12,6 +12,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.errors import KueueProviderError
 from ..kueue.identity_seal import JOB_KIND, JOBSET_KIND, sealed_only
 from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
 from ..kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION, is_jobset_child
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 DELETE_ATTEMPTS = 5  # reads + conditioned deletes before "delete unless finished" gives up
 
 
-class KueueApiError(RuntimeError):
+class KueueApiError(RuntimeError, KueueProviderError):
     """A Kubernetes/Kueue call could not do what was asked; the message says what and why."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..kueue.errors import KueueProviderError
 from ..kueue.ledger import RunLedger
 from .blob_store import AsyncBlobStoreHook, BlobPreconditionFailed, BlobStoreHook
 
@@ -19,7 +20,7 @@ MAX_CONFLICTS = 20
 LedgerChange = Callable[[RunLedger | None], RunLedger]
 
 
-class LedgerConflict(RuntimeError):
+class LedgerConflict(RuntimeError, KueueProviderError):
     """Every conditional write of the ledger lost to a concurrent one, MAX_CONFLICTS times in a row."""
 
 

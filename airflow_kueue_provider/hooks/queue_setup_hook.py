@@ -14,6 +14,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from ..kueue.errors import KueueProviderError
 from ..kueue.queue_ownership import (
     PREVIOUS_MANAGERS,
     FieldConflict,
@@ -34,11 +35,11 @@ APPLY_PATCH = "application/apply-patch+yaml"
 JSON_PATCH = "application/json-patch+json"
 
 
-class KueueVersionTooOld(RuntimeError):
+class KueueVersionTooOld(RuntimeError, KueueProviderError):
     """The cluster's Kueue does not serve v1beta2 (Kueue 0.15 and later do)."""
 
 
-class QueueApplyFailed(RuntimeError):
+class QueueApplyFailed(RuntimeError, KueueProviderError):
     """The apiserver (or Kueue's webhook) refused a declared object; the message says why."""
 
 

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from .errors import KueueProviderError
 from .eta import Estimate
 from .names import DEADLINE_ANNOTATION, ESCALATIONS_ANNOTATION
 
@@ -36,7 +37,7 @@ DEFAULT_MARGIN_SHARE = 0.1
 _TIME_OF_DAY = re.compile(r"^(?P<h>\d{1,2}):(?P<m>\d{2})(?::(?P<s>\d{2}))?(?:\s+(?P<zone>\S+))?$")
 
 
-class InvalidDeadline(ValueError):
+class InvalidDeadline(ValueError, KueueProviderError):
     """``deadline=`` could not be read; the message says what form it takes."""
 
 

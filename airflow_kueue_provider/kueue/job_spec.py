@@ -11,6 +11,8 @@ from typing import Any, TypeAlias
 
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 
+from .errors import KueueProviderError
+
 # -- label keys and limits --------------------------------------------------------------------------
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -116,7 +118,7 @@ class IndexedJobSpec:
         return self.completions if self.parallelism is None else self.parallelism
 
 
-class InvalidJobSpec(ValueError):
+class InvalidJobSpec(ValueError, KueueProviderError):
     """The parameters cannot make a valid Indexed Job. ``problems`` lists (parameter, what to change)."""
 
     def __init__(self, problems: Sequence[tuple[str, str]]) -> None:

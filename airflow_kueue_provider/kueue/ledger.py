@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .attempt_figures import AttemptFigures
+from .errors import KueueProviderError
 from .index_set import IndexSet
 from .shard_packing import ShardPacks
 
@@ -248,7 +249,7 @@ class RunLedger:
         )
 
 
-class UnknownAttempt(LookupError):
+class UnknownAttempt(LookupError, KueueProviderError):
     """Progress for a Job the ledger has no attempt of (it predates checkpointing, or another ledger's)."""
 
 

@@ -21,11 +21,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .errors import KueueProviderError
+
 ANY = "*"
 _SEPARATORS = re.compile(r"[,\s]+")
 
 
-class PolicyConfigError(ValueError):
+class PolicyConfigError(ValueError, KueueProviderError):
     """A ``[kueue]`` policy option that does not parse; the message names the option and its format."""
 
 

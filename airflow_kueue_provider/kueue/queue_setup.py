@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import KueueProviderError
 from .k8s_names import is_dns1123_label, is_dns1123_subdomain
 
 GROUP = "kueue.x-k8s.io"
@@ -36,7 +37,7 @@ TOP_LEVEL_FIELDS = {"WorkloadPriorityClass": ("value", "description")}
 _FUNGIBILITY = {"Borrow": "MayStopSearch", "Preempt": "MayStopSearch"}
 
 
-class InvalidQueueDeclaration(ValueError):
+class InvalidQueueDeclaration(ValueError, KueueProviderError):
     """A declared document cannot be applied; the message names it and says what to change."""
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from .errors import KueueProviderError
 from .index_set import IndexSet
 from .names import SHARDS_ENV, SHARDS_PER_POD_ENV
 
@@ -44,7 +45,7 @@ PackRuns = tuple[tuple[int, int], ...]
 """Pack sizes in index order as ``(size, count)`` runs: ``((5, 26), (4, 3), (1, 20))``."""
 
 
-class InvalidPacking(ValueError):
+class InvalidPacking(ValueError, KueueProviderError):
     """A shards-per-pod setting that cannot work; the message names the parameter and the fix."""
 
 

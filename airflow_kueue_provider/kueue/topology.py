@@ -13,13 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import KueueProviderError
 from .k8s_names import is_qualified_name
 from .names import PREFERRED_TOPOLOGY_ANNOTATION, REQUIRED_TOPOLOGY_ANNOTATION, TOPOLOGY_ANNOTATIONS
 
 MAX_DOMAINS_SHOWN = 8
 
 
-class InvalidTopology(ValueError):
+class InvalidTopology(ValueError, KueueProviderError):
     """``topology=`` could not be used; the message says what to change."""
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from ..hooks.kind_client import KindClient
+from ..kueue.errors import KueueProviderError
 from ..kueue.names import PRIORITY_CLASS_LABEL
 from ..kueue.trigger_event import KueueEvent
 
@@ -21,7 +22,7 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")  # a Kubernetes ob
 _QUEUE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")  # an object name that fits a label value
 
 
-class InvalidEscalation(ValueError):
+class InvalidEscalation(ValueError, KueueProviderError):
     """``on_deadline_risk`` could not be used; the message says what to change."""
 
 

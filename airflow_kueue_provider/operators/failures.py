@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..airflow_compat import AirflowException
+from ..kueue.errors import KueueProviderError
 
 
-class KueueJobFailed(AirflowException):
+class KueueJobFailed(AirflowException, KueueProviderError):
     """The task's Job failed, timed out in the queue, or could not run: ``status``, ``job_name``,
     ``namespace`` and ``failed_indexes`` (an interval string) say which and where. Airflow retries it like
     any task failure (bad input fails earlier, with AirflowFailException, without retries)."""
@@ -21,7 +22,7 @@ class KueueJobFailed(AirflowException):
         self.failed_indexes: str = str(event.get("failed_indexes") or "")
 
 
-class KueueJobSetFailed(AirflowException):
+class KueueJobSetFailed(AirflowException, KueueProviderError):
     """The task's JobSet failed, timed out in the queue, or could not run: ``status``, ``jobset_name``,
     ``namespace`` and ``failed_indexes`` (per child Job, ``"<job>: 3,7"``) say which and where."""
 

@@ -13,6 +13,7 @@ from ..airflow_compat import AirflowFailException
 from ..hooks.kind_client import KindClient
 from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.errors import KueueProviderError
 from ..kueue.identity_seal import IdentitySeal
 from ..kueue.job_ownership import belongs_to_try, needs_uid_seal, sort_by_seal
 from ..kueue.job_progress import finished_condition
@@ -24,11 +25,11 @@ log = logging.getLogger(__name__)
 WEBHOOK_FAILURE = "failed calling webhook"
 
 
-class KueueWebhookUnavailable(RuntimeError):
+class KueueWebhookUnavailable(RuntimeError, KueueProviderError):
     """The apiserver could not reach an admission webhook (Kueue's) when creating the Job."""
 
 
-class CreateForbidden(AirflowFailException):
+class CreateForbidden(AirflowFailException, KueueProviderError):
     """The apiserver refused the create (403): the identity lacks the right, or an admission policy refused
     the object. Not retried: the same request is refused again."""
 
@@ -40,7 +41,7 @@ def _api_message(exc: ApiException) -> str:
         return str(exc.reason)
 
 
-class JobNotOurs(RuntimeError):
+class JobNotOurs(RuntimeError, KueueProviderError):
     """A Job with this try's name exists but was made for another task instance (or by someone else: no
     valid seal)."""
 

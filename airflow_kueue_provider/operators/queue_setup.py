@@ -12,6 +12,7 @@ from airflow.sdk import BaseOperator
 from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.queue_declarations import apply_declarations, conflict_summary, load_declarations, report
 from ..hooks.queue_setup_hook import KueueQueueSetupHook
+from ..kueue.errors import KueueProviderError
 from ..kueue.queue_ownership import PREVIOUS_MANAGERS
 from ..kueue.queue_setup import InvalidQueueDeclaration
 
@@ -19,11 +20,11 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class QueueDrift(AirflowException):
+class QueueDrift(AirflowException, KueueProviderError):
     """``check_only`` with ``fail_on_drift``: some declared object is missing or differs in the cluster."""
 
 
-class QueueConflict(AirflowException):
+class QueueConflict(AirflowException, KueueProviderError):
     """Declared fields are owned by other field managers (someone set them by hand or with another tool):
     those objects were left as they are; ``force=True`` takes the fields."""
 

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import suppress
 
 from ..hooks.kueue_config import kueue_option
+from ..kueue.errors import KueueProviderError
 from .user_slots import UserSlots, Wording, count_option
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ class Feeds:
                 del self._feeds[key]
 
 
-class TooManyStreams(Exception):
+class TooManyStreams(KueueProviderError):
     """A new live stream would pass ``[kueue] ui_streams_per_user`` or ``ui_streams_total``."""
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from ..kueue.errors import KueueProviderError
 from .user_slots import UserSlots, Wording, count_option
 
 T = TypeVar("T")
@@ -29,7 +30,7 @@ DEFAULT_PER_USER = 8
 DEFAULT_TOTAL = 32
 
 
-class TooManyReads(Exception):
+class TooManyReads(KueueProviderError):
     """A new read would pass ``[kueue] ui_reads_per_user`` or ``ui_reads_total``."""
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
+from ..kueue.errors import KueueProviderError
 
-class BlobStoreError(Exception):
+
+class BlobStoreError(KueueProviderError):
     """A Blob Storage call failed (message already redacted)."""
 
 

@@ -11,6 +11,8 @@ kind, the status and the fix.
 
 from __future__ import annotations
 
+from ..kueue.errors import KueueProviderError
+
 FATAL_STATUSES = frozenset({401, 403, 404})
 FATAL_AFTER = 3  # consecutive failures of one kind with a fatal status, without a successful LIST of it
 GROUPS = {"jobs": "batch", "workloads": "kueue.x-k8s.io", "jobsets": "jobset.x-k8s.io"}
@@ -18,7 +20,7 @@ NO_KIND = ""
 """The key of a failure no list+watch loop owns (the connection itself): any successful LIST resets it."""
 
 
-class WatchUnavailable(RuntimeError):
+class WatchUnavailable(RuntimeError, KueueProviderError):
     """The hub cannot list one kind in its namespace and gave up; every follower of the hub ends with this,
     and the next follower gets a fresh hub (which tries again)."""
 

@@ -39,6 +39,7 @@ from ..hooks.async_client import ListTooLong
 from ..hooks.cluster_target import ClusterTarget
 from ..hooks.kueue_async_hook import AsyncKueueHook, api_status
 from ..hooks.retry import describe, retry_after
+from ..kueue.errors import KueueProviderError
 from .cache import ANY_JOB, JOBSET_KEY_PREFIX, NamespaceCache, _Follower, jobset_key, slim
 from .caps import MAX_OBJECTS_OPTION, OVER_CAP_RETRY_SECONDS, NamespaceOverCap, configured_caps, over_cap
 from .diagnostics import DEBUG_SIGNAL_ENV, install_debug_signal
@@ -86,7 +87,7 @@ JOBSET_FATAL_STATUSES = frozenset({403, 404})
 """JobSets not served (no CRD) or not allowed (RBAC): fatal to the JobSet followers at once, to no other."""
 
 
-class JobSetsUnavailable(RuntimeError):
+class JobSetsUnavailable(RuntimeError, KueueProviderError):
     """The hub cannot list JobSets in its namespace; only its JobSet followers end, with this."""
 
 
@@ -94,7 +95,7 @@ class KindsChanged(Exception):
     """A follower needs a kind the hub does not watch yet (JobSets): list every kind again, at once."""
 
 
-class WatchStalled(RuntimeError):
+class WatchStalled(RuntimeError, KueueProviderError):
     """A watch connection stayed open but delivered nothing, not even the apiserver's periodic bookmark."""
 
 
@@ -364,7 +365,7 @@ class NamespaceWatch(NamespaceCache):
                 log.info("%s watch in %s expired (410 Gone); listing again", kind, self.namespace)
 
 
-class WatchLoopEnded(RuntimeError):
+class WatchLoopEnded(RuntimeError, KueueProviderError):
     """A list+watch loop, which never ends by itself, ended (cancelled from outside): list again."""
 
 

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..kueue.errors import KueueProviderError
 from ..kueue.names import TASK_CALL_ENV, TASK_SOURCE_ENV
 from .shard import Shard
 
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 EXIT_BAD_PAYLOAD = 2
 
 
-class BadTaskPayload(ValueError):
+class BadTaskPayload(ValueError, KueueProviderError):
     """The pod's task variables are missing or unreadable (a pod not made by ``@task.kueue``)."""
 
 
