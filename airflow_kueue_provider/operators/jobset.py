@@ -135,6 +135,8 @@ class KueueJobSetOperator(KueueOperator):
         own requests, for as long as the JobSet ran, over every JobSet of the task instance (docs/results.md).
     :param parallelism_ramp: refused (see ``KueueJobSetOperator.REFUSED``).
     :param min_parallelism: refused (see ``KueueJobSetOperator.REFUSED``).
+    :param shards_per_pod: refused (see ``KueueJobSetOperator.REFUSED``).
+    :param expected_shard_duration: refused (see ``KueueJobSetOperator.REFUSED``).
     """
 
     template_fields: Sequence[str] = (
@@ -160,6 +162,14 @@ class KueueJobSetOperator(KueueOperator):
             "a JobSet runs its replicated jobs as one gang: it has no unfinished shards that could move to "
             "another queue on their own; use raise_priority or notify"
         ),
+        "shards_per_pod": (
+            "a JobSet's checkpointed replicated job runs one shard per index, and a retry reruns the gang "
+            "whole: several shards per pod are KueueIndexedJobOperator's (raise the replicated job's "
+            "completions for more shards)"
+        ),
+        "expected_shard_duration": (
+            "it chooses how shards pack into pods, which a JobSet does not do (one shard per index)"
+        ),
     }
 
     def __init__(
@@ -173,10 +183,17 @@ class KueueJobSetOperator(KueueOperator):
         jobset_name_prefix: str | None = None,
         parallelism_ramp: Any = None,
         min_parallelism: int | None = None,
+        shards_per_pod: int | None = None,
+        expected_shard_duration: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(keep_on_failure=keep_jobset_on_failure, **kwargs)
-        given = {"parallelism_ramp": parallelism_ramp, "min_parallelism": min_parallelism}
+        given = {
+            "parallelism_ramp": parallelism_ramp,
+            "min_parallelism": min_parallelism,
+            "shards_per_pod": shards_per_pod,
+            "expected_shard_duration": expected_shard_duration,
+        }
         given["spill_to"] = self._deadlines.spill_to
         for name, value in given.items():
             if value is not None:

@@ -48,6 +48,8 @@ def test_the_jobset_carries_the_task_and_each_template_is_a_checked_indexed_job(
         ({"replicated_jobs": [{"name": "w", "imagee": "x"}]}, "unknown field"),
         ({"priority_class": "Not Valid"}, "not a valid WorkloadPriorityClass"),
         ({"queue_timeout": -1}, "queue_timeout must be positive"),
+        ({"shards_per_pod": 4}, "shards_per_pod is not available for a JobSet: .* one shard per index"),
+        ({"expected_shard_duration": 30}, "expected_shard_duration is not available for a JobSet"),
         (
             {"replicated_jobs": [KueueReplicatedJob("w", image="x:1", checkpoint=True)]},
             "checkpointing= and a replicated job with checkpoint=True go together",
