@@ -1,5 +1,6 @@
 """A loopback TCP proxy whose open connections can be frozen: they stay open but pass no byte, as a stalled
-network path or a hung load balancer does. Connections made after the freeze pass normally."""
+network path or a hung load balancer does. Connections made after the freeze pass normally. With
+``send_delay`` it holds each chunk a client sends that long (a slow cluster); answers pass at once."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 
 
 class FreezableProxy:
-    def __init__(self, target_host: str, target_port: int) -> None:
+    def __init__(self, target_host: str, target_port: int, send_delay: float = 0.0) -> None:
         self.target = (target_host, target_port)
+        self.send_delay = send_delay
         self.port = 0
         self.connections = 0  # accepted so far: what a client behind the proxy asked of the target
         self._loop = asyncio.new_event_loop()
@@ -35,9 +37,11 @@ class FreezableProxy:
         self._live.add(frozen)
         up_reader, up_writer = await asyncio.open_connection(*self.target)
 
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, delay: float) -> None:
             with suppress(ConnectionError, asyncio.CancelledError):
                 while data := await src.read(65536):
+                    if delay:
+                        await asyncio.sleep(delay)
                     if frozen.is_set():
                         await asyncio.Event().wait()  # hold the bytes for ever; the socket stays open
                     dst.write(data)
@@ -45,7 +49,7 @@ class FreezableProxy:
             with suppress(Exception):
                 dst.close()
 
-        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+        await asyncio.gather(pump(reader, up_writer, self.send_delay), pump(up_reader, writer, 0.0))
         self._live.discard(frozen)
 
     def freeze_open_connections(self) -> int:

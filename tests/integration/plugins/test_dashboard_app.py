@@ -138,15 +138,7 @@ def test_a_task_page_costs_a_few_requests_whatever_its_jobs_pod_count(
         )
 
     with counted_client(cluster, env.namespace, tmp_path) as counted:
-        app = TestClient(
-            create_app(
-                lambda: KueueHook(counted.conn_id),
-                lambda: [env.namespace],
-                dependencies=[],
-                task_access=[],
-                queues_access=[],
-            )
-        )
+        app = _unauthenticated_app(counted.conn_id, env.namespace)
         params = {"dag_id": "ui", "run_id": run_id}
         app.get("/task", params={**params, "task_id": "small"})  # the first page makes the client
         costs = {}
@@ -264,15 +256,7 @@ def test_views_of_queued_tasks_share_one_read_of_their_local_queues_pending_list
     wait_for("both task Workloads queued behind the holder", lambda: pending() == 2, 60)
     reads_before = SHARED.reads
     with counted_client(cluster, env.namespace, tmp_path) as counted:
-        app = TestClient(
-            create_app(
-                lambda: KueueHook(counted.conn_id),
-                lambda: [env.namespace],
-                dependencies=[],
-                task_access=[],
-                queues_access=[],
-            )
-        )
+        app = _unauthenticated_app(counted.conn_id, env.namespace)
         params = {"dag_id": "ui", "run_id": run_id}
         app.get("/api/task", params={**params, "task_id": "first"})  # the first view makes the client
         costs, lines = [], []
@@ -285,3 +269,16 @@ def test_views_of_queued_tasks_share_one_read_of_their_local_queues_pending_list
     print(f"requests per view of a queued task, after the first: {costs}")
     assert all("position" in line for line in lines), lines
     assert SHARED.reads - reads_before == 1, "one read of the pending list for the three views"
+
+
+def _unauthenticated_app(conn_id: str, namespace: str) -> TestClient:
+    """The plugin's app reading ``namespace`` through ``conn_id``, with no access checks (the costs alone)."""
+    return TestClient(
+        create_app(
+            lambda: KueueHook(conn_id),
+            lambda: [namespace],
+            dependencies=[],
+            task_access=[],
+            queues_access=[],
+        )
+    )

@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import httpx
@@ -25,6 +23,7 @@ from devcluster.layout import PORTS
 
 from ..airflow_runner import AirflowHome
 from ..cluster import KueueEnv, wait_for
+from ..tcp_proxy import FreezableProxy, kubeconfig_through
 from .test_api_server import start_api_server
 
 DELAY_SECONDS = 3.0
@@ -36,61 +35,14 @@ PER_USER, TOTAL = 8, 40
 HEALTH_P99_SECONDS = 1.0
 
 
-class DelayingProxy:
-    """A loopback TCP proxy that forwards what a client sends ``delay`` seconds late; answers pass at once."""
-
-    def __init__(self, target_port: int, delay: float) -> None:
-        self.target_port = target_port
-        self.delay = delay
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        self._loop.run_forever()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
-
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, delay: float) -> None:
-            with suppress(ConnectionError, asyncio.CancelledError):
-                while data := await src.read(65536):
-                    if delay:
-                        await asyncio.sleep(delay)
-                    dst.write(data)
-                    await dst.drain()
-            with suppress(Exception):
-                dst.close()
-
-        await asyncio.gather(pump(reader, up_writer, self.delay), pump(up_reader, writer, 0.0))
-
-    @contextmanager
-    def running(self) -> Iterator[DelayingProxy]:
-        self._thread.start()
-        self._ready.wait(5)
-        try:
-            yield self
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(5)
-
-
 @pytest.fixture
 def slow_cluster_api_server(
     airflow_home: AirflowHome, kueue_env: KueueEnv, devcluster_env: dict[str, str], tmp_path: Path
 ) -> Iterator[tuple[str, dict[str, str]]]:
     passwords = tmp_path / "passwords.json"
-    with DelayingProxy(PORTS.apiserver, DELAY_SECONDS).running() as proxy:
-        kubeconfig = tmp_path / "slow-kubeconfig"
-        kubeconfig.write_text(
-            Path(devcluster_env["KUBECONFIG"])
-            .read_text()
-            .replace(f"https://127.0.0.1:{PORTS.apiserver}", f"https://127.0.0.1:{proxy.port}")
+    with FreezableProxy("127.0.0.1", PORTS.apiserver, send_delay=DELAY_SECONDS).running() as proxy:
+        kubeconfig = kubeconfig_through(
+            proxy, Path(devcluster_env["KUBECONFIG"]), PORTS.apiserver, tmp_path / "slow-kubeconfig"
         )
         env = {
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:admin" for u in USERS),
