@@ -36,7 +36,6 @@ from ..hooks.kueue_hook import KueueHook
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.eta import FinishClock
 from ..kueue.run_history import RunRecord, queue_histories
-from ..kueue.run_trends import QueueSample, QueueSampleRing, TaskTrend, task_trend
 from . import dashboard_pages, live_feed
 from .dashboard_data import (
     QUEUE_SAMPLES,
@@ -50,6 +49,7 @@ from .fanout import StreamCaps, TooManyStreams, configured_caps
 from .read_caps import RETRY_AFTER_SECONDS, ReadCaps, TooManyReads, configured_read_caps
 from .route_access import airflow_user, dag_access, dag_permission, marked, readable_results
 from .run_history_source import airflow_run_records, airflow_task_run_records
+from .views.run_trends import QueueSample, QueueSampleRing, TaskTrend, task_trend
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

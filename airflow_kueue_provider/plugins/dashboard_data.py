@@ -11,7 +11,6 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from ..hooks.kueue_hook import KueueHook
-from ..kueue.admission_timeline import TimelineStep, admission_timeline
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.api_time import parse_api_time
 from ..kueue.deadline import deadline_of
@@ -20,11 +19,12 @@ from ..kueue.index_grid import IndexGrid, index_grid, likely_running, shard_grid
 from ..kueue.job_progress import JobView, progress_line, view_of
 from ..kueue.jobset import jobset_membership, workload_owner_uid
 from ..kueue.names import TRY_NUMBER_LABEL
-from ..kueue.queue_overview import QueueRow, queue_rows
-from ..kueue.run_trends import QueueSampleRing
 from ..kueue.shard_packing import packs_of_job
 from ..kueue.workload_state import WorkloadPhase, WorkloadState
 from .pending_positions import SHARED
+from .views.admission_timeline import TimelineStep, admission_timeline
+from .views.queue_overview import QueueRow, queue_rows
+from .views.run_trends import QueueSampleRing
 
 KUEUE_OPERATORS = frozenset({"KueueIndexedJobOperator", "KueueJobSetOperator", "KueueDecoratedOperator"})
 """Operators whose task instances make Kueue Jobs (by class name, as Airflow records a task's operator;

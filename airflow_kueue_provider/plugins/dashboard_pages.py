@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from ..kueue.index_grid import IndexGrid
-from ..kueue.queue_overview import QueueRow
 from ..kueue.run_history import QueueHistory, RunRecord
-from ..kueue.run_trends import QueueSample, TaskTrend
 from .dashboard_data import KUEUE_OPERATORS, JobPanel, LiveState, TaskInstanceFacts
 from .page_templates import render, render_macro
 from .svg_chart import ChartView
@@ -24,6 +22,8 @@ from .trend_pages import (
     queues_over_time_view,
     task_trend_view,
 )
+from .views.queue_overview import QueueRow
+from .views.run_trends import QueueSample, TaskTrend
 
 GRID_CELL_LIMIT = 2_000
 """Up to this many indexes the grid draws one cell per index; above it, one band per run of a state."""

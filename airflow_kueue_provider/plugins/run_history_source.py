@@ -14,8 +14,8 @@ from collections.abc import Collection
 from typing import Any
 
 from ..kueue.run_history import RunRecord
-from ..kueue.run_trends import RUNS_PER_TASK
 from .dashboard_data import KUEUE_OPERATORS
+from .views.run_trends import RUNS_PER_TASK
 
 log = logging.getLogger(__name__)
 

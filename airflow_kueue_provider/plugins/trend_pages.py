@@ -10,15 +10,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ..kueue.run_history import QueueHistory
-from ..kueue.run_trends import (
+from .page_templates import render_macro
+from .svg_chart import ChartView, Point, Reference, Series, chart_view, duration_unit, time_chart
+from .views.run_trends import (
     SAMPLE_WINDOW_SECONDS,
     QueueSample,
     TaskRunPoint,
     TaskTrend,
     quota_series,
 )
-from .page_templates import render_macro
-from .svg_chart import ChartView, Point, Reference, Series, chart_view, duration_unit, time_chart
 
 SAMPLE_GAP_SECONDS = 150.0
 """A ClusterQueue's line breaks where two samples are further apart: no queue page was open then (an open

@@ -9,12 +9,12 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from airflow_kueue_provider.kueue.admission_timeline import TimelineStep
 from airflow_kueue_provider.kueue.index_grid import IndexGrid
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.queue_overview import QueueRow, ResourceUse
 from airflow_kueue_provider.plugins.dashboard_data import JobPanel, LiveState
 from airflow_kueue_provider.plugins.dashboard_pages import grid_html, queues_page, task_page
+from airflow_kueue_provider.plugins.views.admission_timeline import TimelineStep
+from airflow_kueue_provider.plugins.views.queue_overview import QueueRow, ResourceUse
 
 _PLUGIN_CHECK = """
 import json

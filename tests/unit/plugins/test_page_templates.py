@@ -17,16 +17,16 @@ import jinja2
 import pytest
 from fastapi.testclient import TestClient
 
-from airflow_kueue_provider.kueue.admission_timeline import TimelineStep
 from airflow_kueue_provider.kueue.eta import Estimate
 from airflow_kueue_provider.kueue.index_grid import IndexGrid
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.queue_overview import QueueRow, ResourceUse
 from airflow_kueue_provider.kueue.run_history import QueueHistory, RunRecord, queue_histories
-from airflow_kueue_provider.kueue.run_trends import QueueSample, QuotaUse, task_trend
 from airflow_kueue_provider.plugins import dashboard_pages, page_templates, svg_chart, trend_pages
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.dashboard_data import JobPanel, LiveState, TaskInstanceFacts
+from airflow_kueue_provider.plugins.views.admission_timeline import TimelineStep
+from airflow_kueue_provider.plugins.views.queue_overview import QueueRow, ResourceUse
+from airflow_kueue_provider.plugins.views.run_trends import QueueSample, QuotaUse, task_trend
 
 REPO = Path(__file__).resolve().parents[3]
 TEMPLATES = REPO / "airflow_kueue_provider" / "plugins" / "templates"
@@ -250,7 +250,7 @@ class _Hook:
 
 
 def test_the_app_escapes_the_ids_of_the_url_and_the_clusters_names() -> None:
-    from airflow_kueue_provider.kueue.run_trends import QueueSampleRing
+    from airflow_kueue_provider.plugins.views.run_trends import QueueSampleRing
 
     app = create_app(
         _Hook,  # type: ignore[arg-type]

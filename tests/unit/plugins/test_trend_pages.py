@@ -10,10 +10,10 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from airflow_kueue_provider.kueue.run_history import RunRecord
-from airflow_kueue_provider.kueue.run_trends import QueueSampleRing, task_trend
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.dashboard_data import TaskInstanceFacts
 from airflow_kueue_provider.plugins.trend_pages import IDEAL_SENTENCE, task_trend_html
+from airflow_kueue_provider.plugins.views.run_trends import QueueSampleRing, task_trend
 
 T0 = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
 TASK = {"dag_id": "a", "run_id": "r9", "task_id": "shards", "map_index": "{MAP_INDEX}"}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .api_time import parse_api_time
+from ...kueue.api_time import parse_api_time
 
 _SAME_MOMENT = timedelta(seconds=2)
 _NOISY_REASONS = frozenset({"SuccessfulCreate", "SuccessfulDelete"})

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_kueue_provider.kueue.run_history import RunRecord
-from airflow_kueue_provider.kueue.run_trends import (
+from airflow_kueue_provider.plugins.views.run_trends import (
     QueueSampleRing,
     ideal_seconds,
     queue_sample,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_kueue_provider.kueue.admission_timeline import admission_timeline
+from airflow_kueue_provider.plugins.views.admission_timeline import admission_timeline
 
 JOB: dict[str, Any] = {
     "metadata": {"namespace": "ns", "name": "shards", "creationTimestamp": "2026-11-30T10:00:00Z"},

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .quantity import parse_quantity
-from .run_history import RunRecord
+from ...kueue.quantity import parse_quantity
+from ...kueue.run_history import RunRecord
 
 RUNS_PER_TASK = 30
 """Runs of one task in its plot: a month of a nightly pipeline."""

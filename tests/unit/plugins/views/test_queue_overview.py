@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_kueue_provider.kueue.queue_overview import ResourceUse, queue_rows
+from airflow_kueue_provider.plugins.views.queue_overview import ResourceUse, queue_rows
 
 ACTIVE = {"conditions": [{"type": "Active", "status": "True"}]}
 
