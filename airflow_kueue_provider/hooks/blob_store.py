@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ..storage.async_blob_store import AsyncBlobStore
 from ..storage.blob_auth import BlobAuth, auth_from_connection
 from ..storage.blob_errors import (
     BlobConfigError,
@@ -16,7 +17,8 @@ from ..storage.blob_errors import (
     register_secret,
 )
 from ..storage.blob_retry import RetryPolicy, is_transient
-from ..storage.blob_store import DEFAULT_CONN_ID, AsyncBlobStore, BlobStore
+from ..storage.blob_store import BlobStore
+from ..storage.blob_store_base import DEFAULT_CONN_ID
 
 __all__ = [
     "AsyncBlobStoreHook",

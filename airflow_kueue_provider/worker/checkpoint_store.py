@@ -30,14 +30,9 @@ from typing import Any, Protocol
 
 from ..kueue.checkpoint_retention import BlobInfo
 from ..storage.blob_auth import check_sas_not_expired
-from ..storage.blob_store import (
-    BlobConfigError,
-    BlobPreconditionFailed,
-    BlobStore,
-    BlobStoreError,
-    BlobUnavailable,
-    RetryPolicy,
-)
+from ..storage.blob_errors import BlobConfigError, BlobPreconditionFailed, BlobStoreError, BlobUnavailable
+from ..storage.blob_retry import RetryPolicy
+from ..storage.blob_store import BlobStore
 from ..storage.sas_file import FileSasCredential
 from . import naming
 from .env import ShardEnv

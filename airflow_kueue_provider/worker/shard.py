@@ -69,7 +69,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from ..storage.blob_store import BlobUnavailable
+from ..storage.blob_errors import BlobUnavailable
 from .checkpoint_store import (
     MAX_CHECKPOINT_BYTES,
     CheckpointStore,

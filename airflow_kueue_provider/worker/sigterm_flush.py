@@ -24,7 +24,7 @@ from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import Any, NoReturn
 
-from ..storage.blob_store import redact
+from ..storage.blob_errors import redact
 from .checkpoint_store import Progress
 
 log = logging.getLogger("airflow_kueue_provider.worker")

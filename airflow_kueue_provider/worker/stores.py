@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 
 from ..kueue.names import CHECKPOINT_URL_ENV
-from ..storage.blob_store import RetryPolicy, account_url_from_connection_string, redact
+from ..storage.blob_auth import account_url_from_connection_string
+from ..storage.blob_errors import redact
+from ..storage.blob_retry import RetryPolicy
 from .checkpoint_store import JsonStore, store_for
 from .env import CONNECTION_STRING, ShardEnv
 

@@ -15,7 +15,7 @@ from airflow.sdk import DAG
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
-from airflow_kueue_provider.storage.blob_store import DEFAULT_CONN_ID
+from airflow_kueue_provider.storage.blob_store_base import DEFAULT_CONN_ID
 from tests.integration.examples.readme_blocks import marked_blocks
 
 REPO = Path(__file__).resolve().parents[3]

@@ -13,7 +13,8 @@ import pytest
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
 
 from airflow_kueue_provider.storage import sas_file
-from airflow_kueue_provider.storage.blob_store import BlobConfigError, BlobStore
+from airflow_kueue_provider.storage.blob_errors import BlobConfigError
+from airflow_kueue_provider.storage.blob_store import BlobStore
 from airflow_kueue_provider.storage.sas_file import FileSasCredential
 
 

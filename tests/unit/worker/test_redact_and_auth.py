@@ -7,15 +7,15 @@ from datetime import UTC
 import pytest
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ServiceRequestError
 
-from airflow_kueue_provider.storage import blob_retry, blob_store
+from airflow_kueue_provider.storage import blob_errors, blob_retry
 from airflow_kueue_provider.storage.blob_auth import auth_from_connection
-from airflow_kueue_provider.storage.blob_store import (
+from airflow_kueue_provider.storage.blob_errors import (
     BlobConfigError,
     BlobPreconditionFailed,
     BlobUnavailable,
-    RetryPolicy,
     redact,
 )
+from airflow_kueue_provider.storage.blob_retry import RetryPolicy
 
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
@@ -42,7 +42,7 @@ def test_shared_key_header_and_azure_mac_detail_are_masked() -> None:
 
 
 def test_registered_secrets_are_masked_anywhere_even_url_encoded() -> None:
-    blob_store.register_secret("my-very-secret/key+")
+    blob_errors.register_secret("my-very-secret/key+")
     assert redact("x my-very-secret/key+ y my-very-secret%2Fkey%2B") == "x *** y ***"
 
 

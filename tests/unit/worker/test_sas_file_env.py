@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from airflow_kueue_provider.storage import sas_file
-from airflow_kueue_provider.storage.blob_store import BlobConfigError, RetryPolicy
+from airflow_kueue_provider.storage.blob_errors import BlobConfigError
+from airflow_kueue_provider.storage.blob_retry import RetryPolicy
 from airflow_kueue_provider.storage.sas_file import FileSasCredential
 from airflow_kueue_provider.worker.checkpoint_store import store_for
 from airflow_kueue_provider.worker.env import ShardEnv
