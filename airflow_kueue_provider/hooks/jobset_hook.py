@@ -9,9 +9,10 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.identity_seal import JOBSET_KIND, sealed_only
+from ..kueue.identity_seal import sealed_only
 from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
 from ..kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
+from ..kueue.kinds.jobset import JOBSET
 from ..kueue.names import DAG_ID_LABEL, RUN_ID_LABEL, TASK_ID_LABEL
 from . import kueue_api
 from .identity_key import identity_seal
@@ -81,7 +82,7 @@ class JobSetHook(KueueHook):
             for js in listed.get("items") or []
             if belongs_to_task_instance(js, identity) and js["metadata"].get("deletionTimestamp") is None
         ]
-        jobsets = jobsets if unsealed_too else sealed_only(jobsets, identity_seal(), JOBSET_KIND)
+        jobsets = jobsets if unsealed_too else sealed_only(jobsets, identity_seal(), JOBSET.kind)
         return sorted(jobsets, key=lambda js: js["metadata"].get("creationTimestamp") or "")
 
     def delete_jobset_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:

@@ -13,9 +13,11 @@ from kubernetes.client.rest import ApiException
 
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.errors import KueueProviderError
-from ..kueue.identity_seal import JOB_KIND, JOBSET_KIND, sealed_only
+from ..kueue.identity_seal import sealed_only
 from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
 from ..kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION, is_jobset_child
+from ..kueue.kinds.job import JOB
+from ..kueue.kinds.jobset import JOBSET
 from ..kueue.names import (
     DAG_ID_LABEL,
     INDEX_LABEL,
@@ -238,11 +240,11 @@ class KueueHook:
         seal and labels, which anyone who reads it can copy: it counts only when a sealed JobSet of the task
         controls it by uid (``is_jobset_child``). One more LIST, only when there are children."""
         seal = identity_seal()
-        sealed = [j for j in jobs if seal.is_sealed(JOB_KIND, j)]
-        children = [j for j in jobs if not seal.is_sealed(JOB_KIND, j) and seal.is_sealed_child(j)]
+        sealed = [j for j in jobs if seal.is_sealed(JOB.kind, j)]
+        children = [j for j in jobs if not seal.is_sealed(JOB.kind, j) and seal.is_sealed_child(j)]
         if not children:
             return sealed
-        jobsets = sealed_only(self._task_jobsets(namespace, selector), seal, JOBSET_KIND)
+        jobsets = sealed_only(self._task_jobsets(namespace, selector), seal, JOBSET.kind)
         return sealed + [j for j in children if any(is_jobset_child(j, js) for js in jobsets)]
 
     def _task_jobsets(self, namespace: str | None, selector: dict[str, str]) -> list[dict[str, Any]]:

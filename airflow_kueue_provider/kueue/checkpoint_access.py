@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from . import kinds
 from .ledger import CONTAINER_SALT_HEX, is_container_salt
 from .names import CHECKPOINT_SAS_ENV, SAS_MOUNT_DIR, SAS_SECRET_KEY, SAS_VOLUME_NAME
 
@@ -50,9 +51,6 @@ SHARD_CONTAINER_HEAD = 63 - 1 - SHARD_CONTAINER_HASH
 PREFIX_METADATA = "airflowkueueprefix"  # container metadata: the task-instance prefix it serves
 SALT_METADATA = "airflowkueuesalt"  # container metadata: the salt of its name (absent: an unsalted name)
 SAS_SECRET_INFIX = "-checkpoint-"  # a Job's SAS Secret: <job name>-checkpoint-<kind tag><access id>
-SAS_SECRET_KIND_TAGS = {"Job": "", "JobSet": "jobset-"}
-"""Between the infix and the access id: the owner's kind. A tag is never hex, so no owner's name plus one
-kind's form is another owner's name plus the other's."""
 ACCESS_ID_HEX = 16  # random hex characters of an attempt's access id (Secret suffix, policy id tail)
 ACCESS_POLICY_HEAD = 24  # hex characters of sha256(job name) that start its policies' ids
 MAX_ACCESS_POLICIES = 5  # Azure's limit of stored access policies per container
@@ -63,7 +61,6 @@ MIN_RENEWAL_SECONDS = 5.0  # a trigger renews a Job's SAS every quarter of its T
 DEFAULT_CREDENTIAL_TTL = timedelta(hours=48)
 RESIGNED_SAS_TTL = timedelta(hours=1)
 """The longest a user-delegation SAS is signed for: it cannot be revoked, so it is re-signed instead."""
-_FINISHED = frozenset({"Complete", "Completed", "Failed"})
 _CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")
 
 
@@ -101,11 +98,18 @@ def sas_secret_name(job_name: str, access_id: str, owner_kind: str = "Job") -> s
     (``access_id``: ``ACCESS_ID_HEX`` random hex)."""
     if not re.fullmatch(rf"[0-9a-f]{{{ACCESS_ID_HEX}}}", access_id):
         raise ValueError(f"access_id={access_id!r} must be {ACCESS_ID_HEX} lowercase hex characters")
-    if owner_kind not in SAS_SECRET_KIND_TAGS:
-        raise ValueError(
-            f"owner_kind={owner_kind!r}: a SAS Secret is owned by one of {sorted(SAS_SECRET_KIND_TAGS)}"
-        )
-    return f"{job_name}{SAS_SECRET_INFIX}{SAS_SECRET_KIND_TAGS[owner_kind]}{access_id}"
+    try:
+        tag = kinds.describe(owner_kind).secret_tag
+    except kinds.UnknownKind as exc:
+        raise kinds.UnknownKind(f"owner_kind={owner_kind!r}: {exc}") from None
+    return f"{job_name}{SAS_SECRET_INFIX}{tag}{access_id}"
+
+
+def sas_secret_kind_tags() -> list[str]:
+    """Every registered kind's tag (``KindDescription.secret_tag``): between the infix and the access id,
+    the owner's kind. A tag is never hex, so no owner's name plus one kind's form is another's plus the
+    other's."""
+    return [k.secret_tag for k in kinds.kinds()]
 
 
 def secret_name_of(obj: Mapping[str, Any]) -> str | None:
@@ -142,8 +146,7 @@ def mount_sas_file(pod_spec: dict[str, Any], secret: str) -> None:
 
 def is_finished(obj: Mapping[str, Any]) -> bool:
     """Whether a Job (Complete/Failed) or JobSet (Completed/Failed) has finished: no pod of it starts."""
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c.get("type") in _FINISHED and c.get("status") == "True" for c in conditions)
+    return kinds.finished_condition(obj) is not None
 
 
 def access_policy_head(job_name: str) -> str:

@@ -17,13 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import kinds
 from .airflow_identity import AirflowIdentity, identity_of
 from .k8s_names import HASH_LENGTH
-from .names import JOBSET_NAME_LABEL, SEAL_ANNOTATION, UID_SEAL_ANNOTATION
-
-JOB_KIND = "Job"
-JOBSET_KIND = "JobSet"
-"""The kind part of a seal: what ``KindClient.noun`` says."""
+from .names import SEAL_ANNOTATION, UID_SEAL_ANNOTATION
 
 _NAME_CONTEXT = "name/v1"
 _SEAL_CONTEXT = "seal/v1"
@@ -102,19 +99,22 @@ class IdentitySeal:
         return "valid" if hmac.compare_digest(given, wanted) else "invalid"
 
     def is_sealed_child(self, obj: Mapping[str, Any]) -> bool:
-        """``obj`` is a Job of a sealed JobSet: it carries its JobSet's seal (the replicated jobs' templates
-        do), valid for the JobSet its label names. For what the UI shows; reattach reads the JobSet itself."""
+        """``obj`` is a child Job of a sealed parent (a JobSet's): it carries its parent's seal (the parent's
+        Job templates do, ``KindDescription.child_templates``), valid for the parent its kind's child label
+        names. For what the UI shows; reattach reads the parent itself."""
         meta = obj.get("metadata")
-        labels = meta.get("labels") if isinstance(meta, Mapping) else None
-        jobset = labels.get(JOBSET_NAME_LABEL) if isinstance(labels, Mapping) else None
-        if not isinstance(meta, Mapping) or not isinstance(jobset, str):
+        if not isinstance(meta, Mapping):
             return False
-        return self.is_sealed(JOBSET_KIND, {"metadata": {**meta, "name": jobset}})
+        return any(
+            self.is_sealed(parent.kind, {"metadata": {**meta, "name": name}})
+            for parent, name in kinds.parent_names(obj)
+        )
 
 
 def sealed_only(objs: list[dict[str, Any]], seal: IdentitySeal, kind: str) -> list[dict[str, Any]]:
-    """The objects that carry a valid seal: what the UI and the figures count as the task's. A Job of a
-    JobSet task counts through its JobSet's seal."""
-    if kind == JOB_KIND:
+    """The objects that carry a valid seal: what the UI and the figures count as the task's. A child Job of
+    a task's parent (a JobSet's Job) counts through its parent's seal; only objects of a kind that children
+    are (``KindDescription.hosts_children``): another kind carrying a child label is not a child."""
+    if kinds.describe(kind).hosts_children:
         return [o for o in objs if seal.is_sealed(kind, o) or seal.is_sealed_child(o)]
     return [o for o in objs if seal.is_sealed(kind, o)]

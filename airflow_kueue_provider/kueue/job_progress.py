@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from . import kinds
 from .api_time import parse_api_time
 from .followed_view import FollowedView, ever_admitted, is_admitted
 from .index_set import IndexSet
@@ -72,17 +73,10 @@ class JobView:
         return len(self.completed) + len(self.failed)
 
 
-FINISHED_CONDITION_TYPES = ("Complete", "Failed", "Completed")
-"""A Job's (Complete, Failed) and a JobSet's (Completed, Failed) terminal conditions."""
-
-
 def finished_condition(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The Job's Complete or Failed condition when it is True (the two never both are), else None; a JobSet's
-    Completed or Failed one too (the same rules hold for deleting it)."""
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") in FINISHED_CONDITION_TYPES and cond.get("status") == "True":
-            return cond  # type: ignore[no-any-return]
-    return None
+    """The terminal condition of a Job (or of an object of any registered kind: its own end rule), else
+    None: the same rules hold for deleting it."""
+    return kinds.finished_condition(job)
 
 
 def view_of(job: Mapping[str, Any], workload: Mapping[str, Any] | None) -> JobView:

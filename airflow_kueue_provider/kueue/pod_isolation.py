@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .checkpoint_access import ACCESS_ID_HEX, SAS_SECRET_INFIX, SAS_SECRET_KIND_TAGS
+from .checkpoint_access import ACCESS_ID_HEX, SAS_SECRET_INFIX, sas_secret_kind_tags
 from .job_template import as_mapping
 
 # Pod Security Standards, baseline profile (Kubernetes 1.29+).
@@ -47,7 +47,7 @@ SYSTEM_PRIORITY_PREFIX = "system-"
 # before the access id). Their names are not derivable, but a tenant who can read Jobs reads them off
 # another Job's pod template.
 _PROVIDER_SECRET = re.compile(
-    rf"(?:{re.escape(SAS_SECRET_INFIX)}(?:{'|'.join(map(re.escape, SAS_SECRET_KIND_TAGS.values()))})"
+    rf"(?:{re.escape(SAS_SECRET_INFIX)}(?:{'|'.join(map(re.escape, sas_secret_kind_tags()))})"
     rf"[0-9a-f]{{{ACCESS_ID_HEX}}}|-checkpoint)$"
 )
 POD = "spec.template.spec"

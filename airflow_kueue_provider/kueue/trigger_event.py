@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
+
+from .kinds import describe, kind_of_keys
 
 EVENT_SCHEMA_VERSION = 2
 """1: the untyped dicts of the first releases (no ``schema`` key); 2: this type's ``to_dict``."""
 
-Kind = Literal["Job", "JobSet"]
-_NAME_KEYS: dict[str, tuple[str, str]] = {
-    "Job": ("job_name", "job_uid"),
-    "JobSet": ("jobset_name", "jobset_uid"),
-}
+Kind = str
+"""A registered job kind's name (``kinds.describe``): its description names its name and uid keys."""
 _DEADLINE_KEYS = ("deadline", "eta_history", "escalations", "deadline_margin_seconds", "spill_pending")
 _ENVELOPE = ("status", "message", "namespace", "failed_jobs", "schema", *_DEADLINE_KEYS)
 
@@ -84,7 +83,8 @@ class KueueEvent:
 
     def result_keys(self) -> dict[str, Any]:
         """What the task returns, before the ledger and the figures over every attempt are added."""
-        name_key, uid_key = _NAME_KEYS[self.kind]
+        described = describe(self.kind)
+        name_key, uid_key = described.name_key, described.uid_key
         keys: dict[str, Any] = {name_key: self.name, "namespace": self.namespace}
         if self.uid:
             keys[uid_key] = self.uid
@@ -109,8 +109,8 @@ class KueueEvent:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KueueEvent:
-        kind: Kind = "JobSet" if "jobset_name" in data else "Job"
-        name_key, uid_key = _NAME_KEYS[kind]
+        described = kind_of_keys(data)  # the kind whose name key it carries (also in a version 1 event)
+        kind, name_key, uid_key = described.kind, described.name_key, described.uid_key
         skip = {*_ENVELOPE, name_key, uid_key}
         return cls(
             status=str(data.get("status") or "error"),

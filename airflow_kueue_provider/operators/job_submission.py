@@ -12,6 +12,7 @@ from kubernetes.client.rest import ApiException
 from ..airflow_compat import AirflowFailException
 from ..hooks.kind_client import KindClient
 from ..hooks.kueue_hook import KueueHook
+from ..kueue import kinds
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.errors import KueueProviderError
 from ..kueue.identity_seal import IdentitySeal
@@ -65,7 +66,7 @@ def reattachable(previous: list[dict[str, Any]], *, completed_counts: bool = Tru
     live = [j for j in previous if _finished(j) is None]
     if live:
         return Submission(live[-1], True, "a Job of this task is still running")
-    complete = [j for j in previous if _finished(j) in ("Complete", "Completed")]  # a Job's, a JobSet's
+    complete = [j for j in previous if kinds.succeeded(j)]
     if complete and completed_counts:
         return Submission(complete[-1], True, "a Job of this task already completed")
     return None

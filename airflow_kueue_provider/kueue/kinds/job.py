@@ -1,0 +1,20 @@
+"""The Job kind (``batch/v1``): an Indexed Job, the kind every other kind's pods run in."""
+
+from __future__ import annotations
+
+from .description import ApiCoordinates, ConditionEnd, KindDescription
+from .registry import register
+
+JOB = register(
+    KindDescription(
+        kind="Job",
+        api=ApiCoordinates("batch", "v1", "jobs"),
+        name_key="job_name",
+        uid_key="job_uid",
+        end=ConditionEnd(success="Complete"),
+        secret_tag="",
+        uid_sealed=True,
+        hosts_children=True,
+        always_watched=True,
+    )
+)

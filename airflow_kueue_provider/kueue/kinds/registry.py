@@ -1,0 +1,90 @@
+"""The job kinds the provider knows, each registered once by its own module (pure)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import KueueProviderError
+from .description import Condition, KindDescription
+
+_KINDS: dict[str, KindDescription] = {}
+
+
+class UnknownKind(ValueError, KueueProviderError):
+    """A kind nobody registered (a typo, or its module was not imported)."""
+
+
+def register(description: KindDescription) -> KindDescription:
+    """Register a kind (its module does, once, when imported); registering the same kind again replaces it
+    only with an equal description."""
+    known = _KINDS.get(description.kind)
+    if known is not None and known != description:
+        raise ValueError(f"kind {description.kind} is registered already with another description")
+    _check_unique(description)
+    _KINDS[description.kind] = description
+    return description
+
+
+def _check_unique(new: KindDescription) -> None:
+    """What tells kinds apart must be the new kind's own: its name key (events), its Secret tag (admission
+    binds a Secret by it; a hex tag could be read as an access id) and its plural (the shared watch)."""
+    tag = new.secret_tag
+    if tag and (not tag.endswith("-") or re.fullmatch(r"[0-9a-f-]+", tag)):
+        raise ValueError(f"kind {new.kind}: secret_tag {tag!r} must be letters ending in '-', not hex")
+    for known in _KINDS.values():
+        if known.kind == new.kind:
+            continue
+        for what in ("name_key", "uid_key", "secret_tag"):
+            if getattr(known, what) == getattr(new, what):
+                raise ValueError(f"kind {new.kind}: {what} {getattr(new, what)!r} is {known.kind}'s already")
+        if known.api.plural == new.api.plural:
+            raise ValueError(f"kind {new.kind}: plural {new.api.plural!r} is {known.kind}'s already")
+
+
+def unregister(kind: str) -> None:
+    """Forget a kind (tests that register one of their own)."""
+    _KINDS.pop(kind, None)
+
+
+def describe(kind: str) -> KindDescription:
+    try:
+        return _KINDS[kind]
+    except KeyError:
+        raise UnknownKind(f"job kind {kind!r} is not registered (known: {sorted(_KINDS)})") from None
+
+
+def kinds() -> tuple[KindDescription, ...]:
+    """Every registered kind, in registration order."""
+    return tuple(_KINDS.values())
+
+
+def by_plural(plural: str) -> KindDescription | None:
+    return next((k for k in _KINDS.values() if k.api.plural == plural), None)
+
+
+def kind_of_keys(data: Mapping[str, Any], default: str = "Job") -> KindDescription:
+    """The kind whose name key ``data`` (an event, a task's result) carries; ``default`` when none does."""
+    return next((k for k in _KINDS.values() if k.name_key in data), None) or describe(default)
+
+
+def finished_condition(obj: Mapping[str, Any]) -> Condition | None:
+    """The terminal condition of an object of any registered kind (a caller that does not know the kind: the
+    first kind whose end rule says it finished; a rule never matches another kind's object)."""
+    for description in _KINDS.values():
+        if (cond := description.finished(obj)) is not None:
+            return cond
+    return None
+
+
+def succeeded(obj: Mapping[str, Any]) -> bool:
+    """Whether an object of any registered kind finished successfully (its own kind's end rule says so)."""
+    return any(d.finished(obj) is not None and d.succeeded(obj) for d in _KINDS.values())
+
+
+def parent_names(obj: Mapping[str, Any]) -> list[tuple[KindDescription, str]]:
+    """The objects whose child Job ``obj`` is, by their kinds' child label: (kind, parent name)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    found = [(d, labels.get(d.child_label)) for d in _KINDS.values() if d.child_label]
+    return [(d, name) for d, name in found if isinstance(name, str) and name]
