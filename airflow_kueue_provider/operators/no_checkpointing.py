@@ -1,6 +1,6 @@
 """The null object of ``CheckpointSession``: a task without ``checkpointing=`` runs every shard each try,
-keeps no ledger and hands its pods no checkpoint location, through the same calls (no "checkpointing?"
-branches in the operators)."""
+keeps no ledger and hands its pods no checkpoint location, through the same calls (the ``ShardSession``
+seam of ``shard_session``: no "checkpointing?" branches in the operators)."""
 
 from __future__ import annotations
 
@@ -11,18 +11,16 @@ from ..hooks.kind_client import KindClient
 from ..kueue.attempt_figures import AttemptFigures
 from ..kueue.index_set import IndexSet
 from ..kueue.ledger import RunLedger
-from ..kueue.result import JobResult
 from ..kueue.shard_packing import ShardPacks
 
 
 class NoCheckpointing:
+    """A try's shards without checkpoints: each call of the seam does nothing, or says "every shard"."""
+
     keeps_ledger = False
 
     def __init__(self, shard_count: int) -> None:
         self.shard_count = shard_count
-
-    def check(self) -> None:
-        """Nothing to check."""
 
     def remaining(self, jobs: list[dict[str, Any]]) -> tuple[IndexSet, RunLedger | None]:
         """Every shard runs again; there is no ledger."""
@@ -35,6 +33,7 @@ class NoCheckpointing:
         figures: AttemptFigures | None,
         read_job: Callable[[str], dict[str, Any] | None],
     ) -> tuple[dict[str, Any], RunLedger | None]:
+        """The object's own result: there is no ledger to record in, or to sum over."""
         return result, None
 
     def prepare_pod_access(self) -> str | None:
@@ -48,6 +47,7 @@ class NoCheckpointing:
         """A reattached object's pods need no credential."""
 
     def shape_job(self, manifest: dict[str, Any], shards: IndexSet) -> dict[str, Any]:
+        """The manifest as built: every index runs its own shard."""
         return manifest
 
     def record_attempt(self, job_name: str, packs: ShardPacks) -> RunLedger | None:
@@ -61,11 +61,6 @@ class NoCheckpointing:
         return None
 
     def trigger_credential(self, job_name: str) -> dict[str, Any] | None:
-        return None
-
-    def finish(
-        self, job_name: str, job_result: JobResult, status: str, figures: AttemptFigures | None = None
-    ) -> RunLedger | None:
         return None
 
     def clean_up_after_success(self) -> int:

@@ -307,7 +307,7 @@ def _reattach(monkeypatch: pytest.MonkeyPatch, *, exists: bool, extended: int, f
     }
     session.shape_job(job, IndexSet.range(0, 4))
     hook = _Hook(extended)
-    session.hook = hook  # type: ignore[assignment]
+    session.place.hook = hook  # type: ignore[assignment]
     if finished:
         job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
     client = _Secrets(exists)
