@@ -1,8 +1,8 @@
 """One phase, with its reason, from a Kueue Workload object.
 
 A Workload carries several independent conditions (QuotaReserved, Admitted, Evicted, Preempted, Requeued,
-PodsReady, Finished, ...). Kueue updates them in place and their order in ``status.conditions`` means nothing,
-so they are always looked up by type, never by position (reading ``conditions[-1]`` is a known Kueue pitfall).
+PodsReady, Finished, ...), looked up by type (``workload_conditions``). What its admission holds is
+``workload_admission``'s to read, its evictions ``workload_evictions``'s.
 
 Precedence, first match wins:
 
@@ -25,9 +25,27 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from . import workload_admission as admission
+from .api_fields import count, items, mapping, str_or_none, text
 from .api_time import parse_api_time
-from .quantity import parse_quantity
 from .topology import TopologyPlacement, placements_of
+from .workload_conditions import (
+    COND_ADMITTED,
+    COND_EVICTED,
+    COND_FINISHED,
+    COND_PODS_READY,
+    COND_PREEMPTED,
+    COND_QUOTA_RESERVED,
+    COND_REQUEUED,
+    REASON_INADMISSIBLE,
+    REASON_PREEMPTED,
+    REASON_SUCCEEDED,
+    Conditions,
+    conditions_by_type,
+    is_true,
+    true_condition,
+)
+from .workload_evictions import eviction_causes, eviction_count, last_preemption_reason
 
 
 class WorkloadPhase(str, enum.Enum):
@@ -49,19 +67,6 @@ class WorkloadPhase(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
-
-# Condition types and reasons, as in apis/kueue/v1beta2/workload_types.go.
-COND_QUOTA_RESERVED = "QuotaReserved"
-COND_ADMITTED = "Admitted"
-COND_EVICTED = "Evicted"
-COND_PREEMPTED = "Preempted"
-COND_REQUEUED = "Requeued"
-COND_PODS_READY = "PodsReady"
-COND_FINISHED = "Finished"
-
-REASON_INADMISSIBLE = "Inadmissible"
-REASON_PREEMPTED = "Preempted"
-REASON_SUCCEEDED = "Succeeded"
 
 _MESSAGE_LIMIT = 200
 
@@ -206,192 +211,70 @@ class WorkloadState:
 
 def workload_state_from_dict(workload: Mapping[str, Any]) -> WorkloadState:
     """Map a Workload as returned by the API server (a dict) to a ``WorkloadState``."""
-    metadata = _mapping(workload.get("metadata"))
-    spec = _mapping(workload.get("spec"))
-    status = _mapping(workload.get("status"))
-    conditions = _conditions_by_type(status.get("conditions"))
-
-    finished = _true(conditions, COND_FINISHED)
-    evicted = _true(conditions, COND_EVICTED)
-    admitted = _true(conditions, COND_ADMITTED)
+    metadata = mapping(workload.get("metadata"))
+    spec = mapping(workload.get("spec"))
+    status = mapping(workload.get("status"))
+    conditions = conditions_by_type(status.get("conditions"))
+    phase, source = _phase(conditions)
+    admitted = true_condition(conditions, COND_ADMITTED)
     quota_reserved = conditions.get(COND_QUOTA_RESERVED)
-
-    phase: WorkloadPhase
-    source: Mapping[str, Any] | None
-    if finished is not None:
-        phase = (
-            WorkloadPhase.Succeeded if finished.get("reason") == REASON_SUCCEEDED else WorkloadPhase.Failed
-        )
-        source = finished
-    elif evicted is not None:
-        phase = (
-            WorkloadPhase.Preempted if evicted.get("reason") == REASON_PREEMPTED else WorkloadPhase.Evicted
-        )
-        source = evicted
-    elif admitted is not None:
-        phase = WorkloadPhase.Running if _true(conditions, COND_PODS_READY) else WorkloadPhase.Admitted
-        source = admitted
-    elif quota_reserved is not None and _is_true(quota_reserved):
-        phase = WorkloadPhase.QuotaReserved
-        source = quota_reserved
-    else:
-        phase = WorkloadPhase.Queued
-        source = quota_reserved
-
-    preempted = _true(conditions, COND_PREEMPTED)
-    requeue_state = _mapping(status.get("requeueState"))
+    quota_held = quota_reserved is not None and is_true(quota_reserved)
+    requeue_state = mapping(status.get("requeueState"))
     return WorkloadState(
         workload_name=str(metadata.get("name") or ""),
         phase=phase,
-        reason=_text(source, "reason"),
-        message=_text(source, "message"),
-        queue_name=_str_or_none(spec.get("queueName")),
-        cluster_queue=_str_or_none(_mapping(status.get("admission")).get("clusterQueue")),
-        flavors=_flavors(status),
-        pods_requested=sum(_int(_mapping(p).get("count")) for p in _list(spec.get("podSets"))),
-        pod_sets=len(_list(spec.get("podSets"))),
-        pods_minimum=_min_count(spec),
-        pods_admitted=_admitted_pods(status),
-        cpu_per_pod=_cpu_per_pod(status),
+        reason=text(source, "reason"),
+        message=text(source, "message"),
+        queue_name=str_or_none(spec.get("queueName")),
+        cluster_queue=str_or_none(mapping(status.get("admission")).get("clusterQueue")),
+        flavors=admission.flavors(status),
+        pods_requested=admission.pods_requested(spec),
+        pod_sets=len(items(spec.get("podSets"))),
+        pods_minimum=admission.min_pods(spec),
+        pods_admitted=admission.admitted_pods(status),
+        cpu_per_pod=admission.cpu_per_pod(status),
         placements=placements_of(status),
-        worker_cluster=_str_or_none(status.get("clusterName")),
-        pending_checks=_pending_checks(status),
-        reclaimable_pods=sum(_int(_mapping(p).get("count")) for p in _list(status.get("reclaimablePods"))),
+        worker_cluster=str_or_none(status.get("clusterName")),
+        pending_checks=admission.pending_checks(status),
+        reclaimable_pods=admission.reclaimable_pods(status),
         priority_class=_priority_class(spec),
-        requeue_count=_int(requeue_state.get("count")),
+        requeue_count=count(requeue_state.get("count")),
         requeue_at=parse_api_time(requeue_state.get("requeueAt")),
-        eviction_count=sum(_int(_mapping(e).get("count")) for e in _list(_stats_evictions(status))),
-        eviction_causes=_eviction_causes(status, _last_preemption_reason(conditions.get(COND_PREEMPTED))),
+        eviction_count=eviction_count(status),
+        eviction_causes=eviction_causes(status, last_preemption_reason(conditions.get(COND_PREEMPTED))),
         inadmissible=(
             quota_reserved is not None
-            and not _is_true(quota_reserved)
+            and not quota_held
             and quota_reserved.get("reason") == REASON_INADMISSIBLE
         ),
-        requeued=_true(conditions, COND_REQUEUED) is not None
-        and not (quota_reserved is not None and _is_true(quota_reserved)),
-        preemption_reason=_text(preempted, "reason"),
+        requeued=true_condition(conditions, COND_REQUEUED) is not None and not quota_held,
+        preemption_reason=text(true_condition(conditions, COND_PREEMPTED), "reason"),
         created_at=parse_api_time(metadata.get("creationTimestamp")),
         admitted_at=parse_api_time(admitted.get("lastTransitionTime")) if admitted is not None else None,
     )
 
 
-def _min_count(spec: Mapping[str, Any]) -> int | None:
-    pod_sets = _list(spec.get("podSets"))
-    found = _mapping(pod_sets[0]).get("minCount") if pod_sets else None
-    return _int(found) if found is not None else None
-
-
-def _pending_checks(status: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    pending = []
-    for check in _list(status.get("admissionChecks")):
-        check = _mapping(check)
-        state = str(check.get("state") or "Pending")
-        if state != "Ready":
-            message = _text(check, "message")
-            pending.append((str(check.get("name") or "?"), f"{state}: {message}" if message else state))
-    return tuple(pending)
-
-
-def _conditions_by_type(raw: object) -> dict[str, Mapping[str, Any]]:
-    """Conditions keyed by type. ``conditions`` is a list-map keyed by type, so each type appears once."""
-    by_type: dict[str, Mapping[str, Any]] = {}
-    for item in _list(raw):
-        condition = _mapping(item)
-        condition_type = condition.get("type")
-        if isinstance(condition_type, str):
-            by_type[condition_type] = condition
-    return by_type
-
-
-def _true(conditions: Mapping[str, Mapping[str, Any]], condition_type: str) -> Mapping[str, Any] | None:
-    condition = conditions.get(condition_type)
-    return condition if condition is not None and _is_true(condition) else None
-
-
-def _is_true(condition: Mapping[str, Any]) -> bool:
-    return condition.get("status") == "True"
-
-
-def _flavors(status: Mapping[str, Any]) -> dict[str, str]:
-    flavors: dict[str, str] = {}
-    for assignment in _list(_mapping(status.get("admission")).get("podSetAssignments")):
-        for resource, flavor in _mapping(_mapping(assignment).get("flavors")).items():
-            flavors[str(resource)] = str(flavor)
-    return flavors
-
-
-# Kueue's preemption messages name the reason in words ("... due to Fair Sharing within the cohort; ..."), and
-# keep them ("Previously: ...") once the Workload is admitted again and the condition's reason is gone.
-_PREEMPTION_WORDS = (
-    ("reclamation within the cohort while borrowing", "InCohortReclaimWhileBorrowing"),
-    ("reclamation within the cohort", "InCohortReclamation"),
-    ("Fair Sharing within the cohort", "InCohortFairSharing"),
-    ("prioritization in the ClusterQueue", "InClusterQueue"),
-)
-
-
-def _last_preemption_reason(condition: Mapping[str, Any] | None) -> str | None:
-    if condition is None:
-        return None
-    if _is_true(condition) and condition.get("reason"):
-        return str(condition["reason"])
-    message = str(condition.get("message") or "")
-    return next((reason for words, reason in _PREEMPTION_WORDS if f"due to {words};" in message), None)
-
-
-def _eviction_causes(status: Mapping[str, Any], last_preemption: str | None) -> tuple[tuple[str, int], ...]:
-    """``reason/underlyingCause`` -> count. A preemption's own reason (``InCohortFairSharing`` ...) is not in
-    the scheduling stats; the last one is known from the Preempted condition, and named when it is the only
-    one (``Preempted/InCohortFairSharing``) or as the last of several (``Preempted (last ...)``)."""
-    causes: dict[str, int] = {}
-    for eviction in _list(_stats_evictions(status)):
-        entry = _mapping(eviction)
-        reason, cause = str(entry.get("reason") or "Evicted"), entry.get("underlyingCause")
-        key = f"{reason}/{cause}" if cause else reason
-        causes[key] = causes.get(key, 0) + _int(entry.get("count"))
-    preempted = causes.pop(REASON_PREEMPTED, 0)
-    if preempted and last_preemption:
-        key = f"Preempted/{last_preemption}" if preempted == 1 else f"Preempted (last {last_preemption})"
-        causes[key] = causes.get(key, 0) + preempted
-    elif preempted:
-        causes[REASON_PREEMPTED] = preempted
-    return tuple(sorted((k, n) for k, n in causes.items() if n))
-
-
-def _admitted_pods(status: Mapping[str, Any]) -> int | None:
-    assignments = _list(_mapping(status.get("admission")).get("podSetAssignments"))
-    total = 0
-    for assignment in assignments:
-        count = _mapping(assignment).get("count")
-        if not isinstance(count, int):
-            return None
-        total += count
-    return total if assignments else None
-
-
-def _cpu_per_pod(status: Mapping[str, Any]) -> float | None:
-    cpu, pods = 0.0, 0
-    for assignment in _list(_mapping(status.get("admission")).get("podSetAssignments")):
-        assignment = _mapping(assignment)
-        usage = _mapping(assignment.get("resourceUsage")).get("cpu")
-        count = assignment.get("count")
-        if usage is None or not isinstance(count, int) or count <= 0:
-            continue
-        try:
-            cpu += float(parse_quantity(usage))
-        except ValueError:
-            return None
-        pods += count
-    return cpu / pods if pods else None
+def _phase(conditions: Conditions) -> tuple[WorkloadPhase, Mapping[str, Any] | None]:
+    """The phase by the precedence of the module docstring, and the condition that decided it (its reason
+    and message are the state's)."""
+    if (finished := true_condition(conditions, COND_FINISHED)) is not None:
+        succeeded = finished.get("reason") == REASON_SUCCEEDED
+        return (WorkloadPhase.Succeeded if succeeded else WorkloadPhase.Failed), finished
+    if (evicted := true_condition(conditions, COND_EVICTED)) is not None:
+        preempted = evicted.get("reason") == REASON_PREEMPTED
+        return (WorkloadPhase.Preempted if preempted else WorkloadPhase.Evicted), evicted
+    if (admitted := true_condition(conditions, COND_ADMITTED)) is not None:
+        ready = true_condition(conditions, COND_PODS_READY) is not None
+        return (WorkloadPhase.Running if ready else WorkloadPhase.Admitted), admitted
+    quota_reserved = conditions.get(COND_QUOTA_RESERVED)
+    if quota_reserved is not None and is_true(quota_reserved):
+        return WorkloadPhase.QuotaReserved, quota_reserved
+    return WorkloadPhase.Queued, quota_reserved
 
 
 def _priority_class(spec: Mapping[str, Any]) -> str | None:
-    ref = _mapping(spec.get("priorityClassRef"))  # v1beta2
-    return _str_or_none(ref.get("name")) or _str_or_none(spec.get("priorityClassName"))  # or v1beta1
-
-
-def _stats_evictions(status: Mapping[str, Any]) -> object:
-    return _mapping(status.get("schedulingStats")).get("evictions")
+    ref = mapping(spec.get("priorityClassRef"))  # v1beta2
+    return str_or_none(ref.get("name")) or str_or_none(spec.get("priorityClassName"))  # or v1beta1
 
 
 def _why(reason: str | None, message: str | None) -> str:
@@ -405,23 +288,3 @@ def _why(reason: str | None, message: str | None) -> str:
 def _shorten(message: str) -> str:
     message = " ".join(message.split())
     return message if len(message) <= _MESSAGE_LIMIT else message[: _MESSAGE_LIMIT - 1] + "…"
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _text(source: Mapping[str, Any] | None, key: str) -> str | None:
-    return _str_or_none(source.get(key)) if source is not None else None
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
