@@ -144,17 +144,3 @@ def test_messages_say_what_to_change() -> None:
 )
 def test_valid_edge_cases(overrides: dict[str, Any]) -> None:
     validate(spec(**overrides))
-
-
-def test_a_template_may_not_set_the_provider_s_identity_or_queue_labels() -> None:
-    forged = template(template={"metadata": {"labels": {"airflow-kueue.io/run-id": "someone-else"}}})
-    forged["metadata"] = {
-        "labels": {"app.kubernetes.io/managed-by": "airflow-kueue-provider"},
-        "annotations": {"airflow-kueue.io/dag-id": "x"},
-    }
-    with pytest.raises(InvalidJobSpec) as err:
-        validate(spec(job_template=forged))
-    text = str(err.value)
-    assert "metadata.labels sets app.kubernetes.io/managed-by" in text
-    assert "metadata.annotations sets airflow-kueue.io/dag-id" in text
-    assert "pod metadata.labels sets airflow-kueue.io/run-id" in text
