@@ -24,34 +24,14 @@ from airflow_kueue_provider.kueue.shard_packing import PackingChoice, ShardDurat
 from airflow_kueue_provider.operators import checkpointing
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession, policy_of
 from airflow_kueue_provider.operators.no_checkpointing import NoCheckpointing
-from airflow_kueue_provider.storage.blob_errors import BlobPreconditionFailed
 
-
-class _MemoryBlobs:
-    """What a ledger store uses of its Blob hook (JSON reads and ETag-conditioned writes), in memory."""
-
-    def __init__(self) -> None:
-        self.blobs: dict[str, tuple[dict[str, Any], str]] = {}
-        self.writes = 0
-
-    def read_json(self, name: str) -> tuple[dict[str, Any] | None, str | None]:
-        doc, etag = self.blobs.get(name, (None, None))
-        return copy.deepcopy(doc), etag
-
-    def write_json(
-        self, name: str, data: dict[str, Any], if_match: str | None = None, if_none_match: bool = False
-    ) -> None:
-        _, etag = self.blobs.get(name, (None, None))
-        if (if_none_match and etag) or (if_match and etag != if_match):
-            raise BlobPreconditionFailed(name)
-        self.writes += 1
-        self.blobs[name] = (copy.deepcopy(data), f"etag-{self.writes}")
+from .blob_fakes import MemoryBlobs
 
 
 @pytest.fixture(autouse=True)
-def ledgers_in_memory(monkeypatch: pytest.MonkeyPatch) -> _MemoryBlobs:
+def ledgers_in_memory(monkeypatch: pytest.MonkeyPatch) -> MemoryBlobs:
     """Every session's ledger in one in-memory account (sessions read their salt from it): no network."""
-    blobs = _MemoryBlobs()
+    blobs = MemoryBlobs()
 
     def store(hook: object, prefix: str) -> LedgerStore:
         return LedgerStore(blobs, prefix)  # type: ignore[arg-type]
@@ -471,7 +451,7 @@ def _key_blob(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_first_try_draws_the_salt_with_the_ledger_and_every_later_session_reads_it(
-    monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: _MemoryBlobs
+    monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: MemoryBlobs
 ) -> None:
     _key_blob(monkeypatch)
     config, identity = Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r")
@@ -509,7 +489,7 @@ def test_a_first_try_draws_the_salt_with_the_ledger_and_every_later_session_read
 
 
 def test_two_first_tries_racing_to_create_the_ledger_agree_on_the_salt(
-    monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: _MemoryBlobs
+    monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: MemoryBlobs
 ) -> None:
     _key_blob(monkeypatch)
     config, identity = Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r")
@@ -531,7 +511,7 @@ def test_two_first_tries_racing_to_create_the_ledger_agree_on_the_salt(
 
 
 def test_an_old_ledger_keeps_its_unsalted_container_and_a_jobset_gets_a_salted_one(
-    monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: _MemoryBlobs
+    monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: MemoryBlobs
 ) -> None:
     _key_blob(monkeypatch)
     config = Checkpointing("key_blob", "ckpt")
@@ -555,3 +535,35 @@ def test_an_old_ledger_keeps_its_unsalted_container_and_a_jobset_gets_a_salted_o
     assert CheckpointSession(
         config, AirflowIdentity("d", "js", "r"), 4
     ).shard_container == shard_container_name("ckpt", "d/r/js", stored.container_salt)
+
+
+def test_an_attempts_end_is_recorded_then_its_sas_revoked_and_blob_trouble_costs_only_the_record(
+    monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: MemoryBlobs
+) -> None:
+    """The session's own step across its parts: the ledger (``AttemptLedger``), then the pods' access."""
+    from airflow_kueue_provider.kueue.result import JobResult
+    from airflow_kueue_provider.storage.blob_errors import BlobUnavailable
+
+    _key_blob(monkeypatch)
+    session = CheckpointSession(Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r"), 4)
+    hook = _Hook(extended=0)
+    session.place.hook = hook  # type: ignore[assignment]
+    session.record_attempt("job-1", ShardPacks(IndexSet.range(0, 4)))
+    end = JobResult("job-1", "ns", None, None, 4, "0-3", "", 4, 0, None, 60.0, 0)
+    event = {**end.to_dict(), "deadline": "07:00"}
+
+    result, ledger = session.recorded_result(event, "succeeded", None, lambda name: None)
+
+    assert ledger is not None and str(ledger.completed) == "0-3" and result["attempts"] == 1
+    assert result["deadline"] == "07:00", "the deadline's keys are kept"
+    assert hook.calls == [("revoke", access_policy_head("job-1"))], (
+        "after the record, every policy of the Job"
+    )
+
+    def away(change: object) -> None:
+        raise BlobUnavailable("Blob Storage did not answer")
+
+    monkeypatch.setattr(session.ledger, "update", away)
+    result, ledger = session.recorded_result(event, "succeeded", None, lambda name: None)
+    assert ledger is None and result["ledger_written"] is False and result["completed_indexes"] == "0-3"
+    assert len(hook.calls) == 1, "no record, no revoke: the policy expires on its own"
