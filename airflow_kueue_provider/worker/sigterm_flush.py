@@ -1,12 +1,11 @@
 """The SIGTERM flush of a shard: what fits the 30 s Spot eviction window (see ``shard`` for the whole story).
 
-The handler only notes the time and writes one byte to a pipe (``os.write``: async-signal-safe, no Python
-lock, no logging, no other I/O); the C-level ``signal.set_wakeup_fd`` writes to the same pipe, so the flush
-starts even while the main thread is stuck in a C call. A daemon thread blocked in ``os.read`` on that pipe
-then waits for the open ``critical()`` blocks (bounded by the grace budget), closes the gate, uploads the
-latest state through ``write`` in a helper thread bounded by the deadline, stops the main thread with
-``SystemExit(143)``, and ends the process with ``os._exit(143)`` if the main thread does not exit in time.
-Neither thread logs: records emitted in them are dropped by a filter that runs before a handler's lock.
+The handler only notes the time and writes one byte to a pipe (``sigterm_wakeup``), so the flush starts even
+while the main thread is stuck in a C call. A daemon thread blocked on that pipe then waits for the open
+``critical()`` blocks (bounded by the grace budget), closes the gate, uploads the latest state through
+``write`` in a helper thread bounded by the deadline, stops the main thread with ``SystemExit(143)``, and
+ends the process with ``os._exit(143)`` if the main thread does not exit in time. Neither thread logs
+(``flush_threads``); the main thread logs what the flush did (``flush_outcome``).
 """
 
 from __future__ import annotations
@@ -14,18 +13,26 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import select
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any, NoReturn
 
 from ..storage.blob_errors import redact
 from .checkpoint_store import Progress
+from .flush_outcome import FlushOutcome
+from .flush_threads import (
+    QUIET,
+    flush_stdio,
+    quiet_every_handler,
+    run_bounded,
+    upload_within,
+    write_stderr_if_ready,
+)
+from .sigterm_wakeup import WakeupPipe
 
 log = logging.getLogger("airflow_kueue_provider.worker")
 
@@ -33,68 +40,10 @@ EXIT_SIGTERM = 143  # 128 + SIGTERM, what a shell reports for a process killed b
 FLUSH_MARGIN_SECONDS = 2.0  # of the grace period, kept for thread wake-up and process exit
 FLUSH_UPLOAD_SECONDS = 5.0  # kept for the upload when a critical block outlasts the budget (<= half of it)
 EXIT_WAIT_SECONDS = 1.0  # after the flush, how long the main thread gets to exit before os._exit
-_WAKE_SIGTERM = bytes([signal.SIGTERM])  # what set_wakeup_fd writes for SIGTERM; the handler writes it too
-_WAKE_QUIT = b"q"  # close(): stop the flush thread
 
 State = dict[str, Any]
 Write = Callable[[State, "Progress | None", float, bool], int]
 """``write(state, progress, deadline, quiet)``: one "sigterm" checkpoint by ``deadline`` (monotonic)."""
-
-
-class _QuietInFlushThreads(logging.Filter):
-    """Drops every record emitted in a thread that set ``quiet``: the SIGTERM flush threads.
-
-    Added to handlers (``Handler.handle`` runs its filters *before* taking the handler's lock), so a flush
-    thread never waits for a lock the interrupted main thread may hold."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.local = threading.local()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not getattr(self.local, "quiet", False)
-
-
-_QUIET = _QuietInFlushThreads()
-
-
-def _quiet_every_handler() -> list[logging.Handler]:
-    """Put ``_QUIET`` on every handler there is now (lock-free: list copies and appends under the GIL)."""
-    loggers: list[logging.Logger] = [logging.root]
-    loggers += [x for x in list(logging.Logger.manager.loggerDict.values()) if isinstance(x, logging.Logger)]
-    handlers = {id(h): h for lg in loggers for h in list(lg.handlers)}
-    if logging.lastResort is not None:
-        handlers[id(logging.lastResort)] = logging.lastResort
-    for handler in handlers.values():
-        handler.addFilter(_QUIET)
-    return list(handlers.values())
-
-
-def _bounded(fn: Callable[[], object], timeout: float) -> None:
-    """Run ``fn`` in a daemon thread and wait at most ``timeout`` for it (it may block on a lock)."""
-
-    def run() -> None:
-        _QUIET.local.quiet = True
-        with suppress(BaseException):  # best effort: nothing to report it to
-            fn()
-
-    thread = threading.Thread(target=run, name="checkpoint-exit", daemon=True)
-    thread.start()
-    thread.join(timeout)
-
-
-def _write_stderr_if_ready(text: str) -> None:
-    """One line straight to fd 2, bypassing ``sys.stderr`` (whose lock the main thread may hold), and only
-    if a write cannot block now (a pipe nobody reads must not keep the process alive)."""
-    with suppress(OSError, ValueError):
-        if select.select([], [2], [], 0)[1]:
-            os.write(2, (text + "\n").encode()[:4096])  # ≤ PIPE_BUF: one atomic write
-
-
-def _flush_stdio() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            stream.flush()
 
 
 class SigtermFlush:
@@ -113,23 +62,31 @@ class SigtermFlush:
         self._sigterm_at: float | None = None  # monotonic time of the signal
         self.signalled = False  # the main thread stops at its next safe point
         self._gate_closed = False  # the flush has taken its snapshot of the state
-        self._flush_done = False  # the flush has finished (written or not)
         self._parked = False  # the main thread waits at a safe point
         self._closing = False
         self._outcome_logged = False
-        self.seq: int | None = None  # the checkpoint the SIGTERM flush wrote
-        self.error: str | None = None  # why it wrote none
-        self.progress: Progress | None = None  # and its progress
-        self.seconds: float | None = None  # signal -> flush finished
-        self.split_block = False  # a critical block outlasted the budget and was split
+        self.outcome = FlushOutcome()  # what the flush did; its ``done`` says it has finished
         self._flushed = threading.Event()
-        self._previous_handler: Any = None
-        self._own_wakeup_fd = False
-        self._wake_r = self._wake_w = -1
+        self._wakeup = WakeupPipe()
         self._watcher: threading.Thread | None = None
         self._quieted: list[logging.Handler] = []
         self._installed = False
         self._hard_exit: Callable[[int], object] = os._exit  # tests replace it
+
+    @property
+    def seq(self) -> int | None:
+        """The checkpoint the SIGTERM flush wrote."""
+        return self.outcome.seq
+
+    @property
+    def error(self) -> str | None:
+        """Why the SIGTERM flush wrote none."""
+        return self.outcome.error
+
+    @property
+    def split_block(self) -> bool:
+        """A critical block outlasted the budget and was split."""
+        return self.outcome.split_block
 
     def offer(self, current: tuple[State, Progress | None]) -> None:
         """A save's state becomes the current one, unless a SIGTERM's flush already took its snapshot; after
@@ -167,20 +124,10 @@ class SigtermFlush:
         the previous handler and stops the thread. Call it from the main thread."""
         if self._installed:
             return
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_w, False)  # a flood of signals never blocks the handler
-        try:
-            self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
-        except BaseException:
-            self._close_pipe()
-            raise
-        previous_fd = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
-        self._own_wakeup_fd = previous_fd == -1
-        if not self._own_wakeup_fd:  # someone's (an asyncio loop's): leave it; the handler's byte wakes us
-            signal.set_wakeup_fd(previous_fd)
+        self._wakeup.install(self._on_sigterm)
         self._closing = False
         self._watcher = threading.Thread(
-            target=self._watch, args=(self._wake_r,), name="checkpoint-sigterm-flush", daemon=True
+            target=self._watch, args=(self._wakeup.read_fd,), name="checkpoint-sigterm-flush", daemon=True
         )
         self._watcher.start()
         atexit.register(self._log_sigterm_outcome_at_exit)
@@ -209,39 +156,31 @@ class SigtermFlush:
         if self._installed:
             with self._lock:
                 self._closing = True  # the flush thread no longer signals the main thread
-            signal.signal(signal.SIGTERM, self._previous_handler)
-            if self._own_wakeup_fd:
-                current = signal.set_wakeup_fd(-1)
-                if current != self._wake_w:  # replaced after us: put theirs back
-                    signal.set_wakeup_fd(current)
+            self._wakeup.restore()
             self._installed = False
             atexit.unregister(self._log_sigterm_outcome_at_exit)
             if self.signalled:
                 self._flushed.wait(self.grace_seconds)
                 self._log_sigterm_outcome()
             else:
-                with suppress(OSError):
-                    os.write(self._wake_w, _WAKE_QUIT)
+                self._wakeup.quit()
                 if self._watcher is not None:
                     # a SIGTERM that came just before the handler was restored is flushed first
                     self._watcher.join(self.grace_seconds)
-                self._close_pipe()
+                self._wakeup.close()
             for handler in self._quieted:
-                handler.removeFilter(_QUIET)
+                handler.removeFilter(QUIET)
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         """The Python-level handler, run by the main thread between two bytecodes - possibly inside a
         logging call or any other lock holder: it takes no lock, logs nothing, does no I/O but one
         ``os.write``."""
-        if self._flush_done:
+        if self.outcome.done:
             raise SystemExit(EXIT_SIGTERM)  # the flush is over: stop here (unwinds through finally blocks)
         if self._sigterm_at is None:
             self._sigterm_at = time.monotonic()
         self.signalled = True
-        try:  # noqa: SIM105 - plain try: the least work a signal handler can do
-            os.write(self._wake_w, _WAKE_SIGTERM)
-        except OSError:  # the pipe is full (a wake-up is pending) or closed
-            pass
+        self._wakeup.wake()
 
     def stop_here(self) -> NoReturn:
         """A safe point after a SIGTERM: wait for the flush, log its outcome, exit 143."""
@@ -252,16 +191,9 @@ class SigtermFlush:
 
     def _watch(self, wake_r: int) -> None:
         """The flush thread: sleeps in ``os.read`` until a SIGTERM (or close()) writes to the pipe."""
-        _QUIET.local.quiet = True
-        while True:
-            try:
-                byte = os.read(wake_r, 1)
-            except OSError:
-                return
-            if not byte or byte == _WAKE_QUIT:
-                return
-            if byte == _WAKE_SIGTERM:
-                break  # other bytes: other signals through set_wakeup_fd
+        QUIET.local.quiet = True
+        if not WakeupPipe.wait_for_sigterm(wake_r):
+            return
         woke = time.monotonic()
         t0 = self._sigterm_at
         if t0 is None or t0 > woke:  # the C-level wake-up came before the Python handler ran
@@ -271,18 +203,18 @@ class SigtermFlush:
         try:
             self._flush_on_sigterm(deadline)
         except BaseException as exc:  # never let the exit below be skipped
-            self.error = f"failed: {type(exc).__name__}: {redact(exc)}"
+            self.outcome.error = f"failed: {type(exc).__name__}: {redact(exc)}"
         finally:
-            self.seconds = time.monotonic() - t0
-            self._flush_done = True
+            self.outcome.seconds = time.monotonic() - t0
+            self.outcome.done = True
             self._flushed.set()
             self._stop_main_thread()
             exit_at = min(time.monotonic() + EXIT_WAIT_SECONDS, deadline + FLUSH_MARGIN_SECONDS / 2)
             time.sleep(max(0.0, exit_at - time.monotonic()))
             # still running: the main thread is stuck (or slow to exit); end the process from here
-            _bounded(_flush_stdio, 0.3)
+            run_bounded(flush_stdio, 0.3)
             if not self._outcome_logged:
-                _write_stderr_if_ready(self._outcome_text())
+                write_stderr_if_ready(self._outcome_text())
             self._hard_exit(EXIT_SIGTERM)
 
     def _flush_on_sigterm(self, deadline: float) -> None:
@@ -294,48 +226,29 @@ class SigtermFlush:
             got = self._lock.acquire(timeout=0.05)
             try:
                 if (got and not self._critical) or late:
-                    self.split_block = self._critical > 0
+                    self.outcome.split_block = self._critical > 0
                     self._gate_closed = True
                     state, progress = self.current
-                    self.progress = progress
+                    self.outcome.progress = progress
                     break
             finally:
                 if got:
                     self._lock.release()
             time.sleep(0.002)
-        self._quieted = _quiet_every_handler()
+        self._quieted = quiet_every_handler()
         if state is None:
-            self.error = "had nothing to write (no latest state yet)"
+            self.outcome.error = "had nothing to write (no latest state yet)"
             return
         if time.monotonic() >= deadline:
-            self.error = "had no time left"
+            self.outcome.error = "had no time left"
             return
-        self.seq, self.error = self._upload(state, progress, deadline, quiet=True)
+        self.outcome.seq, self.outcome.error = self._upload(state, progress, deadline, quiet=True)
 
     def _upload(
-        self, state: dict[str, Any], progress: Progress | None, deadline: float, *, quiet: bool
+        self, state: State, progress: Progress | None, deadline: float, *, quiet: bool
     ) -> tuple[int | None, str | None]:
-        """Write one "sigterm" checkpoint through ``flush_store`` in a daemon thread, waiting for it until
-        ``deadline``: ``(seq, None)`` or ``(None, why not)``. Logs nothing."""
-        outcome: list[int | BaseException] = []
-
-        def work() -> None:
-            if quiet:
-                _QUIET.local.quiet = True
-            try:
-                seq = self._write(state, progress, deadline, quiet)
-                outcome.append(seq)
-            except BaseException as exc:
-                outcome.append(exc)
-
-        thread = threading.Thread(target=work, name="checkpoint-flush", daemon=True)
-        thread.start()
-        thread.join(max(0.0, deadline - time.monotonic()) + 0.2)
-        if not outcome:
-            return None, "did not finish in time"
-        if isinstance(outcome[0], BaseException):
-            return None, f"failed: {redact(outcome[0])}"
-        return outcome[0], None
+        """One "sigterm" checkpoint through ``write`` by ``deadline``: ``(seq, None)`` or ``(None, why)``."""
+        return upload_within(lambda: self._write(state, progress, deadline, quiet), deadline, quiet=quiet)
 
     def _stop_main_thread(self) -> None:
         """Raise SystemExit(143) in the main thread through its handler, unless it waits at a safe point or
@@ -351,26 +264,14 @@ class SigtermFlush:
             self._lock.release()
 
     def _outcome_text(self) -> str:
-        took = self.seconds or 0.0
-        split = " (a critical block outlasted the budget and was split)" if self.split_block else ""
-        if not self._flush_done:
-            return f"shard {self.shard_id}: SIGTERM, the flush has not finished; exit {EXIT_SIGTERM}"
-        if self.seq is None:
-            return (
-                f"shard {self.shard_id}: SIGTERM, no checkpoint written: the flush {self.error} "
-                f"({took:.2f}s){split}; exit {EXIT_SIGTERM}"
-            )
-        return (
-            f"shard {self.shard_id}: SIGTERM, checkpoint {self.seq} (progress "
-            f"{self.progress}) written in {took:.2f}s{split}; exit {EXIT_SIGTERM}"
-        )
+        return f"shard {self.shard_id}: SIGTERM, {self.outcome.describe()}; exit {EXIT_SIGTERM}"
 
     def _log_sigterm_outcome(self) -> None:
         """Main thread only (never while the flush runs in the handler's stead)."""
         if self._outcome_logged:
             return
         text = self._outcome_text()
-        if self.seq is None:
+        if self.outcome.seq is None:
             log.error("%s", text)
         else:
             log.warning("%s", text)
@@ -378,12 +279,5 @@ class SigtermFlush:
 
     def _log_sigterm_outcome_at_exit(self) -> None:
         """The main thread's SystemExit can come from the handler outside any ``with shard:`` block."""
-        if self._flush_done:
+        if self.outcome.done:
             self._log_sigterm_outcome()
-
-    def _close_pipe(self) -> None:
-        for fd in (self._wake_r, self._wake_w):
-            if fd >= 0:
-                with suppress(OSError):
-                    os.close(fd)
-        self._wake_r = self._wake_w = -1
