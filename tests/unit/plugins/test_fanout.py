@@ -17,9 +17,10 @@ from fastapi.testclient import TestClient
 from airflow_kueue_provider.hooks import kueue_config
 from airflow_kueue_provider.kueue.eta import FinishClock
 from airflow_kueue_provider.plugins import fanout, live_feed
+from airflow_kueue_provider.plugins.app_settings import DashboardSettings
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.fanout import StreamCaps, TooManyStreams
-from airflow_kueue_provider.watch.namespace_watch import JobSnapshot, NamespaceWatch
+from airflow_kueue_provider.watch.namespace_watch import KindSnapshot, NamespaceWatch
 
 
 def _job(completed: str, complete: bool = False) -> dict[str, Any]:
@@ -32,10 +33,10 @@ def _job(completed: str, complete: bool = False) -> dict[str, Any]:
 class _Gated:
     """The hub's stand-in: the first snapshot at once, the next when the test opens the gate."""
 
-    def __init__(self, snapshots: list[JobSnapshot], gate: asyncio.Event) -> None:
+    def __init__(self, snapshots: list[KindSnapshot], gate: asyncio.Event) -> None:
         self.snapshots, self.gate = snapshots, gate
 
-    async def next(self) -> JobSnapshot:
+    async def next(self) -> KindSnapshot:
         if len(self.snapshots) == 1:
             await self.gate.wait()
         return self.snapshots.pop(0)
@@ -63,7 +64,7 @@ def test_streams_of_one_job_share_one_render_per_change_done_off_the_event_loop(
         @asynccontextmanager
         async def follow(conn_id: str, namespace: str, job_name: str) -> AsyncIterator[_Gated]:
             follows.append(job_name)
-            yield _Gated([JobSnapshot(_job("0"), None), JobSnapshot(_job("0-3", True), None)], gate)
+            yield _Gated([KindSnapshot(_job("0"), (), None), KindSnapshot(_job("0-3", True), (), None)], gate)
 
         monkeypatch.setattr(NamespaceWatch, "follow", follow)
 
@@ -197,13 +198,15 @@ class OneJob:
 def test_a_stream_past_the_cap_is_a_429_saying_how_many_are_open_and_which_option() -> None:
     caps = StreamCaps(per_user=1, total=5)
     app = create_app(
-        OneJob,  # type: ignore[arg-type]
-        lambda: ["ns"],
-        dependencies=[],
-        task_access=[],
-        queues_access=[],
-        stream_caps=lambda: caps,
-        stream_user=lambda: "alice",
+        DashboardSettings(
+            OneJob,  # type: ignore[arg-type]
+            lambda: ["ns"],
+            dependencies=[],
+            task_access=[],
+            queues_access=[],
+            stream_caps=lambda: caps,
+            stream_user=lambda: "alice",
+        )
     )
     caps.acquire("alice")  # her one stream, open in another tab
     answer = TestClient(app).get(

@@ -85,7 +85,7 @@ def test_the_unfilled_map_index_placeholder_means_an_unmapped_task() -> None:
     import pytest
     from fastapi import HTTPException
 
-    from airflow_kueue_provider.plugins.dashboard_app import parse_map_index
+    from airflow_kueue_provider.plugins.task_routes import parse_map_index
 
     assert parse_map_index("{MAP_INDEX}") == -1, "Airflow 3.3 leaves it unfilled for unmapped tasks"
     assert parse_map_index("") == parse_map_index("-1") == -1
@@ -100,6 +100,7 @@ def test_the_run_history_shows_only_the_dags_the_user_may_read() -> None:
     from fastapi.testclient import TestClient
 
     from airflow_kueue_provider.kueue.run_history import RunRecord
+    from airflow_kueue_provider.plugins.app_settings import DashboardSettings
     from airflow_kueue_provider.plugins.dashboard_app import create_app
 
     class NoQueues:
@@ -125,13 +126,15 @@ def test_the_run_history_shows_only_the_dags_the_user_may_read() -> None:
         return [r for r in found if r and (dag_ids is None or r.dag_id in dag_ids)]  # type: ignore[operator]
 
     app = create_app(
-        NoQueues,  # type: ignore[arg-type]
-        lambda: ["ns"],
-        dependencies=[],
-        task_access=[],
-        queues_access=[],
-        run_records=records,
-        readable_dags=lambda: {"a"},
+        DashboardSettings(
+            NoQueues,  # type: ignore[arg-type]
+            lambda: ["ns"],
+            dependencies=[],
+            task_access=[],
+            queues_access=[],
+            run_records=records,
+            readable_dags=lambda: {"a"},
+        )
     )
     page = TestClient(app).get("/queues")
     assert page.status_code == 200 and asked == [{"a"}]

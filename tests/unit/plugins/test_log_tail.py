@@ -10,7 +10,9 @@ import pytest
 from fastapi import Depends
 from fastapi.testclient import TestClient
 
-from airflow_kueue_provider.plugins.dashboard_app import LOG_TAIL_BYTES, LOG_TAIL_LINES, create_app
+from airflow_kueue_provider.plugins.app_settings import DashboardSettings
+from airflow_kueue_provider.plugins.dashboard_app import create_app
+from airflow_kueue_provider.plugins.log_routes import LOG_TAIL_BYTES, LOG_TAIL_LINES
 from airflow_kueue_provider.plugins.route_access import dag_access
 
 QUERY = {"dag_id": "a", "run_id": "r", "task_id": "t", "map_index": "{MAP_INDEX}", "job": "job-1", "index": 3}
@@ -45,12 +47,14 @@ def _client(hook: OneJob, asked: list[tuple[str, str]] | None = None) -> TestCli
         return dag_id == "a"
 
     app = create_app(
-        lambda: hook,  # type: ignore[arg-type,return-value]
-        lambda: ["team-a"],
-        dependencies=[],
-        task_access=[],
-        queues_access=[],
-        log_access=[dag_access("TASK_LOGS", authorize, user=Depends(lambda: "alice"))],
+        DashboardSettings(
+            lambda: hook,  # type: ignore[arg-type,return-value]
+            lambda: ["team-a"],
+            dependencies=[],
+            task_access=[],
+            queues_access=[],
+            log_access=[dag_access("TASK_LOGS", authorize, user=Depends(lambda: "alice"))],
+        )
     )
     return TestClient(app)
 

@@ -22,6 +22,7 @@ from airflow_kueue_provider.kueue.index_grid import IndexGrid
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.run_history import QueueHistory, RunRecord, queue_histories
 from airflow_kueue_provider.plugins import dashboard_pages, page_templates, svg_chart, trend_pages
+from airflow_kueue_provider.plugins.app_settings import DashboardSettings
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.dashboard_data import JobPanel, LiveState, TaskInstanceFacts
 from airflow_kueue_provider.plugins.views.admission_timeline import TimelineStep
@@ -253,15 +254,17 @@ def test_the_app_escapes_the_ids_of_the_url_and_the_clusters_names() -> None:
     from airflow_kueue_provider.plugins.views.run_trends import QueueSampleRing
 
     app = create_app(
-        _Hook,  # type: ignore[arg-type]
-        lambda: ["ns"],
-        dependencies=[],
-        task_access=[],
-        queues_access=[],
-        task_instances=lambda *a: TaskInstanceFacts("KueueIndexedJobOperator"),
-        task_runs=lambda *a: [],
-        run_records=lambda d: [],
-        queue_samples=QueueSampleRing(),
+        DashboardSettings(
+            _Hook,  # type: ignore[arg-type]
+            lambda: ["ns"],
+            dependencies=[],
+            task_access=[],
+            queues_access=[],
+            task_instances=lambda *a: TaskInstanceFacts("KueueIndexedJobOperator"),
+            task_runs=lambda *a: [],
+            run_records=lambda d: [],
+            queue_samples=QueueSampleRing(),
+        )
     )
     client = TestClient(app)
     ids = {"dag_id": HOSTILE[0], "run_id": HOSTILE[1], "task_id": HOSTILE[1], "map_index": "-1"}

@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from airflow_kueue_provider.plugins import read_caps
+from airflow_kueue_provider.plugins.app_settings import DashboardSettings
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.read_caps import ReadCaps, TooManyReads
 
@@ -103,14 +104,16 @@ class NoJobs:
 def test_a_read_past_the_cap_is_a_429_with_retry_after_naming_the_option() -> None:
     caps = ReadCaps(per_user=1, total=5)
     app = create_app(
-        NoJobs,  # type: ignore[arg-type]
-        lambda: ["ns"],
-        dependencies=[],
-        task_access=[],
-        log_access=[],
-        queues_access=[],
-        stream_user=lambda: "alice",
-        read_caps=lambda: caps,
+        DashboardSettings(
+            NoJobs,  # type: ignore[arg-type]
+            lambda: ["ns"],
+            dependencies=[],
+            task_access=[],
+            log_access=[],
+            queues_access=[],
+            stream_user=lambda: "alice",
+            read_caps=lambda: caps,
+        )
     )
     query = {"dag_id": "d", "run_id": "r", "task_id": "t", "job": "j", "index": "0"}
     client = TestClient(app)

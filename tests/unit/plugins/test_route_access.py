@@ -10,6 +10,7 @@ from fastapi import Depends
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
+from airflow_kueue_provider.plugins.app_settings import DashboardSettings
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.route_access import dag_access, route_checks
 
@@ -50,7 +51,8 @@ def test_every_route_of_the_app_has_its_own_authorization_and_every_dag_route_th
 
 
 def test_the_app_serves_no_api_docs() -> None:
-    app = create_app(NoJobs, lambda: ["ns"], dependencies=[], task_access=[], queues_access=[])  # type: ignore[arg-type]
+    settings = DashboardSettings(NoJobs, lambda: ["ns"], dependencies=[], task_access=[], queues_access=[])  # type: ignore[arg-type]
+    app = create_app(settings)
     client = TestClient(app)
     for path in ("/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect"):
         assert client.get(path).status_code == 404, path
@@ -63,13 +65,15 @@ def _client(asked: list[tuple[Any, str, str]]) -> TestClient:
 
     check = dag_access("TASK_INSTANCE", authorize, user=Depends(lambda: "alice"))
     app = create_app(
-        NoJobs,  # type: ignore[arg-type]
-        lambda: ["ns"],
-        dependencies=[],
-        task_access=[check],
-        queues_access=[],
-        task_instances=lambda *key: None,
-        task_runs=lambda *key: [],
+        DashboardSettings(
+            NoJobs,  # type: ignore[arg-type]
+            lambda: ["ns"],
+            dependencies=[],
+            task_access=[check],
+            queues_access=[],
+            task_instances=lambda *key: None,
+            task_runs=lambda *key: [],
+        )
     )
     return TestClient(app)
 

@@ -8,6 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 from kubernetes.client.rest import ApiException
 
+from airflow_kueue_provider.plugins.app_settings import DashboardSettings
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.dashboard_data import TaskInstanceFacts
 from airflow_kueue_provider.plugins.dashboard_pages import no_job_message
@@ -41,12 +42,14 @@ def _client(
         return facts
 
     app = create_app(
-        lambda: hook,  # type: ignore[arg-type,return-value]
-        lambda: ["ns"],
-        dependencies=[],
-        task_access=[],
-        queues_access=[],
-        task_instances=task_instances,
+        DashboardSettings(
+            lambda: hook,  # type: ignore[arg-type,return-value]
+            lambda: ["ns"],
+            dependencies=[],
+            task_access=[],
+            queues_access=[],
+            task_instances=task_instances,
+        )
     )
     return TestClient(app)
 

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from airflow_kueue_provider.kueue.run_history import RunRecord
+from airflow_kueue_provider.plugins.app_settings import DashboardSettings
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.dashboard_data import TaskInstanceFacts
 from airflow_kueue_provider.plugins.trend_pages import IDEAL_SENTENCE, task_trend_html
@@ -73,12 +74,14 @@ class FakeHook:
 def _app(hook: FakeHook, **kwargs: Any) -> TestClient:
     kwargs.setdefault("task_instances", lambda *a: TaskInstanceFacts("KueueIndexedJobOperator"))
     app = create_app(
-        lambda: hook,  # type: ignore[arg-type,return-value]
-        lambda: ["ns"],
-        dependencies=[],
-        task_access=[],
-        queues_access=[],
-        **kwargs,
+        DashboardSettings(
+            lambda: hook,  # type: ignore[arg-type,return-value]
+            lambda: ["ns"],
+            dependencies=[],
+            task_access=[],
+            queues_access=[],
+            **kwargs,
+        )
     )
     return TestClient(app)
 

@@ -10,9 +10,11 @@ from fastapi import Depends
 from fastapi.testclient import TestClient
 
 from airflow_kueue_provider.kueue.run_history import RunRecord
-from airflow_kueue_provider.plugins.dashboard_app import HIDDEN_RESULTS, create_app
+from airflow_kueue_provider.plugins.app_settings import DashboardSettings
+from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.dashboard_data import TaskInstanceFacts
 from airflow_kueue_provider.plugins.route_access import dag_permission, readable_results
+from airflow_kueue_provider.plugins.task_routes import HIDDEN_RESULTS
 
 from .test_trend_pages import RECORDS, TASK, FakeHook
 
@@ -34,14 +36,16 @@ def _client(asked: list[tuple[str, str, int]]) -> TestClient:
         return [r for r in RECORDS if r.dag_id == dag_id]
 
     app = create_app(
-        FakeHook,  # type: ignore[arg-type]
-        lambda: ["ns"],
-        dependencies=[],
-        task_access=[],
-        queues_access=[],
-        task_instances=lambda *a: TaskInstanceFacts("KueueIndexedJobOperator"),
-        task_runs=task_runs,
-        results_access=dag_permission("XCOM", authorize, Depends(_alice)).dependency,
+        DashboardSettings(
+            FakeHook,  # type: ignore[arg-type]
+            lambda: ["ns"],
+            dependencies=[],
+            task_access=[],
+            queues_access=[],
+            task_instances=lambda *a: TaskInstanceFacts("KueueIndexedJobOperator"),
+            task_runs=task_runs,
+            results_access=dag_permission("XCOM", authorize, Depends(_alice)).dependency,
+        )
     )
     return TestClient(app)
 
