@@ -2,9 +2,10 @@
 
 :class:`AsyncKueueHook` is one client session (``async_client``: loading kubernetes_asyncio and the
 connection's configuration off the event loop, paged LISTs, watch streams) with the calls of each kind of
-object mixed in: Jobs (``async_jobs``), Kueue's Workloads and visibility API (``async_workloads``) and JobSets
-(``async_jobsets``). Importing it is cheap: the client libraries are imported by the first session, in a
-worker thread (see ``async_client``).
+object mixed in: any registered kind by its API coordinates (``async_kinds``: read, list, watch, children,
+delete unless finished), what only Jobs have (``async_jobs``: parallelism, pods and Events) and Kueue's
+Workloads and visibility API (``async_workloads``). Importing it is cheap: the client libraries are
+imported by the first session, in a worker thread (see ``async_client``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .async_client import (
     load_clients,
 )
 from .async_jobs import AsyncJobCalls
-from .async_jobsets import AsyncJobSetCalls
+from .async_kinds import AsyncKindCalls
 from .async_workloads import AsyncWorkloadCalls
 
 __all__ = [
@@ -30,5 +31,5 @@ __all__ = [
 ]
 
 
-class AsyncKueueHook(AsyncJobCalls, AsyncWorkloadCalls, AsyncJobSetCalls):
+class AsyncKueueHook(AsyncKindCalls, AsyncJobCalls, AsyncWorkloadCalls):
     """One ``kubernetes_asyncio`` client over the cncf ``kubernetes`` connection (see :meth:`session`)."""

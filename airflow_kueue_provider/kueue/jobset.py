@@ -23,10 +23,12 @@ from .index_set import IndexSet
 from .job_progress import finished_condition
 from .job_spec import InvalidJobSpec
 from .k8s_names import DNS1123_LABEL_MAX_LENGTH, MAX_JOB_NAME_LENGTH, is_dns1123_label
+from .kinds import workload_owner_uid as workload_owner_uid  # the UI reads it from here
+from .kinds.jobset import JOBSET
 from .names import JOBSET_NAME_LABEL, QUEUE_NAME_LABEL, REPLICATED_JOB_LABEL
 from .workload_state import WorkloadState, workload_state_from_dict
 
-JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
+JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = JOBSET.api.group, JOBSET.api.version, JOBSET.api.plural
 JOBSET_API_VERSION = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
 MAX_REPLICATED_JOB_NAME = 20
 """Child Job names are ``<jobset>-<replicated job>-<replica>``, pod names add more: keep this part short."""
@@ -275,17 +277,6 @@ def jobset_membership(job: Mapping[str, Any]) -> tuple[str, str] | None:
     labels = (job.get("metadata") or {}).get("labels") or {}
     jobset, replicated = labels.get(JOBSET_NAME_LABEL), labels.get(REPLICATED_JOB_LABEL)
     return (str(jobset), str(replicated)) if jobset and replicated else None
-
-
-def workload_owner_uid(job: Mapping[str, Any]) -> str | None:
-    """The UID Kueue's Workload of the Job is labelled with: its JobSet's (Kueue admits a JobSet whole, its
-    Jobs have no Workload of their own) or, for any other Job, its own."""
-    meta = job.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == "JobSet" and ref.get("controller") and ref.get("uid"):
-            return str(ref["uid"])
-    uid = meta.get("uid")
-    return str(uid) if uid else None
 
 
 def is_jobset_child(job: Mapping[str, Any], jobset: Mapping[str, Any]) -> bool:

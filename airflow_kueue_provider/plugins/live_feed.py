@@ -86,13 +86,13 @@ async def _job_feed(conn_id: str, namespace: str, job_name: str, render: Render,
         async with NamespaceWatch.follow(conn_id, namespace, job_name) as following:
             while True:
                 snapshot = await following.next()
-                if snapshot.job is None:
+                if snapshot.obj is None:
                     publish([event("end", {"reason": f"Job {namespace}/{job_name} is gone"})], True)
                     return
                 if clock is None:
-                    clock = FinishClock(int((snapshot.job.get("spec") or {}).get("completions") or 0))
+                    clock = FinishClock(int((snapshot.obj.get("spec") or {}).get("completions") or 0))
                 parts, done = await asyncio.to_thread(
-                    render, snapshot.job, snapshot.workload, time.time(), clock
+                    render, snapshot.obj, snapshot.workload, time.time(), clock
                 )
                 stamp = _stamp()
                 chunks = [

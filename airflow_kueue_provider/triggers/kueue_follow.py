@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,10 +31,13 @@ from ..kueue.released_quota import ReleasedQuota
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..kueue.trigger_event import KueueEvent
 from ..kueue.workload_state import WorkloadPhase
+from ..watch.following import Following
+from ..watch.namespace_watch import NamespaceWatch
+from ..watch.snapshots import KindSnapshot
 from .credential_renewal import renewing
 from .deadline_watch import DeadlineWatch
 from .eta_tracking import QueueAndFinishEta
-from .followed_kind import FollowedKind
+from .followed_kind import FollowedKind, V
 from .progress_log import ProgressLog, human_duration
 from .resume_guard import ResumeGuard
 from .start_check import START_RECHECK_SECONDS, StartCheckPacing
@@ -50,7 +54,7 @@ _KILL_OUTCOMES = {
 }
 
 
-class KueueFollowTrigger(FollowedKind, BaseTrigger):
+class KueueFollowTrigger(FollowedKind[V], BaseTrigger):
     """Follow one queued object through Kueue's queue, admission, eviction/requeue to one final event.
 
     Events come from the triggerer's shared namespace watch (no polling). ``queue_timeout`` (seconds from
@@ -101,12 +105,20 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         self._grace = UnmanagedGrace(self.submitted_at, workload_timeout)
         self._resume_guard = ResumeGuard(deferred_at)
 
+    # --- what every kind does the same way, through its description ---------------------------------------
+    def _follow(self) -> AbstractAsyncContextManager[Following]:
+        """Follow the object on the triggerer's shared watch of its namespace."""
+        return NamespaceWatch.follow(self.target, self.namespace, self.name, self.description)
+
+    async def _delete_unless_finished(self, hook: AsyncKueueHook, uid: str | None) -> str:
+        return await hook.delete_unless_finished(self.description, self.namespace, self.name, uid=uid)
+
     # --- released quota, for every kind (a kind extends these two for its own capabilities) ---------------
-    def _observe(self, view: Any, outcome: Outcome | None) -> None:
+    def _observe(self, view: V, outcome: Outcome | None) -> None:
         """Each new look at the object: count the quota Kueue released (a kind adds: ledger progress)."""
         self._released = observe_released(self._released, view, time.time())
 
-    async def _closing(self, view: Any) -> None:
+    async def _closing(self, view: V) -> None:
         """Before the final event: the released-quota line (a kind adds: the last ledger write)."""
         if released := released_line(self._released, view, datetime.now(UTC)):
             self.log.info("%s/%s: %s", self.namespace, self.name, released)
@@ -158,7 +170,7 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
             log.exception("following %s failed", self.where)
             return self._event(Outcome("error", f"{type(exc).__name__}: {exc}"))
 
-    async def _until_outcome(self, following: Any) -> dict[str, Any]:
+    async def _until_outcome(self, following: Following) -> dict[str, Any]:
         progress = ProgressLog(self.log, f"{self.namespace}/{self.name}")
         eta = QueueAndFinishEta()
         snapshot = await following.next()
@@ -180,8 +192,8 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
             unmanaged_in = self._grace.wait(view, unmanaged)
             if unmanaged_in is not None and unmanaged_in <= 0:
                 fresh = await self._fresh(following)
-                if (fresh_obj := self._same(fresh)) is not None:
-                    fresh_view = self._view(fresh)
+                if (same := self._same(fresh)) is not None:
+                    fresh_view, fresh_obj = same
                     if verdict := self._unmanaged(fresh_view, time.time() - self.submitted_at):
                         return await self._delete_unmanaged(verdict, fresh_view, fresh_obj)
                 self._grace.reset()
@@ -214,8 +226,8 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
             left = self._seconds_left_in_queue(view)
             if left is not None and left <= 0:
                 fresh = await self._fresh(following)
-                if (fresh_obj := self._same(fresh)) is not None:
-                    fresh_view = self._view(fresh)
+                if (same := self._same(fresh)) is not None:
+                    fresh_view, fresh_obj = same
                     left = self._seconds_left_in_queue(fresh_view)
                     if left is not None and left <= 0 and self._outcome(fresh_view) is None:
                         return await self._queue_timeout(fresh_view, fresh_obj, eta.position)
@@ -254,7 +266,7 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
             return None
         return self.submitted_at + self.queue_timeout - time.time()
 
-    async def _check_start(self, following: Any, view: FollowedView) -> float | dict[str, Any] | None:
+    async def _check_start(self, following: Following, view: V) -> float | dict[str, Any] | None:
         """The final event when the pods cannot start; else seconds until the next look (None: none due)."""
         admitted_at = view.workload.admitted_at if view.workload else None
         since = time.time() - admitted_at.timestamp() if admitted_at else None
@@ -272,9 +284,9 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         fresh = await self._fresh(following)
         if fresh is None:
             return START_RECHECK_SECONDS
-        if (fresh_obj := self._same(fresh)) is None:
+        if (same := self._same(fresh)) is None:
             return None
-        fresh_view = self._view(fresh)
+        fresh_view, fresh_obj = same
         if self._start_overdue(fresh_view, since) is None:
             return None
         await self._delete(fresh_obj)
@@ -286,7 +298,7 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         return self._event(Outcome("failed", message), fresh_view, fresh_obj)
 
     async def _queue_timeout(
-        self, view: FollowedView, obj: dict[str, Any], position: tuple[int, int] | None
+        self, view: V, obj: dict[str, Any], position: tuple[int, int] | None
     ) -> dict[str, Any]:
         where = f" at position {position[0] + 1}" if position else ""
         why = ""
@@ -300,9 +312,7 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         )
         return self._event(Outcome("timeout", message), view, obj)
 
-    async def _delete_unmanaged(
-        self, verdict: Unmanaged, view: FollowedView, obj: dict[str, Any]
-    ) -> dict[str, Any]:
+    async def _delete_unmanaged(self, verdict: Unmanaged, view: V, obj: dict[str, Any]) -> dict[str, Any]:
         await self._delete(obj)
         (self.log.error if verdict.running_outside_quota else self.log.warning)("%s", verdict.message)
         return self._event(Outcome("failed", verdict.message), view, obj)
@@ -312,12 +322,14 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
         async with AsyncKueueHook(self.target).session() as hook:
             return await self._delete_unless_finished(hook, obj["metadata"].get("uid"))
 
-    def _same(self, snapshot: Any) -> dict[str, Any] | None:
-        """The snapshot's object when it is the one this trigger follows (not gone, not a namesake)."""
-        obj = snapshot.obj if snapshot is not None else None
-        return obj if obj is not None and is_same_object(obj, self.uid) else None
+    def _same(self, snapshot: KindSnapshot | None) -> tuple[V, dict[str, Any]] | None:
+        """The snapshot's view and object when it is the one this trigger follows (not gone, not a
+        namesake)."""
+        if snapshot is None or snapshot.obj is None or not is_same_object(snapshot.obj, self.uid):
+            return None
+        return self._view(snapshot), snapshot.obj
 
-    async def _fresh(self, following: Any) -> Any:
+    async def _fresh(self, following: Following) -> KindSnapshot | None:
         """The objects read from the apiserver now, or None when it cannot answer (restarting, unreachable):
         a control-plane outage is never a reason to end a task or delete its object."""
         try:
@@ -334,7 +346,9 @@ class KueueFollowTrigger(FollowedKind, BaseTrigger):
             await asyncio.sleep(CONFIRM_RETRY_SECONDS)
             return None
 
-    def _event(self, outcome: Outcome, view: Any = None, obj: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _event(
+        self, outcome: Outcome, view: V | None = None, obj: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         result, failed_jobs = self._payload(view, obj) if view is not None and obj is not None else ({}, {})
         return KueueEvent(
             status=outcome.status,

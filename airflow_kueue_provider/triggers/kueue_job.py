@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from ..hooks.kueue_async_hook import AsyncKueueHook
 from ..kueue.job_progress import (
     JobView,
     Outcome,
@@ -22,18 +21,20 @@ from ..kueue.job_progress import (
     result_of,
     view_of,
 )
+from ..kueue.kinds.job import JOB
 from ..kueue.ledger import RUNNING, attempt_status
 from ..kueue.parallelism_ramp import RampPlan, gate_never_lifted
 from ..kueue.quota_guard import Unmanaged, unmanaged_verdict
 from ..kueue.start_guard import start_overdue, stuck_reason
-from ..watch.namespace_watch import Following, JobSnapshot, NamespaceWatch
+from ..watch.following import Following
+from ..watch.snapshots import KindSnapshot
 from .kueue_follow import KueueFollowTrigger
 from .ledger_writer import LedgerWriter, Progress
 
 LEDGER_FLUSH_SECONDS = 60.0  # at the end, how long to wait for the last ledger write (Blob may be away)
 
 
-class KueueJobTrigger(KueueFollowTrigger):
+class KueueJobTrigger(KueueFollowTrigger[JobView]):
     """Wait for a Kueue-queued Job through queueing, admission, eviction/requeue and its indexes.
 
     ``ledger`` (``CheckpointSession.trigger_ledger()``) keeps the shard ledger current while it runs; ``ramp``
@@ -41,7 +42,7 @@ class KueueJobTrigger(KueueFollowTrigger):
     quota released so far across a re-deferral.
     """
 
-    kind = "Job"
+    description = JOB
 
     def __init__(
         self,
@@ -79,12 +80,9 @@ class KueueJobTrigger(KueueFollowTrigger):
             "ramp": self.ramp,
         }
 
-    def _follow(self) -> AbstractAsyncContextManager[Following]:
-        return NamespaceWatch.follow(self.target, self.namespace, self.job_name)
-
-    def _view(self, snapshot: JobSnapshot) -> JobView:
-        assert snapshot.job is not None
-        return view_of(snapshot.job, snapshot.workload)
+    def _view(self, snapshot: KindSnapshot) -> JobView:
+        assert snapshot.obj is not None
+        return view_of(snapshot.obj, snapshot.workload)
 
     def _outcome(self, view: JobView) -> Outcome | None:
         return outcome_of(view, self.max_failed_indexes)
@@ -103,9 +101,6 @@ class KueueJobTrigger(KueueFollowTrigger):
     async def _stuck_reason(self, following: Following, view: JobView) -> str | None:
         pods, events = await following.pods_and_events()
         return stuck_reason(pods, events) or gate_never_lifted(pods)  # the ramp's gate, never lifted
-
-    async def _delete_unless_finished(self, hook: AsyncKueueHook, uid: str | None) -> str:
-        return await hook.delete_job_unless_finished(self.namespace, self.job_name, uid=uid)
 
     def _payload(self, view: JobView, obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         return result_of(view, obj, datetime.now(UTC), self._released).to_dict(), {}

@@ -7,26 +7,26 @@ that have not started, its delete and its result.
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
-from ..hooks.kueue_async_hook import AsyncKueueHook
 from ..kueue.job_progress import Outcome
 from ..kueue.jobset import JobSetView, jobset_view
 from ..kueue.jobset_result import jobset_progress_line, jobset_result_of, unmanaged_jobset_verdict
+from ..kueue.kinds.jobset import JOBSET
 from ..kueue.quota_guard import Unmanaged
 from ..kueue.start_guard import jobset_start_overdue, stuck_reason
-from ..watch.namespace_watch import FollowingJobSet, JobSetSnapshot, NamespaceWatch
+from ..watch.following import Following
+from ..watch.snapshots import KindSnapshot
 from .kueue_follow import KueueFollowTrigger
 
 START_CHECK_JOBS = 8  # child Jobs whose pods one stuck-start check reads, at most (one LIST each)
 
 
-class KueueJobSetTrigger(KueueFollowTrigger):
+class KueueJobSetTrigger(KueueFollowTrigger[JobSetView]):
     """Wait for a JobSet through Kueue's queue and its replicated jobs; one final event (see the base)."""
 
-    kind = "JobSet"
+    description = JOBSET
 
     def __init__(self, *, jobset_name: str, jobset_uid: str | None = None, **shared: Any) -> None:
         """``shared``: ``KueueFollowTrigger``'s kwargs (namespace, queue_name, timeouts, deadline, ...)."""
@@ -43,12 +43,9 @@ class KueueJobSetTrigger(KueueFollowTrigger):
     def _kind_kwargs(self) -> dict[str, Any]:
         return {"jobset_name": self.jobset_name, "jobset_uid": self.jobset_uid}
 
-    def _follow(self) -> AbstractAsyncContextManager[FollowingJobSet]:
-        return NamespaceWatch.follow_jobset(self.target, self.namespace, self.jobset_name)
-
-    def _view(self, snapshot: JobSetSnapshot) -> JobSetView:
-        assert snapshot.jobset is not None
-        return jobset_view(snapshot.jobset, snapshot.jobs, snapshot.workload)
+    def _view(self, snapshot: KindSnapshot) -> JobSetView:
+        assert snapshot.obj is not None
+        return jobset_view(snapshot.obj, snapshot.children, snapshot.workload)
 
     def _outcome(self, view: JobSetView) -> Outcome | None:
         ended = view.outcome()
@@ -68,16 +65,13 @@ class KueueJobSetTrigger(KueueFollowTrigger):
             return None
         return jobset_start_overdue(view, since_admission, self.start_timeout)
 
-    async def _stuck_reason(self, following: FollowingJobSet, view: JobSetView) -> str | None:
+    async def _stuck_reason(self, following: Following, view: JobSetView) -> str | None:
         """Child Jobs that have not started, read one by one up to START_CHECK_JOBS until one names why."""
         for job in view.unstarted_jobs[:START_CHECK_JOBS]:
             pods, events = await following.pods_and_events(job.name)
             if found := stuck_reason(pods, events):
                 return f"Job {job.name}, {found}"
         return None
-
-    async def _delete_unless_finished(self, hook: AsyncKueueHook, uid: str | None) -> str:
-        return await hook.delete_jobset_unless_finished(self.namespace, self.jobset_name, uid=uid)
 
     def _payload(self, view: JobSetView, obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         now = datetime.now(UTC)

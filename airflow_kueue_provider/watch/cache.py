@@ -1,10 +1,13 @@
-"""The shared watch's cache of one namespace: the latest Jobs, Workloads and JobSets, and who follows them.
+"""The shared watch's cache of one namespace: the latest objects of each watched kind and the Workloads, and
+who follows them.
 
-LISTs replace a kind whole (:meth:`NamespaceCache._replace`), watch events change one object
-(``_apply_*``); either wakes only the followers whose Job or JobSet (or its Workload) changed, and those
-of ``ANY_JOB``. Objects are kept slim (:func:`slim`): a triggerer may follow 1,000 Jobs, and a tenant may
-write 256 KiB of annotations on each of its Jobs. What one namespace makes the cache hold is capped
-(``caps``): past a cap, the change raises ``NamespaceOverCap`` and the hub gives up on that namespace.
+Slots are named by the kind's plural (``KindDescription.api.plural``) and ``WORKLOADS``; no kind is named
+here. LISTs replace a slot whole (:meth:`NamespaceCache._replace`), watch events change one object
+(``_apply``, ``_apply_workload``); either wakes only the followers whose object (or a child Job of it, or its
+Workload) changed, and those of ``ANY_JOB``. Objects are kept slim (:func:`slim`): a triggerer may follow
+1,000 Jobs, and a tenant may write 256 KiB of annotations on each of its Jobs. What one namespace makes the
+cache hold is capped (``caps``): past a cap, the change raises ``NamespaceOverCap`` and the hub gives up on
+that namespace.
 """
 
 from __future__ import annotations
@@ -14,25 +17,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kueue.cached_metadata import slim_metadata
-from ..kueue.jobset import workload_owner_uid
-from ..kueue.names import JOB_UID_LABEL, JOBSET_NAME_LABEL
+from ..kueue.kinds import KindDescription, by_plural, child_kind, parent_names, workload_owner_uid
+from ..kueue.names import JOB_UID_LABEL
 from .caps import HubCaps, json_size
-from .snapshots import JobSetSnapshot, JobSnapshot
+from .snapshots import KindSnapshot
 
 ANY_JOB = ""
-"""The follower key of one that wakes on a change of any Job or Workload of the namespace (no Job is named
-""): the UI's queue page, which redraws when a Job of the namespace is admitted, evicted or finishes."""
-JOBSET_KEY_PREFIX = "jobset/"
-"""Follower keys of JobSets: ``jobset/<name>`` (a Job name never has a ``/``)."""
+"""The follower key of one that wakes on a change of any object or Workload of the namespace (no object is
+named ""): the UI's queue page, which redraws when a Job of the namespace is admitted, evicted or finishes."""
+WORKLOADS = "workloads"
+"""The slot of Kueue's Workloads, by the ``job-uid`` label (the uid of the object Kueue admits)."""
 
 
-def jobset_key(name: str) -> str:
-    return JOBSET_KEY_PREFIX + name
+def follower_key(kind: KindDescription, name: str) -> str:
+    """``<plural>/<name>``: an object name never has a ``/``, so no two kinds' keys meet."""
+    return kind.follower_prefix + name
 
 
 @dataclass(eq=False)
 class _Follower:
-    job_name: str
+    key: str
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -43,163 +47,161 @@ class NamespaceCache:
     def __init__(self, caps: HubCaps | None = None) -> None:
         self.namespace = ""
         self.caps = caps or HubCaps()
-        self._sizes: dict[str, dict[str, int]] = {"jobs": {}, "workloads": {}, "jobsets": {}}
-        self.retained_bytes = 0  # the slimmed objects' JSON size, all kinds (``caps``)
-        self.jobs: dict[str, dict[str, Any]] = {}
-        self.workloads: dict[str, dict[str, Any]] = {}  # by the job-uid label
-        self._names_by_uid: dict[str, str] = {}
-        self.jobsets: dict[str, dict[str, Any]] = {}  # only once a JobSet follower joined (watch_jobsets)
-        self._jobset_names_by_uid: dict[str, str] = {}
+        self.objects: dict[str, dict[str, dict[str, Any]]] = {}
+        """Slot -> key -> object: a kind's objects by name (only the kinds watched here), Workloads by uid."""
+        self._names_by_uid: dict[str, dict[str, str]] = {}  # kind slot -> uid -> name
+        self._sizes: dict[str, dict[str, int]] = {}
+        self.retained_bytes = 0  # the slimmed objects' JSON size, all slots (``caps``)
         self.followers: dict[str, set[_Follower]] = {}
+
+    def slot(self, name: str) -> dict[str, dict[str, Any]]:
+        return self.objects.setdefault(name, {})
+
+    @property
+    def workloads(self) -> dict[str, dict[str, Any]]:
+        return self.slot(WORKLOADS)
 
     def _clear(self) -> None:
         """Drop every object (a hub that gave up must not keep a flood)."""
-        self.jobs, self.workloads, self.jobsets = {}, {}, {}
-        self._names_by_uid, self._jobset_names_by_uid = {}, {}
-        self._sizes = {kind: {} for kind in self._sizes}
+        self.objects, self._names_by_uid, self._sizes = {}, {}, {}
         self.retained_bytes = 0
 
-    def _count(self, kind: str, key: str, obj: dict[str, Any] | None) -> None:
-        """Account ``obj`` (None: gone) as ``kind``'s ``key`` and check the caps (raises NamespaceOverCap)."""
-        sizes = self._sizes[kind]
+    def _count(self, slot: str, key: str, obj: dict[str, Any] | None) -> None:
+        """Account ``obj`` (None: gone) as ``slot``'s ``key`` and check the caps (raises NamespaceOverCap)."""
+        sizes = self._sizes.setdefault(slot, {})
         self.retained_bytes -= sizes.pop(key, 0)
         if obj is not None:
             sizes[key] = json_size(obj)
             self.retained_bytes += sizes[key]
-            self.caps.check(self.namespace, kind, len(sizes), self.retained_bytes)
+            self.caps.check(self.namespace, slot, len(sizes), self.retained_bytes)
 
     def _unfollow(self, follower: _Follower) -> None:
-        group = self.followers.get(follower.job_name, set())
+        group = self.followers.get(follower.key, set())
         group.discard(follower)
         if not group:
-            self.followers.pop(follower.job_name, None)
+            self.followers.pop(follower.key, None)
 
-    def snapshot(self, job_name: str) -> JobSnapshot:
-        """The Job and its Workload -- for a JobSet's Job, the JobSet's Workload (Kueue admits it whole)."""
-        job = self.jobs.get(job_name)
-        uid = workload_owner_uid(job) if job else None
-        return JobSnapshot(job, self.workloads.get(uid) if uid else None)
+    def snapshot(self, kind: KindDescription, name: str) -> KindSnapshot:
+        """The object, its child Jobs and its Workload -- for a child Job, its parent's Workload (Kueue
+        admits a JobSet whole)."""
+        obj = self.slot(kind.api.plural).get(name)
+        children: tuple[dict[str, Any], ...] = ()
+        if kind.child_label is not None:
+            jobs = self.slot(child_kind().api.plural).values()
+            children = tuple(j for j in jobs if _labels(j).get(kind.child_label) == name)
+        uid = workload_owner_uid(obj) if obj else None
+        return KindSnapshot(obj, children, self.workloads.get(uid) if uid else None)
 
-    def jobset_snapshot(self, name: str) -> JobSetSnapshot:
-        jobset = self.jobsets.get(name)
-        uid = (jobset or {}).get("metadata", {}).get("uid")
-        children = tuple(j for j in self.jobs.values() if _jobset_of(j) == name)
-        return JobSetSnapshot(jobset, children, self.workloads.get(uid) if uid else None)
-
-    def _wake(self, job_name: str | None = None) -> None:
-        if job_name is None:
+    def _wake(self, key: str | None = None) -> None:
+        if key is None:
             groups = list(self.followers.values())
         else:
-            groups = [self.followers.get(job_name, set()), self.followers.get(ANY_JOB, set())]
+            groups = [self.followers.get(key, set()), self.followers.get(ANY_JOB, set())]
         for group in groups:
             for follower in group:
                 follower.changed.set()
 
-    def _replace(self, kind: str, items: list[dict[str, Any]]) -> set[str]:
-        """Take a LIST as the cache; returns the names of the Jobs whose object of this kind differs from
-        what the cache held (changes the watch had not delivered, when the cache was in sync)."""
-        before = {"jobs": self.jobs, "workloads": self.workloads, "jobsets": self.jobsets}[kind]
+    def _replace(self, slot: str, items: list[dict[str, Any]]) -> set[str]:
+        """Take a LIST as the slot; returns the follower keys whose object differs from what the cache held
+        (changes the watch had not delivered, when the cache was in sync)."""
+        before = self.slot(slot)
         known = {key: o["metadata"].get("resourceVersion") for key, o in before.items()}
-        self.caps.check(self.namespace, kind, len(items), 0)  # before slimming a flood
+        self.caps.check(self.namespace, slot, len(items), 0)  # before slimming a flood
         items = [slim(item) for item in items]
-        if kind == "jobsets":
-            self.jobsets = {js["metadata"]["name"]: js for js in items}
-            self._jobset_names_by_uid = {js["metadata"]["uid"]: name for name, js in self.jobsets.items()}
-            after = self.jobsets
-        elif kind == "jobs":
-            self.jobs = {j["metadata"]["name"]: j for j in items}
-            self._names_by_uid = {j["metadata"]["uid"]: name for name, j in self.jobs.items()}
-            after = self.jobs
-        else:
-            self.workloads = {}
+        after: dict[str, dict[str, Any]] = {}
+        if slot == WORKLOADS:
             for workload in items:
                 uid = _job_uid(workload)
-                if uid and _is_current_slice(workload, self.workloads.get(uid)):
-                    self.workloads[uid] = workload
-            after = self.workloads
-        self.retained_bytes -= sum(self._sizes[kind].values())
-        self._sizes[kind] = sizes = {key: json_size(o) for key, o in after.items()}
+                if uid and _is_current_slice(workload, after.get(uid)):
+                    after[uid] = workload
+        else:
+            after = {o["metadata"]["name"]: o for o in items}
+            self._names_by_uid[slot] = {o["metadata"]["uid"]: name for name, o in after.items()}
+        self.objects[slot] = after
+        self.retained_bytes -= sum(self._sizes.get(slot, {}).values())
+        self._sizes[slot] = sizes = {key: json_size(o) for key, o in after.items()}
         self.retained_bytes += sum(sizes.values())
-        self.caps.check(self.namespace, kind, len(sizes), self.retained_bytes)
+        self.caps.check(self.namespace, slot, len(sizes), self.retained_bytes)
         now = {key: o["metadata"].get("resourceVersion") for key, o in after.items()}
         keys = {key for key, rv in now.items() if known.get(key) != rv} | (set(known) - set(now))
-        if kind == "jobsets":
-            return {jobset_key(name) for name in keys}
-        if kind == "jobs":  # by name; a namesake that replaced a Job has a new resourceVersion too
-            owners = {_jobset_of(o) for name in keys for o in (before.get(name), after.get(name)) if o}
-            return keys | {jobset_key(owner) for owner in owners if owner}
-        return {self._names_by_uid[uid] for uid in keys if uid in self._names_by_uid} | {
-            jobset_key(self._jobset_names_by_uid[uid]) for uid in keys if uid in self._jobset_names_by_uid
-        }
+        if slot == WORKLOADS:
+            return {key for uid in keys for key in self._keys_of_uid(uid)}
+        kind = _kind(slot)
+        # by name; a namesake that replaced an object has a new resourceVersion too
+        changed = {follower_key(kind, name) for name in keys}
+        for name in keys:
+            for obj in (before.get(name), after.get(name)):
+                changed |= {follower_key(parent, p) for parent, p in parent_names(obj or {})}
+        return changed
 
-    def _apply_job(self, event_type: str, job: dict[str, Any]) -> None:
-        job = slim(job)
-        name = job["metadata"]["name"]
+    def _apply(self, slot: str, event_type: str, obj: dict[str, Any]) -> None:
+        """One watch event of a kind's slot."""
+        obj = slim(obj)
+        objects, name, uid = self.slot(slot), obj["metadata"]["name"], obj["metadata"]["uid"]
         if event_type == "DELETED":
-            self.jobs.pop(name, None)
-            self._names_by_uid.pop(job["metadata"]["uid"], None)
+            objects.pop(name, None)
+            self._names_by_uid.setdefault(slot, {}).pop(uid, None)
         else:
-            self.jobs[name] = job
-            self._names_by_uid[job["metadata"]["uid"]] = name
-        self._count("jobs", name, self.jobs.get(name))
-        self._wake(name)
-        if owner := _jobset_of(job):
-            self._wake(jobset_key(owner))
-
-    def _apply_jobset(self, event_type: str, jobset: dict[str, Any]) -> None:
-        jobset = slim(jobset)
-        name = jobset["metadata"]["name"]
-        if event_type == "DELETED":
-            self.jobsets.pop(name, None)
-            self._jobset_names_by_uid.pop(jobset["metadata"]["uid"], None)
-        else:
-            self.jobsets[name] = jobset
-            self._jobset_names_by_uid[jobset["metadata"]["uid"]] = name
-        self._count("jobsets", name, self.jobsets.get(name))
-        self._wake(jobset_key(name))
+            objects[name] = obj
+            self._names_by_uid.setdefault(slot, {})[uid] = name
+        self._count(slot, name, objects.get(name))
+        self._wake(follower_key(_kind(slot), name))
+        for parent, parent_name in parent_names(obj):
+            self._wake(follower_key(parent, parent_name))
 
     def _apply_workload(self, event_type: str, workload: dict[str, Any]) -> None:
         workload = slim(workload)
         uid = _job_uid(workload)
         if not uid:
             return
+        workloads = self.workloads
         if event_type == "DELETED":
-            if self.workloads.get(uid, {}).get("metadata", {}).get("uid") == workload["metadata"].get("uid"):
-                self.workloads.pop(uid, None)
-        elif _is_current_slice(workload, self.workloads.get(uid)):
-            self.workloads[uid] = workload
-        self._count("workloads", uid, self.workloads.get(uid))
-        if name := self._names_by_uid.get(uid):
-            self._wake(name)
-        if name := self._jobset_names_by_uid.get(uid):
-            self._wake(jobset_key(name))
+            if workloads.get(uid, {}).get("metadata", {}).get("uid") == workload["metadata"].get("uid"):
+                workloads.pop(uid, None)
+        elif _is_current_slice(workload, workloads.get(uid)):
+            workloads[uid] = workload
+        self._count(WORKLOADS, uid, workloads.get(uid))
+        for key in self._keys_of_uid(uid):
+            self._wake(key)
+
+    def _keys_of_uid(self, uid: str) -> list[str]:
+        """The follower keys of the object (of any watched kind) whose uid a Workload names."""
+        return [
+            follower_key(_kind(slot), names[uid])
+            for slot, names in self._names_by_uid.items()
+            if uid in names
+        ]
 
 
-def _jobset_of(job: dict[str, Any]) -> str | None:
-    """The JobSet a Job belongs to (the JobSet controller's label), if any."""
-    owner = (job.get("metadata", {}).get("labels") or {}).get(JOBSET_NAME_LABEL)
-    return str(owner) if owner else None
+def _kind(slot: str) -> KindDescription:
+    kind = by_plural(slot)
+    assert kind is not None, f"no registered kind watched as {slot}"
+    return kind
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("metadata", {}).get("labels") or {}
 
 
 def _job_uid(workload: dict[str, Any]) -> str | None:
-    uid = workload.get("metadata", {}).get("labels", {}).get(JOB_UID_LABEL)
+    uid = _labels(workload).get(JOB_UID_LABEL)
     return str(uid) if uid else None
 
 
 def slim(obj: dict[str, Any]) -> dict[str, Any]:
     """The object without what no follower reads: metadata but for the fields, labels and annotations some
-    follower reads, each value bounded (``kueue.cached_metadata``), and the pod template(s) (a Job's
-    ``spec.template``, a Workload's ``spec.podSets[].template``). A triggerer following 1,000 Jobs would
-    otherwise keep them all, and its garbage collector would walk them, stalling the event loop."""
+    follower reads, each value bounded (``kueue.cached_metadata``), and the pod or Job templates (``spec.
+    template``, and the ``template`` of each item of a list in ``spec``: a JobSet's ``replicatedJobs``, a
+    Workload's ``podSets``). A triggerer following 1,000 Jobs would otherwise keep them all, and its garbage
+    collector would walk them, stalling the event loop."""
     obj["metadata"] = slim_metadata(obj.get("metadata") or {})
     spec = obj.get("spec") or {}
     spec.pop("template", None)
-    for replicated in spec.get("replicatedJobs") or []:  # a JobSet's templates: its Jobs' specs
-        if isinstance(replicated, dict):
-            replicated.pop("template", None)
-    for pod_set in spec.get("podSets") or []:
-        if isinstance(pod_set, dict):
-            pod_set.pop("template", None)
+    for value in spec.values():
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, dict):
+                    item.pop("template", None)
     return obj
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..hooks.kueue_config import kueue_options
-from .kind_failures import GROUPS, WatchUnavailable
+from .kind_failures import WatchUnavailable, group_of
 
 MAX_OBJECTS_OPTION = "watch_max_objects"
 MAX_MIB_OPTION = "watch_max_mib"
@@ -57,7 +57,7 @@ def over_cap(namespace: str, kind: str, option: str, limit: int, count: int, uni
         if unit == "objects"
         else f"{count} bytes of {kind} and other objects (more than [kueue] {option} = {limit} MiB)"
     )
-    resource = f"{kind}.{GROUPS.get(kind, '?')}"
+    resource = f"{kind}.{group_of(kind)}"
     return NamespaceOverCap(
         f"namespace {namespace} holds {what} with the provider's labels: the shared watch stopped following "
         f"it, and every task deferred in it fails. Fix: delete the objects no task created, and give the "

@@ -25,9 +25,10 @@ def install_debug_signal(
     def dump() -> None:
         out = io.StringIO()
         for (_, ns), hub in hubs().items():
+            sizes = {slot: len(objects) for slot, objects in hub.objects.items()}
             print(
                 f"hub {ns}: synced={hub.synced.is_set()} lists={hub.lists} failures={hub.failures} "
-                f"events={hub.events} jobs={sorted(hub.jobs)} followers={sorted(hub.followers)} "
+                f"events={hub.events} objects={sizes} followers={sorted(hub.followers)} "
                 f"task={hub._task}",
                 file=out,
             )

@@ -1,21 +1,22 @@
-"""A trigger's handle on the shared watch: the newest snapshot of its Job or JobSet after each change, and
-one-off reads (the Workload's queue position, a fresh GET before a decision, the pods of a stuck Job)."""
+"""A trigger's handle on the shared watch: the newest snapshot of its object (of any registered kind) after
+each change, and one-off reads (the Workload's queue position, a fresh GET before a decision, the pods of a
+stuck Job)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..hooks.cluster_target import ClusterTarget
 from ..hooks.kueue_api import position_of
 from ..hooks.kueue_async_hook import AsyncKueueHook, is_connection_error
-from .cache import JOBSET_KEY_PREFIX, _Follower
+from ..kueue.kinds import KindDescription
+from .cache import _Follower
 from .pending_reads import SharedPendingReads
-from .snapshots import JobSetSnapshot, JobSnapshot, read_jobset_snapshot, read_snapshot
+from .snapshots import KindSnapshot, read_snapshot
 
 T = TypeVar("T")
-S = TypeVar("S")
 
 
 class Hub(Protocol):
@@ -25,26 +26,33 @@ class Hub(Protocol):
     namespace: str
     synced: asyncio.Event
     error: BaseException | None
-    jobsets_error: BaseException | None
+    kind_errors: dict[str, BaseException]
     hook: AsyncKueueHook | None
     pending_reads: SharedPendingReads
 
-    def snapshot(self, job_name: str) -> JobSnapshot: ...
-    def jobset_snapshot(self, name: str) -> JobSetSnapshot: ...
+    def snapshot(self, kind: KindDescription, name: str) -> KindSnapshot: ...
 
 
-class _FollowingBase(Generic[S]):
-    """A follower's view of its object(s) through the shared hub."""
+class Following:
+    """A follower's view of one object (its child Jobs and Workload too) through the shared hub; the UI's
+    queue page follows ``ANY_JOB`` and only waits on it (``next``)."""
 
-    def __init__(self, hub: Hub, follower: _Follower) -> None:
+    def __init__(self, hub: Hub, follower: _Follower, kind: KindDescription) -> None:
         self._hub = hub
         self._follower = follower
+        self.kind = kind
         self._first = True
 
-    def _snapshot(self) -> S:
-        raise NotImplementedError
+    @property
+    def name(self) -> str:
+        return self._follower.key[len(self.kind.follower_prefix) :]
 
-    async def next(self) -> S:
+    def _snapshot(self) -> KindSnapshot:
+        if (error := self._hub.kind_errors.get(self.kind.api.plural)) is not None:
+            raise error
+        return self._hub.snapshot(self.kind, self.name)
+
+    async def next(self) -> KindSnapshot:
         """The current state at first, then the newest state after each change; never a half-resynced
         cache (after a break, the hub lists Jobs and Workloads again before anyone reads)."""
         await self._hub.synced.wait()
@@ -59,7 +67,7 @@ class _FollowingBase(Generic[S]):
             raise self._hub.error
         return self._snapshot()
 
-    def current(self) -> S:
+    def current(self) -> KindSnapshot:
         """The newest state without waiting for a change."""
         if self._hub.error is not None:
             raise self._hub.error
@@ -88,47 +96,22 @@ class _FollowingBase(Generic[S]):
         )
         return None if pending is None else position_of(pending, workload)
 
+    async def confirm(self) -> KindSnapshot:
+        """The object, its child Jobs and its Workload read from the apiserver now, not from the shared
+        cache: asked before a decision that deletes it or ends the task, since a cache can lag or miss an
+        event."""
+        ns, name, kind = self._hub.namespace, self.name, self.kind
+        return await self._read(lambda hook: read_snapshot(hook, kind, ns, name))
 
-class Following(_FollowingBase[JobSnapshot]):
-    """A trigger's view of one Job through the shared hub."""
-
-    def _snapshot(self) -> JobSnapshot:
-        return self._hub.snapshot(self._follower.job_name)
-
-    async def set_parallelism(self, parallelism: int) -> None:
-        ns, name = self._hub.namespace, self._follower.job_name
-        await self._read(lambda hook: hook.set_parallelism(ns, name, parallelism))
-
-    async def confirm(self) -> JobSnapshot:
-        """The Job and its Workload read from the apiserver now (two GETs), not from the shared cache: asked
-        before a decision that deletes the Job or ends the task, since a cache can lag or miss an event."""
-        ns, name = self._hub.namespace, self._follower.job_name
-        return await self._read(lambda hook: read_snapshot(hook, ns, name))
-
-    async def pods_and_events(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The Job's pods (or, with none, its Events), read now: asked only when pods seem stuck."""
-        ns, name = self._hub.namespace, self._follower.job_name
+    async def pods_and_events(
+        self, job_name: str | None = None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """A Job's pods (or, with none, its Events), read now: asked only when pods seem stuck. The followed
+        Job's, or the named child Job's."""
+        ns, name = self._hub.namespace, job_name or self.name
         return await self._read(lambda hook: hook.pods_and_events_of_job(ns, name))
 
-
-class FollowingJobSet(_FollowingBase[JobSetSnapshot]):
-    """A trigger's view of one JobSet (its Jobs and Workload too) through the shared hub."""
-
-    @property
-    def name(self) -> str:
-        return self._follower.job_name[len(JOBSET_KEY_PREFIX) :]
-
-    def _snapshot(self) -> JobSetSnapshot:
-        if self._hub.jobsets_error is not None:
-            raise self._hub.jobsets_error
-        return self._hub.jobset_snapshot(self.name)
-
-    async def confirm(self) -> JobSetSnapshot:
-        """The JobSet, its Jobs and its Workload read from the apiserver now (before a delete or the end)."""
+    async def set_parallelism(self, parallelism: int) -> None:
+        """Raise the followed Job's parallelism (the ramp capability)."""
         ns, name = self._hub.namespace, self.name
-        return await self._read(lambda hook: read_jobset_snapshot(hook, ns, name))
-
-    async def pods_and_events(self, job_name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """One child Job's pods (or, with none, its Events), read now: asked only when pods seem stuck."""
-        ns = self._hub.namespace
-        return await self._read(lambda hook: hook.pods_and_events_of_job(ns, job_name))
+        await self._read(lambda hook: hook.set_parallelism(ns, name, parallelism))

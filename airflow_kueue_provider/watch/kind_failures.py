@@ -11,11 +11,19 @@ kind, the status and the fix.
 
 from __future__ import annotations
 
+from ..hooks.kueue_api import KUEUE_GROUP
 from ..kueue.errors import KueueProviderError
+from ..kueue.kinds import by_plural
 
 FATAL_STATUSES = frozenset({401, 403, 404})
 FATAL_AFTER = 3  # consecutive failures of one kind with a fatal status, without a successful LIST of it
-GROUPS = {"jobs": "batch", "workloads": "kueue.x-k8s.io", "jobsets": "jobset.x-k8s.io"}
+
+
+def group_of(slot: str) -> str:
+    """The API group of a watched slot (a kind's plural, or the Workloads), for RBAC fixes."""
+    kind = by_plural(slot)
+    return kind.api.group if kind is not None else KUEUE_GROUP if slot == "workloads" else "?"
+
 NO_KIND = ""
 """The key of a failure no list+watch loop owns (the connection itself): any successful LIST resets it."""
 
@@ -73,13 +81,13 @@ def unavailable(
         fix = "the connection's credentials were refused: renew its token or kubeconfig"
     elif status == 404 and kind:
         fix = (
-            f"the apiserver does not serve {kind} ({GROUPS.get(kind, '?')}) or the namespace is gone: "
+            f"the apiserver does not serve {kind} ({group_of(kind)}) or the namespace is gone: "
             "install its CRD and check the namespace"
         )
     elif kind:
         fix = (
             f"let this identity list and watch {kind}: a Role rule in namespace {namespace} with apiGroups "
-            f'["{GROUPS.get(kind, "?")}"], resources ["{kind}"], verbs ["get", "list", "watch"] (see '
+            f'["{group_of(kind)}"], resources ["{kind}"], verbs ["get", "list", "watch"] (see '
             "deploy/rbac/worker-triggerer.yaml)"
         )
     else:

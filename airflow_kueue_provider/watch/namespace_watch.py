@@ -1,4 +1,5 @@
-"""One shared list+watch of Jobs and Workloads per (connection, namespace) in a triggerer process.
+"""One shared list+watch of Jobs and Workloads (and of any other kind a follower asks for) per (connection,
+namespace) in a triggerer process.
 
 Every trigger of a namespace follows its own Job through this hub, so a triggerer with 200 deferred tasks
 in one namespace holds two watch connections, not 200 pollers.  The hub keeps the latest Job and Workload
@@ -27,6 +28,7 @@ they read (``snapshots``) and the SIGUSR2 dump (``diagnostics``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import random
@@ -40,37 +42,34 @@ from ..hooks.cluster_target import ClusterTarget
 from ..hooks.kueue_async_hook import AsyncKueueHook, api_status
 from ..hooks.retry import describe, retry_after
 from ..kueue.errors import KueueProviderError
-from .cache import ANY_JOB, JOBSET_KEY_PREFIX, NamespaceCache, _Follower, jobset_key, slim
+from ..kueue.kinds import KindDescription, by_plural, child_kind, kinds
+from .cache import ANY_JOB, WORKLOADS, NamespaceCache, _Follower, follower_key, slim
 from .caps import MAX_OBJECTS_OPTION, OVER_CAP_RETRY_SECONDS, NamespaceOverCap, configured_caps, over_cap
 from .diagnostics import DEBUG_SIGNAL_ENV, install_debug_signal
-from .following import Following, FollowingJobSet
+from .following import Following
 from .gc_freeze import followers_changed, freeze_once
 from .kind_failures import FATAL_AFTER, FATAL_STATUSES, KindFailures, WatchUnavailable, is_fatal, unavailable
 from .pending_reads import SharedPendingReads
-from .snapshots import JobSetSnapshot, JobSnapshot
+from .snapshots import KindSnapshot
 
 __all__ = [
     "ANY_JOB",
-    "BASE_KINDS",
     "DEBUG_SIGNAL_ENV",
     "FATAL_AFTER",
     "FATAL_STATUSES",
-    "JOBSET_FATAL_STATUSES",
-    "JOBSET_KEY_PREFIX",
+    "OPTIONAL_KIND_FATAL_STATUSES",
     "RESYNC_SECONDS",
     "WATCH_READ_TIMEOUT",
     "Following",
-    "FollowingJobSet",
-    "JobSetSnapshot",
-    "JobSetsUnavailable",
-    "JobSnapshot",
+    "KindSnapshot",
+    "KindUnavailable",
     "KindsChanged",
     "NamespaceOverCap",
     "NamespaceWatch",
     "WatchLoopEnded",
     "WatchStalled",
     "WatchUnavailable",
-    "jobset_key",
+    "follower_key",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,14 +80,20 @@ log = logging.getLogger(__name__)
 # a GET showed it, the watch delivered nothing). Cost: two LISTs per namespace per period, not per Job.
 RESYNC_SECONDS = 120.0
 WATCH_READ_TIMEOUT = 120.0  # no byte for 2 bookmark intervals (the apiserver sends one every ~60 s): dead
-BASE_KINDS = frozenset({"jobs", "workloads"})
+OPTIONAL_KIND_FATAL_STATUSES = frozenset({403, 404})
+"""A kind listed on demand (a JobSet) not served (no CRD) or not allowed (RBAC): fatal to that kind's
+followers at once, to no other."""
 
-JOBSET_FATAL_STATUSES = frozenset({403, 404})
-"""JobSets not served (no CRD) or not allowed (RBAC): fatal to the JobSet followers at once, to no other."""
+
+def base_slots() -> frozenset[str]:
+    """What every hub lists and watches: the kinds every namespace has (Jobs: every kind's children) and
+    the Workloads."""
+    return frozenset({k.api.plural for k in kinds() if k.always_watched} | {WORKLOADS})
 
 
-class JobSetsUnavailable(RuntimeError, KueueProviderError):
-    """The hub cannot list JobSets in its namespace; only its JobSet followers end, with this."""
+class KindUnavailable(RuntimeError, KueueProviderError):
+    """The hub cannot list a kind it lists on demand (JobSets) in its namespace; only that kind's followers
+    end, with this."""
 
 
 class KindsChanged(Exception):
@@ -114,8 +119,8 @@ class NamespaceWatch(NamespaceCache):
         self.target = ClusterTarget.of(target)
         self.conn_id = self.target.conn_id
         self.namespace = namespace
-        self.watch_jobsets = False
-        self.jobsets_error: BaseException | None = None  # why JobSets cannot be followed here
+        self.on_demand: set[str] = set()  # the slots of kinds a follower asked for (JobSets)
+        self.kind_errors: dict[str, BaseException] = {}  # why a kind cannot be followed here, by slot
         self._kinds_changed = asyncio.Event()
         self.synced = asyncio.Event()
         self.error: BaseException | None = None
@@ -123,8 +128,8 @@ class NamespaceWatch(NamespaceCache):
         self._synced_kinds: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self.kind_failures = KindFailures()  # consecutive broken rounds per kind; its LIST resets it
-        self.lists = 0  # LISTs made so far (both kinds): each one a fresh, trusted view
-        self.events: dict[str, int] = {"jobs": 0, "workloads": 0, "jobsets": 0}  # watch events, bookmarks too
+        self.lists = 0  # LISTs made so far (every slot): each one a fresh, trusted view
+        self.events: dict[str, int] = {}  # watch events per slot, bookmarks too
         self.pending_reads = SharedPendingReads()  # queue positions: one read per LocalQueue, all followers
 
     @property
@@ -134,33 +139,27 @@ class NamespaceWatch(NamespaceCache):
 
     @property
     def kinds(self) -> frozenset[str]:
-        """What the hub lists and watches: Jobs and Workloads, and JobSets once a JobSet follower asked (a
-        cluster without the JobSet CRD is never asked for them)."""
-        return BASE_KINDS | {"jobsets"} if self.watch_jobsets else BASE_KINDS
+        """The slots the hub lists and watches: Jobs and Workloads, and another kind once one of its followers
+        asked (a cluster without the JobSet CRD is never asked for JobSets)."""
+        return base_slots() | self.on_demand
 
     # --- following ------------------------------------------------------------------------------------
     @classmethod
     @asynccontextmanager
     async def follow(
-        cls, target: ClusterTarget | str, namespace: str, job_name: str
+        cls, target: ClusterTarget | str, namespace: str, name: str, kind: KindDescription | None = None
     ) -> AsyncIterator[Following]:
-        """Follow one Job (or, with ANY_JOB, every change of the namespace)."""
-        async with cls._joined(target, namespace, job_name) as (hub, follower):
-            yield Following(hub, follower)
-
-    @classmethod
-    @asynccontextmanager
-    async def follow_jobset(
-        cls, target: ClusterTarget | str, namespace: str, name: str
-    ) -> AsyncIterator[FollowingJobSet]:
-        """Follow one JobSet, its Jobs and its Workload; the hub starts watching JobSets if it did not."""
-        async with cls._joined(target, namespace, jobset_key(name), jobsets=True) as (hub, follower):
-            yield FollowingJobSet(hub, follower)
+        """Follow one object of ``kind`` (a Job by default), its child Jobs and its Workload -- or, with
+        ANY_JOB, every change of the namespace. The hub starts watching the kind if it did not."""
+        kind = kind or child_kind()
+        key = ANY_JOB if name == ANY_JOB else follower_key(kind, name)
+        async with cls._joined(target, namespace, key, kind) as (hub, follower):
+            yield Following(hub, follower, kind)
 
     @classmethod
     @asynccontextmanager
     async def _joined(
-        cls, target: ClusterTarget | str, namespace: str, follower_key: str, jobsets: bool = False
+        cls, target: ClusterTarget | str, namespace: str, key_of_follower: str, kind: KindDescription
     ) -> AsyncIterator[tuple[NamespaceWatch, _Follower]]:
         key = (ClusterTarget.of(target), namespace)
         hub = cls._hubs.get(key)
@@ -176,12 +175,14 @@ class NamespaceWatch(NamespaceCache):
             hub._task = asyncio.get_running_loop().create_task(hub._run(), name=f"kueue-watch-{namespace}")
             if os.environ.get(DEBUG_SIGNAL_ENV):
                 install_debug_signal(asyncio.get_running_loop(), lambda: NamespaceWatch._hubs)
-        if jobsets and not hub.watch_jobsets:
-            hub.watch_jobsets, hub.jobsets_error = True, None
-            hub._mark_unsynced()  # nobody reads until JobSets are listed too
+        slot = kind.api.plural
+        if slot not in hub.kinds:
+            hub.on_demand.add(slot)
+            hub.kind_errors.pop(slot, None)
+            hub._mark_unsynced()  # nobody reads until the kind is listed too
             hub._kinds_changed.set()
-        follower = _Follower(follower_key)
-        hub.followers.setdefault(follower_key, set()).add(follower)
+        follower = _Follower(key_of_follower)
+        hub.followers.setdefault(key_of_follower, set()).add(follower)
         NamespaceWatch._follower_count += 1
         followers_changed(NamespaceWatch._follower_count)
         try:
@@ -207,21 +208,9 @@ class NamespaceWatch(NamespaceCache):
                 async with AsyncKueueHook(self.target).session() as hook:
                     self.hook = hook
                     self._kinds_changed.clear()
-                    loops = [
-                        self._list_and_watch("jobs", hook.list_jobs, hook.watch_jobs, self._apply_job),
-                        self._list_and_watch(
-                            "workloads", hook.list_workloads, hook.watch_workloads, self._apply_workload
-                        ),
-                        self._until_kinds_change(),
-                    ]
-                    if self.watch_jobsets:
-                        loops.append(
-                            self._list_and_watch(
-                                "jobsets", hook.list_jobsets, hook.watch_jobsets, self._apply_jobset
-                            )
-                        )
+                    loops = [self._list_and_watch(slot, hook) for slot in sorted(self.kinds)]
                     try:
-                        await _first_failure(*loops)
+                        await _first_failure(*loops, self._until_kinds_change())
                     finally:
                         self.hook = None
             except asyncio.CancelledError:
@@ -236,8 +225,8 @@ class NamespaceWatch(NamespaceCache):
                 self._give_up(exc)
                 return
             except Exception as exc:
-                if self._jobsets_failed(exc):
-                    continue  # the Jobs and Workloads are listed again at once, without JobSets
+                if self._on_demand_kind_failed(exc):
+                    continue  # the other slots are listed again at once, without that kind
                 self._mark_unsynced()
                 kind, status = getattr(exc, "watch_kind", None), api_status(exc)
                 phase = getattr(exc, "watch_phase", "list")
@@ -269,45 +258,53 @@ class NamespaceWatch(NamespaceCache):
         self.synced.set()
         self._wake()
 
-    def _jobsets_failed(self, exc: BaseException) -> bool:
-        """A JobSet LIST or WATCH refused for good (no CRD, no RBAC): stop watching JobSets and end only the
-        JobSet followers, naming the fix; the hub goes on with Jobs and Workloads."""
-        if getattr(exc, "watch_kind", None) != "jobsets" or api_status(exc) not in JOBSET_FATAL_STATUSES:
+    def _on_demand_kind_failed(self, exc: BaseException) -> bool:
+        """A LIST or WATCH of a kind listed on demand refused for good (no CRD, no RBAC): stop watching it and
+        end only its followers, naming the fix; the hub goes on with the others."""
+        slot = getattr(exc, "watch_kind", None)
+        if slot not in self.on_demand or api_status(exc) not in OPTIONAL_KIND_FATAL_STATUSES:
             return False
+        kind = by_plural(slot)
+        assert kind is not None
         self._mark_unsynced()
-        self.watch_jobsets = False
-        self.jobsets_error = JobSetsUnavailable(
-            f"JobSets cannot be listed in namespace {self.namespace} ({describe(exc)}): install the JobSet "
-            "controller (its CRD jobsets.jobset.x-k8s.io), and let this identity list and watch jobsets "
-            "(deploy/rbac/worker-triggerer.yaml)"
+        self.on_demand.discard(slot)
+        self.kind_errors[slot] = error = KindUnavailable(
+            f"{kind.kind}s cannot be listed in namespace {self.namespace} ({describe(exc)}): install the "
+            f"{kind.kind} controller (its CRD {kind.api.resource}), and let this identity list and watch "
+            f"{kind.api.plural} (deploy/rbac/worker-triggerer.yaml)"
         )
-        log.error("%s", self.jobsets_error)
+        log.error("%s", error)
         for key, group in self.followers.items():
-            if key.startswith(JOBSET_KEY_PREFIX):
+            if key.startswith(kind.follower_prefix):
                 for follower in group:
                     follower.changed.set()
         return True
 
     async def _until_kinds_change(self) -> None:
         await self._kinds_changed.wait()
-        raise KindsChanged("JobSets are followed now")
+        raise KindsChanged(f"now also following {sorted(self.on_demand)}")
 
     def _mark_unsynced(self) -> None:
         """Until the next LIST the cache may lack changes: followers that ask now wait for it."""
         self.synced.clear()
         self._synced_kinds.clear()
 
-    async def _list_and_watch(
-        self,
-        kind: str,
-        list_fn: Callable[..., Any],
-        watch_fn: Callable[..., Any],
-        apply: Callable[[str, dict[str, Any]], None],
-    ) -> None:
+    async def _list_and_watch(self, slot: str, hook: AsyncKueueHook) -> None:
+        list_fn: Callable[..., Any]
+        watch_fn: Callable[..., Any]
+        apply: Callable[[str, dict[str, Any]], None]
+        if slot == WORKLOADS:
+            list_fn, watch_fn, apply = hook.list_workloads, hook.watch_workloads, self._apply_workload
+        else:
+            kind = by_plural(slot)
+            assert kind is not None
+            list_fn = functools.partial(hook.list_kind, kind)
+            watch_fn = functools.partial(hook.watch_kind, kind)
+            apply = functools.partial(self._apply, slot)
         try:
-            await self._list_and_watch_rounds(kind, list_fn, watch_fn, apply)
+            await self._list_and_watch_rounds(slot, list_fn, watch_fn, apply)
         except Exception as exc:
-            exc.watch_kind = kind  # type: ignore[attr-defined]  # which kind failed (see _jobsets_failed)
+            exc.watch_kind = slot  # type: ignore[attr-defined]  # which slot failed (_on_demand_kind_failed)
             raise
 
     async def _list_and_watch_rounds(
@@ -349,7 +346,7 @@ class NamespaceWatch(NamespaceCache):
                 events = watch_fn(self.namespace, version, round_seconds, WATCH_READ_TIMEOUT)
                 async for event_type, obj in events:
                     self.kind_failures.watched(kind)
-                    self.events[kind] += 1
+                    self.events[kind] = self.events.get(kind, 0) + 1
                     version = obj.get("metadata", {}).get("resourceVersion", version)
                     if event_type != "BOOKMARK":
                         apply(event_type, obj)

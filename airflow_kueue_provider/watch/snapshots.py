@@ -1,8 +1,8 @@
-"""What a follower of the shared watch sees: a Job (or a JobSet, with its Jobs) and its Workload at once.
+"""What a follower of the shared watch sees: its object (of any registered kind), the object's child Jobs
+(a JobSet's) and its Workload at once.
 
-The hub builds them from its cache (``NamespaceCache.snapshot``); :func:`read_snapshot` and
-:func:`read_jobset_snapshot` read the same from the apiserver now, for a decision a lagging cache must not
-make.
+The hub builds them from its cache (``NamespaceCache.snapshot``); :func:`read_snapshot` reads the same from
+the apiserver now, for a decision a lagging cache must not make.
 """
 
 from __future__ import annotations
@@ -10,43 +10,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..kueue.kinds import KindDescription, workload_owner_uid
+
 if TYPE_CHECKING:
     from ..hooks.kueue_async_hook import AsyncKueueHook
 
 
 @dataclass(frozen=True)
-class JobSnapshot:
-    job: dict[str, Any] | None
+class KindSnapshot:
+    obj: dict[str, Any] | None
+    """The followed object; None: there is none of that name."""
+    children: tuple[dict[str, Any], ...]
+    """Its child Jobs (by its kind's ``child_label``); none for a kind without children."""
     workload: dict[str, Any] | None
 
-    @property
-    def obj(self) -> dict[str, Any] | None:
-        """The followed object, whatever the kind (the trigger loop reads this)."""
-        return self.job
 
-
-@dataclass(frozen=True)
-class JobSetSnapshot:
-    jobset: dict[str, Any] | None
-    jobs: tuple[dict[str, Any], ...]
-    """Its child Jobs (the JobSet controller's ``jobset.sigs.k8s.io/jobset-name`` label)."""
-    workload: dict[str, Any] | None
-
-    @property
-    def obj(self) -> dict[str, Any] | None:
-        return self.jobset
-
-
-async def read_snapshot(hook: AsyncKueueHook, namespace: str, job_name: str) -> JobSnapshot:
-    job = await hook.get_job(namespace, job_name)
-    if job is None:
-        return JobSnapshot(None, None)
-    return JobSnapshot(job, await hook.workload_for_job(namespace, job["metadata"]["uid"]))
-
-
-async def read_jobset_snapshot(hook: AsyncKueueHook, namespace: str, name: str) -> JobSetSnapshot:
-    jobset = await hook.get_jobset(namespace, name)
-    if jobset is None:
-        return JobSetSnapshot(None, (), None)
-    children = tuple(await hook.jobset_children(namespace, name))
-    return JobSetSnapshot(jobset, children, await hook.workload_for_job(namespace, jobset["metadata"]["uid"]))
+async def read_snapshot(
+    hook: AsyncKueueHook, kind: KindDescription, namespace: str, name: str
+) -> KindSnapshot:
+    obj = await hook.get_kind(kind, namespace, name)
+    if obj is None:
+        return KindSnapshot(None, (), None)
+    children = tuple(await hook.children_of(kind, namespace, name))
+    uid = workload_owner_uid(obj)
+    return KindSnapshot(obj, children, await hook.workload_for_job(namespace, uid) if uid else None)

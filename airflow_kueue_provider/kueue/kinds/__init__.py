@@ -11,6 +11,7 @@ from .description import ApiCoordinates, Condition, ConditionEnd, EndRule, KindD
 from .registry import (
     UnknownKind,
     by_plural,
+    child_kind,
     describe,
     finished_condition,
     kind_of_keys,
@@ -18,6 +19,7 @@ from .registry import (
     parent_names,
     register,
     succeeded,
+    workload_owner_uid,
 )
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "KindDescription",
     "UnknownKind",
     "by_plural",
+    "child_kind",
     "describe",
     "finished_condition",
     "kind_of_keys",
@@ -35,4 +38,5 @@ __all__ = [
     "parent_names",
     "register",
     "succeeded",
+    "workload_owner_uid",
 ]

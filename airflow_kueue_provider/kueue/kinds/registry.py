@@ -83,6 +83,23 @@ def succeeded(obj: Mapping[str, Any]) -> bool:
     return any(d.finished(obj) is not None and d.succeeded(obj) for d in _KINDS.values())
 
 
+def child_kind() -> KindDescription:
+    """The kind other kinds' child Jobs are (``hosts_children``): the shared watch always lists it."""
+    return next(k for k in _KINDS.values() if k.hosts_children)
+
+
+def workload_owner_uid(obj: Mapping[str, Any]) -> str | None:
+    """The UID Kueue's Workload of ``obj`` is labelled with: for a child Job, its parent's (Kueue admits a
+    JobSet whole, its Jobs have no Workload of their own); for any other object, its own."""
+    meta = obj.get("metadata") or {}
+    parents = {d.kind for d in _KINDS.values() if d.child_label}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") in parents and ref.get("controller") and ref.get("uid"):
+            return str(ref["uid"])
+    uid = meta.get("uid")
+    return str(uid) if uid else None
+
+
 def parent_names(obj: Mapping[str, Any]) -> list[tuple[KindDescription, str]]:
     """The objects whose child Job ``obj`` is, by their kinds' child label: (kind, parent name)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}

@@ -103,4 +103,4 @@ def test_a_flooded_namespace_fails_its_own_task_only(low_cap: None, kueue_env_fa
         "count/jobs.batch",
     ):
         assert part in text, (part, flooded_event)
-    assert flooded_hub.jobs == {} and flooded_hub.retained_bytes == 0, "the hub dropped the flood"
+    assert flooded_hub.objects == {} and flooded_hub.retained_bytes == 0, "the hub dropped the flood"

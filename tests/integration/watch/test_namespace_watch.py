@@ -17,6 +17,8 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from airflow_kueue_provider.hooks.cluster_target import ClusterTarget
 from airflow_kueue_provider.hooks.kueue_async_hook import AsyncKueueHook
+from airflow_kueue_provider.kueue.kinds import KindDescription
+from airflow_kueue_provider.kueue.kinds.job import JOB
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
 from airflow_kueue_provider.watch import namespace_watch
 from airflow_kueue_provider.watch.namespace_watch import ANY_JOB, NamespaceWatch, WatchUnavailable
@@ -44,24 +46,27 @@ def test_a_410_gone_on_the_watch_makes_the_hub_list_again(
 ) -> None:
     """The first Jobs watch answers 410 Gone (as the apiserver does for a resourceVersion its watch cache no
     longer holds; on a fresh cluster that depends on compaction timing, so it is injected here)."""
-    real_list_jobs, real_watch_jobs = AsyncKueueHook.list_jobs, AsyncKueueHook.watch_jobs
+    real_list, real_watch = AsyncKueueHook.list_kind, AsyncKueueHook.watch_kind
     lists: list[str] = []
 
     async def counting_list(
-        self: AsyncKueueHook, namespace: str, **kw: Any
+        self: AsyncKueueHook, kind: KindDescription, namespace: str, **kw: Any
     ) -> tuple[list[dict[str, Any]], str]:
-        items, version = await real_list_jobs(self, namespace, **kw)
-        lists.append(version)
+        items, version = await real_list(self, kind, namespace, **kw)
+        if kind is JOB:
+            lists.append(version)
         return items, version
 
-    async def gone_once(self: AsyncKueueHook, *args: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        if len(lists) == 1:
+    async def gone_once(
+        self: AsyncKueueHook, kind: KindDescription, *args: Any
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        if kind is JOB and len(lists) == 1:
             raise ApiException(status=410, reason="Gone: too old resource version")
-        async for event in real_watch_jobs(self, *args):
+        async for event in real_watch(self, kind, *args):
             yield event
 
-    monkeypatch.setattr(AsyncKueueHook, "list_jobs", counting_list)
-    monkeypatch.setattr(AsyncKueueHook, "watch_jobs", gone_once)
+    monkeypatch.setattr(AsyncKueueHook, "list_kind", counting_list)
+    monkeypatch.setattr(AsyncKueueHook, "watch_kind", gone_once)
     job = _submit(kueue_env, run_duration="1s", hold=True)
 
     async def scenario() -> dict[str, Any]:
@@ -82,14 +87,14 @@ def test_a_watch_that_stays_open_but_misses_changes_is_caught_by_the_periodic_li
     """What an apiserver whose watch cache stopped following etcd looks like: the Jobs watch stays open (its
     bookmarks keep it alive) and delivers nothing. The hub's periodic LIST sees the finished Job anyway."""
     monkeypatch.setattr(namespace_watch, "RESYNC_SECONDS", 4.0)
-    real_watch_jobs = AsyncKueueHook.watch_jobs
+    real_watch = AsyncKueueHook.watch_kind
 
-    async def silent(self: AsyncKueueHook, namespace: str, version: str, timeout: int, *rest: Any) -> Any:
-        async for event_type, obj in real_watch_jobs(self, namespace, version, timeout, *rest):
-            if event_type == "BOOKMARK":
-                yield event_type, obj  # bookmarks only: every change is lost
+    async def silent(self: AsyncKueueHook, kind: KindDescription, *args: Any) -> Any:
+        async for event_type, obj in real_watch(self, kind, *args):
+            if kind is not JOB or event_type == "BOOKMARK":
+                yield event_type, obj  # the Jobs' bookmarks only: every change of a Job is lost
 
-    monkeypatch.setattr(AsyncKueueHook, "watch_jobs", silent)
+    monkeypatch.setattr(AsyncKueueHook, "watch_kind", silent)
     job = _submit(kueue_env, run_duration="1s", hold=True)
 
     async def scenario() -> dict[str, Any]:
@@ -224,7 +229,7 @@ def test_a_hub_that_gave_up_is_rebuilt_for_the_next_follower_while_a_ui_follower
                 async with NamespaceWatch.follow(identity.conn_id, kueue_env.namespace, name) as trigger:
                     snapshot = await asyncio.wait_for(trigger.next(), 60)
                     assert (
-                        snapshot.job is not None and snapshot.job["metadata"]["uid"] == job["metadata"]["uid"]
+                        snapshot.obj is not None and snapshot.obj["metadata"]["uid"] == job["metadata"]["uid"]
                     )
                     assert NamespaceWatch._hubs[key].error is None
                 with pytest.raises(WatchUnavailable):

@@ -20,17 +20,13 @@ CALLS = {
     "delete_job",
     "pods_and_events_of_job",
     "workload_for_job",
-    "get_job",
-    "delete_job_unless_finished",
-    "list_jobs",
     "list_workloads",
-    "watch_jobs",
     "watch_workloads",
-    "list_jobsets",
-    "watch_jobsets",
-    "get_jobset",
-    "jobset_children",
-    "delete_jobset_unless_finished",
+    "get_kind",
+    "list_kind",
+    "watch_kind",
+    "children_of",
+    "delete_unless_finished",
 }
 
 
@@ -43,13 +39,13 @@ def test_importing_is_cheap_and_the_first_load_binds_the_clients_in_every_part()
     script = textwrap.dedent(
         """
         import asyncio, sys
-        from airflow_kueue_provider.hooks import kueue_async_hook, async_client, async_jobs, async_jobsets
+        from airflow_kueue_provider.hooks import kueue_async_hook, async_client, async_jobs, async_kinds
         from airflow_kueue_provider.hooks import async_workloads
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"kubernetes_asyncio", "aiohttp"})
         assert not loaded, f"imported at import time: {loaded}"
         asyncio.run(kueue_async_hook.load_clients())
         names = ("aiohttp", "aclient", "ApiException", "DELETE_ATTEMPTS", "KueueApiError", "REQUEST_TIMEOUT")
-        for module in (async_client, async_jobs, async_jobsets, async_workloads):
+        for module in (async_client, async_jobs, async_kinds, async_workloads):
             missing = [name for name in names if vars(module).get(name) is None]
             assert not missing, f"{module.__name__} lacks {missing}"
         assert async_jobs.REQUEST_TIMEOUT is async_client.REQUEST_TIMEOUT

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_kueue_provider.kueue.eta import FinishClock
 from airflow_kueue_provider.plugins import live_feed
-from airflow_kueue_provider.watch.namespace_watch import JobSnapshot, NamespaceWatch
+from airflow_kueue_provider.watch.namespace_watch import KindSnapshot, NamespaceWatch
 
 
 def _job(completed: str, active: int, complete: bool = False) -> dict[str, Any]:
@@ -23,10 +23,10 @@ def _job(completed: str, active: int, complete: bool = False) -> dict[str, Any]:
 
 
 class _Following:
-    def __init__(self, snapshots: list[JobSnapshot]) -> None:
+    def __init__(self, snapshots: list[KindSnapshot]) -> None:
         self.snapshots = snapshots
 
-    async def next(self) -> JobSnapshot:
+    async def next(self) -> KindSnapshot:
         return self.snapshots.pop(0)
 
 
@@ -41,7 +41,7 @@ def _parse(chunks: list[str]) -> list[tuple[str, dict[str, Any]]]:
 def test_a_job_stream_sends_each_change_then_ends_when_the_job_finishes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    snapshots = [JobSnapshot(_job("0", 2), None), JobSnapshot(_job("0-3", 0, complete=True), None)]
+    snapshots = [KindSnapshot(_job("0", 2), (), None), KindSnapshot(_job("0-3", 0, complete=True), (), None)]
 
     @asynccontextmanager
     async def follow(conn_id: str, namespace: str, job_name: str) -> AsyncIterator[_Following]:
@@ -79,7 +79,7 @@ def test_an_event_is_one_json_line() -> None:
 
 def test_a_watch_that_cannot_go_on_ends_the_stream_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     class Refused:
-        async def next(self) -> JobSnapshot:
+        async def next(self) -> KindSnapshot:
             raise PermissionError("403 Forbidden: watch jobs")
 
     @asynccontextmanager

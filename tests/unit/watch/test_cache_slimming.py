@@ -14,6 +14,7 @@ from airflow_kueue_provider.kueue.deadline import deadline_of
 from airflow_kueue_provider.kueue.identity_seal import IdentitySeal
 from airflow_kueue_provider.kueue.job_ownership import belongs_to_try, is_managed
 from airflow_kueue_provider.kueue.jobset import workload_owner_uid
+from airflow_kueue_provider.kueue.kinds.jobset import JOBSET
 from airflow_kueue_provider.kueue.names import (
     DEADLINE_ANNOTATION,
     ESCALATIONS_ANNOTATION,
@@ -75,7 +76,7 @@ def test_only_read_keys_are_kept_and_they_read_as_before() -> None:
     original = copy.deepcopy(job)
     cache = NamespaceCache()
     cache._replace("jobs", [job])
-    kept = cache.jobs["job-a"]
+    kept = cache.slot("jobs")["job-a"]
     meta = kept["metadata"]
     assert set(meta["labels"]) <= KEPT_LABELS and "team.example.com/anything" not in meta["labels"]
     assert set(meta["annotations"]) <= KEPT_ANNOTATIONS
@@ -88,7 +89,7 @@ def test_only_read_keys_are_kept_and_they_read_as_before() -> None:
     assert is_managed(kept) and belongs_to_try(kept, IDENTITY)
     assert deadline_of(kept) == deadline_of(original)
     assert workload_owner_uid(kept) == workload_owner_uid(original) == "js-uid"
-    assert cache.jobset_snapshot("js").jobs == (kept,)
+    assert cache.snapshot(JOBSET, "js").children == (kept,)
     assert kept["spec"]["completions"] == 4 and kept["status"] == {"active": 1}
 
 
@@ -97,8 +98,8 @@ def test_a_kept_key_with_an_overlong_value_is_dropped_not_truncated() -> None:
     job["metadata"]["annotations"][SEAL_ANNOTATION] = BIG
     job["metadata"]["annotations"][UID_SEAL_ANNOTATION] = "u" * (MAX_VALUE_CHARS + 1)
     cache = NamespaceCache()
-    cache._apply_job("ADDED", job)
-    kept = cache.jobs["job-a"]
+    cache._apply("jobs", "ADDED", job)
+    kept = cache.slot("jobs")["job-a"]
     assert SEAL_ANNOTATION not in kept["metadata"]["annotations"]
     assert UID_SEAL_ANNOTATION not in kept["metadata"]["annotations"]
     assert not SEAL.is_sealed("Job", kept), "no seal: not the provider's (fails closed)"

@@ -17,6 +17,7 @@ from airflow_kueue_provider.watch import caps, following, namespace_watch
 from airflow_kueue_provider.watch.caps import NamespaceOverCap, configured_caps
 from airflow_kueue_provider.watch.kind_failures import WatchUnavailable
 from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
+from tests.unit.watch.kind_dispatch import KindDispatch
 
 
 def job(name: str) -> dict[str, Any]:
@@ -27,7 +28,7 @@ def job(name: str) -> dict[str, Any]:
     }
 
 
-class FakeHook:
+class FakeHook(KindDispatch):
     listed: ClassVar[dict[str, list[dict[str, Any]]]] = {}  # namespace -> its Jobs
     streamed: ClassVar[dict[str, asyncio.Queue[dict[str, Any]]]] = {}  # namespace -> Jobs the watch sends
     lists: ClassVar[list[str]] = []
@@ -103,12 +104,12 @@ async def _listed_flood() -> None:
         assert (raised.value.limit, raised.value.count) == (3, 5)
         flood_hub = flooded._hub
         assert isinstance(flood_hub, NamespaceWatch)
-        assert flood_hub.jobs == {} and flood_hub.retained_bytes == 0, "the hub does not keep the flood"
+        assert flood_hub.objects == {} and flood_hub.retained_bytes == 0, "the hub does not keep the flood"
         assert ("k8s", "flood") not in {(t.conn_id, ns) for t, ns in NamespaceWatch._hubs}
         snapshot = await asyncio.wait_for(calm.next(), 5)
-        assert snapshot.job is not None and snapshot.job["metadata"]["name"] == "mine"
+        assert snapshot.obj is not None and snapshot.obj["metadata"]["name"] == "mine"
         stream("calm").put_nowait(job("mine"))
-        assert (await asyncio.wait_for(calm.next(), 5)).job is not None, "the other namespace goes on"
+        assert (await asyncio.wait_for(calm.next(), 5)).obj is not None, "the other namespace goes on"
         lists = FakeHook.lists.count("flood")
         async with NamespaceWatch.follow("k8s", "flood", "f1") as again:
             with pytest.raises(NamespaceOverCap):
@@ -124,7 +125,7 @@ def test_a_flood_that_arrives_by_watch_events_passes_the_byte_cap(monkeypatch: p
 async def _streamed_flood() -> None:
     FakeHook.listed = {"flood": [job("mine")]}
     async with NamespaceWatch.follow("k8s", "flood", "mine") as mine:
-        assert (await asyncio.wait_for(mine.next(), 5)).job is not None
+        assert (await asyncio.wait_for(mine.next(), 5)).obj is not None
         long_status = "1," * 200_000  # kept: status is read (e.g. completedIndexes), so it is counted
         for i in range(4):
             flood = job(f"f{i}")
@@ -134,7 +135,7 @@ async def _streamed_flood() -> None:
             for _ in range(5):
                 await asyncio.wait_for(mine.next(), 5)
         assert "watch_max_mib = 1 MiB" in str(raised.value) and "namespace flood" in str(raised.value)
-        assert mine._hub.jobs == {}  # type: ignore[attr-defined]
+        assert mine._hub.objects == {}  # type: ignore[attr-defined]
 
 
 def test_an_option_that_is_not_a_positive_number_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

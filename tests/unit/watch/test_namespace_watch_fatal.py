@@ -22,11 +22,12 @@ from airflow_kueue_provider.watch.kind_failures import (
     unavailable,
 )
 from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
+from tests.unit.watch.kind_dispatch import KindDispatch
 
 JOB = {"metadata": {"name": "j", "uid": "u", "resourceVersion": "1"}, "status": {}}
 
 
-class FakeHook:
+class FakeHook(KindDispatch):
     refuse: ClassVar[dict[str, str]] = {}  # kind -> "list" or "watch": answered 403
     calls: ClassVar[list[str]] = []
 
@@ -118,7 +119,7 @@ def test_a_hub_that_gave_up_is_rebuilt_for_the_next_follower_while_an_old_one_is
             FakeHook.refuse = {}  # the rule was added
             async with NamespaceWatch.follow("c", "ns", "j") as task_stream:
                 snapshot = await asyncio.wait_for(task_stream.next(), 10)
-                assert snapshot.job is not None and snapshot.job["metadata"]["name"] == "j"
+                assert snapshot.obj is not None and snapshot.obj["metadata"]["name"] == "j"
                 assert NamespaceWatch._hubs[(ClusterTarget("c"), "ns")].error is None
             with pytest.raises(WatchUnavailable):
                 ui_page.current()  # the old follower keeps its hub's reason

@@ -12,8 +12,10 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from airflow_kueue_provider.hooks.cluster_target import ClusterTarget
+from airflow_kueue_provider.kueue.kinds.jobset import JOBSET as JOBSET_KIND
 from airflow_kueue_provider.watch import following, namespace_watch
 from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
+from tests.unit.watch.kind_dispatch import KindDispatch
 
 JOBSET_LABELS = {
     "jobset.sigs.k8s.io/jobset-name": "genomics",
@@ -48,7 +50,7 @@ WORKLOAD = {
 }
 
 
-class FakeHook:
+class FakeHook(KindDispatch):
     listed: ClassVar[list[str]] = []
 
     def __init__(self, conn_id: object) -> None:
@@ -95,24 +97,24 @@ def test_jobsets_are_watched_once_asked_for_and_their_jobs_and_workload_wake_the
                 "workloads",
             ]  # no JobSet LIST without a JobSet follower
             assert job.workload is not None and job.workload["metadata"]["name"] == "jobset-genomics"
-            async with NamespaceWatch.follow_jobset("c", "ns", "genomics") as following:
+            async with NamespaceWatch.follow("c", "ns", "genomics", JOBSET_KIND) as following:
                 snap = await asyncio.wait_for(following.next(), 5)
                 assert "jobsets" in FakeHook.listed and FakeHook.listed.count("jobs") == 2  # all listed again
-                assert snap.jobset is not None and snap.jobset["metadata"]["uid"] == "js-uid"
-                assert [j["metadata"]["name"] for j in snap.jobs] == ["genomics-workers-0"]
+                assert snap.obj is not None and snap.obj["metadata"]["uid"] == "js-uid"
+                assert [j["metadata"]["name"] for j in snap.children] == ["genomics-workers-0"]
                 assert snap.workload is not None and snap.workload["metadata"]["name"] == "jobset-genomics"
                 hub = NamespaceWatch._hubs[(ClusterTarget("c"), "ns")]
-                hub._apply_job("MODIFIED", _child(5))  # a child Job changed: the JobSet's follower wakes
+                hub._apply("jobs", "MODIFIED", _child(5))  # a child Job changed: the JobSet's follower wakes
                 snap = await asyncio.wait_for(following.next(), 5)
-                assert snap.jobs[0]["status"]["active"] == 5
+                assert snap.children[0]["status"]["active"] == 5
                 hub._apply_workload(
                     "MODIFIED", {**WORKLOAD, "metadata": {**WORKLOAD["metadata"], "resourceVersion": "8"}}
                 )
                 snap = await asyncio.wait_for(following.next(), 5)
                 assert snap.workload is not None and snap.workload["metadata"]["resourceVersion"] == "8"
-                hub._apply_jobset("DELETED", dict(JOBSET))
+                hub._apply("jobsets", "DELETED", dict(JOBSET))
                 snap = await asyncio.wait_for(following.next(), 5)
-                assert snap.jobset is None
+                assert snap.obj is None
         assert NamespaceWatch._hubs == {}
 
     asyncio.run(scenario())
@@ -134,13 +136,13 @@ def test_jobsets_not_served_end_only_the_jobset_followers_naming_the_fix(
     async def scenario() -> None:
         async with NamespaceWatch.follow("c", "ns", "genomics-workers-0") as job_follower:
             await asyncio.wait_for(job_follower.next(), 5)
-            async with NamespaceWatch.follow_jobset("c", "ns", "genomics") as following:
-                with pytest.raises(namespace_watch.JobSetsUnavailable, match="install the JobSet controller"):
+            async with NamespaceWatch.follow("c", "ns", "genomics", JOBSET_KIND) as following:
+                with pytest.raises(namespace_watch.KindUnavailable, match="install the JobSet controller"):
                     await asyncio.wait_for(following.next(), 5)
             hub = NamespaceWatch._hubs[(ClusterTarget("c"), "ns")]
-            assert hub.error is None and not hub.watch_jobsets  # the Jobs' followers go on
-            hub._apply_job("MODIFIED", _child(7))
+            assert hub.error is None and "jobsets" not in hub.kinds  # the Jobs' followers go on
+            hub._apply("jobs", "MODIFIED", _child(7))
             job = await asyncio.wait_for(job_follower.next(), 5)
-            assert job.job is not None and job.job["status"]["active"] == 7
+            assert job.obj is not None and job.obj["status"]["active"] == 7
 
     asyncio.run(scenario())

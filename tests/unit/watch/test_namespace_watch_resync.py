@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -41,9 +42,9 @@ def woken_by_lists(kind: str, lists: list[list[dict[str, Any]]], names: list[str
     """Run the hub's LIST+WATCH loop over ``lists`` (each watch round ends at once); after each LIST, the
     names of the followers it woke."""
     hub = NamespaceWatch("kubernetes_default", "ns")
-    followers = {name: _Follower(name) for name in names}
-    hub.followers = {name: {f} for name, f in followers.items()}
-    hub._names_by_uid = {f"uid-{name}": name for name in names}
+    followers = {name: _Follower(f"jobs/{name}") for name in names}
+    hub.followers = {f.key: {f} for f in followers.values()}
+    hub._names_by_uid = {"jobs": {f"uid-{name}": name for name in names}}
     pending = iter(lists)
     woken: list[set[str]] = []
 
@@ -59,9 +60,9 @@ def woken_by_lists(kind: str, lists: list[list[dict[str, Any]]], names: list[str
             f.changed.clear()
         return no_events()
 
-    apply = hub._apply_job if kind == "jobs" else hub._apply_workload
+    apply = functools.partial(hub._apply, "jobs") if kind == "jobs" else hub._apply_workload
     with pytest.raises(RoundsOver):
-        asyncio.run(hub._list_and_watch(kind, list_fn, watch_fn, apply))
+        asyncio.run(hub._list_and_watch_rounds(kind, list_fn, watch_fn, apply))
     return woken
 
 
@@ -90,7 +91,10 @@ def test_the_cache_keeps_no_managed_fields_and_no_pod_templates() -> None:
     wl = workload("a", "1") | {"spec": {"podSets": [{"name": "main", "count": 3, "template": {"spec": {}}}]}}
     wl["metadata"]["managedFields"] = [{"manager": "kueue"}]
     hub._apply_workload("ADDED", wl)
-    assert hub.jobs["a"]["spec"] == {"completions": 3} and "managedFields" not in hub.jobs["a"]["metadata"]
+    assert (
+        hub.slot("jobs")["a"]["spec"] == {"completions": 3}
+        and "managedFields" not in hub.slot("jobs")["a"]["metadata"]
+    )
     kept = hub.workloads["uid-a"]
     assert (
         kept["spec"]["podSets"] == [{"name": "main", "count": 3}] and "managedFields" not in kept["metadata"]
