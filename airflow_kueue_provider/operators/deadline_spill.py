@@ -1,23 +1,30 @@
 """``on_deadline_risk spill_to``, the worker's side: move a waiting run's unfinished shards to another
-LocalQueue (when it is safe: ``kueue.spill``), as numbered steps over the hook and the ledger."""
+LocalQueue (when it is safe: ``kueue.spill``), as numbered steps over the hook and the ledger. The spill Job
+is submitted through the operator template's own submit (``Submit``): shaped, given its pods' access,
+created or adopted, and recorded in the ledger like any try's Job."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..hooks.identity_key import identity_seal
-from ..hooks.kind_client import JobClient
+from ..hooks.kind_client import KindClient
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.attempt_figures import AttemptFigures, CostModel, status_figures
+from ..kueue.index_set import IndexSet
 from ..kueue.spill import WAITING, not_spillable_because, spill_manifest, spilled_detail
 from ..kueue.trigger_event import KueueEvent
 from .checkpointing import CheckpointSession
-from .job_submission import create_or_adopt_object
+from .job_submission import Submission
 
 log = logging.getLogger(__name__)
+
+Submit = Callable[[dict[str, Any], IndexSet], Submission]
+"""The template's submit for this try (``KueueOperator._submit`` with the entry's client, identity and
+shards bound): the manifest to create and the shards its indexes run."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,7 @@ class JobSpill:
     """The Job kind's ``spill_to`` for one escalation, with everything it needs given (``DeadlineHandling``
     calls it with the Job as read now and the trigger's event)."""
 
-    client: JobClient
+    client: KindClient
     session: CheckpointSession
     identity: AirflowIdentity
     manifest: dict[str, Any]
@@ -42,6 +49,7 @@ class JobSpill:
     queue_name: str
     cost_model: CostModel
     spot: bool
+    submit: Submit
 
     def __call__(self, job: dict[str, Any], event: KueueEvent) -> SpillOutcome:
         now = datetime.now(UTC)
@@ -51,22 +59,22 @@ class JobSpill:
             manifest=self.manifest,
             spill_name=self.spill_name,
             queue_name=self.queue_name,
-            identity=self.identity,
             session=self.session,
+            submit=self.submit,
             why=event.message or "deadline at risk",
             figures=status_figures(job, self.cost_model, self.spot, self.identity.try_number, now=now),
         )
 
 
 def spill(
-    client: JobClient,
+    client: KindClient,
     job: dict[str, Any],
     *,
     manifest: dict[str, Any],
     spill_name: str,
     queue_name: str,
-    identity: AirflowIdentity,
     session: CheckpointSession,
+    submit: Submit,
     why: str,
     figures: AttemptFigures | None = None,
 ) -> SpillOutcome:
@@ -92,13 +100,10 @@ def spill(
     # 3. Its finished shards stay finished in the ledger; the others are what the spill Job runs.
     ledger = session.record_spilled(job, figures)
     shards = ledger.remaining
-    # 4. The spill Job: the same shard mapping as a retry (index i runs the i-th unfinished shard), its own
-    #    SAS for the task instance's checkpoint container, so shards resume from their checkpoints.
-    second = session.shape_job(spill_manifest(manifest, spill_name, queue_name), shards)
-    token = session.prepare_pod_access()
-    submission = create_or_adopt_object(client, second, identity, identity_seal())  # sealed like the first
-    session.hand_pods_their_sas(client, submission.job, token)
-    session.record_attempt(spill_name, session.job_packs(submission.job, shards))
+    # 4. The spill Job, through the template's submit: the same shard mapping as a retry (index i runs the
+    #    i-th unfinished shard), sealed like the first, its own SAS for the task instance's checkpoint
+    #    container (so shards resume from their checkpoints), recorded in the ledger.
+    submission = submit(spill_manifest(manifest, spill_name, queue_name), shards)
     detail = spilled_detail(shards, spill_name, queue_name, name)
     log.warning("Job %s/%s: %s", namespace, name, detail)
     return SpillOutcome(step(detail), submission.job)

@@ -9,28 +9,39 @@ from ..airflow_compat import AirflowException
 from ..kueue.errors import KueueProviderError
 
 
-class KueueJobFailed(AirflowException, KueueProviderError):
-    """The task's Job failed, timed out in the queue, or could not run: ``status``, ``job_name``,
-    ``namespace`` and ``failed_indexes`` (an interval string) say which and where. Airflow retries it like
-    any task failure (bad input fails earlier, with AirflowFailException, without retries)."""
-
-    def __init__(self, message: str, event: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.status: str | None = event.get("status")
-        self.job_name: str | None = event.get("job_name")
-        self.namespace: str | None = event.get("namespace")
-        self.failed_indexes: str = str(event.get("failed_indexes") or "")
-
-
-class KueueJobSetFailed(AirflowException, KueueProviderError):
-    """The task's JobSet failed, timed out in the queue, or could not run: ``status``, ``jobset_name``,
-    ``namespace`` and ``failed_indexes`` (per child Job, ``"<job>: 3,7"``) say which and where."""
+class KueueTaskFailed(AirflowException, KueueProviderError):
+    """The task's object failed, timed out in the queue, or could not run: ``status``, ``namespace`` and
+    ``failed_indexes`` say which and where (a kind adds its name key). Airflow retries it like any task
+    failure (bad input fails earlier, with AirflowFailException, without retries)."""
 
     def __init__(self, message: str, event: Mapping[str, Any]) -> None:
         super().__init__(message)
         self.status: str | None = event.get("status")
-        self.jobset_name: str | None = event.get("jobset_name")
         self.namespace: str | None = event.get("namespace")
-        self.failed_indexes = "; ".join(
+        self.failed_indexes: str = self._failed_indexes(event)
+
+    @staticmethod
+    def _failed_indexes(event: Mapping[str, Any]) -> str:
+        return str(event.get("failed_indexes") or "")
+
+
+class KueueJobFailed(KueueTaskFailed):
+    """The task's Job failed: ``job_name``; ``failed_indexes`` is an interval string."""
+
+    def __init__(self, message: str, event: Mapping[str, Any]) -> None:
+        super().__init__(message, event)
+        self.job_name: str | None = event.get("job_name")
+
+
+class KueueJobSetFailed(KueueTaskFailed):
+    """The task's JobSet failed: ``jobset_name``; ``failed_indexes`` per child Job (``"<job>: 3,7"``)."""
+
+    def __init__(self, message: str, event: Mapping[str, Any]) -> None:
+        super().__init__(message, event)
+        self.jobset_name: str | None = event.get("jobset_name")
+
+    @staticmethod
+    def _failed_indexes(event: Mapping[str, Any]) -> str:
+        return "; ".join(
             rj["failed_indexes"] for rj in event.get("replicated_jobs") or () if rj.get("failed_indexes")
         )

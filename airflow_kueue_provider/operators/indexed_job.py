@@ -12,13 +12,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from ..airflow_compat import AirflowException, AirflowFailException
+from ..airflow_compat import AirflowFailException
 from ..hooks.identity_key import identity_seal
-from ..hooks.kind_client import JobClient
 from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.attempt_figures import AttemptFigures, CostModel
 from ..kueue.index_set import IndexSet
 from ..kueue.job_template import template_main_container
+from ..kueue.kinds.job import JOB
 from ..kueue.ledger import RunLedger, attempt_status
 from ..kueue.parallelism_ramp import ParallelismRamp
 from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault
@@ -34,9 +34,9 @@ from .failures import KueueJobFailed
 from .indexed_job_manifest import IndexedJobManifest
 from .k8s_models import from_secrets, plain, secret_names
 from .kueue_operator import KueueOperator
-from .operator_kind import Shards, WaitOn
-from .run_figures import JobLister, event_figures, shard_summary, task_instance_totals
-from .task_facts import created_epoch, task_identity
+from .operator_kind import Shards, TaskEntry, WaitOn
+from .run_figures import ObjectLister, event_figures, shard_summary, task_instance_totals
+from .task_facts import created_epoch
 from .template_file import TemplateFile, env_items, joined
 from .templated import as_count
 
@@ -127,7 +127,8 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         "env": "json",
         "job_resources": "json",
     }
-    kind = "Job"
+    description = JOB
+    failure = KueueJobFailed
 
     def __init__(
         self,
@@ -243,9 +244,6 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         self.parallelism = as_count(self.parallelism)
 
     # --- 2. the Job kind's part of the operator template (kueue_operator) --------------------------------
-    def _client(self) -> JobClient:
-        return JobClient(self.cluster_target())
-
     def _shard_count(self) -> int:
         return int(self.completions)  # rendered and checked by build_manifest
 
@@ -320,27 +318,28 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         self, identity: AirflowIdentity, current: AttemptFigures | None, ledger: RunLedger | None
     ) -> dict[str, Any]:
         """The result's figures over every Job of the task instance (docs/results.md)."""
-        hook = self._client().hook
-        jobs = JobLister(hook, self.resolved_namespace(), identity, self.spot, self._deadlines.spill_to)
+        jobs = ObjectLister(
+            self._client(), self.resolved_namespace(), identity, self.spot, self._deadlines.spill_to
+        )
         return task_instance_totals(current, ledger, self._cost_model(), jobs)
 
     def _cost_model(self) -> CostModel:
         template_resources = template_main_container(self._template()).get("resources")
         return CostModel((self.job_resources or template_resources or {}).get("requests"), self.vm_price)
 
-    def _spill(self, context: Any) -> Spill | None:
-        """``spill_to``: the Job's unfinished shards to the spill queue, as this try's spill Job."""
-        identity = task_identity(context)
-        session, spill_to = self._shards(identity, check=False), self._deadlines.spill_to
+    def _spill(self, entry: TaskEntry) -> Spill | None:
+        """``spill_to``: the Job's unfinished shards to the spill queue, as this try's spill Job, submitted
+        through the template's submit."""
+        session, spill_to, identity = entry.shards, self._deadlines.spill_to, entry.identity
         if not isinstance(session, CheckpointSession) or spill_to is None:
             return None  # spill_to goes with checkpointing= (checked when the DAG is parsed)
         name = deterministic_job_name(
             identity, self.job_name_prefix, seal=identity_seal(), per_try=True, variant=SPILL_NAME_VARIANT
         )
+        submit = functools.partial(self._submit, entry.client, identity=identity, shards=session)
         manifest = self.build_manifest(identity)
-        return JobSpill(
-            self._client(), session, identity, manifest, name, spill_to, self._cost_model(), self.spot
-        )
+        model = self._cost_model()
+        return JobSpill(entry.client, session, identity, manifest, name, spill_to, model, self.spot, submit)
 
     def _failed_by_job(self, event: KueueEvent) -> dict[str, str]:
         failed = event.result.get("failed_indexes")
@@ -348,6 +347,3 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
 
     def _tail_heading(self, job_name: str, index: int) -> str:
         return f"index {index}"  # the task's one Job
-
-    def _failure(self, message: str, event: Mapping[str, Any]) -> AirflowException:
-        return KueueJobFailed(message, dict(event))

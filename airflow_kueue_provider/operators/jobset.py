@@ -14,9 +14,8 @@ from typing import Any, ClassVar
 
 from kubernetes.client.rest import ApiException
 
-from ..airflow_compat import AirflowException, AirflowFailException
+from ..airflow_compat import AirflowFailException
 from ..hooks.identity_key import identity_seal
-from ..hooks.kind_client import JobSetClient
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.attempt_figures import GangCostModel, PodSetPrice
 from ..kueue.index_set import IndexSet
@@ -25,6 +24,7 @@ from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
 from ..kueue.job_template import as_mapping, template_main_container
 from ..kueue.job_validation import validate_untemplated
 from ..kueue.jobset import ReplicatedJob, build_jobset, jobset_name_for, replicated_job_problems
+from ..kueue.kinds.jobset import JOBSET
 from ..kueue.ledger import RunLedger
 from ..kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE, PRIORITY_CLASS_LABEL
 from ..kueue.pod_policy import violations, with_restricted_defaults
@@ -36,7 +36,7 @@ from .failures import KueueJobSetFailed
 from .k8s_models import plain
 from .kueue_operator import KueueOperator
 from .operator_kind import Shards, WaitOn
-from .run_figures import JobSetLister, task_instance_totals
+from .run_figures import ObjectLister, task_instance_totals
 from .settings import configured_pod_policy
 from .task_facts import created_epoch
 
@@ -147,7 +147,8 @@ class KueueJobSetOperator(KueueOperator):
         "annotations",
         "deadline",
     )
-    kind = "JobSet"
+    description = JOBSET
+    failure = KueueJobSetFailed
     log_tail_indexes = 3  # per failed child Job
     REFUSED: ClassVar[dict[str, str]] = {
         "parallelism_ramp": (
@@ -321,9 +322,6 @@ class KueueJobSetOperator(KueueOperator):
         )
 
     # --- 2. the JobSet kind's part of the operator template (kueue_operator) -----------------------------
-    def _client(self) -> JobSetClient:
-        return JobSetClient(self.cluster_target())
-
     def _previous(self, client: Any, identity: AirflowIdentity) -> list[dict[str, Any]]:
         """This task instance's JobSets; a cluster without JobSets (404) or a Role without them (403) fails
         the task with what to do, and nothing is created."""
@@ -374,7 +372,7 @@ class KueueJobSetOperator(KueueOperator):
                 self.spot,
                 identity.try_number,
             )
-            jobsets = JobSetLister(self._client().hook, self.resolved_namespace(), identity, self.spot)
+            jobsets = ObjectLister(self._client(), self.resolved_namespace(), identity, self.spot)
             result.update(task_instance_totals(current, None, model, jobsets))
         return result, event.message
 
@@ -430,9 +428,6 @@ class KueueJobSetOperator(KueueOperator):
 
     def _failed_by_job(self, event: KueueEvent) -> dict[str, str]:
         return dict(event.failed_jobs)
-
-    def _failure(self, message: str, event: Mapping[str, Any]) -> AirflowException:
-        return KueueJobSetFailed(message, event)
 
 
 def _seconds(value: object) -> float | None:

@@ -52,7 +52,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
@@ -69,7 +69,7 @@ from ..kueue.job_progress import released_so_far
 from ..kueue.k8s_names import is_dns1123_subdomain, is_valid_label_value
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
-from ..kueue.trigger_event import Kind, KueueEvent
+from ..kueue.trigger_event import KueueEvent
 from ..triggers.kueue_follow import KueueFollowTrigger
 from .checkpointing import Checkpointing, CheckpointSession
 from .deadline_escalation import DeadlineEscalation
@@ -86,7 +86,7 @@ from .job_submission import (
 from .kueue_link import KueueJobLink
 from .metrics import send_run_metrics
 from .no_checkpointing import NoCheckpointing
-from .operator_kind import OperatorKind, Shards, WaitOn
+from .operator_kind import OperatorKind, Shards, TaskEntry, WaitOn
 from .settings import check_queue_policy, configured_pod_policy
 from .task_facts import check_positive_seconds, seconds, task_identity
 
@@ -97,7 +97,6 @@ if TYPE_CHECKING:
 class KueueOperator(OperatorKind, BaseOperator):
     """The template of every kind; its parameters are in this module's docstring."""
 
-    kind: ClassVar[Kind]
     ui_color = "#d4e9f7"
     operator_extra_links = (KueueJobLink(),)
 
@@ -215,12 +214,11 @@ class KueueOperator(OperatorKind, BaseOperator):
         return self.namespace
 
     def execute(self, context: Context) -> dict[str, Any]:
-        identity = self._identity = task_identity(context)
         seal = identity_seal()  # no key: a typed error naming the option, before anything is created
         self._check_queue_policy(self.resolved_namespace())
+        entry = self._entry(context)
+        identity, client, shards = entry.identity, entry.client, entry.shards
         manifest = self.build_manifest(identity)
-        shards = self._shards(identity)
-        client = self._client()
         check_local_queue(client.hook, self.resolved_namespace(), self.queue_name, "queue_name", self.task_id)
         if spill_to := self._deadlines.spill_to:
             self._deadlines.check_spill_queue(self.queue_name)  # a templated queue_name, rendered
@@ -308,22 +306,26 @@ class KueueOperator(OperatorKind, BaseOperator):
             raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from None
         return session
 
-    def _wait(self, context: Context, trigger: KueueFollowTrigger) -> dict[str, Any]:
+    def _entry(self, context: Context, check: bool = True) -> TaskEntry:
+        """The entry's identity, client and shards, once (``check``: see ``_shards``)."""
+        identity = self._identity = task_identity(context)
+        return TaskEntry(identity, self._client(), self._shards(identity, check))
+
+    def _wait(self, context: Context, trigger: KueueFollowTrigger[Any]) -> dict[str, Any]:
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
         return self.execute_complete(context, asyncio.run(trigger.first_event()))
 
     # --- the final event -> result or failure ---------------------------------------------------------------
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        self._identity = task_identity(context)
+        entry = self._entry(context, check=False)
         if not event:
             raise self._failure("the trigger ended without an event", {})
         self.resolved_namespace()
         typed = KueueEvent.from_dict(event)
         if typed.status == "deadline_risk":
-            return self._escalate(context, typed)
-        identity = task_identity(context)
-        shards = self._shards(identity, check=False)
+            return self._escalate(context, typed, entry)
+        identity, shards = entry.identity, entry.shards
         result, message = self._result(identity, typed, shards)
         send_run_metrics(result, typed.status, identity, self.queue_name, self.kind)
         if typed.status == "success":
@@ -336,11 +338,11 @@ class KueueOperator(OperatorKind, BaseOperator):
         message += self._stop_after_failure(typed)
         raise self._failure(f"{typed.status}: {message}", event)
 
-    def _escalate(self, context: Context, event: KueueEvent) -> dict[str, Any]:
+    def _escalate(self, context: Context, event: KueueEvent, entry: TaskEntry) -> dict[str, Any]:
         """The ETA passed the deadline (less the margin): take ``on_deadline_risk``'s steps, then wait again
         with a trigger that only keeps the ETA."""
         self.log.warning("%s: escalating", event.message or "deadline at risk")
-        client = self._client()
+        client = entry.client
         obj = client.get(self.resolved_namespace(), event.name)
         if obj is None:
             raise self._failure(
@@ -348,12 +350,11 @@ class KueueOperator(OperatorKind, BaseOperator):
                 "escalated)",
                 event.to_dict(),
             )
-        escalated = self._deadlines.escalate(context, event, client, obj, self._spill(context))
+        escalated = self._deadlines.escalate(context, event, client, obj, self._spill(entry))
         self._name, self._uid = escalated.obj["metadata"]["name"], escalated.obj["metadata"].get("uid")
-        shards = self._shards(task_identity(context), check=False)
         released = released_so_far(event.result)  # the next trigger counts on from the quota released so far
         trigger = self._trigger_for(
-            WaitOn(escalated.obj, shards, escalated.plan, escalated.queue_name, released)
+            WaitOn(escalated.obj, entry.shards, escalated.plan, escalated.queue_name, released)
         )
         return self._wait(context, trigger)
 

@@ -1,26 +1,42 @@
 """A job kind's part of the operator (docs/design.md, "Job kinds"): what ``KueueOperator``'s ``execute`` and
-``execute_complete`` ask of the kind, on the model of Kueue's ``jobframework.GenericJob``."""
+``execute_complete`` ask of the kind, on the model of Kueue's ``jobframework.GenericJob``: the abstract
+methods every kind implements (checked when the class is made: a kind that misses one cannot be
+instantiated), and hooks with a default that a kind with the capability overrides (a null object each)."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..airflow_compat import AirflowException
+from ..hooks.cluster_target import ClusterTarget
 from ..hooks.kind_client import KindClient
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.deadline import DeadlinePlan
 from ..kueue.index_set import IndexSet
+from ..kueue.kinds import KindDescription
 from ..kueue.ledger import RunLedger
 from ..kueue.shard_packing import PackingChoice
-from ..kueue.trigger_event import Kind, KueueEvent
+from ..kueue.trigger_event import KueueEvent
 from ..triggers.kueue_follow import KueueFollowTrigger
 from .checkpointing import CheckpointSession
 from .deadline_handling import Spill
+from .failures import KueueTaskFailed
 from .no_checkpointing import NoCheckpointing
 
 Shards = CheckpointSession | NoCheckpointing
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    """What one entry into the operator (``execute``, ``execute_complete``, an escalation) works with,
+    computed once: the task instance's identity, the kind's client and the try's shards."""
+
+    identity: AirflowIdentity
+    client: KindClient
+    shards: Shards
 
 
 @dataclass(frozen=True)
@@ -35,30 +51,42 @@ class WaitOn:
     released_before: dict[str, Any] | None = None
 
 
-class OperatorKind:
-    """What a kind (``KueueIndexedJobOperator``, ``KueueJobSetOperator``) gives the template."""
+class OperatorKind(ABC):
+    """What a kind (``KueueIndexedJobOperator``, ``KueueJobSetOperator``) gives the template: its
+    description (``kueue.kinds``), its failure type, and the methods below."""
 
-    kind: ClassVar[Kind]
+    description: ClassVar[KindDescription]
+    failure: ClassVar[type[KueueTaskFailed]]
+    """What the task raises when its object failed, timed out or could not run."""
 
+    @property
+    def kind(self) -> str:
+        return self.description.kind
+
+    @abstractmethod
     def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
-        raise NotImplementedError
+        """The object to create for this try (validated when the DAG was parsed)."""
+
+    @abstractmethod
+    def cluster_target(self) -> ClusterTarget:
+        """The connection and its overrides (``ClusterTarget``)."""
 
     def _client(self) -> KindClient:
-        raise NotImplementedError
+        return KindClient(self.description, self.cluster_target())
 
+    @abstractmethod
     def _shard_count(self) -> int:
         """The shards the checkpoint location is for (the ledger's size)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _shards_to_run(
         self, shards: Shards, previous: list[dict[str, Any]]
     ) -> tuple[IndexSet, RunLedger | None]:
         """The shards this try runs, and the ledger when there is one."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
         """Give the pods their shards and checkpoint location (a no-op without checkpointing)."""
-        raise NotImplementedError
 
     def _packing(self) -> PackingChoice:
         """How many shards each pod runs (the Job kind with ``shards_per_pod``); one by default."""
@@ -73,9 +101,11 @@ class OperatorKind:
     def _record_attempt(self, shards: Shards, obj: dict[str, Any], indexes: IndexSet) -> None:
         """Record the submitted attempt where the kind keeps its attempts (the Job kind: the shard ledger);
         nothing by default."""
+        return None
 
-    def _trigger_for(self, wait: WaitOn) -> KueueFollowTrigger:
-        raise NotImplementedError
+    @abstractmethod
+    def _trigger_for(self, wait: WaitOn) -> KueueFollowTrigger[Any]:
+        """The kind's trigger for ``wait``."""
 
     def _submitted_line(self) -> str:
         """What the submit log line adds after the queue (e.g. the replicated jobs)."""
@@ -87,11 +117,11 @@ class OperatorKind:
         """(the task's result, the final message) for the trigger's last event."""
         return event.result_keys(), event.message
 
+    @abstractmethod
     def _nothing_left(
         self, identity: AirflowIdentity, shards: Shards, ledger: RunLedger | None
     ) -> dict[str, Any]:
         """The result when an earlier try already finished every shard (the ledger says so)."""
-        raise NotImplementedError
 
     def _succeeded(self, result: dict[str, Any], shards: Shards) -> dict[str, Any]:
         """The successful result, with what a task adds while the shards' records still exist (before the
@@ -101,16 +131,16 @@ class OperatorKind:
     log_tail_indexes: ClassVar[int] = 5
     """Failed indexes whose pods' last log lines the failure shows, per failed Job."""
 
+    @abstractmethod
     def _failed_by_job(self, event: KueueEvent) -> dict[str, str]:
         """Each failed Job's failed indexes (an interval string), for the log tails."""
-        raise NotImplementedError
 
     def _tail_heading(self, job_name: str, index: int) -> str:
         return f"{job_name} index {index}"
 
     def _failure(self, message: str, event: Mapping[str, Any]) -> AirflowException:
-        raise NotImplementedError
+        return self.failure(message, event)
 
-    def _spill(self, context: Any) -> Spill | None:
+    def _spill(self, entry: TaskEntry) -> Spill | None:
         """The kind's ``spill_to`` for this escalation (None: the kind refuses it when the DAG is parsed)."""
         return None

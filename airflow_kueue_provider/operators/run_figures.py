@@ -8,13 +8,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from ..hooks.jobset_hook import JobSetHook
-from ..hooks.kueue_hook import KueueHook
+from ..hooks.kind_client import KindClient
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.attempt_figures import (
     AttemptFigures,
     CostModel,
-    GangCostModel,
     Pricing,
     merged,
     status_figures,
@@ -47,8 +45,7 @@ def event_figures(
 
 
 class Lister(Protocol):
-    """The task instance's earlier objects still in the cluster, as figures (``JobLister``,
-    ``JobSetLister``)."""
+    """The task instance's earlier objects still in the cluster, as figures (``ObjectLister``)."""
 
     def figures(self, model: Any) -> Sequence[AttemptFigures]: ...
 
@@ -81,43 +78,29 @@ def task_instance_totals(
     return totals(merged(recorded, from_jobs), model)
 
 
-class JobLister:
-    """The task instance's Jobs still in the cluster, as figures; ``spill_queue`` Jobs ran on-demand."""
+class ObjectLister:
+    """The task instance's objects (of its kind) still in the cluster, as figures; ``spill_queue`` objects
+    ran on-demand."""
 
     def __init__(
         self,
-        hook: KueueHook,
+        client: KindClient,
         namespace: str,
         identity: AirflowIdentity,
         spot: bool,
-        spill_queue: str | None,
+        spill_queue: str | None = None,
     ) -> None:
-        self.hook, self.namespace, self.identity = hook, namespace, identity
+        self.client, self.namespace, self.identity = client, namespace, identity
         self.spot, self.spill_queue = spot, spill_queue
 
-    def figures(self, model: CostModel) -> Sequence[AttemptFigures]:
+    def figures(self, model: Pricing) -> Sequence[AttemptFigures]:
         found = []
-        for job in self.hook.task_instance_jobs(self.namespace, self.identity):
-            labels = job["metadata"].get("labels") or {}
+        for obj in self.client.task_instance_objects(self.namespace, self.identity, unsealed_too=False):
+            labels = obj["metadata"].get("labels") or {}
             on_spot = self.spot and labels.get(QUEUE_NAME_LABEL) != self.spill_queue
             try_label = labels.get(TRY_NUMBER_LABEL)
             try_number = int(try_label) if try_label and try_label.isdigit() else None
-            found.append(status_figures(job, model, on_spot, try_number))
-        return found
-
-
-class JobSetLister:
-    """The task instance's JobSets still in the cluster, as figures (at the operator's replicated jobs)."""
-
-    def __init__(self, hook: JobSetHook, namespace: str, identity: AirflowIdentity, spot: bool) -> None:
-        self.hook, self.namespace, self.identity, self.spot = hook, namespace, identity, spot
-
-    def figures(self, model: GangCostModel) -> Sequence[AttemptFigures]:
-        found = []
-        for jobset in self.hook.task_instance_jobsets(self.namespace, self.identity):
-            try_label = (jobset["metadata"].get("labels") or {}).get(TRY_NUMBER_LABEL)
-            try_number = int(try_label) if try_label and try_label.isdigit() else None
-            found.append(status_figures(jobset, model, self.spot, try_number))
+            found.append(status_figures(obj, model, on_spot, try_number))
         return found
 
 

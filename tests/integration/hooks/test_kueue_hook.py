@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_kueue_provider.hooks.identity_key import identity_seal
-from airflow_kueue_provider.hooks.kind_client import JobSetClient
+from airflow_kueue_provider.hooks.kind_client import KindClient
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
+from airflow_kueue_provider.kueue.kinds.jobset import JOBSET
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 
 from ..cluster import HOLD, KueueEnv, wait_for
@@ -37,7 +38,7 @@ def test_a_jobset_tasks_jobs_are_the_ones_its_sealed_jobset_controls_not_copies_
     identity = AirflowIdentity("js", "genomics", "r1", 1)
     manifest = op.build_manifest(identity)
     seal = identity_seal().annotations("JobSet", env.namespace, manifest["metadata"]["name"], identity)
-    JobSetClient.seal_manifest(manifest, seal)
+    KindClient(JOBSET, "kubernetes_default").seal_manifest(manifest, seal)
     name = env.cluster.custom.create_namespaced_custom_object(
         JOBSET_GROUP, JOBSET_VERSION, env.namespace, JOBSET_PLURAL, manifest
     )["metadata"]["name"]

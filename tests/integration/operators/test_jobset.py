@@ -14,9 +14,10 @@ import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.hooks.identity_key import identity_seal
-from airflow_kueue_provider.hooks.kind_client import JobSetClient
+from airflow_kueue_provider.hooks.kind_client import KindClient
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
+from airflow_kueue_provider.kueue.kinds.jobset import JOBSET
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 
 from ..airflow_runner import AirflowHome
@@ -157,7 +158,7 @@ def test_a_restarted_try_reattaches_and_on_kill_deletes_the_jobset_and_its_pods(
     manifest = op.build_manifest(identity)
     meta = manifest["metadata"]  # sealed, as the dead worker's create was (docs/tenancy.md)
     seal = identity_seal().annotations("JobSet", kueue_env.namespace, meta["name"], identity)
-    JobSetClient.seal_manifest(manifest, seal)
+    KindClient(JOBSET, "kubernetes_default").seal_manifest(manifest, seal)
     created = kueue_env.cluster.custom.create_namespaced_custom_object(
         JOBSET_GROUP, JOBSET_VERSION, kueue_env.namespace, JOBSET_PLURAL, manifest
     )

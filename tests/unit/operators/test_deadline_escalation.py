@@ -139,7 +139,7 @@ def test_a_hand_back_hands_the_released_quota_to_the_next_trigger(monkeypatch: p
     except ImportError:  # Airflow 3.1
         from airflow.exceptions import TaskDeferred  # type: ignore[no-redef]
 
-    from airflow_kueue_provider.operators import indexed_job
+    from airflow_kueue_provider.operators import operator_kind
 
     job = {
         "metadata": {"name": "j", "namespace": "n", "uid": "u", "creationTimestamp": "2026-12-02T06:00:00Z"}
@@ -148,13 +148,13 @@ def test_a_hand_back_hands_the_released_quota_to_the_next_trigger(monkeypatch: p
     class Client:
         noun = "Job"
 
-        def __init__(self, conn_id: str) -> None:
+        def __init__(self, *args: object) -> None:
             pass
 
         def get(self, namespace: str, name: str) -> dict[str, object]:
             return job
 
-    monkeypatch.setattr(indexed_job, "JobClient", Client)
+    monkeypatch.setattr(operator_kind, "KindClient", Client)
     op = KueueIndexedJobOperator(
         task_id="t", namespace="n", queue_name="q", image="i:1", completions=2, deadline=timedelta(hours=1)
     )
@@ -167,7 +167,8 @@ def test_a_hand_back_hands_the_released_quota_to_the_next_trigger(monkeypatch: p
         "quota_released_cpu_seconds": 25.0,
     }
     with pytest.raises(TaskDeferred) as deferred:
-        op._escalate({"ti": ti}, KueueEvent.from_dict(event))  # type: ignore[arg-type]
+        context = {"ti": ti}
+        op._escalate(context, KueueEvent.from_dict(event), op._entry(context, check=False))  # type: ignore[arg-type]
     trigger = deferred.value.trigger
     assert trigger.released_before == {"pod_seconds": 12.5, "cpu_seconds": 25.0}
     assert KueueJobTrigger(**trigger.serialize()[1])._released.pod_seconds == 12.5

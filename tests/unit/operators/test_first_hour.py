@@ -180,20 +180,20 @@ def test_a_task_result_covers_every_attempt(monkeypatch: pytest.MonkeyPatch) -> 
         },
     }
 
-    class _Hook:
-        def task_instance_jobs(self, namespace: str, identity: Any) -> list[Any]:
-            return [first_job]
-
     class _Client:
         noun = "Job"
 
         def __init__(self, *args: Any) -> None:
-            self.hook = _Hook()
+            pass
 
         def get(self, namespace: str, name: str) -> None:
             return None
 
-    monkeypatch.setattr("airflow_kueue_provider.operators.indexed_job.JobClient", _Client)
+        def task_instance_objects(self, namespace: str, identity: Any, *, unsealed_too: bool) -> list[Any]:
+            assert not unsealed_too, "the figures count only the task's sealed objects"
+            return [first_job]
+
+    monkeypatch.setattr("airflow_kueue_provider.operators.operator_kind.KindClient", _Client)
     op = _op(namespace="ns", completions=6, parallelism=6, resources={"requests": {"cpu": "4"}}, spot=True)
     context = {"ti": SimpleNamespace(dag_id="d", task_id="t", run_id="r", try_number=2, map_index=-1)}
     event = {
