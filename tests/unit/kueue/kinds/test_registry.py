@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -61,7 +62,8 @@ def test_a_kind_that_would_be_mistaken_for_another_is_refused(
         api=kinds.ApiCoordinates("ray.io", "v1", "rayjobs"),
     )  # fmt: skip
     with pytest.raises(ValueError, match=why):
-        kinds.register(replace(ray, **{field: value}))
+        changes: dict[str, Any] = {field: value}
+        kinds.register(replace(ray, **changes))
     assert kinds.register(ray) is kinds.describe("RayJob")
 
 
