@@ -40,7 +40,6 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_kueue_provider.hooks.kueue_hook",
                     "airflow_kueue_provider.hooks.kueue_async_hook",
-                    "airflow_kueue_provider.hooks.jobset_hook",
                     "airflow_kueue_provider.hooks.blob_store",
                     "airflow_kueue_provider.hooks.queue_setup_hook",
                 ],

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from ..kueue.errors import KueueProviderError
+from ..kueue.kinds import child_kind
 from ..kueue.names import INDEX_ANNOTATION
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -71,7 +72,7 @@ def controlled_by_job(pod: dict[str, Any], job_name: str, job_uid: str | None = 
     label alone proves nothing: anyone who may create pods in the namespace can set it."""
     return any(
         ref.get("controller")
-        and ref.get("kind") == "Job"
+        and ref.get("kind") == child_kind().kind
         and ref.get("name") == job_name
         and (job_uid is None or ref.get("uid") == job_uid)
         for ref in pod.get("metadata", {}).get("ownerReferences") or []

@@ -14,10 +14,8 @@ from kubernetes.client.rest import ApiException
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.errors import KueueProviderError
 from ..kueue.identity_seal import sealed_only
-from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
-from ..kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION, is_jobset_child
-from ..kueue.kinds.job import JOB
-from ..kueue.kinds.jobset import JOBSET
+from ..kueue.job_ownership import belongs_to_task_instance
+from ..kueue.kinds import KindDescription, child_kind, parent_names
 from ..kueue.names import (
     DAG_ID_LABEL,
     INDEX_LABEL,
@@ -185,21 +183,6 @@ class KueueHook:
             return None
 
     # --- jobs ---------------------------------------------------------------------------------------
-    def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Create the Job. A 409 (it exists) is raised to the caller, which decides whether to reattach."""
-        batch = client.BatchV1Api(self.api)
-        namespace = body["metadata"]["namespace"]
-        return self._json(call_with_retry(lambda: batch.create_namespaced_job(namespace, body), "create Job"))
-
-    def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        batch = client.BatchV1Api(self.api)
-        try:
-            return self._json(call_with_retry(lambda: batch.read_namespaced_job(name, namespace), "read Job"))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
     def get_workload_priority_class(self, name: str) -> dict[str, Any] | None:
         return self._get_custom("workloadpriorityclasses", name)
 
@@ -236,37 +219,47 @@ class KueueHook:
     def _sealed_or_proven_children(
         self, namespace: str | None, selector: dict[str, str], jobs: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
-        """The Jobs sealed as the task's, and the Jobs of its sealed JobSets. A child carries its JobSet's
-        seal and labels, which anyone who reads it can copy: it counts only when a sealed JobSet of the task
-        controls it by uid (``is_jobset_child``). One more LIST, only when there are children."""
-        seal = identity_seal()
-        sealed = [j for j in jobs if seal.is_sealed(JOB.kind, j)]
-        children = [j for j in jobs if not seal.is_sealed(JOB.kind, j) and seal.is_sealed_child(j)]
-        if not children:
-            return sealed
-        jobsets = sealed_only(self._task_jobsets(namespace, selector), seal, JOBSET.kind)
-        return sealed + [j for j in children if any(is_jobset_child(j, js) for js in jobsets)]
+        """The Jobs sealed as the task's, and the child Jobs of its sealed parents (a JobSet's). A child
+        carries its parent's seal and labels, which anyone who reads it can copy: it counts only when a
+        sealed parent of the task controls it by uid (``KindDescription.owns_child``). One more LIST per
+        parent kind, only when there are children."""
+        seal, noun = identity_seal(), child_kind().kind
+        sealed = [j for j in jobs if seal.is_sealed(noun, j)]
+        children = [j for j in jobs if not seal.is_sealed(noun, j) and seal.is_sealed_child(j)]
+        proven: list[dict[str, Any]] = []
+        for parent in {kind.kind: kind for j in children for kind, _ in parent_names(j)}.values():
+            parents = sealed_only(self._task_objects(parent, namespace, selector), seal, parent.kind)
+            proven += [j for j in children if any(parent.owns_child(j, p) for p in parents)]
+        return sealed + proven
 
-    def _task_jobsets(self, namespace: str | None, selector: dict[str, str]) -> list[dict[str, Any]]:
-        """The JobSets with the task's labels; none when this identity may not list them (no child Job is
-        shown then: deploy/rbac/ui.yaml grants the read)."""
+    def _task_objects(
+        self, kind: KindDescription, namespace: str | None, selector: dict[str, str]
+    ) -> list[dict[str, Any]]:
+        """The objects of ``kind`` with the task's labels; none when this identity may not list them (no
+        child Job is shown then: deploy/rbac/ui.yaml grants the read)."""
         custom, labels = client.CustomObjectsApi(self.api), kueue_api.label_selector(selector)
-        where = () if namespace is None else (namespace,)
-        list_them = (
-            custom.list_cluster_custom_object if namespace is None else custom.list_namespaced_custom_object
-        )
-        call = functools.partial(
-            list_them, JOBSET_GROUP, JOBSET_VERSION, *where, JOBSET_PLURAL, label_selector=labels
-        )
+        api = kind.api
+        if namespace is None:
+            call = functools.partial(
+                custom.list_cluster_custom_object, api.group, api.version, api.plural, label_selector=labels
+            )
+        else:
+            call = functools.partial(
+                custom.list_namespaced_custom_object,
+                api.group, api.version, namespace, api.plural, label_selector=labels,
+            )  # fmt: skip
         try:
-            return self._items(call, "list JobSets")
+            return self._items(call, f"list {kind.kind}s")
         except ApiException as exc:
-            if exc.status not in (403, 404):  # 404: no JobSet API on this cluster
+            if exc.status not in (403, 404):  # 404: no such API on this cluster
                 raise
             log.warning(
-                "cannot list JobSets (HTTP %s): a JobSet task's Jobs are not shown; grant get/list on "
-                "jobsets.jobset.x-k8s.io (deploy/rbac/ui.yaml)",
+                "cannot list %ss (HTTP %s): a %s task's Jobs are not shown; grant get/list on %s "
+                "(deploy/rbac/ui.yaml)",
+                kind.kind,
                 exc.status,
+                kind.kind,
+                api.resource,
             )
             return []
 
@@ -311,25 +304,6 @@ class KueueHook:
             raise KueueApiError(
                 f"could not create Secret {namespace}/{name}: HTTP {exc.status} {exc.reason}"
             ) from None
-
-    def delete_job_unless_finished(self, namespace: str, name: str, uid: str | None = None) -> str:
-        """The blocking twin of ``AsyncKueueHook.delete_job_unless_finished``: "deleted", "finished" or
-        "gone" (``delete_unless_finished_step`` decides each step)."""
-        batch = client.BatchV1Api(self.api)
-        for attempt in range(1, DELETE_ATTEMPTS + 1):
-            step = delete_unless_finished_step(self.get_job(namespace, name), uid, attempt == DELETE_ATTEMPTS)
-            if isinstance(step, str):
-                return step
-            try:
-                delete = functools.partial(batch.delete_namespaced_job, name, namespace, body=step)
-                call_with_retry(delete, "delete Job")
-                return "deleted"
-            except ApiException as exc:
-                if exc.status == 404:
-                    return "gone"
-                if exc.status != 409:  # 409: it changed since the read; look again
-                    raise
-        raise KueueApiError(f"Job {namespace}/{name} could not be deleted: it kept changing (409 Conflict)")
 
     def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
         custom = client.CustomObjectsApi(self.api)

@@ -17,18 +17,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .kinds import child_labels
 from .names import (
     DAG_ID_LABEL,
     DEADLINE_ANNOTATION,
     ESCALATIONS_ANNOTATION,
     JOB_NAME_LABEL,
     JOB_UID_LABEL,
-    JOBSET_NAME_LABEL,
     MANAGED_BY_LABEL,
     MAP_INDEX_LABEL,
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
-    REPLICATED_JOB_LABEL,
     RUN_ID_LABEL,
     SEAL_ANNOTATION,
     TASK_ID_LABEL,
@@ -50,11 +49,10 @@ KEPT_LABELS = frozenset(
         JOB_UID_LABEL,
         JOB_NAME_LABEL,
         JOB_CONTROLLER_UID_LABEL,
-        JOBSET_NAME_LABEL,
-        REPLICATED_JOB_LABEL,
     }
 )
-"""Labels a follower reads (ownership and identity pre-selection, the Workload's Job, a JobSet's Jobs)."""
+"""Labels a follower reads (ownership and identity pre-selection, the Workload's Job); and every registered
+kind's child labels (``kinds.child_labels``: a JobSet's Jobs)."""
 
 KEPT_ANNOTATIONS = frozenset(
     {*_IDENTITY_KEYS, SEAL_ANNOTATION, UID_SEAL_ANNOTATION, DEADLINE_ANNOTATION, ESCALATIONS_ANNOTATION}
@@ -99,7 +97,7 @@ def _kept(values: Any, keys: frozenset[str]) -> dict[str, str]:
 def slim_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """The metadata a follower reads, every other field, label and annotation left out (see module doc)."""
     slim = {k: v for k, v in metadata.items() if k in KEPT_METADATA_FIELDS}
-    for field, keys in (("labels", KEPT_LABELS), ("annotations", KEPT_ANNOTATIONS)):
+    for field, keys in (("labels", KEPT_LABELS | child_labels()), ("annotations", KEPT_ANNOTATIONS)):
         if field in slim:
             slim[field] = _kept(slim[field], keys)
     if "ownerReferences" in slim:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .api_time import parse_api_time
 from .job_progress import finished_condition
-from .jobset import jobset_membership
+from .kinds import parent_names
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,10 @@ class FinishedJob:
 
 
 def finished_job(job: Mapping[str, Any]) -> FinishedJob | None:
-    """The Job's finish, or None while it is not finished (or is already being deleted, or its JobSet's)."""
+    """The Job's finish, or None while it is not finished (or is already being deleted, or another object's
+    child: its parent's TTL removes it, a JobSet's)."""
     metadata = job.get("metadata") or {}
-    if metadata.get("deletionTimestamp") or jobset_membership(job) is not None:
+    if metadata.get("deletionTimestamp") or parent_names(job):
         return None
     cond = finished_condition(job)
     if cond is None:

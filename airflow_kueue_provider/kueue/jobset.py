@@ -25,7 +25,9 @@ from .job_spec import InvalidJobSpec
 from .k8s_names import DNS1123_LABEL_MAX_LENGTH, MAX_JOB_NAME_LENGTH, is_dns1123_label
 from .kinds import workload_owner_uid as workload_owner_uid  # the UI reads it from here
 from .kinds.jobset import JOBSET
-from .names import JOBSET_NAME_LABEL, QUEUE_NAME_LABEL, REPLICATED_JOB_LABEL
+from .kinds.jobset import is_jobset_child as is_jobset_child
+from .kinds.jobset import jobset_membership as jobset_membership
+from .names import QUEUE_NAME_LABEL, REPLICATED_JOB_LABEL
 from .workload_state import WorkloadState, workload_state_from_dict
 
 JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = JOBSET.api.group, JOBSET.api.version, JOBSET.api.plural
@@ -270,43 +272,6 @@ class JobSetView:
         named = f"; failed indexes: {'; '.join(failed)}" if failed else ""
         why = f"{self.finished.get('reason')}: {self.finished.get('message')}"
         return "failed", f"{where} failed ({why}){named}"
-
-
-def jobset_membership(job: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(JobSet, replicated job) of a JobSet's Job, from the JobSet controller's labels; else None."""
-    labels = (job.get("metadata") or {}).get("labels") or {}
-    jobset, replicated = labels.get(JOBSET_NAME_LABEL), labels.get(REPLICATED_JOB_LABEL)
-    return (str(jobset), str(replicated)) if jobset and replicated else None
-
-
-def is_jobset_child(job: Mapping[str, Any], jobset: Mapping[str, Any]) -> bool:
-    """Whether ``job`` is one the JobSet controller made for ``jobset``: its controller is this JobSet (by
-    uid), and its name is ``<jobset>-<replicated job>-<replica>`` for a replicated job and replica the
-    JobSet has. The JobSet controller's labels alone prove nothing: anyone who may create Jobs in the
-    namespace can copy them, and an ownerReference too (``deploy/policy`` ``jobset-children`` refuses both
-    for anyone but the JobSet controller; this check is what holds where that policy is not bound)."""
-    meta, js_meta = job.get("metadata") or {}, jobset.get("metadata") or {}
-    uid = js_meta.get("uid")
-    controlled = any(
-        ref.get("controller") and ref.get("kind") == "JobSet" and (uid is None or ref.get("uid") == uid)
-        for ref in meta.get("ownerReferences") or []
-    )
-    membership = jobset_membership(job)
-    if not controlled or membership is None or membership[0] != js_meta.get("name"):
-        return False
-    replicas = {
-        str(rj.get("name")): int(rj.get("replicas") or 1)
-        for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []
-    }
-    name, replicated = str(meta.get("name") or ""), membership[1]
-    stem = f"{membership[0]}-{replicated}-"
-    replica = name[len(stem) :] if name.startswith(stem) else ""
-    return (
-        replicated in replicas
-        and replica.isdigit()
-        and str(int(replica)) == replica
-        and (int(replica) < replicas[replicated])
-    )
 
 
 def jobset_view(

@@ -161,3 +161,16 @@ def unmanaged_jobset_verdict(
     running = None if view.suspended else f"was unsuspended ({active} pod(s) active)"
     where, causes = f"JobSet {view.namespace}/{view.name}", JOBSET_LIKELY_CAUSES.format(ns=view.namespace)
     return no_workload_verdict(where, causes, running, seconds_since_submit, workload_timeout)
+
+
+def jobset_start_overdue(
+    view: JobSetView, seconds_since_admission: float | None, start_timeout: float
+) -> bool:
+    """The same for a JobSet (admitted as one Workload): admitted long enough ago, not finished, and some
+    child Job with no pod ready and no index finished (``JobSetView.unstarted_jobs``), even if others run."""
+    return (
+        view.finished is None
+        and seconds_since_admission is not None
+        and seconds_since_admission >= start_timeout
+        and bool(view.unstarted_jobs)
+    )

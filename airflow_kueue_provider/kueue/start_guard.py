@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .job_progress import JobView
-from .jobset import JobSetView
 
 DEFAULT_START_TIMEOUT = 600.0  # seconds from admission; long enough for a Spot node pool to scale up
 # Waiting reasons of a container that a retry by the kubelet does not fix.
@@ -40,19 +39,6 @@ def start_overdue(view: JobView, seconds_since_admission: float | None, start_ti
         and view.ready == 0
         and not view.completed
         and not view.failed
-    )
-
-
-def jobset_start_overdue(
-    view: JobSetView, seconds_since_admission: float | None, start_timeout: float
-) -> bool:
-    """The same for a JobSet (admitted as one Workload): admitted long enough ago, not finished, and some
-    child Job with no pod ready and no index finished (``JobSetView.unstarted_jobs``), even if others run."""
-    return (
-        view.finished is None
-        and seconds_since_admission is not None
-        and seconds_since_admission >= start_timeout
-        and bool(view.unstarted_jobs)
     )
 
 

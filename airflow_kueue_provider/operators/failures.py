@@ -1,4 +1,5 @@
-"""The failures a task of each job kind raises (after its object failed, timed out or could not run)."""
+"""What a task of any job kind raises after its object failed, timed out or could not run; each kind's
+operator module has its own subclass (``KueueJobFailed``, ``KueueJobSetFailed``)."""
 
 from __future__ import annotations
 
@@ -23,25 +24,3 @@ class KueueTaskFailed(AirflowException, KueueProviderError):
     @staticmethod
     def _failed_indexes(event: Mapping[str, Any]) -> str:
         return str(event.get("failed_indexes") or "")
-
-
-class KueueJobFailed(KueueTaskFailed):
-    """The task's Job failed: ``job_name``; ``failed_indexes`` is an interval string."""
-
-    def __init__(self, message: str, event: Mapping[str, Any]) -> None:
-        super().__init__(message, event)
-        self.job_name: str | None = event.get("job_name")
-
-
-class KueueJobSetFailed(KueueTaskFailed):
-    """The task's JobSet failed: ``jobset_name``; ``failed_indexes`` per child Job (``"<job>: 3,7"``)."""
-
-    def __init__(self, message: str, event: Mapping[str, Any]) -> None:
-        super().__init__(message, event)
-        self.jobset_name: str | None = event.get("jobset_name")
-
-    @staticmethod
-    def _failed_indexes(event: Mapping[str, Any]) -> str:
-        return "; ".join(
-            rj["failed_indexes"] for rj in event.get("replicated_jobs") or () if rj.get("failed_indexes")
-        )

@@ -30,7 +30,7 @@ from ..triggers.kueue_job import KueueJobTrigger
 from .checkpointing import CheckpointSession
 from .deadline_handling import Spill
 from .deadline_spill import JobSpill
-from .failures import KueueJobFailed
+from .failures import KueueTaskFailed
 from .indexed_job_manifest import IndexedJobManifest
 from .k8s_models import from_secrets, plain, secret_names
 from .kueue_operator import KueueOperator
@@ -39,6 +39,14 @@ from .run_figures import ObjectLister, event_figures, shard_summary, task_instan
 from .task_facts import created_epoch
 from .template_file import TemplateFile, env_items, joined
 from .templated import as_count
+
+
+class KueueJobFailed(KueueTaskFailed):
+    """The task's Job failed: ``job_name``; ``failed_indexes`` is an interval string."""
+
+    def __init__(self, message: str, event: Mapping[str, Any]) -> None:
+        super().__init__(message, event)
+        self.job_name: str | None = event.get("job_name")
 
 
 class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):

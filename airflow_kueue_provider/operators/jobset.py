@@ -32,13 +32,27 @@ from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault, per_index_r
 from ..kueue.topology import InvalidTopology, TopologyRequest, with_topology
 from ..kueue.trigger_event import KueueEvent
 from ..triggers.kueue_jobset import KueueJobSetTrigger
-from .failures import KueueJobSetFailed
+from .failures import KueueTaskFailed
 from .k8s_models import plain
 from .kueue_operator import KueueOperator
 from .operator_kind import Shards, WaitOn
 from .run_figures import ObjectLister, task_instance_totals
 from .settings import configured_pod_policy
 from .task_facts import created_epoch
+
+
+class KueueJobSetFailed(KueueTaskFailed):
+    """The task's JobSet failed: ``jobset_name``; ``failed_indexes`` per child Job (``"<job>: 3,7"``)."""
+
+    def __init__(self, message: str, event: Mapping[str, Any]) -> None:
+        super().__init__(message, event)
+        self.jobset_name: str | None = event.get("jobset_name")
+
+    @staticmethod
+    def _failed_indexes(event: Mapping[str, Any]) -> str:
+        return "; ".join(
+            rj["failed_indexes"] for rj in event.get("replicated_jobs") or () if rj.get("failed_indexes")
+        )
 
 
 @dataclass

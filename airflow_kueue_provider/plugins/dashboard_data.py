@@ -17,7 +17,7 @@ from ..kueue.deadline import deadline_of
 from ..kueue.eta import Estimate, FinishClock, average_finish
 from ..kueue.index_grid import IndexGrid, index_grid, likely_running, shard_grid
 from ..kueue.job_progress import JobView, progress_line, view_of
-from ..kueue.jobset import jobset_membership, workload_owner_uid
+from ..kueue.kinds import ChildOf, child_kind, child_of, operator_names, workload_owner_uid
 from ..kueue.names import TRY_NUMBER_LABEL
 from ..kueue.shard_packing import packs_of_job
 from ..kueue.workload_state import WorkloadPhase, WorkloadState
@@ -26,9 +26,9 @@ from .views.admission_timeline import TimelineStep, admission_timeline
 from .views.queue_overview import QueueRow, queue_rows
 from .views.run_trends import QueueSampleRing
 
-KUEUE_OPERATORS = frozenset({"KueueIndexedJobOperator", "KueueJobSetOperator", "KueueDecoratedOperator"})
-"""Operators whose task instances make Kueue Jobs (by class name, as Airflow records a task's operator;
-``@task.kueue`` tasks are ``KueueDecoratedOperator``)."""
+KUEUE_OPERATORS = operator_names()
+"""Operators whose task instances make Kueue Jobs (by class name, as Airflow records a task's operator:
+every registered kind's ``operator_names``; ``@task.kueue`` tasks are ``KueueDecoratedOperator``)."""
 
 QUEUE_SAMPLES = QueueSampleRing()
 """Each ClusterQueue's status over time in this API server process: a sample of every read of the
@@ -82,10 +82,9 @@ class JobPanel:
     timeline: list[TimelineStep]
     worker_cluster: str | None = None
     """The MultiKueue worker cluster the Job was dispatched to, on a manager cluster."""
-    jobset: str | None = None
-    """For a Job of a ``KueueJobSetOperator`` task: its JobSet (admitted as one Workload) ..."""
-    replicated_job: str | None = None
-    """... and which of its replicated jobs it runs."""
+    parent: ChildOf | None = None
+    """For a child Job (a ``KueueJobSetOperator`` task's): its parent (a JobSet, admitted as one Workload)
+    and which part of it (a replicated job) it runs."""
     placement: str | None = None
     """Where Kueue's topology-aware scheduling put the Job's pods (its replicated job's pod set, for a
     JobSet's Job), when it did."""
@@ -106,8 +105,11 @@ class JobPanel:
             "workload_name": self.workload_name,
             "cluster_queue": self.cluster_queue,
             "worker_cluster": self.worker_cluster,
-            "jobset": self.jobset,
-            "replicated_job": self.replicated_job,
+            "parent": (
+                {"kind": self.parent.parent.kind, "name": self.parent.name, "part": self.parent.part}
+                if self.parent
+                else None
+            ),
             "placement": self.placement,
             "summary": self.summary,
             "eta": self.live.eta.to_dict() if self.live.eta else None,
@@ -209,8 +211,8 @@ def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
     meta = job["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     workload = hook.workload_for_job(namespace, workload_owner_uid(job) or meta["uid"])
-    membership = jobset_membership(job)
-    events = hook.events_of(namespace, "Job", name)
+    parent = child_of(job)
+    events = hook.events_of(namespace, child_kind().kind, name)
     if workload is not None:
         events += hook.events_of(namespace, "Workload", workload["metadata"]["name"])
     view = view_of(job, workload)
@@ -224,21 +226,20 @@ def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
         workload_name=workload["metadata"]["name"] if workload else None,
         cluster_queue=view.workload.cluster_queue if view.workload else None,
         worker_cluster=view.workload.worker_cluster if view.workload else None,
-        jobset=membership[0] if membership else None,
-        replicated_job=membership[1] if membership else None,
-        placement=_placement(view.workload, membership[1] if membership else None),
+        parent=parent,
+        placement=_placement(view.workload, parent.part if parent else None),
         live=live_state(job, workload, time.time(), position=position),
         timeline=admission_timeline(job, workload, events),
     )
 
 
-def _placement(workload: WorkloadState | None, replicated_job: str | None) -> str | None:
-    """The TAS placement of the Job's pods: a JobSet's Workload has one per replicated job."""
+def _placement(workload: WorkloadState | None, part: str | None) -> str | None:
+    """The TAS placement of the Job's pods: a parent's Workload (a JobSet's) has one per part (pod set)."""
     if workload is None:
         return None
-    if replicated_job is None:
+    if part is None:
         return workload.topology.describe() if workload.topology else None
-    placed = dict(workload.placements).get(replicated_job)
+    placed = dict(workload.placements).get(part)
     return placed.describe() if placed else None
 
 

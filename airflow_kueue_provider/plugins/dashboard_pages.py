@@ -199,8 +199,9 @@ def _panel(panel: JobPanel, log_query: str | None = None) -> PanelView:
         meta += f", ClusterQueue {panel.cluster_queue}"
     if panel.worker_cluster:
         meta += f", worker cluster {panel.worker_cluster} (MultiKueue)"
-    if panel.jobset:
-        meta += f", replicated job {panel.replicated_job} of JobSet {panel.jobset} (admitted as one Workload)"
+    if (parent := panel.parent) is not None:
+        of = f"{parent.parent.child_part_noun} {parent.part} of {parent.parent.kind} {parent.name}"
+        meta += f", {of} (admitted as one Workload)"
     if panel.placement:
         meta += f", placed on {panel.placement}"
     log_url = None if log_query is None else f"api/task/log?{log_query}&{urlencode({'job': panel.name})}"

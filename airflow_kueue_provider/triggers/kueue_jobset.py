@@ -12,10 +12,15 @@ from typing import Any
 
 from ..kueue.job_progress import Outcome
 from ..kueue.jobset import JobSetView, jobset_view
-from ..kueue.jobset_result import jobset_progress_line, jobset_result_of, unmanaged_jobset_verdict
+from ..kueue.jobset_result import (
+    jobset_progress_line,
+    jobset_result_of,
+    jobset_start_overdue,
+    unmanaged_jobset_verdict,
+)
 from ..kueue.kinds.jobset import JOBSET
 from ..kueue.quota_guard import Unmanaged
-from ..kueue.start_guard import jobset_start_overdue, stuck_reason
+from ..kueue.start_guard import stuck_reason
 from ..watch.following import Following
 from ..watch.snapshots import KindSnapshot
 from .kueue_follow import KueueFollowTrigger

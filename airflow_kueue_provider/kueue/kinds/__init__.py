@@ -9,13 +9,17 @@ from __future__ import annotations
 from . import job, jobset  # noqa: F401  (the built-in kinds register themselves)
 from .description import ApiCoordinates, Condition, ConditionEnd, EndRule, KindDescription
 from .registry import (
+    ChildOf,
     UnknownKind,
     by_plural,
     child_kind,
+    child_labels,
+    child_of,
     describe,
     finished_condition,
     kind_of_keys,
     kinds,
+    operator_names,
     parent_names,
     register,
     succeeded,
@@ -24,6 +28,7 @@ from .registry import (
 
 __all__ = [
     "ApiCoordinates",
+    "ChildOf",
     "Condition",
     "ConditionEnd",
     "EndRule",
@@ -31,10 +36,13 @@ __all__ = [
     "UnknownKind",
     "by_plural",
     "child_kind",
+    "child_labels",
+    "child_of",
     "describe",
     "finished_condition",
     "kind_of_keys",
     "kinds",
+    "operator_names",
     "parent_names",
     "register",
     "succeeded",

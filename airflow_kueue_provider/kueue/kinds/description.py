@@ -70,6 +70,11 @@ def no_child_templates(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
+def owns_no_child(child: Mapping[str, Any], parent: Mapping[str, Any]) -> bool:
+    """A kind without child Jobs owns none."""
+    return False
+
+
 @dataclass(frozen=True)
 class KindDescription:
     """One job kind, registered once (``kinds.register``)."""
@@ -88,8 +93,17 @@ class KindDescription:
     """The worker seals the uid right after create (it may patch the kind; not a JobSet, docs/tenancy.md)."""
     child_label: str | None = None
     """The label its child Jobs carry with its name (the JobSet controller's); None: it has no child Jobs."""
+    child_part_label: str | None = None
+    """The label its child Jobs carry with which part of it they are (a JobSet's replicated job)."""
+    child_part_noun: str = "part"
+    """What the UI calls such a part ("replicated job")."""
+    owns_child: Callable[[Mapping[str, Any], Mapping[str, Any]], bool] = field(default=owns_no_child)
+    """Whether a Job is one its controller made for this object (by controller uid, never by a label a
+    tenant can copy): what proves a child Job is the task's (the UI)."""
     child_templates: Callable[[Mapping[str, Any]], list[dict[str, Any]]] = field(default=no_child_templates)
     """The Job templates inside a manifest of the kind (a JobSet's replicated jobs'): they carry its seal."""
+    operator_names: tuple[str, ...] = ()
+    """Its operators' class names, as Airflow records a task's operator (what the UI shows a tab for)."""
     hosts_children: bool = False
     """Its objects may be another kind's child Jobs (they carry that kind's ``child_label``)."""
     always_watched: bool = False

@@ -15,6 +15,7 @@ JOB = register(
         secret_tag="",
         uid_sealed=True,
         hosts_children=True,
+        operator_names=("KueueIndexedJobOperator", "KueueDecoratedOperator"),  # @task.kueue too
         always_watched=True,
     )
 )

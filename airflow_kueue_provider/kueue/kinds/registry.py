@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import KueueProviderError
 from .description import Condition, KindDescription
 
 _KINDS: dict[str, KindDescription] = {}
+_CHILD_LABELS: frozenset[str] = frozenset()  # kept current by register/unregister: read per cached object
 
 
 class UnknownKind(ValueError, KueueProviderError):
@@ -24,7 +26,15 @@ def register(description: KindDescription) -> KindDescription:
         raise ValueError(f"kind {description.kind} is registered already with another description")
     _check_unique(description)
     _KINDS[description.kind] = description
+    _changed()
     return description
+
+
+def _changed() -> None:
+    global _CHILD_LABELS
+    _CHILD_LABELS = frozenset(
+        label for d in _KINDS.values() for label in (d.child_label, d.child_part_label) if label
+    )
 
 
 def _check_unique(new: KindDescription) -> None:
@@ -46,6 +56,7 @@ def _check_unique(new: KindDescription) -> None:
 def unregister(kind: str) -> None:
     """Forget a kind (tests that register one of their own)."""
     _KINDS.pop(kind, None)
+    _changed()
 
 
 def describe(kind: str) -> KindDescription:
@@ -98,6 +109,37 @@ def workload_owner_uid(obj: Mapping[str, Any]) -> str | None:
             return str(ref["uid"])
     uid = meta.get("uid")
     return str(uid) if uid else None
+
+
+@dataclass(frozen=True)
+class ChildOf:
+    """What a child Job's labels say it belongs to: its parent's kind and name, and which part of it."""
+
+    parent: KindDescription
+    name: str
+    part: str
+
+
+def child_of(obj: Mapping[str, Any]) -> ChildOf | None:
+    """The parent a Job's labels name (the parent kind's child label and part label); None for a Job of its
+    own. Labels only: what proves it is ``KindDescription.owns_child``."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for d in _KINDS.values():
+        if d.child_label and d.child_part_label:
+            name, part = labels.get(d.child_label), labels.get(d.child_part_label)
+            if name and part:
+                return ChildOf(d, str(name), str(part))
+    return None
+
+
+def child_labels() -> frozenset[str]:
+    """The labels every registered kind's child Jobs carry (what a cache keeps of a Job's labels)."""
+    return _CHILD_LABELS
+
+
+def operator_names() -> frozenset[str]:
+    """Every registered kind's operator class names."""
+    return frozenset(n for d in _KINDS.values() for n in d.operator_names)
 
 
 def parent_names(obj: Mapping[str, Any]) -> list[tuple[KindDescription, str]]:

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from airflow_kueue_provider.decorators.kueue_task import KueueDecoratedOperator
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
-from airflow_kueue_provider.operators.failures import KueueJobFailed
+from airflow_kueue_provider.operators.indexed_job import KueueJobFailed
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 
 from ..cluster import Cluster, KueueEnv

@@ -18,9 +18,8 @@ from kubernetes.client.rest import ApiException
 
 from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from airflow_kueue_provider.kueue.names import ESCALATIONS_ANNOTATION
-from airflow_kueue_provider.operators.failures import KueueJobFailed, KueueJobSetFailed
-from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
-from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator, KueueJobFailed
+from airflow_kueue_provider.operators.jobset import KueueJobSetFailed, KueueJobSetOperator, KueueReplicatedJob
 from airflow_kueue_provider.operators.kueue_operator import KueueOperator
 
 from ..cluster import (

@@ -26,8 +26,7 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
-from airflow_kueue_provider.operators.failures import KueueJobFailed
-from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator, KueueJobFailed
 from devcluster.manifests import HOLD_ANNOTATION
 
 from ..cluster import HOLD, Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for

@@ -214,7 +214,8 @@ def test_the_task_view_of_a_jobset_task_shows_each_replicated_job_with_the_jobse
     by_job = {p["replicated_job"]: p for p in panels}
     assert sorted(by_job) == ["coordinator", "workers"], panels
     workers = by_job["workers"]
-    assert workers["name"] == f"{name}-workers-0" and workers["jobset"] == name
+    assert workers["name"] == f"{name}-workers-0"
+    assert workers["parent"] == {"kind": "JobSet", "name": name, "part": "workers"}
     # Kueue admitted the JobSet as one Workload: both Jobs show it and its ClusterQueue.
     assert workers["workload_name"] == result["workload_name"] == by_job["coordinator"]["workload_name"]
     assert workers["cluster_queue"] == env.cluster_queue and workers["grid"]["counts"]["done"] == 6

@@ -20,6 +20,8 @@ from fastapi.testclient import TestClient
 from airflow_kueue_provider.kueue.eta import Estimate
 from airflow_kueue_provider.kueue.index_grid import IndexGrid
 from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.kueue.kinds import ChildOf
+from airflow_kueue_provider.kueue.kinds.jobset import JOBSET
 from airflow_kueue_provider.kueue.run_history import QueueHistory, RunRecord, queue_histories
 from airflow_kueue_provider.plugins import dashboard_pages, page_templates, svg_chart, trend_pages
 from airflow_kueue_provider.plugins.app_settings import DashboardSettings
@@ -154,7 +156,7 @@ def _panel(x: str) -> JobPanel:
     live = LiveState(f"job{x}", f"running{x}", eta, grid, False, T0, (escalation,))
     steps = [TimelineStep(T0, f"evicted{x}", f"note{x}", f"Workload{x}", True)]
     ids = (f"ns{x}", f"job{x}", f"1{x}", f"wl{x}", f"cq{x}")
-    return JobPanel(*ids, live, steps, f"worker{x}", f"js{x}", f"rj{x}", f"placement{x}")
+    return JobPanel(*ids, live, steps, f"worker{x}", ChildOf(JOBSET, f"js{x}", f"rj{x}"), f"placement{x}")
 
 
 def _chart(x: str) -> str:

@@ -14,6 +14,7 @@ from airflow_kueue_provider.kueue.deadline import deadline_of
 from airflow_kueue_provider.kueue.identity_seal import IdentitySeal
 from airflow_kueue_provider.kueue.job_ownership import belongs_to_try, is_managed
 from airflow_kueue_provider.kueue.jobset import workload_owner_uid
+from airflow_kueue_provider.kueue.kinds import child_labels
 from airflow_kueue_provider.kueue.kinds.jobset import JOBSET
 from airflow_kueue_provider.kueue.names import (
     DEADLINE_ANNOTATION,
@@ -78,7 +79,8 @@ def test_only_read_keys_are_kept_and_they_read_as_before() -> None:
     cache._replace("jobs", [job])
     kept = cache.slot("jobs")["job-a"]
     meta = kept["metadata"]
-    assert set(meta["labels"]) <= KEPT_LABELS and "team.example.com/anything" not in meta["labels"]
+    assert set(meta["labels"]) <= KEPT_LABELS | child_labels()
+    assert "team.example.com/anything" not in meta["labels"]
     assert set(meta["annotations"]) <= KEPT_ANNOTATIONS
     assert "flood.example.com/blob" not in meta["annotations"]
     assert "finalizers" not in meta and "managedFields" not in meta and "template" not in kept["spec"]
