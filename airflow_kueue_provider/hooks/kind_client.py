@@ -67,6 +67,19 @@ class KindClient:
         create = functools.partial(self._call, "create_namespaced_custom_object", namespace, body)
         return dict(call_with_retry(create, f"create {self.noun}"))
 
+    def dry_run(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The object as the apiserver would create it (its admission webhooks' defaults: Kueue's
+        ``spec.managedBy`` on a MultiKueue queue), nothing created; None when the apiserver refuses it (an
+        object of that name exists, RBAC, a policy): the real create then decides, and names the fix."""
+        namespace = body["metadata"]["namespace"]
+        create = functools.partial(
+            self._call, "create_namespaced_custom_object", namespace, body, dry_run="All"
+        )
+        try:
+            return dict(call_with_retry(create, f"dry-run create {self.noun}"))
+        except ApiException:
+            return None
+
     def task_instance_objects(
         self, namespace: str, identity: AirflowIdentity, *, unsealed_too: bool = True
     ) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ from .deadline_handling import Spill
 from .deadline_spill import JobSpill
 from .failures import KueueTaskFailed
 from .indexed_job_manifest import IndexedJobManifest
+from .job_submission import Submission
 from .k8s_models import from_secrets, plain, secret_names
 from .kueue_operator import KueueOperator
 from .operator_kind import Shards, TaskEntry, WaitOn
@@ -344,7 +345,10 @@ class KueueIndexedJobOperator(IndexedJobManifest, KueueOperator):
         name = deterministic_job_name(
             identity, self.job_name_prefix, seal=identity_seal(), per_try=True, variant=SPILL_NAME_VARIANT
         )
-        submit = functools.partial(self._submit, entry.client, identity=identity, shards=session)
+
+        def submit(manifest: dict[str, Any], indexes: IndexSet) -> Submission:
+            return self._submit(entry.client, manifest, identity, session, indexes)
+
         manifest = self.build_manifest(identity)
         model = self._cost_model()
         return JobSpill(entry.client, session, identity, manifest, name, spill_to, model, self.spot, submit)

@@ -16,11 +16,12 @@ from kubernetes.client.rest import ApiException
 
 from ..airflow_compat import AirflowFailException
 from ..hooks.identity_key import identity_seal
+from ..hooks.kind_client import KindClient
 from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.attempt_figures import GangCostModel, PodSetPrice
 from ..kueue.index_set import IndexSet
 from ..kueue.job_manifest import build_indexed_job
-from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
+from ..kueue.job_spec import MULTIKUEUE_CONTROLLER, IndexedJobSpec, InvalidJobSpec
 from ..kueue.job_template import as_mapping, template_main_container
 from ..kueue.job_validation import validate_untemplated
 from ..kueue.jobset import ReplicatedJob, build_jobset, jobset_name_for, replicated_job_problems
@@ -405,6 +406,21 @@ class KueueJobSetOperator(KueueOperator):
             ),
             self.vm_price,
         )
+
+    def _before_create(self, client: KindClient, manifest: dict[str, Any]) -> None:
+        """Refuse a MultiKueue queue before anything is created: Kueue would dispatch the JobSet to a worker
+        cluster (its webhook sets ``spec.managedBy``, seen here in a server-side dry run), where its child
+        Jobs and pods then run, while this task follows, checks and tails the child Jobs on this cluster,
+        where there are none. Jobs run through MultiKueue unchanged (Kueue copies their status back)."""
+        defaulted = client.dry_run(manifest)
+        if defaulted is not None and (defaulted.get("spec") or {}).get("managedBy") == MULTIKUEUE_CONTROLLER:
+            raise AirflowFailException(
+                f"{self.task_id}: LocalQueue {self.queue_name!r} dispatches through MultiKueue (its "
+                "ClusterQueue has a MultiKueue admission check), which this operator does not support for "
+                "JobSets: the task follows the JobSet's child Jobs on this cluster, and MultiKueue runs them "
+                "on a worker cluster. Nothing was created. Use a queue without MultiKueue, or "
+                "KueueIndexedJobOperator, which runs through MultiKueue unchanged"
+            )
 
     def _submitted_line(self) -> str:
         return ": " + ", ".join(f"{rj.name} {rj.replicas}x{rj.completions}" for rj in self.replicated_jobs)

@@ -271,6 +271,7 @@ class KueueOperator(OperatorKind, BaseOperator):
         its pods their checkpoint credential and let the kind record the attempt (also for an adopted one:
         its worker may have died before recording it)."""
         self._shape(manifest, shards, indexes)
+        self._before_create(client, manifest)
         token = shards.prepare_pod_access()  # before the object: a bad connection creates nothing
         submission = create_or_adopt_object(client, manifest, identity, identity_seal())
         shards.hand_pods_their_sas(client, submission.job, token)

@@ -21,12 +21,12 @@ from ..kueue.ledger import RunLedger
 from ..kueue.shard_packing import PackingChoice
 from ..kueue.trigger_event import KueueEvent
 from ..triggers.kueue_follow import KueueFollowTrigger
-from .checkpointing import CheckpointSession
 from .deadline_handling import Spill
 from .failures import KueueTaskFailed
-from .no_checkpointing import NoCheckpointing
+from .shard_session import ShardSession
 
-Shards = CheckpointSession | NoCheckpointing
+Shards = ShardSession
+"""The try's shards: a ``CheckpointSession``, or the ``NoCheckpointing`` null object (the seam's Protocol)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,11 @@ class OperatorKind(ABC):
     def _packing(self) -> PackingChoice:
         """How many shards each pod runs (the Job kind with ``shards_per_pod``); one by default."""
         return PackingChoice()
+
+    def _before_create(self, client: KindClient, manifest: dict[str, Any]) -> None:
+        """What the kind checks of its object as the cluster would create it, before it does (the JobSet
+        kind: not through MultiKueue); nothing by default."""
+        return None
 
     def _reattaches_to_completed(self, shards: Shards) -> bool:
         """Whether a retry reattaches to an earlier object that completed (and returns its result), rather

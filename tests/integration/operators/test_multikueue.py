@@ -10,10 +10,14 @@ from typing import Any
 import pytest
 from airflow.exceptions import TaskDeferred
 
+from airflow_kueue_provider.airflow_compat import AirflowFailException
+from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
+
 from ..airflow_runner import AirflowHome
 from ..cluster import HOLD, KueueEnv, indexed_job, is_true, wait_for
 from ..conftest import MultiKueueEnv
 from .test_indexed_job_queueing import returned_result, write_operator_dag
+from .test_jobset import _jobsets
 from .test_shared_cluster_safety import _operator, _ti
 
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -155,3 +159,25 @@ def test_a_job_that_requests_nothing_fails_naming_the_fix_instead_of_waiting_for
         _operator(mk.manager).execute({"ti": _ti("mk-no-requests")})  # type: ignore[arg-type]
     assert "resources={'requests'" in str(failure.value)
     wait_for("the undispatched Job deleted", lambda: mk.manager.jobs() == [], timeout=60)
+
+
+def test_a_jobset_task_on_a_multikueue_queue_is_refused_before_anything_is_created(
+    multikueue_env_factory: Any,
+) -> None:
+    """Kueue would dispatch the JobSet to a worker cluster, where its child Jobs run, while the task follows
+    the child Jobs on the manager: the operator says so and creates nothing (a dry run shows Kueue's
+    ``spec.managedBy``)."""
+    mk: MultiKueueEnv = multikueue_env_factory()
+    op = KueueJobSetOperator(
+        task_id="gang",
+        namespace=mk.manager.namespace,
+        queue_name=mk.manager.local_queue,
+        replicated_jobs=[
+            KueueReplicatedJob("workers", image="example.invalid/w:1", completions=2, resources=REQUESTS)
+        ],
+        deferrable=False,
+    )
+    with pytest.raises(AirflowFailException, match="dispatches through MultiKueue") as refused:
+        op.execute({"ti": _ti("mk-jobset")})  # type: ignore[arg-type]
+    assert "Nothing was created" in str(refused.value) and "KueueIndexedJobOperator" in str(refused.value)
+    assert _jobsets(mk.manager) == [] and mk.manager.jobs() == []
