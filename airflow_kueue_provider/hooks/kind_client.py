@@ -15,8 +15,6 @@ from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.identity_seal import IdentitySeal, sealed_only
 from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
 from ..kueue.kinds import KindDescription
-from ..kueue.names import DAG_ID_LABEL, RUN_ID_LABEL, TASK_ID_LABEL
-from . import kueue_api
 from .cluster_target import ClusterTarget
 from .identity_key import identity_seal
 from .kueue_hook import DELETE_ATTEMPTS, KueueApiError, KueueHook
@@ -87,10 +85,7 @@ class KindClient:
         out. The labels pre-select on the server, the full identity in the annotations decides (labels are
         hashed and can collide between run ids); without ``unsealed_too``, objects without the task's seal
         are left out too (docs/tenancy.md). Reattach sorts them itself, so it asks for all."""
-        labels = identity.labels()
-        selector = kueue_api.label_selector(
-            {k: labels[k] for k in (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL)}
-        )
+        selector = identity.task_instance_selector()
         listing = functools.partial(
             self._call, "list_namespaced_custom_object", namespace, label_selector=selector
         )

@@ -45,6 +45,12 @@ class AirflowIdentity:
             labels[MAP_INDEX_LABEL] = str(self.map_index)
         return labels
 
+    def task_instance_selector(self) -> str:
+        """The label selector of the task instance's objects, any try (a server-side pre-selection: labels
+        are hashed and can collide, the annotations decide)."""
+        labels = self.labels()
+        return ",".join(f"{k}={labels[k]}" for k in sorted((DAG_ID_LABEL, RUN_ID_LABEL, TASK_ID_LABEL)))
+
     def annotations(self) -> dict[str, str]:
         """The full, unhashed values."""
         return {

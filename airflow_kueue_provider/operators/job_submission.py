@@ -139,9 +139,8 @@ def sealed_previous(
     """The task instance's objects it may adopt (``kueue.job_ownership.sort_by_seal``). The others: an
     earlier try's live Job whose uid seal was never written is deleted (by uid); anything else that carries
     the task's labels without its seal is left alone and said once."""
-    found = sort_by_seal(
-        client.task_instance_objects(namespace, identity), identity, seal, client.noun, client.uid_sealed
-    )
+    listed = client.task_instance_objects(namespace, identity)
+    found = sort_by_seal(listed, identity, seal, client.noun, client.uid_sealed)
     for obj in found.ignored:
         logger.warning(
             "%s %s/%s ignored: carries this task's labels but not its seal (not adopted, not deleted)",

@@ -94,6 +94,10 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
+RESUME_METHOD = "execute_complete"
+"""Where a deferred (or, in blocking mode, an inline) trigger's event comes back."""
+
+
 class KueueOperator(OperatorKind, BaseOperator):
     """The template of every kind; its parameters are in this module's docstring."""
 
@@ -313,9 +317,13 @@ class KueueOperator(OperatorKind, BaseOperator):
         return TaskEntry(identity, self._client(), self._shards(identity, check))
 
     def _wait(self, context: Context, trigger: KueueFollowTrigger[Any]) -> dict[str, Any]:
+        """Defer to the triggerer; in blocking mode run the same trigger here and resume the way Airflow
+        resumes a deferred task (``resume_execution``): one entry into ``execute_complete`` for both."""
         if self.deferrable:
-            self.defer(trigger=trigger, method_name="execute_complete")
-        return self.execute_complete(context, asyncio.run(trigger.first_event()))
+            self.defer(trigger=trigger, method_name=RESUME_METHOD)
+        event = asyncio.run(trigger.first_event())
+        result: dict[str, Any] = self.resume_execution(RESUME_METHOD, {"event": event}, context)
+        return result
 
     # --- the final event -> result or failure ---------------------------------------------------------------
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
