@@ -23,10 +23,7 @@ from .index_set import IndexSet
 from .job_progress import finished_condition
 from .job_spec import InvalidJobSpec
 from .k8s_names import DNS1123_LABEL_MAX_LENGTH, MAX_JOB_NAME_LENGTH, is_dns1123_label
-from .kinds import workload_owner_uid as workload_owner_uid  # the UI reads it from here
-from .kinds.jobset import JOBSET
-from .kinds.jobset import is_jobset_child as is_jobset_child
-from .kinds.jobset import jobset_membership as jobset_membership
+from .kinds.jobset import JOBSET, is_jobset_child
 from .names import QUEUE_NAME_LABEL, REPLICATED_JOB_LABEL
 from .workload_state import WorkloadState, workload_state_from_dict
 

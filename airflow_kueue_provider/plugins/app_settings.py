@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..hooks.kueue_hook import KueueHook
-from ..kueue.run_history import RunRecord
 from .dashboard_data import QUEUE_SAMPLES, TaskInstanceFacts
 from .fanout import StreamCaps, configured_caps
 from .read_caps import ReadCaps, configured_read_caps
 from .run_history_source import airflow_run_records, airflow_task_run_records
 from .task_instance_source import airflow_task_instance
+from .views.run_history import RunRecord
 from .views.run_trends import QueueSampleRing
 
 

@@ -15,7 +15,6 @@ from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.api_time import parse_api_time
 from ..kueue.deadline import deadline_of
 from ..kueue.eta import Estimate, FinishClock, average_finish
-from ..kueue.index_grid import IndexGrid, index_grid, likely_running, shard_grid
 from ..kueue.job_progress import JobView, progress_line, view_of
 from ..kueue.kinds import ChildOf, child_kind, child_of, operator_names, workload_owner_uid
 from ..kueue.names import TRY_NUMBER_LABEL
@@ -23,6 +22,7 @@ from ..kueue.shard_packing import packs_of_job
 from ..kueue.workload_state import WorkloadPhase, WorkloadState
 from .pending_positions import SHARED
 from .views.admission_timeline import TimelineStep, admission_timeline
+from .views.index_grid import IndexGrid, index_grid, likely_running, shard_grid
 from .views.queue_overview import QueueRow, queue_rows
 from .views.run_trends import QueueSampleRing
 

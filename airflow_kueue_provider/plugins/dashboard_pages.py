@@ -10,8 +10,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from ..kueue.index_grid import IndexGrid
-from ..kueue.run_history import QueueHistory, RunRecord
 from .dashboard_data import KUEUE_OPERATORS, JobPanel, LiveState, TaskInstanceFacts
 from .page_templates import render, render_macro
 from .svg_chart import ChartView
@@ -22,7 +20,9 @@ from .trend_pages import (
     queues_over_time_view,
     task_trend_view,
 )
+from .views.index_grid import IndexGrid
 from .views.queue_overview import QueueRow
+from .views.run_history import QueueHistory, RunRecord
 from .views.run_trends import QueueSample, TaskTrend
 
 GRID_CELL_LIMIT = 2_000

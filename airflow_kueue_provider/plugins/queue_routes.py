@@ -12,10 +12,10 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from ..kueue.run_history import queue_histories
 from . import dashboard_pages, live_feed
 from .app_context import AppContext
 from .dashboard_data import queue_dashboard
+from .views.run_history import queue_histories
 from .views.run_trends import QueueSample
 
 

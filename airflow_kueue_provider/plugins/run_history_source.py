@@ -13,8 +13,8 @@ import logging
 from collections.abc import Collection
 from typing import Any
 
-from ..kueue.run_history import RunRecord
 from .dashboard_data import KUEUE_OPERATORS
+from .views.run_history import RunRecord
 from .views.run_trends import RUNS_PER_TASK
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ..kueue.run_history import QueueHistory
 from .page_templates import render_macro
 from .svg_chart import ChartView, Point, Reference, Series, chart_view, duration_unit, time_chart
+from .views.run_history import QueueHistory
 from .views.run_trends import (
     SAMPLE_WINDOW_SECONDS,
     QueueSample,

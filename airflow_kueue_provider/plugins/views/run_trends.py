@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from ...kueue.quantity import parse_quantity
-from ...kueue.run_history import RunRecord
+from .run_history import RunRecord
 
 RUNS_PER_TASK = 30
 """Runs of one task in its plot: a month of a nightly pipeline."""

@@ -122,7 +122,8 @@ def test_a_name_too_long_for_the_pod_names_is_refused() -> None:
 
 
 def test_a_jobsets_job_is_known_by_its_labels_and_runs_under_the_jobsets_workload() -> None:
-    from airflow_kueue_provider.kueue.jobset import jobset_membership, workload_owner_uid
+    from airflow_kueue_provider.kueue.kinds import workload_owner_uid
+    from airflow_kueue_provider.kueue.kinds.jobset import jobset_membership
 
     child = {
         "metadata": {
@@ -140,7 +141,7 @@ def test_a_jobsets_job_is_known_by_its_labels_and_runs_under_the_jobsets_workloa
 def test_only_the_jobs_the_jobset_controller_made_for_it_count_as_its_children() -> None:
     """Labels and an ownerReference are anyone's to copy: a child is controlled by the JobSet's uid and named
     <jobset>-<replicated job>-<replica> for a replica the JobSet has."""
-    from airflow_kueue_provider.kueue.jobset import is_jobset_child
+    from airflow_kueue_provider.kueue.kinds.jobset import is_jobset_child
 
     jobset = {**_jobset(), "status": {}}
     jobset["metadata"].update(namespace="ns", uid="js-uid")

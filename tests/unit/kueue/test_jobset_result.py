@@ -15,9 +15,9 @@ from airflow_kueue_provider.kueue.jobset_result import (
     unmanaged_jobset_verdict,
 )
 from airflow_kueue_provider.kueue.names import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
-from airflow_kueue_provider.kueue.run_history import RunRecord
 from airflow_kueue_provider.kueue.topology import TopologyPlacement
 from airflow_kueue_provider.kueue.workload_state import WorkloadPhase, WorkloadState
+from airflow_kueue_provider.plugins.views.run_history import RunRecord
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 

@@ -9,11 +9,11 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from airflow_kueue_provider.kueue.index_grid import IndexGrid
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.plugins.dashboard_data import JobPanel, LiveState
 from airflow_kueue_provider.plugins.dashboard_pages import grid_html, queues_page, task_page
 from airflow_kueue_provider.plugins.views.admission_timeline import TimelineStep
+from airflow_kueue_provider.plugins.views.index_grid import IndexGrid
 from airflow_kueue_provider.plugins.views.queue_overview import QueueRow, ResourceUse
 
 _PLUGIN_CHECK = """
@@ -99,9 +99,9 @@ def test_the_unfilled_map_index_placeholder_means_an_unmapped_task() -> None:
 def test_the_run_history_shows_only_the_dags_the_user_may_read() -> None:
     from fastapi.testclient import TestClient
 
-    from airflow_kueue_provider.kueue.run_history import RunRecord
     from airflow_kueue_provider.plugins.app_settings import DashboardSettings
     from airflow_kueue_provider.plugins.dashboard_app import create_app
+    from airflow_kueue_provider.plugins.views.run_history import RunRecord
 
     class NoQueues:
         def list_local_queues(self, namespace: str | None) -> list[dict[str, object]]:

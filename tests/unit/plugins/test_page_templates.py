@@ -18,17 +18,17 @@ import pytest
 from fastapi.testclient import TestClient
 
 from airflow_kueue_provider.kueue.eta import Estimate
-from airflow_kueue_provider.kueue.index_grid import IndexGrid
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.kinds import ChildOf
 from airflow_kueue_provider.kueue.kinds.jobset import JOBSET
-from airflow_kueue_provider.kueue.run_history import QueueHistory, RunRecord, queue_histories
 from airflow_kueue_provider.plugins import dashboard_pages, page_templates, svg_chart, trend_pages
 from airflow_kueue_provider.plugins.app_settings import DashboardSettings
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.dashboard_data import JobPanel, LiveState, TaskInstanceFacts
 from airflow_kueue_provider.plugins.views.admission_timeline import TimelineStep
+from airflow_kueue_provider.plugins.views.index_grid import IndexGrid
 from airflow_kueue_provider.plugins.views.queue_overview import QueueRow, ResourceUse
+from airflow_kueue_provider.plugins.views.run_history import QueueHistory, RunRecord, queue_histories
 from airflow_kueue_provider.plugins.views.run_trends import QueueSample, QuotaUse, task_trend
 
 REPO = Path(__file__).resolve().parents[3]

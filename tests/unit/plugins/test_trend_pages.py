@@ -9,11 +9,11 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from airflow_kueue_provider.kueue.run_history import RunRecord
 from airflow_kueue_provider.plugins.app_settings import DashboardSettings
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.dashboard_data import TaskInstanceFacts
 from airflow_kueue_provider.plugins.trend_pages import IDEAL_SENTENCE, task_trend_html
+from airflow_kueue_provider.plugins.views.run_history import RunRecord
 from airflow_kueue_provider.plugins.views.run_trends import QueueSampleRing, task_trend
 
 T0 = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)

@@ -9,12 +9,12 @@ from typing import Any
 from fastapi import Depends
 from fastapi.testclient import TestClient
 
-from airflow_kueue_provider.kueue.run_history import RunRecord
 from airflow_kueue_provider.plugins.app_settings import DashboardSettings
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.dashboard_data import TaskInstanceFacts
 from airflow_kueue_provider.plugins.route_access import dag_permission, readable_results
 from airflow_kueue_provider.plugins.task_routes import HIDDEN_RESULTS
+from airflow_kueue_provider.plugins.views.run_history import RunRecord
 
 from .test_trend_pages import RECORDS, TASK, FakeHook
 

@@ -13,8 +13,7 @@ from airflow_kueue_provider.kueue.cached_metadata import KEPT_ANNOTATIONS, KEPT_
 from airflow_kueue_provider.kueue.deadline import deadline_of
 from airflow_kueue_provider.kueue.identity_seal import IdentitySeal
 from airflow_kueue_provider.kueue.job_ownership import belongs_to_try, is_managed
-from airflow_kueue_provider.kueue.jobset import workload_owner_uid
-from airflow_kueue_provider.kueue.kinds import child_labels
+from airflow_kueue_provider.kueue.kinds import child_labels, workload_owner_uid
 from airflow_kueue_provider.kueue.kinds.jobset import JOBSET
 from airflow_kueue_provider.kueue.names import (
     DEADLINE_ANNOTATION,

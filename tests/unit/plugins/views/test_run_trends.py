@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow_kueue_provider.kueue.run_history import RunRecord
+from airflow_kueue_provider.plugins.views.run_history import RunRecord
 from airflow_kueue_provider.plugins.views.run_trends import (
     QueueSampleRing,
     ideal_seconds,

@@ -7,9 +7,15 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_kueue_provider.kueue.index_grid import MAX_BANDS, IndexRun, IndexState, index_grid, shard_grid
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.shard_packing import ShardPacks
+from airflow_kueue_provider.plugins.views.index_grid import (
+    MAX_BANDS,
+    IndexRun,
+    IndexState,
+    index_grid,
+    shard_grid,
+)
 
 
 def job(completions: int, completed: str = "", failed: str = "") -> dict[str, Any]:
@@ -96,7 +102,7 @@ def test_a_grid_with_few_runs_is_not_coarse() -> None:
 
 
 def test_likely_running_is_the_lowest_unfinished_indexes_as_many_as_active_pods() -> None:
-    from airflow_kueue_provider.kueue.index_grid import likely_running
+    from airflow_kueue_provider.plugins.views.index_grid import likely_running
 
     def job(active: int, completed: str = "", failed: str = "", completions: int = 10) -> dict[str, object]:
         status = {"active": active, "completedIndexes": completed, "failedIndexes": failed}

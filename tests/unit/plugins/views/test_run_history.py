@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from airflow_kueue_provider.kueue.run_history import RunRecord, queue_histories
+from airflow_kueue_provider.plugins.views.run_history import RunRecord, queue_histories
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 
