@@ -149,10 +149,10 @@ class GangCostModel:
         )
 
     def figures_of(
-        self, jobset: Mapping[str, Any], times: RunTimes, spot: bool, try_number: int | None
+        self, obj: Mapping[str, Any], times: RunTimes, spot: bool, try_number: int | None
     ) -> AttemptFigures:
-        """The JobSet at the pods of every replicated job."""
-        return self.figures(_name(jobset), times[0], times[1], spot, try_number)
+        """The object (a JobSet) at the pods of every part (replicated job)."""
+        return self.figures(_name(obj), times[0], times[1], spot, try_number)
 
     def basis(self, attempts: Sequence[AttemptFigures]) -> str:
         """``(1 coordinator pod of 0.062 + 8 workers pods of 0.250) Standard_D16ds_v5 x 45.0 s at $0.181/h

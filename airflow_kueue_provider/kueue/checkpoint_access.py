@@ -93,9 +93,10 @@ def is_shard_container_of(base: str, name: str, prefix: str, salt: str | None = 
     return name == shard_container_name(base, prefix, salt)
 
 
-def sas_secret_name(job_name: str, access_id: str, owner_kind: str = "Job") -> str:
-    """The Secret that hands the pods of a Job (or of the ``owner_kind`` named ``job_name``) their SAS
-    (``access_id``: ``ACCESS_ID_HEX`` random hex)."""
+def sas_secret_name(job_name: str, access_id: str, owner_kind: str | None = None) -> str:
+    """The Secret that hands the pods of the ``owner_kind`` object named ``job_name`` (a Job by default:
+    ``kinds.child_kind``) their SAS (``access_id``: ``ACCESS_ID_HEX`` random hex)."""
+    owner_kind = owner_kind or kinds.child_kind().kind
     if not re.fullmatch(rf"[0-9a-f]{{{ACCESS_ID_HEX}}}", access_id):
         raise ValueError(f"access_id={access_id!r} must be {ACCESS_ID_HEX} lowercase hex characters")
     try:

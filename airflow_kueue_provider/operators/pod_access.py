@@ -28,6 +28,7 @@ from ..kueue.checkpoint_access import (
     secret_name_of,
     signed_sas_ttl,
 )
+from ..kueue.kinds import child_kind
 from ..kueue.names import CHECKPOINT_SAS_ENV, CHECKPOINT_SAS_FILE_ENV, SAS_MOUNT_DIR, SAS_SECRET_KEY
 from ..storage.blob_errors import BlobStoreError
 from .checkpoint_place import CheckpointPlace
@@ -45,7 +46,7 @@ class PodAccess:
     def __init__(self, place: CheckpointPlace) -> None:
         self.place = place
         self._shaped = ("", _access_id())  # (object name, access id) the pods were last shaped for
-        self._shaped_kind = "Job"  # the kind of that object (its Secret's name says it)
+        self._shaped_kind = child_kind().kind  # the kind of that object (its Secret's name says it)
         self._handed: dict[str, tuple[str, str, str]] = {}  # object name -> (namespace, Secret, object uid)
 
     @property
@@ -62,7 +63,7 @@ class PodAccess:
         self._shaped = (name, _access_id())
         self._shaped_kind = kind
 
-    def secret_env(self, job_name: str | None, owner_kind: str) -> list[dict[str, Any]]:
+    def secret_env(self, job_name: str | None, owner_kind: str | None) -> list[dict[str, Any]]:
         """The pod env that reads the SAS from ``job_name``'s Secret (also as the mounted file's path);
         none with workload identity, or for an unnamed object."""
         if not (self.pods_use_sas and job_name):
@@ -144,7 +145,11 @@ class PodAccess:
             raise ValueError(f"{meta['name']}: its pods read no {CHECKPOINT_SAS_ENV} Secret (not shaped)")
         if meta.get("uid"):
             self._handed[meta["name"]] = (meta["namespace"], secret_name, str(meta["uid"]))
-        owner = {"apiVersion": job.get("apiVersion") or "batch/v1", "kind": job.get("kind") or "Job"}
+        default = child_kind()  # an object read without its type is the kind every pod runs in
+        owner = {
+            "apiVersion": job.get("apiVersion") or default.api.api_version,
+            "kind": job.get("kind") or default.kind,
+        }
         return {
             "apiVersion": "v1",
             "kind": "Secret",

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..kueue.checkpoint_access import mount_sas_file, secret_name_of
 from ..kueue.index_set import IndexSet
+from ..kueue.kinds import child_kind
 from ..kueue.names import (
     CHECKPOINT_PREFIX_ENV,
     CHECKPOINT_URL_ENV,
@@ -35,7 +36,7 @@ class PodShaping:
         packs: ShardPacks,
         termination_grace: int = 30,
         job_name: str | None = None,
-        owner_kind: str = "Job",
+        owner_kind: str | None = None,
     ) -> list[dict[str, Any]]:
         """The env each pod reads: its shards, the checkpoint container and prefix, its flush deadline and
         (with a SAS) where its credential is."""
@@ -57,7 +58,7 @@ class PodShaping:
         each pod where to checkpoint, with which credential (the Job's SAS Secret, created right after the
         Job: the Job starts suspended; its name gets a new random suffix here)."""
         meta = manifest.get("metadata", {})
-        kind = str(manifest.get("kind") or "Job")
+        kind = str(manifest.get("kind") or child_kind().kind)
         self.access.shaping(str(meta.get("name") or ""), kind)
         packs = self.packing.packs(shards)
         spec = manifest["spec"]

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ...kueue.api_time import parse_api_time
+from ...kueue.kinds import child_kind
 
 _SAME_MOMENT = timedelta(seconds=2)
 _NOISY_REASONS = frozenset({"SuccessfulCreate", "SuccessfulDelete"})
@@ -29,6 +30,8 @@ _WORKLOAD_CONDITIONS = (
     "Finished",
 )
 _JOB_CONDITIONS = ("Suspended", "Complete", "Failed")
+JOB_NOUN = child_kind().kind
+"""What the timeline calls the Job it is drawn for (the kind every pod runs in)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ def admission_timeline(
     steps: list[TimelineStep] = []
     created = parse_api_time((job.get("metadata") or {}).get("creationTimestamp"))
     if created is not None:
-        steps.append(TimelineStep(created, "submitted", _job_name(job), "Job"))
+        steps.append(TimelineStep(created, "submitted", _job_name(job), JOB_NOUN))
     if workload is not None:
         wl_created = parse_api_time((workload.get("metadata") or {}).get("creationTimestamp"))
         queue = (workload.get("spec") or {}).get("queueName")
@@ -71,7 +74,7 @@ def admission_timeline(
     steps += [step for step in map(_from_event, events) if step is not None]
     if workload is not None:
         steps += _conditions(workload, _WORKLOAD_CONDITIONS, "Workload", steps)
-    steps += _conditions(job, _JOB_CONDITIONS, "Job", steps)
+    steps += _conditions(job, _JOB_CONDITIONS, JOB_NOUN, steps)
     return sorted(steps, key=lambda step: step.at)
 
 
