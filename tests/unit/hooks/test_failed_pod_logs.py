@@ -6,9 +6,10 @@ import json
 from typing import Any
 from unittest import mock
 
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from airflow_kueue_provider.hooks import kueue_api, sync_pods
+from airflow_kueue_provider.hooks import kueue_api
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook, no_logs_note
 
 FAKE_FAILURE = "kwok: index failed on purpose (kwok.airflow-kueue.io/fail-indexes)"  # the bed's KWOK stage
@@ -108,7 +109,7 @@ def test_failed_index_log_tails_mixes_logs_and_notes() -> None:
     core = mock.Mock(read_namespaced_pod_log=mock.Mock(side_effect=read_log))
     with (
         mock.patch.object(KueueHook, "pods_of_job", return_value=pods),
-        mock.patch.object(sync_pods.client, "CoreV1Api", return_value=core),
+        mock.patch.object(client, "CoreV1Api", return_value=core),
     ):
         tails = hook.failed_index_log_tails("ns", "job", [1, 3, 5])
     assert tails == {
@@ -126,7 +127,7 @@ def test_index_log_tail_reads_one_indexs_newest_pod_by_label_bounded() -> None:
     core = mock.Mock()
     core.list_namespaced_pod.return_value = mock.Mock(data=json.dumps({"items": [older, newer]}))
     core.read_namespaced_pod_log.return_value = mock.Mock(data=b"last lines \xff\n")
-    with mock.patch.object(sync_pods.client, "CoreV1Api", return_value=core):
+    with mock.patch.object(client, "CoreV1Api", return_value=core):
         tail = hook.index_log_tail("ns", "job", 3, lines=200, limit_bytes=65536)
         assert tail == ("job-3-new", "last lines \ufffd\n"), "text; undecodable bytes replaced"
         core.list_namespaced_pod.return_value = mock.Mock(data=b'{"items": []}')

@@ -118,13 +118,13 @@ def test_a_workers_local_queue_check_needs_no_discovery_get_where_the_newest_ver
 ) -> None:
     """A task's first Kueue call asks in v1beta2 and learns the version from the answer: one request fewer a
     task. Only an older Kueue, which refuses v1beta2, costs the discovery GET."""
-    from airflow_kueue_provider.hooks import sync_client
+    from kubernetes import client
 
     fake, api = FakeCustomObjects(served), FakeApi(group)
     hook = KueueHook(kubernetes_conn_id=f"negotiation-{next(_conn_ids)}")
     hook.__dict__["api"] = object()
     hook._get_raw = lambda path: api.get(path, ApiException)  # type: ignore[method-assign]
-    monkeypatch.setattr(sync_client.client, "CustomObjectsApi", lambda _api: fake)
+    monkeypatch.setattr(client, "CustomObjectsApi", lambda _api: fake)
     assert hook.get_local_queue("ns", "lq") == {"metadata": {"name": "lq"}}
     assert hook.get_local_queue("ns", "missing") is None, "a missing LocalQueue is None, in either version"
     assert fake.calls == [*asked, version]
