@@ -21,8 +21,9 @@ watch_max_objects``, ``watch_max_mib``) ends the same way, with ``NamespaceOverC
 followers that join it within ``OVER_CAP_RETRY_SECONDS`` get that error at once, without a LIST.
 
 This module is the loop and the hubs' registry; the parts it is made of live next to it and are re-exported
-here: the cache of objects and followers (``cache``), the followers' handles (``following``), the snapshots
-they read (``snapshots``) and the SIGUSR2 dump (``diagnostics``).
+here: the cache of objects and followers (``cache``), the hub's slots, sync and failures and how it ends its
+followers (``hub_state``), the followers' handles (``following``), the snapshots they read (``snapshots``) and
+the SIGUSR2 dump (``diagnostics``).
 """
 
 from __future__ import annotations
@@ -42,14 +43,14 @@ from ..hooks.cluster_target import ClusterTarget
 from ..hooks.kueue_async_hook import AsyncKueueHook, api_status
 from ..hooks.retry import describe, retry_after
 from ..kueue.errors import KueueProviderError
-from ..kueue.kinds import KindDescription, by_plural, child_kind, kinds
-from .cache import ANY_JOB, WORKLOADS, NamespaceCache, _Follower, follower_key, slim
-from .caps import MAX_OBJECTS_OPTION, OVER_CAP_RETRY_SECONDS, NamespaceOverCap, configured_caps, over_cap
+from ..kueue.kinds import KindDescription, by_plural, child_kind
+from .cache import ANY_JOB, WORKLOADS, _Follower, follower_key, slim
+from .caps import MAX_OBJECTS_OPTION, OVER_CAP_RETRY_SECONDS, NamespaceOverCap, over_cap
 from .diagnostics import DEBUG_SIGNAL_ENV, install_debug_signal
 from .following import Following
 from .gc_freeze import followers_changed, freeze_once
-from .kind_failures import FATAL_AFTER, FATAL_STATUSES, KindFailures, WatchUnavailable, is_fatal, unavailable
-from .pending_reads import SharedPendingReads
+from .hub_state import OPTIONAL_KIND_FATAL_STATUSES, HubState, KindUnavailable
+from .kind_failures import FATAL_AFTER, FATAL_STATUSES, WatchUnavailable, is_fatal, unavailable
 from .snapshots import KindSnapshot
 
 __all__ = [
@@ -80,20 +81,6 @@ log = logging.getLogger(__name__)
 # a GET showed it, the watch delivered nothing). Cost: two LISTs per namespace per period, not per Job.
 RESYNC_SECONDS = 120.0
 WATCH_READ_TIMEOUT = 120.0  # no byte for 2 bookmark intervals (the apiserver sends one every ~60 s): dead
-OPTIONAL_KIND_FATAL_STATUSES = frozenset({403, 404})
-"""A kind listed on demand (a JobSet) not served (no CRD) or not allowed (RBAC): fatal to that kind's
-followers at once, to no other."""
-
-
-def base_slots() -> frozenset[str]:
-    """What every hub lists and watches: the kinds every namespace has (Jobs: every kind's children) and
-    the Workloads."""
-    return frozenset({k.api.plural for k in kinds() if k.always_watched} | {WORKLOADS})
-
-
-class KindUnavailable(RuntimeError, KueueProviderError):
-    """The hub cannot list a kind it lists on demand (JobSets) in its namespace; only that kind's followers
-    end, with this."""
 
 
 class KindsChanged(Exception):
@@ -104,9 +91,9 @@ class WatchStalled(RuntimeError, KueueProviderError):
     """A watch connection stayed open but delivered nothing, not even the apiserver's periodic bookmark."""
 
 
-class NamespaceWatch(NamespaceCache):
+class NamespaceWatch(HubState):
     """The list+watch loop of one (connection, namespace), shared by every follower of the process; what it
-    lists and watches is kept by :class:`NamespaceCache`."""
+    lists and watches, and how it ends its followers, is kept by :class:`HubState`."""
 
     _hubs: ClassVar[dict[tuple[ClusterTarget, str], NamespaceWatch]] = {}
     _follower_count: ClassVar[int] = 0
@@ -115,33 +102,11 @@ class NamespaceWatch(NamespaceCache):
     """Namespaces that went over a cap: when (monotonic) and why, for ``OVER_CAP_RETRY_SECONDS``."""
 
     def __init__(self, target: ClusterTarget | str, namespace: str) -> None:
-        super().__init__(configured_caps())
+        super().__init__(namespace)
         self.target = ClusterTarget.of(target)
         self.conn_id = self.target.conn_id
-        self.namespace = namespace
-        self.on_demand: set[str] = set()  # the slots of kinds a follower asked for (JobSets)
-        self.kind_errors: dict[str, BaseException] = {}  # why a kind cannot be followed here, by slot
-        self._kinds_changed = asyncio.Event()
-        self.synced = asyncio.Event()
-        self.error: BaseException | None = None
         self.hook: AsyncKueueHook | None = None  # the open session, lent to followers for one-off reads
-        self._synced_kinds: set[str] = set()
         self._task: asyncio.Task[None] | None = None
-        self.kind_failures = KindFailures()  # consecutive broken rounds per kind; its LIST resets it
-        self.lists = 0  # LISTs made so far (every slot): each one a fresh, trusted view
-        self.events: dict[str, int] = {}  # watch events per slot, bookmarks too
-        self.pending_reads = SharedPendingReads()  # queue positions: one read per LocalQueue, all followers
-
-    @property
-    def failures(self) -> int:
-        """The longest run of consecutive failures of one kind (what the diagnostics show)."""
-        return self.kind_failures.worst
-
-    @property
-    def kinds(self) -> frozenset[str]:
-        """The slots the hub lists and watches: Jobs and Workloads, and another kind once one of its followers
-        asked (a cluster without the JobSet CRD is never asked for JobSets)."""
-        return base_slots() | self.on_demand
 
     # --- following ------------------------------------------------------------------------------------
     @classmethod
@@ -245,49 +210,13 @@ class NamespaceWatch(NamespaceCache):
                 )
                 await asyncio.sleep(delay)
 
-    def _give_up(self, error: WatchUnavailable, cause: BaseException | None = None) -> None:
-        """End every follower with ``error``, drop the cache and leave the registry, so the next follower
-        starts afresh."""
-        if cause is not None:
-            error.__cause__ = cause
-        self.error = error
-        self._clear()
-        log.error("watch of namespace %s gave up: %s", self.namespace, error)
-        if NamespaceWatch._hubs.get((self.target, self.namespace)) is self:
-            del NamespaceWatch._hubs[(self.target, self.namespace)]
-        self.synced.set()
-        self._wake()
-
-    def _on_demand_kind_failed(self, exc: BaseException) -> bool:
-        """A LIST or WATCH of a kind listed on demand refused for good (no CRD, no RBAC): stop watching it and
-        end only its followers, naming the fix; the hub goes on with the others."""
-        slot = getattr(exc, "watch_kind", None)
-        if slot not in self.on_demand or api_status(exc) not in OPTIONAL_KIND_FATAL_STATUSES:
-            return False
-        kind = by_plural(slot)
-        assert kind is not None
-        self._mark_unsynced()
-        self.on_demand.discard(slot)
-        self.kind_errors[slot] = error = KindUnavailable(
-            f"{kind.kind}s cannot be listed in namespace {self.namespace} ({describe(exc)}): install the "
-            f"{kind.kind} controller (its CRD {kind.api.resource}), and let this identity list and watch "
-            f"{kind.api.plural} (deploy/rbac/worker-triggerer.yaml)"
-        )
-        log.error("%s", error)
-        for key, group in self.followers.items():
-            if key.startswith(kind.follower_prefix):
-                for follower in group:
-                    follower.changed.set()
-        return True
-
     async def _until_kinds_change(self) -> None:
         await self._kinds_changed.wait()
         raise KindsChanged(f"now also following {sorted(self.on_demand)}")
 
-    def _mark_unsynced(self) -> None:
-        """Until the next LIST the cache may lack changes: followers that ask now wait for it."""
-        self.synced.clear()
-        self._synced_kinds.clear()
+    def _leave_registry(self) -> None:
+        if NamespaceWatch._hubs.get((self.target, self.namespace)) is self:
+            del NamespaceWatch._hubs[(self.target, self.namespace)]
 
     async def _list_and_watch(self, slot: str, hook: AsyncKueueHook) -> None:
         list_fn: Callable[..., Any]
