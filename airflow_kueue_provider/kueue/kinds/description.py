@@ -82,9 +82,9 @@ class KindDescription:
     kind: str
     """The API kind (``Job``): also the kind part of an identity seal."""
     api: ApiCoordinates
-    name_key: str
-    """The key of the object's name in the trigger event and the task's result (``job_name``)."""
-    uid_key: str
+    key_prefix: str
+    """The object's name and uid travel in the trigger event and the task's result as ``<prefix>_name`` and
+    ``<prefix>_uid`` (``job_name``, ``job_uid``)."""
     end: EndRule
     secret_tag: str
     """Between ``-checkpoint-`` and the access id in its SAS Secret's name: a Job and a JobSet may share a
@@ -109,6 +109,14 @@ class KindDescription:
     always_watched: bool = False
     """The shared watch lists it in every namespace (Jobs: every kind's children); other kinds once a
     follower asks, so a cluster without their CRD is never asked for them."""
+
+    @property
+    def name_key(self) -> str:
+        return f"{self.key_prefix}_name"
+
+    @property
+    def uid_key(self) -> str:
+        return f"{self.key_prefix}_uid"
 
     @property
     def follower_prefix(self) -> str:

@@ -9,8 +9,7 @@ JOB = register(
     KindDescription(
         kind="Job",
         api=ApiCoordinates("batch", "v1", "jobs"),
-        name_key="job_name",
-        uid_key="job_uid",
+        key_prefix="job",
         end=ConditionEnd(success="Complete"),
         secret_tag="",
         uid_sealed=True,

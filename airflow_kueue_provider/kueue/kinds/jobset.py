@@ -56,8 +56,7 @@ JOBSET = register(
     KindDescription(
         kind="JobSet",
         api=ApiCoordinates("jobset.x-k8s.io", "v1alpha2", "jobsets"),
-        name_key="jobset_name",
-        uid_key="jobset_uid",
+        key_prefix="jobset",
         end=ConditionEnd(success="Completed"),
         secret_tag="jobset-",
         uid_sealed=False,  # the worker's Role may not patch JobSets (it could unsuspend one)

@@ -45,8 +45,7 @@ class JobStatusEnd:
 RAY = KindDescription(
     kind="FakeRayJob",
     api=ApiCoordinates("ray.example.io", "v1", "fakerayjobs"),
-    name_key="rayjob_name",
-    uid_key="rayjob_uid",
+    key_prefix="rayjob",
     end=JobStatusEnd(),
     secret_tag="fakeray-",
     uid_sealed=False,

@@ -48,7 +48,7 @@ def test_an_unknown_kind_is_named_with_the_known_ones() -> None:
 @pytest.mark.parametrize(
     ("field", "value", "why"),
     [
-        ("name_key", "job_name", "name_key 'job_name' is Job's"),
+        ("key_prefix", "job", "name_key 'job_name' is Job's"),
         ("secret_tag", "jobset-", "secret_tag 'jobset-' is JobSet's"),
         ("secret_tag", "abc-", "not hex"),
         ("secret_tag", "ray", "ending in '-'"),
@@ -58,7 +58,7 @@ def test_a_kind_that_would_be_mistaken_for_another_is_refused(
     forget_ray: None, field: str, value: str, why: str
 ) -> None:
     ray = replace(
-        JOBSET, kind="RayJob", name_key="rayjob_name", uid_key="rayjob_uid", secret_tag="ray-",
+        JOBSET, kind="RayJob", key_prefix="rayjob", secret_tag="ray-",
         api=kinds.ApiCoordinates("ray.io", "v1", "rayjobs"),
     )  # fmt: skip
     with pytest.raises(ValueError, match=why):
