@@ -5,6 +5,8 @@ read a snapshot into a ``FollowedView``, its outcome and unmanaged rules, its st
 its result keys; optional capabilities (a ledger, a parallelism ramp, released quota) hook in through
 no-op methods it may override. Everything else is here once: the gone/namesake re-read, the unmanaged
 grace, the queue position and ETA, the deadline, the queue timeout, the start checks, the resume guard.
+This module is the loop, the serialized kwargs and the deletes; the steps that judge the object on a fresh
+read, and the final event, are ``follow_steps``.
 """
 
 from __future__ import annotations
@@ -17,35 +19,29 @@ from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from ..hooks.cluster_target import ClusterTarget
-from ..hooks.kueue_async_hook import AsyncKueueHook, is_connection_error
-from ..hooks.retry import describe, is_transient
+from ..hooks.kueue_async_hook import AsyncKueueHook
 from ..kueue.deadline import DeadlinePlan
-from ..kueue.followed_view import FollowedView
 from ..kueue.job_ownership import is_same_object
 from ..kueue.job_progress import Outcome, observe_released, released_line
-from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT, Unmanaged
+from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.released_quota import ReleasedQuota
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
-from ..kueue.trigger_event import KueueEvent
-from ..kueue.workload_state import WorkloadPhase
 from ..watch.following import Following
 from ..watch.namespace_watch import NamespaceWatch
-from ..watch.snapshots import KindSnapshot
 from .credential_renewal import renewing
 from .deadline_watch import DeadlineWatch
 from .eta_tracking import QueueAndFinishEta
-from .followed_kind import FollowedKind, V
-from .progress_log import ProgressLog, human_duration
+from .follow_steps import FollowSteps
+from .followed_kind import V
+from .progress_log import ProgressLog
 from .resume_guard import ResumeGuard
-from .start_check import START_RECHECK_SECONDS, StartCheckPacing
+from .start_check import StartCheckPacing
 from .unmanaged_grace import UnmanagedGrace
 
 log = logging.getLogger(__name__)
-
-CONFIRM_RETRY_SECONDS = 2.0  # after a re-read the apiserver could not answer
 
 _KILL_OUTCOMES = {
     "deleted": "deleted",
@@ -54,7 +50,7 @@ _KILL_OUTCOMES = {
 }
 
 
-class KueueFollowTrigger(FollowedKind[V], BaseTrigger):
+class KueueFollowTrigger(FollowSteps[V]):
     """Follow one queued object through Kueue's queue, admission, eviction/requeue to one final event.
 
     Events come from the triggerer's shared namespace watch (no polling). ``queue_timeout`` (seconds from
@@ -124,10 +120,6 @@ class KueueFollowTrigger(FollowedKind[V], BaseTrigger):
             self.log.info("%s/%s: %s", self.namespace, self.name, released)
 
     # --- the shared trigger ---------------------------------------------------------------------------------
-    @property
-    def where(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}"
-
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Keys a kind gained later (a JobSet's ``deadline`` and ``released_before``; ``credential``; the
         connection's overrides) are left out while unset, so that a triggerer of the previous version still
@@ -191,13 +183,10 @@ class KueueFollowTrigger(FollowedKind[V], BaseTrigger):
             unmanaged = self._unmanaged(view, time.time() - self.submitted_at) is not None
             unmanaged_in = self._grace.wait(view, unmanaged)
             if unmanaged_in is not None and unmanaged_in <= 0:
-                fresh = await self._fresh(following)
-                if (same := self._same(fresh)) is not None:
-                    fresh_view, fresh_obj = same
-                    if verdict := self._unmanaged(fresh_view, time.time() - self.submitted_at):
-                        return await self._delete_unmanaged(verdict, fresh_view, fresh_obj)
-                self._grace.reset()
-                snapshot = fresh or snapshot
+                decided = await self._unmanaged_on_fresh(following)
+                if isinstance(decided, dict):
+                    return decided
+                snapshot = decided or snapshot
                 continue
             # 3. Finished by the kind's outcome rules: one final event.
             outcome = self._outcome(view)
@@ -225,13 +214,10 @@ class KueueFollowTrigger(FollowedKind[V], BaseTrigger):
             #    the objects as the apiserver has them now, never on a stale "queued".
             left = self._seconds_left_in_queue(view)
             if left is not None and left <= 0:
-                fresh = await self._fresh(following)
-                if (same := self._same(fresh)) is not None:
-                    fresh_view, fresh_obj = same
-                    left = self._seconds_left_in_queue(fresh_view)
-                    if left is not None and left <= 0 and self._outcome(fresh_view) is None:
-                        return await self._queue_timeout(fresh_view, fresh_obj, eta.position)
-                snapshot = fresh or snapshot
+                decided = await self._queue_timeout_on_fresh(following, eta.position)
+                if isinstance(decided, dict):
+                    return decided
+                snapshot = decided or snapshot
                 continue
             # 6. Never stuck after admission: pods that cannot start (image, config, no node) end the task.
             start_check_in = await self._check_start(following, view)
@@ -240,127 +226,16 @@ class KueueFollowTrigger(FollowedKind[V], BaseTrigger):
             # 7. The kind's own change while it runs (a ramp step).
             step_in = await self._step(following, obj, view)
             # 8. Sleep until the watch has news, or the position, a step or a timeout is due.
-            waits = [
-                t
-                for t in (
-                    left,
-                    eta.position_due(view),
-                    step_in,
-                    unmanaged_in,
-                    start_check_in,
-                    deadline_in,
-                    progress.due_in(),
-                )
-                if t is not None
-            ]
+            due = (left, eta.position_due(view), step_in, unmanaged_in, start_check_in, deadline_in)
             try:
-                snapshot = await asyncio.wait_for(
-                    following.next(), timeout=max(min(waits), 0.05) if waits else None
-                )
+                snapshot = await asyncio.wait_for(following.next(), timeout=_sleep(*due, progress.due_in()))
             except TimeoutError:
                 snapshot = following.current()
-
-    def _seconds_left_in_queue(self, view: FollowedView) -> float | None:
-        """Seconds until ``queue_timeout``; None once the object was ever admitted (``view.started``)."""
-        if self.queue_timeout is None or view.started:
-            return None
-        return self.submitted_at + self.queue_timeout - time.time()
-
-    async def _check_start(self, following: Following, view: V) -> float | dict[str, Any] | None:
-        """The final event when the pods cannot start; else seconds until the next look (None: none due)."""
-        admitted_at = view.workload.admitted_at if view.workload else None
-        since = time.time() - admitted_at.timestamp() if admitted_at else None
-        if since is None or not view.admitted or view.finished_condition is not None:
-            return None
-        overdue = self._start_overdue(view, since)
-        if overdue is None:
-            return None
-        wait = self._start_checks.due_in(since, overdue)
-        if wait is not None:
-            return wait
-        reason = await self._stuck_reason(following, view)
-        if reason is None:
-            return START_RECHECK_SECONDS
-        fresh = await self._fresh(following)
-        if fresh is None:
-            return START_RECHECK_SECONDS
-        if (same := self._same(fresh)) is None:
-            return None
-        fresh_view, fresh_obj = same
-        if self._start_overdue(fresh_view, since) is None:
-            return None
-        await self._delete(fresh_obj)
-        message = (
-            f"{self.where} was admitted {human_duration(since)} ago but its pods cannot start ({reason}); "
-            f"it was deleted to release its quota (start_timeout={human_duration(self.start_timeout)})"
-        )
-        self.log.error("%s", message)
-        return self._event(Outcome("failed", message), fresh_view, fresh_obj)
-
-    async def _queue_timeout(
-        self, view: V, obj: dict[str, Any], position: tuple[int, int] | None
-    ) -> dict[str, Any]:
-        where = f" at position {position[0] + 1}" if position else ""
-        why = ""
-        if view.workload and view.workload.phase is WorkloadPhase.Queued and view.workload.message:
-            why = f" ({view.workload.reason}: {view.workload.message})"
-        await self._delete(obj)
-        message = (
-            f"waited {human_duration(time.time() - self.submitted_at)} in queue "
-            f"{self.queue_name}{where}{why}, "
-            f"more than queue_timeout={human_duration(self.queue_timeout or 0)}; deleted {self.where}"
-        )
-        return self._event(Outcome("timeout", message), view, obj)
-
-    async def _delete_unmanaged(self, verdict: Unmanaged, view: V, obj: dict[str, Any]) -> dict[str, Any]:
-        await self._delete(obj)
-        (self.log.error if verdict.running_outside_quota else self.log.warning)("%s", verdict.message)
-        return self._event(Outcome("failed", verdict.message), view, obj)
 
     async def _delete(self, obj: dict[str, Any]) -> str:
         """Delete the object (this one, by uid) unless it finished: the one rule for every kind."""
         async with AsyncKueueHook(self.target).session() as hook:
             return await self._delete_unless_finished(hook, obj["metadata"].get("uid"))
-
-    def _same(self, snapshot: KindSnapshot | None) -> tuple[V, dict[str, Any]] | None:
-        """The snapshot's view and object when it is the one this trigger follows (not gone, not a
-        namesake)."""
-        if snapshot is None or snapshot.obj is None or not is_same_object(snapshot.obj, self.uid):
-            return None
-        return self._view(snapshot), snapshot.obj
-
-    async def _fresh(self, following: Following) -> KindSnapshot | None:
-        """The objects read from the apiserver now, or None when it cannot answer (restarting, unreachable):
-        a control-plane outage is never a reason to end a task or delete its object."""
-        try:
-            return await following.confirm()
-        except Exception as exc:
-            if not (is_transient(exc) or is_connection_error(exc)):
-                raise
-            self.log.warning(
-                "%s: the apiserver did not answer (%s); deciding again in %.0f s",
-                self.where,
-                describe(exc),
-                CONFIRM_RETRY_SECONDS,
-            )
-            await asyncio.sleep(CONFIRM_RETRY_SECONDS)
-            return None
-
-    def _event(
-        self, outcome: Outcome, view: V | None = None, obj: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        result, failed_jobs = self._payload(view, obj) if view is not None and obj is not None else ({}, {})
-        return KueueEvent(
-            status=outcome.status,
-            message=outcome.message,
-            kind=self.kind,
-            name=self.name,
-            namespace=self.namespace,
-            uid=self.uid,
-            result=result,
-            deadline=self._deadline.report(outcome.status),
-            failed_jobs=failed_jobs,
-        ).to_dict()
 
     async def cleanup(self) -> None:
         """Nothing to release: the shared watch is left by the ``async with`` in ``first_event``."""
@@ -375,3 +250,9 @@ class KueueFollowTrigger(FollowedKind[V], BaseTrigger):
         async with AsyncKueueHook(self.target).session() as hook:
             what = await self._delete_unless_finished(hook, self.uid)
         self.log.info("task killed while deferred; %s %s", self.where, _KILL_OUTCOMES.get(what, what))
+
+
+def _sleep(*due_in: float | None) -> float | None:
+    """How long the loop may wait for news: until the soonest thing due (at least 50 ms); None: nothing is."""
+    waits = [t for t in due_in if t is not None]
+    return max(min(waits), 0.05) if waits else None
