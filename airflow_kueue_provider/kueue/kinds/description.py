@@ -86,10 +86,11 @@ class KindDescription:
     """The object's name and uid travel in the trigger event and the task's result as ``<prefix>_name`` and
     ``<prefix>_uid`` (``job_name``, ``job_uid``)."""
     end: EndRule
-    secret_tag: str
+    secret_tag: str = ""
     """Between ``-checkpoint-`` and the access id in its SAS Secret's name: a Job and a JobSet may share a
-    name, and admission binds a Secret to the one kind its name says (``checkpoint_access``). Never hex."""
-    uid_sealed: bool
+    name, and admission binds a Secret to the one kind its name says (``checkpoint_access``). Never hex;
+    unique, so only one kind (the Job) has the empty tag."""
+    uid_sealed: bool = True
     """The worker seals the uid right after create (it may patch the kind; not a JobSet, docs/tenancy.md)."""
     child_label: str | None = None
     """The label its child Jobs carry with its name (the JobSet controller's); None: it has no child Jobs."""

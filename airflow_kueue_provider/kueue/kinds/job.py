@@ -11,8 +11,6 @@ JOB = register(
         api=ApiCoordinates("batch", "v1", "jobs"),
         key_prefix="job",
         end=ConditionEnd(success="Complete"),
-        secret_tag="",
-        uid_sealed=True,
         hosts_children=True,
         operator_names=("KueueIndexedJobOperator", "KueueDecoratedOperator"),  # @task.kueue too
         always_watched=True,
