@@ -75,9 +75,10 @@ def by_plural(plural: str) -> KindDescription | None:
     return next((k for k in _KINDS.values() if k.api.plural == plural), None)
 
 
-def kind_of_keys(data: Mapping[str, Any], default: str = "Job") -> KindDescription:
-    """The kind whose name key ``data`` (an event, a task's result) carries; ``default`` when none does."""
-    return next((k for k in _KINDS.values() if k.name_key in data), None) or describe(default)
+def kind_of_keys(data: Mapping[str, Any]) -> KindDescription:
+    """The kind whose name key ``data`` (an event, a task's result) carries; the child kind (the Job) when
+    none does (an event that failed before it knew its object)."""
+    return next((k for k in _KINDS.values() if k.name_key in data), None) or child_kind()
 
 
 def finished_condition(obj: Mapping[str, Any]) -> Condition | None:
