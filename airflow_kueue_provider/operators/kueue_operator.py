@@ -7,44 +7,7 @@ log tails; the template does the rest for every kind: the queue check, the deadl
 submit, the pods' checkpoint credentials, defer (or wait here), the result, the log tails and the delete
 after a failure, ``on_kill``.
 
-The parameters every kind takes ("the object" is the task's Job or JobSet):
-
-- ``queue_name``: the Kueue LocalQueue in ``namespace`` (templated).
-- ``namespace``: default: the kubernetes connection's ``namespace`` extra, else ``default`` (templated).
-- ``workload_priority_class``: a Kueue WorkloadPriorityClass (the Workload's priority, for admission order and
-  preemption). ``priority_class`` is its earlier name and still works. The pods' Kubernetes PriorityClass is
-  the Job kind's ``priority_class_name``, as in KubernetesPodOperator.
-- ``spot``: tolerate AKS Spot nodes and do not count Spot evictions (DisruptionTarget) as failures.
-- ``queue_timeout``: fail (and delete the object) if it is not admitted within this time (never after a
-  first admission: a requeue after an eviction is not "never admitted").
-- ``workload_timeout``: seconds Kueue has to create the object's Workload (default 60). The object is
-  created suspended, so it runs only once Kueue admits it; one Kueue does not pick up (a namespace Kueue
-  does not manage, its webhook or controller missing) is deleted after this and the task fails with the
-  likely cause.
-- ``start_timeout``: once admitted, how long the pods may take to start (default 600 s). After that, pods
-  that cannot start (an image that never pulls, a container config error, pods the Job controller cannot
-  create, no node that fits) fail the task with that reason and the object is deleted to free its quota.
-- ``checkpointing``: a Blob connection id, or ``Checkpointing(...)`` / its dict: each pod learns where to
-  checkpoint (the Job kind also keeps a per-shard ledger, so that a retry runs only unfinished shards).
-- ``vm_price``: ``VmPrice(...)`` or a dict of its fields, for the result's ``estimated_cost_usd``
-  (default: Standard_D16ds_v5 list prices, on-demand and Spot).
-- ``deadline``: when the results are due: a time of day (``"07:00"``, ``"07:00 Europe/London"``; the first
-  after the DAG run started), an ISO date-time with an offset, an aware ``datetime``, or a ``timedelta``
-  (or seconds) from the run's start; templated. The trigger compares its ETA with it and logs "deadline
-  07:00 UTC: on track / AT RISK"; the result gets ``deadline`` and ``eta_history`` (docs/deadlines.md).
-- ``deadline_margin``: escalate once the late end of the ETA comes within this of the deadline (default: a
-  tenth of the time from submit to the deadline, at most 10 min). With no estimate yet, once this much is
-  left. A deadline less its margin already past at submit is logged as a warning (and at parse time, for a
-  relative deadline the margin covers).
-- ``on_deadline_risk``: ``DeadlineEscalation(raise_priority=..., notify=..., spill_to=...)`` or its dict:
-  taken once per task instance, when the run is at risk (the task resumes in a worker, escalates, and
-  defers again; a retry does not escalate again); listed in the result's ``escalations``.
-- ``kubernetes_conn_id``: the cncf ``kubernetes`` connection (default ``kubernetes_default``; templated).
-- ``cluster_context``, ``config_file``, ``in_cluster``: KubernetesPodOperator's overrides of that connection
-  (another kubeconfig context or file; in-cluster credentials or not), for the task, its trigger and the
-  shared watch alike.
-- ``deferrable``: True by default, whatever ``[operators] default_deferrable`` says: a queue wait can last
-  an hour and must not hold a worker slot. False waits in the worker with the same async logic.
+The parameters every kind takes are documented on ``KueueOperator``.
 """
 
 from __future__ import annotations
@@ -56,8 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from ..airflow_compat import AirflowFailException
-from ..hooks.blob_store import BlobConfigError
 from ..hooks.cluster_target import ClusterTarget
 from ..hooks.identity_key import identity_seal
 from ..hooks.kind_client import KindClient
@@ -66,29 +27,27 @@ from ..kueue.cost import VmPrice
 from ..kueue.deadline import DeadlineValue
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import released_so_far
-from ..kueue.k8s_names import is_dns1123_subdomain, is_valid_label_value
 from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.start_guard import DEFAULT_START_TIMEOUT
 from ..kueue.trigger_event import KueueEvent
 from ..triggers.kueue_follow import KueueFollowTrigger
-from .checkpointing import Checkpointing, CheckpointSession
+from .checkpointing import Checkpointing
 from .deadline_escalation import DeadlineEscalation
-from .deadline_handling import DeadlineHandling
+from .failure_path import FailurePath
 from .job_submission import (
     Submission,
     adopted,
     check_local_queue,
     create_or_adopt_object,
-    delete_task_instance_objects,
     reattachable,
     sealed_previous,
 )
 from .kueue_link import KueueJobLink
 from .metrics import send_run_metrics
-from .no_checkpointing import NoCheckpointing
 from .operator_kind import OperatorKind, Shards, TaskEntry, WaitOn
-from .settings import check_queue_policy, configured_pod_policy
-from .task_facts import check_positive_seconds, seconds, task_identity
+from .task_facts import task_identity
+from .template_params import TemplateParams, check_task_queues
+from .try_shards import open_shards
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -98,8 +57,44 @@ RESUME_METHOD = "execute_complete"
 """Where a deferred (or, in blocking mode, an inline) trigger's event comes back."""
 
 
-class KueueOperator(OperatorKind, BaseOperator):
-    """The template of every kind; its parameters are in this module's docstring."""
+class KueueOperator(FailurePath, OperatorKind, BaseOperator):
+    """The template of every kind, and the parameters every kind takes and passes on (``**kwargs``); "the
+    object" is the task's Job or JobSet.
+
+    :param queue_name: the Kueue LocalQueue in ``namespace`` (templated).
+    :param namespace: default: the kubernetes connection's ``namespace`` extra, else ``default`` (templated).
+    :param workload_priority_class: a Kueue WorkloadPriorityClass: the Workload's priority, for admission
+        order and preemption (the pods' Kubernetes PriorityClass is the Job kind's ``priority_class_name``).
+    :param priority_class: ``workload_priority_class``'s earlier name; it still works (set one of them).
+    :param spot: tolerate AKS Spot nodes and do not count Spot evictions (DisruptionTarget) as failures.
+    :param queue_timeout: fail (and delete the object) if it is not admitted within this time (never after a
+        first admission: a requeue after an eviction is not "never admitted").
+    :param workload_timeout: seconds Kueue has to create the object's Workload (default 60); one Kueue does
+        not pick up (its namespace unmanaged, its webhook or controller missing) is deleted, the task failed.
+    :param start_timeout: once admitted, how long the pods may take to start (default 600 s); then pods that
+        cannot start (an image that never pulls, a config error, no node that fits, ...) fail the task with
+        that reason and the object is deleted to free its quota.
+    :param keep_on_failure: the kind's ``keep_job_on_failure`` / ``keep_jobset_on_failure``: keep an object
+        that still runs when the task fails (default: delete it, so it stops holding quota).
+    :param checkpointing: a Blob connection id, or ``Checkpointing(...)`` / its dict: each pod learns where to
+        checkpoint (the Job kind also keeps a per-shard ledger: a retry runs only unfinished shards).
+    :param deadline: when the results are due (templated; docs/deadlines.md): ``"07:00"``, ``"07:00
+        Europe/London"`` (the first after the DAG run started), an ISO date-time with an offset, an aware
+        ``datetime``, or a ``timedelta`` (or seconds) from the run's start.
+    :param deadline_margin: escalate once the late end of the ETA (with no ETA yet, the time left) comes
+        within this of the deadline (default: a tenth of the time from submit to it, at most 10 minutes).
+    :param on_deadline_risk: ``DeadlineEscalation(raise_priority=..., notify=..., spill_to=...)`` or its dict:
+        taken once per task instance when the run is at risk; listed in the result's ``escalations``.
+    :param kubernetes_conn_id: the cncf ``kubernetes`` connection (the Job kind templates it).
+    :param cluster_context: another kubeconfig context than the connection's (as in KubernetesPodOperator;
+        for the task, its trigger and the shared watch alike, as are the next two).
+    :param config_file: another kubeconfig file than the connection's.
+    :param in_cluster: in-cluster credentials or not, whatever the connection says.
+    :param deferrable: True by default, whatever ``[operators] default_deferrable`` says (a queue wait must
+        not hold a worker slot); False waits in the worker with the same async logic.
+    :param vm_price: ``VmPrice(...)`` or its dict, for the result's ``estimated_cost_usd`` (default:
+        Standard_D16ds_v5 list prices, on-demand and Spot).
+    """
 
     ui_color = "#d4e9f7"
     operator_extra_links = (KueueJobLink(),)
@@ -128,83 +123,42 @@ class KueueOperator(OperatorKind, BaseOperator):
         vm_price: VmPrice | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        """The kinds take their own parameters and pass these on (``**kwargs``); ``keep_on_failure`` is the
-        kind's ``keep_job_on_failure`` / ``keep_jobset_on_failure``."""
         super().__init__(**kwargs)
-        if workload_priority_class is not None and priority_class is not None:
-            raise AirflowFailException(
-                f"{self.task_id}: set workload_priority_class or priority_class (its earlier name), not both"
-            )
-        priority_class = workload_priority_class if workload_priority_class is not None else priority_class
+        parsed = TemplateParams.parse(
+            self.task_id,
+            self.log,
+            namespace=namespace,
+            queue_name=queue_name,
+            workload_priority_class=workload_priority_class,
+            priority_class=priority_class,
+            queue_timeout=queue_timeout,
+            workload_timeout=workload_timeout,
+            start_timeout=start_timeout,
+            vm_price=vm_price,
+            deadline=deadline,
+            deadline_margin=deadline_margin,
+            on_deadline_risk=on_deadline_risk,
+            checkpointing=checkpointing,
+        )
         self.queue_name = queue_name
         self.namespace = namespace
-        self.priority_class = priority_class
+        self.priority_class = parsed.priority_class
         self.spot = spot
-        self.queue_timeout = None if queue_timeout is None else seconds(queue_timeout)
-        self.workload_timeout = seconds(workload_timeout)
-        self.start_timeout = seconds(start_timeout)
+        self.queue_timeout = parsed.queue_timeout
+        self.workload_timeout = parsed.workload_timeout
+        self.start_timeout = parsed.start_timeout
         self.keep_on_failure = keep_on_failure
-        try:
-            self.vm_price = VmPrice.from_param(vm_price)
-        except (TypeError, ValueError) as exc:
-            raise AirflowFailException(f"{self.task_id}: vm_price: {exc}") from None
+        self.vm_price = parsed.vm_price
         self.kubernetes_conn_id = kubernetes_conn_id
         self.cluster_context = cluster_context
         self.config_file = config_file
         self.in_cluster = in_cluster
         self.deferrable = deferrable
         self.deadline = deadline
-        self.deadline_margin = (
-            None if deadline_margin is None else timedelta(seconds=seconds(deadline_margin))
-        )
-        self._deadlines = DeadlineHandling(
-            self.task_id, deadline, self.deadline_margin, on_deadline_risk, self.log
-        )
+        self.deadline_margin = parsed.deadline_margin
+        self._deadlines = parsed.deadlines
         self.on_deadline_risk = self._deadlines.escalation
-        try:
-            self.checkpointing = self._checkpointing = Checkpointing.from_param(
-                checkpointing, queue_timeout=self.queue_timeout
-            )
-        except (TypeError, ValueError) as exc:
-            raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from None
-        if self._deadlines.spill_to is not None and self._checkpointing is None:
-            raise AirflowFailException(
-                f"{self.task_id}: on_deadline_risk spill_to needs checkpointing=: the ledger says which "
-                "shards are left, and the spill Job's pods find their shards (and checkpoints) through it"
-            )
-        self._deadlines.check_spill_queue(queue_name)
-        if self.queue_timeout is not None and self.queue_timeout <= 0:
-            raise AirflowFailException(
-                f"{self.task_id}: queue_timeout must be positive, got {self.queue_timeout}"
-            )
-        check_positive_seconds(
-            self.task_id, workload_timeout=self.workload_timeout, start_timeout=self.start_timeout
-        )
-        if (
-            priority_class is not None
-            and "{{" not in priority_class
-            and not (is_dns1123_subdomain(priority_class) and is_valid_label_value(priority_class))
-        ):
-            raise AirflowFailException(
-                f"{self.task_id}: workload_priority_class {priority_class!r} is not a valid "
-                "WorkloadPriorityClass name: use at most 63 lowercase letters, digits, '-' and '.'"
-            )
-        self._check_queue_policy(namespace)  # literal values now; templated ones before submitting
-        self._name: str | None = None
-        self._uid: str | None = None
-        self._identity: AirflowIdentity | None = None
-        """The running task instance and try, once known: ``on_kill`` deletes every object it sealed."""
-
-    def _check_queue_policy(self, namespace: str | None) -> None:
-        escalation = self._deadlines.escalation
-        check_queue_policy(
-            self.task_id,
-            namespace,
-            self.queue_name,
-            self.priority_class,
-            self._deadlines.spill_to,
-            escalation.raise_priority if escalation is not None else None,
-        )
+        self.checkpointing = self._checkpointing = parsed.checkpointing
 
     # --- the template ---------------------------------------------------------------------------------------
     def cluster_target(self) -> ClusterTarget:
@@ -219,7 +173,9 @@ class KueueOperator(OperatorKind, BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         seal = identity_seal()  # no key: a typed error naming the option, before anything is created
-        self._check_queue_policy(self.resolved_namespace())
+        check_task_queues(
+            self.task_id, self.resolved_namespace(), self.queue_name, self.priority_class, self._deadlines
+        )
         entry = self._entry(context)
         identity, client, shards = entry.identity, entry.client, entry.shards
         manifest = self.build_manifest(identity)
@@ -294,27 +250,13 @@ class KueueOperator(OperatorKind, BaseOperator):
         the cluster or the Role lacks it fails before anything is created, naming what to do."""
         return sealed_previous(client, self.resolved_namespace(), identity, identity_seal(), self.log)
 
-    def _shards(self, identity: AirflowIdentity, check: bool = True) -> Shards:
-        """The try's checkpoint session (or its null object); ``check`` fails fast on bad Blob
-        configuration, before anything is submitted."""
-        config = self._checkpointing
-        if config is None:
-            return NoCheckpointing(self._shard_count())
-        session = CheckpointSession(config, identity, self._shard_count(), self._packing())
-        if not check:
-            return session
-        if problem := config.pod_policy_problem(configured_pod_policy()):
-            raise AirflowFailException(f"{self.task_id}: checkpointing: {problem}")
-        try:
-            session.check()
-        except BlobConfigError as exc:
-            raise AirflowFailException(f"{self.task_id}: checkpointing: {exc}") from None
-        return session
-
     def _entry(self, context: Context, check: bool = True) -> TaskEntry:
-        """The entry's identity, client and shards, once (``check``: see ``_shards``)."""
+        """The entry's identity, client and shards, once (``check``: see ``open_shards``)."""
         identity = self._identity = task_identity(context)
-        return TaskEntry(identity, self._client(), self._shards(identity, check))
+        shards = open_shards(
+            self.task_id, self._checkpointing, identity, self._shard_count(), self._packing, check
+        )
+        return TaskEntry(identity, self._client(), shards)
 
     def _wait(self, context: Context, trigger: KueueFollowTrigger[Any]) -> dict[str, Any]:
         """Defer to the triggerer; in blocking mode run the same trigger here and resume the way Airflow
@@ -354,11 +296,8 @@ class KueueOperator(OperatorKind, BaseOperator):
         client = entry.client
         obj = client.get(self.resolved_namespace(), event.name)
         if obj is None:
-            raise self._failure(
-                f"{self.kind} {self.resolved_namespace()}/{event.name} is gone (deleted while the task "
-                "escalated)",
-                event.to_dict(),
-            )
+            gone = f"{self.resolved_namespace()}/{event.name} is gone (deleted while the task escalated)"
+            raise self._failure(f"{self.kind} {gone}", event.to_dict())
         escalated = self._deadlines.escalate(context, event, client, obj, self._spill(entry))
         self._name, self._uid = escalated.obj["metadata"]["name"], escalated.obj["metadata"].get("uid")
         released = released_so_far(event.result)  # the next trigger counts on from the quota released so far
@@ -366,49 +305,3 @@ class KueueOperator(OperatorKind, BaseOperator):
             WaitOn(escalated.obj, entry.shards, escalated.plan, escalated.queue_name, released)
         )
         return self._wait(context, trigger)
-
-    def _log_tails(self, event: KueueEvent) -> str:
-        """The last log lines of the first failed indexes of each failed Job."""
-        parts = []
-        try:
-            hook = self._client().hook
-            for job_name, indexes in self._failed_by_job(event).items():
-                first = list(IndexSet.parse(indexes))[: self.log_tail_indexes]
-                tails = hook.failed_index_log_tails(
-                    event.namespace or self.resolved_namespace(), job_name, first
-                )
-                for index, tail in tails.items():
-                    heading = self._tail_heading(job_name, index)
-                    parts.append(f"\n--- {heading}, last log lines ---\n{tail.rstrip()}")
-        except Exception as exc:  # the failure itself matters more than its logs
-            return f"\n(could not read the failed pods' logs: {exc})"
-        return "".join(parts)
-
-    def _stop_after_failure(self, event: KueueEvent) -> str:
-        """A failed task's object must not keep holding quota: delete it unless it finished (or the user
-        keeps it). Returns what to add to the failure message."""
-        if self.keep_on_failure or not event.name or event.status == "timeout":
-            return ""
-        try:
-            what = self._client().delete_unless_finished(
-                event.namespace or self.resolved_namespace(), event.name, uid=event.uid
-            )
-        except Exception as exc:  # the failure itself matters more
-            return (
-                f"\n(could not delete {self.kind} {event.name}: {exc}; delete it yourself to free its quota)"
-            )
-        return f"; its {self.kind} was still running and has been deleted" if what == "deleted" else ""
-
-    def on_kill(self) -> None:
-        """The task was killed in a worker (blocking mode, or while it escalates or spills): every object of
-        the task instance that carries its seal and still runs goes -- the spill Job and one created
-        mid-escalation too, not only the one it waited on. A finished one is kept, as in deferred mode (the
-        trigger's on_kill)."""
-        namespace = self.resolved_namespace()
-        done: dict[str, str] = {}
-        if self._identity is not None:
-            done = delete_task_instance_objects(self._client(), namespace, self._identity, identity_seal())
-        if self._name and self._name not in done:  # listed before it was created, or a lost read
-            done[self._name] = self._client().delete_unless_finished(namespace, self._name, uid=self._uid)
-        for name, what in done.items():
-            self.log.info("task killed; %s %s/%s: %s", self.kind, namespace, name, what)
