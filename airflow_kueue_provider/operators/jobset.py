@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from kubernetes.client.rest import ApiException
@@ -18,28 +17,23 @@ from ..airflow_compat import AirflowFailException
 from ..hooks.identity_key import identity_seal
 from ..hooks.kind_client import KindClient
 from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.attempt_figures import GangCostModel, PodSetPrice
 from ..kueue.index_set import IndexSet
-from ..kueue.job_manifest import build_indexed_job
-from ..kueue.job_spec import MULTIKUEUE_CONTROLLER, IndexedJobSpec, InvalidJobSpec
-from ..kueue.job_template import as_mapping, template_main_container
-from ..kueue.job_validation import validate_untemplated
-from ..kueue.jobset import ReplicatedJob, build_jobset, jobset_name_for, replicated_job_problems
+from ..kueue.job_spec import MULTIKUEUE_CONTROLLER, InvalidJobSpec
+from ..kueue.jobset import ReplicatedJob, build_jobset, jobset_name_for
 from ..kueue.kinds.jobset import JOBSET
 from ..kueue.ledger import RunLedger
 from ..kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE, PRIORITY_CLASS_LABEL
-from ..kueue.pod_policy import violations, with_restricted_defaults
-from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault, per_index_retries
-from ..kueue.topology import InvalidTopology, TopologyRequest, with_topology
 from ..kueue.trigger_event import KueueEvent
 from ..triggers.kueue_jobset import KueueJobSetTrigger
 from .failures import KueueTaskFailed
-from .k8s_models import plain
 from .kueue_operator import KueueOperator
 from .operator_kind import Shards, WaitOn
+from .replicated_job import KueueReplicatedJob, ReplicatedJobBuilder, gang_cost_model, parse_replicated_jobs
 from .run_figures import ObjectLister, task_instance_totals
-from .settings import configured_pod_policy
 from .task_facts import created_epoch
+
+__all__ = ["KueueJobSetFailed", "KueueJobSetOperator", "KueueReplicatedJob"]
+"""``KueueReplicatedJob`` lives in ``replicated_job``; DAGs import it from here."""
 
 
 class KueueJobSetFailed(KueueTaskFailed):
@@ -56,75 +50,6 @@ class KueueJobSetFailed(KueueTaskFailed):
         )
 
 
-@dataclass
-class KueueReplicatedJob:
-    """One template of a ``KueueJobSetOperator``'s JobSet: ``replicas`` Indexed Jobs of ``completions`` pods.
-
-    The fields mean what ``KueueIndexedJobOperator``'s parameters of the same names mean (``resources``
-    are the container's requests/limits; ``job_template`` a batch/v1 Job mapping to start from), and go
-    through the same checks and the cluster's pod policy. ``checkpoint=True`` (on at most one replicated
-    job, with the operator's ``checkpointing=``) gives its pods the worker SDK's checkpoint location: each
-    index is a shard. ``topology`` (as the Job operator's ``topology=``: a node label key, required, or
-    ``{"preferred": key}``) has Kueue's topology-aware scheduling put this replicated job's pods in one
-    domain of the flavor's Topology; the log and the result's ``topology_placement`` say where.
-    ``image``, ``cmds``, ``arguments`` and ``env`` are templated.
-    """
-
-    template_fields: ClassVar[Sequence[str]] = ("image", "cmds", "arguments", "env")
-
-    name: str
-    image: str | None = None
-    completions: int = 1
-    parallelism: int | None = None
-    replicas: int = 1
-    cmds: list[str] | None = None
-    arguments: list[str] | None = None
-    env: Mapping[str, str] | list[Any] | None = None
-    resources: Mapping[str, Any] | Any | None = None
-    backoff_limit_per_index: int | PerIndexDefault | None = PER_INDEX_DEFAULT
-    max_failed_indexes: int | None = None
-    non_retriable_exit_codes: Sequence[int] | None = None
-    labels: Mapping[str, str] | None = None
-    annotations: Mapping[str, str] | None = None
-    node_selector: Mapping[str, str] | None = None
-    tolerations: list[Any] | None = None
-    affinity: Mapping[str, Any] | Any | None = None
-    volumes: list[Any] | None = None
-    volume_mounts: list[Any] | None = None
-    env_from: list[Any] | None = None
-    service_account_name: str | None = None
-    security_context: Mapping[str, Any] | Any | None = None
-    container_security_context: Mapping[str, Any] | Any | None = None
-    image_pull_policy: str | None = None
-    job_template: Mapping[str, Any] | None = None
-    checkpoint: bool = False
-    topology: TopologyRequest | str | Mapping[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        try:
-            self.topology = TopologyRequest.from_param(self.topology)
-            with_topology(self.annotations, self.topology)
-        except InvalidTopology as exc:
-            raise InvalidTopology(f"replicated job {self.name!r}: {exc}") from None
-
-    @property
-    def topology_request(self) -> TopologyRequest | None:
-        return TopologyRequest.from_param(self.topology)
-
-    @classmethod
-    def from_param(cls, value: KueueReplicatedJob | Mapping[str, Any]) -> KueueReplicatedJob:
-        if isinstance(value, KueueReplicatedJob):
-            return value
-        if not isinstance(value, Mapping):
-            raise TypeError(
-                f"a replicated job is a KueueReplicatedJob or its dict, got {type(value).__name__}"
-            )
-        unknown = sorted(set(value) - {f.name for f in fields(cls)})
-        if unknown:
-            raise TypeError(f"replicated job {value.get('name')!r}: unknown field(s) {', '.join(unknown)}")
-        return cls(**value)
-
-
 class KueueJobSetOperator(KueueOperator):
     """Run ``replicated_jobs`` as one JobSet in a Kueue LocalQueue and wait until every one of them finished.
 
@@ -135,13 +60,20 @@ class KueueJobSetOperator(KueueOperator):
     workers 5/8 done, 3 active``), its result (XCom) the same per replicated job, and a failure names the
     failing index by its Job (``genomics-workers-0: 3``) with that pod's last log lines. A retry reattaches
     to a JobSet of the task that still runs (or completed); one that failed is replaced by a new one.
-    The parameters every kind shares (``queue_name``, ``namespace``, ``priority_class``, ``spot``, the
-    timeouts, ``checkpointing``, ``deadline`` and its escalation, ``deferrable``, ...) are documented in
-    ``airflow_kueue_provider.operators.kueue_operator``; for a JobSet, ``checkpointing`` goes to the
-    replicated job with ``checkpoint=True``, and ``start_timeout`` names the child Job that cannot start.
+    The parameters every kind shares (``queue_name``, ``namespace``, ``workload_priority_class``, ``spot``,
+    the timeouts, ``checkpointing``, ``deadline`` and its escalation, ``deferrable``, ...) are documented on
+    ``KueueOperator``; for a JobSet, ``checkpointing`` goes to the replicated job with ``checkpoint=True``,
+    and ``start_timeout`` names the child Job that cannot start.
 
     :param replicated_jobs: ``KueueReplicatedJob``\\ s (or their dicts), at least one; names unique, short
-        DNS labels (they are part of every Job and pod name).
+        DNS labels (they are part of every Job and pod name). Templated, in each its ``image``, ``cmds``,
+        ``arguments`` and ``env``.
+    :param ttl_seconds_after_finished: the JobSet controller deletes the finished JobSet (its Jobs and pods
+        with it) after this many seconds (default one day); ``None``: kept.
+    :param labels: the JobSet's labels (templated), beside the task instance's own.
+    :param annotations: the JobSet's annotations (templated), beside the task instance's own.
+    :param jobset_name_prefix: the readable part of the JobSet's name (default ``<dag>-<task>``), cut to fit
+        the pod names; the rest is a hash of the task instance and its try.
     :param keep_jobset_on_failure: keep a JobSet that still runs when the task fails (default: delete it).
     :param on_deadline_risk: ``DeadlineEscalation(raise_priority=..., notify=...)``, taken once per task
         instance (``raise_priority`` relabels the JobSet while Kueue still queues it). ``spill_to`` is
@@ -216,45 +148,20 @@ class KueueJobSetOperator(KueueOperator):
                 raise AirflowFailException(
                     f"{self.task_id}: {name} is not available for a JobSet: {self.REFUSED[name]}"
                 )
-        try:
-            self.replicated_jobs = [KueueReplicatedJob.from_param(rj) for rj in replicated_jobs]
-        except (TypeError, ValueError) as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from None
-        if problems := replicated_job_problems(
-            [ReplicatedJob(rj.name, {}, rj.replicas) for rj in self.replicated_jobs]
-        ):
-            raise AirflowFailException(f"{self.task_id}: replicated_jobs: {'; '.join(problems)}")
-        checkpointed = [rj.name for rj in self.replicated_jobs if rj.checkpoint]
-        if len(checkpointed) > 1:
-            raise AirflowFailException(
-                f"{self.task_id}: checkpoint=True on {', '.join(checkpointed)}: set it on one replicated job "
-                "(its indexes are the shards the checkpoint location is for)"
-            )
-        for rj in self.replicated_jobs:
-            if rj.checkpoint and rj.replicas > 1:
-                raise AirflowFailException(
-                    f"{self.task_id}: replicated job {rj.name!r} has checkpoint=True and "
-                    f"replicas={rj.replicas}: "
-                    "every replica would run each of its shards again. Set replicas=1 on it (raise its "
-                    "completions for more shards), or checkpoint=False"
-                )
-        if bool(checkpointed) != (self._checkpointing is not None):
-            raise AirflowFailException(
-                f"{self.task_id}: checkpointing= and a replicated job with checkpoint=True go together: "
-                "set both or neither"
-            )
+        checkpointing = self._checkpointing is not None
+        self.replicated_jobs = parse_replicated_jobs(self.task_id, replicated_jobs, checkpointing)
         self.ttl_seconds_after_finished = ttl_seconds_after_finished
         self.keep_jobset_on_failure = keep_jobset_on_failure
         self.labels = labels
         self.annotations = annotations
         self.jobset_name_prefix = jobset_name_prefix
-        self._check_untemplated()
+        self._replicated_job_builder().check_untemplated(self.replicated_jobs)
 
     # --- 1. build and validate (no cluster call before this passes) ---------------------------------------
     def build_manifest(self, identity: AirflowIdentity) -> dict[str, Any]:
-        namespace = self.resolved_namespace()
+        namespace, builder = self.resolved_namespace(), self._replicated_job_builder()
         replicated = [
-            ReplicatedJob(rj.name, self._job(rj, namespace, identity), rj.replicas)
+            ReplicatedJob(rj.name, builder.job(rj, namespace, identity), rj.replicas)
             for rj in self.replicated_jobs
         ]
         try:
@@ -276,65 +183,9 @@ class KueueJobSetOperator(KueueOperator):
             manifest["spec"]["ttlSecondsAfterFinished"] = self.ttl_seconds_after_finished
         return manifest
 
-    def _check_untemplated(self) -> None:
-        """What no template changes, per replicated job, when the DAG is parsed (as the Job operator)."""
-        for rj in self.replicated_jobs:
-            try:
-                validate_untemplated(self._spec(rj, "default", None))
-            except InvalidJobSpec as exc:
-                raise AirflowFailException(f"{self.task_id}: replicated job {rj.name!r}: {exc}") from None
-
-    def _job(self, rj: KueueReplicatedJob, namespace: str, identity: AirflowIdentity) -> dict[str, Any]:
-        """The replicated job's Job, built and checked as ``KueueIndexedJobOperator``'s is; it carries the
-        task instance's labels and annotations, so its Jobs are the task's (UI, sweepers, ownership)."""
-        spec = self._spec(rj, namespace, identity)
-        try:  # validates the spec first (job_validation)
-            job = with_restricted_defaults(build_indexed_job(spec))
-        except InvalidJobSpec as exc:
-            raise AirflowFailException(f"{self.task_id}: replicated job {rj.name!r}: {exc}") from None
-        if problems := violations(job, configured_pod_policy()):
-            raise AirflowFailException(
-                f"{self.task_id}: replicated job {rj.name!r} breaks the cluster's pod policy "
-                "([kueue] config):\n- " + "\n- ".join(problems)
-            )
-        return job
-
-    def _spec(
-        self, rj: KueueReplicatedJob, namespace: str, identity: AirflowIdentity | None
-    ) -> IndexedJobSpec:
-        return IndexedJobSpec(
-            name=rj.name,
-            namespace=namespace,
-            queue_name=self.queue_name,
-            image=rj.image or "",
-            completions=rj.completions,
-            parallelism=rj.parallelism,
-            cmds=rj.cmds,
-            arguments=rj.arguments,
-            env=plain(rj.env),
-            resources=plain(rj.resources),
-            spot=self.spot,
-            backoff_limit_per_index=per_index_retries(
-                rj.backoff_limit_per_index, as_mapping((rj.job_template or {}).get("spec"))
-            ),
-            max_failed_indexes=rj.max_failed_indexes,
-            non_retriable_exit_codes=rj.non_retriable_exit_codes,
-            ttl_seconds_after_finished=None,
-            labels=rj.labels,
-            annotations=with_topology(rj.annotations, rj.topology_request),
-            node_selector=rj.node_selector,
-            service_account_name=rj.service_account_name,
-            tolerations=plain(rj.tolerations),
-            affinity=plain(rj.affinity),
-            volumes=plain(rj.volumes),
-            volume_mounts=plain(rj.volume_mounts),
-            env_from=plain(rj.env_from),
-            image_pull_policy=rj.image_pull_policy,
-            security_context=plain(rj.security_context),
-            container_security_context=plain(rj.container_security_context),
-            job_template=rj.job_template,
-            identity=identity,
-        )
+    def _replicated_job_builder(self) -> ReplicatedJobBuilder:
+        """Reads ``queue_name`` when called: at parse time the literal one, at run time the rendered one."""
+        return ReplicatedJobBuilder(self.task_id, self.queue_name, self.spot)
 
     # --- 2. the JobSet kind's part of the operator template (kueue_operator) -----------------------------
     def _previous(self, client: Any, identity: AirflowIdentity) -> list[dict[str, Any]]:
@@ -379,7 +230,7 @@ class KueueJobSetOperator(KueueOperator):
         """The JobSet's result, with its cost and the task instance's figures over every JobSet it ran."""
         result = event.result_keys()
         if "running_seconds" in event.result:
-            model = self._cost_model()
+            model = gang_cost_model(self.replicated_jobs, self.vm_price)
             current = model.figures(
                 event.name,
                 _seconds(result.get("queued_seconds")),
@@ -390,22 +241,6 @@ class KueueJobSetOperator(KueueOperator):
             jobsets = ObjectLister(self._client(), self.resolved_namespace(), identity, self.spot)
             result.update(task_instance_totals(current, None, model, jobsets))
         return result, event.message
-
-    def _cost_model(self) -> GangCostModel:
-        """Each replicated job's pods (replicas x parallelism) at its own requests."""
-        return GangCostModel(
-            tuple(
-                PodSetPrice(
-                    rj.name,
-                    rj.replicas * min(rj.parallelism or rj.completions, rj.completions),
-                    (
-                        plain(rj.resources) or template_main_container(rj.job_template).get("resources") or {}
-                    ).get("requests"),
-                )
-                for rj in self.replicated_jobs
-            ),
-            self.vm_price,
-        )
 
     def _before_create(self, client: KindClient, manifest: dict[str, Any]) -> None:
         """Refuse a MultiKueue queue before anything is created: Kueue would dispatch the JobSet to a worker
