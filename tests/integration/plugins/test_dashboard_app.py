@@ -211,7 +211,7 @@ def test_the_task_view_of_a_jobset_task_shows_each_replicated_job_with_the_jobse
     name = result["jobset_name"]
 
     panels = _client([env.namespace]).get("/api/task", params=ti).json()["jobs"]
-    by_job = {p["replicated_job"]: p for p in panels}
+    by_job = {p["parent"]["part"]: p for p in panels}
     assert sorted(by_job) == ["coordinator", "workers"], panels
     workers = by_job["workers"]
     assert workers["name"] == f"{name}-workers-0"
