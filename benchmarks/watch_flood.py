@@ -163,8 +163,9 @@ def rss_mb(pid: int) -> float:
 
 
 def submit(env: Any, task: str) -> str:
-    from airflow_kueue_provider.hooks.kueue_hook import KueueHook
+    from airflow_kueue_provider.hooks.kind_client import KindClient
     from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+    from airflow_kueue_provider.kueue.kinds.job import JOB
     from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
     from tests.integration.cluster import HOLD
 
@@ -177,7 +178,7 @@ def submit(env: Any, task: str) -> str:
         annotations={"kwok.airflow-kueue.io/run-duration": "1s", **HOLD},
     )
     manifest = op.build_manifest(AirflowIdentity("watch_flood", task, f"run-{time.time_ns()}"))
-    return str(KueueHook().create_job(manifest)["metadata"]["name"])
+    return str(KindClient(JOB, "kubernetes_default").create(manifest)["metadata"]["name"])
 
 
 def run_mode(mode: str, calm: Any, flooded: Any, cap: int) -> dict[str, Any]:

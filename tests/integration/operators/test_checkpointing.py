@@ -22,8 +22,10 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
+from airflow_kueue_provider.hooks.kind_client import KindClient
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.checkpoint_access import shard_container_name
+from airflow_kueue_provider.kueue.kinds.job import JOB
 from airflow_kueue_provider.kueue.ledger import ledger_prefix
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from devcluster import procs
@@ -303,7 +305,6 @@ def _port_open(port: int) -> bool:
 def test_two_triggers_writing_the_ledger_at_once_lose_no_index(
     kueue_env: KueueEnv, blob: SimpleNamespace
 ) -> None:
-    from airflow_kueue_provider.hooks.kueue_hook import KueueHook
     from airflow_kueue_provider.kueue.index_set import IndexSet
     from airflow_kueue_provider.kueue.shard_packing import ShardPacks
     from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
@@ -321,7 +322,7 @@ def test_two_triggers_writing_the_ledger_at_once_lose_no_index(
     )
     session = CheckpointSession(Checkpointing(CONN_ID, blob.container), identity, 12)
     session.check()
-    job = KueueHook().create_job(op.build_manifest(identity))
+    job = KindClient(JOB, "kubernetes_default").create(op.build_manifest(identity))
     session.record_attempt(job["metadata"]["name"], ShardPacks(IndexSet.range(0, 12)))
 
     def trigger() -> KueueJobTrigger:

@@ -8,8 +8,9 @@ import importlib
 import time
 from typing import Any
 
-from airflow_kueue_provider.hooks.kueue_hook import KueueHook
+from airflow_kueue_provider.hooks.kind_client import KindClient
 from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.kinds.job import JOB
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
 from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
@@ -27,7 +28,7 @@ def _submit(env: KueueEnv, run_duration: str, completions: int = 3, hold: bool =
         annotations={"kwok.airflow-kueue.io/run-duration": run_duration, **(HOLD if hold else {})},
     )
     manifest = op.build_manifest(AirflowIdentity("trigger_tests", "shards", f"run-{env.namespace}"))
-    return KueueHook().create_job(manifest)
+    return KindClient(JOB, "kubernetes_default").create(manifest)
 
 
 def _trigger(env: KueueEnv, job: dict[str, Any]) -> KueueJobTrigger:
@@ -124,7 +125,9 @@ def _submit_named(env: KueueEnv, i: int) -> dict[str, Any]:
         completions=1,
         annotations={"kwok.airflow-kueue.io/run-duration": "2s"},
     )
-    return KueueHook().create_job(op.build_manifest(AirflowIdentity("many", f"shard-{i}", "run-1")))
+    return KindClient(JOB, "kubernetes_default").create(
+        op.build_manifest(AirflowIdentity("many", f"shard-{i}", "run-1"))
+    )
 
 
 def test_on_kill_while_deferred_deletes_the_job(kueue_env: KueueEnv) -> None:
@@ -167,7 +170,9 @@ def test_a_recreated_trigger_does_not_time_out_a_job_that_was_admitted_then_pree
         resources={"requests": {"cpu": "2", "memory": "1Gi"}},
         annotations={"kwok.airflow-kueue.io/run-duration": "1s", **HOLD},
     )
-    job = KueueHook().create_job(op.build_manifest(AirflowIdentity("requeue", "shards", env.namespace)))
+    job = KindClient(JOB, "kubernetes_default").create(
+        op.build_manifest(AirflowIdentity("requeue", "shards", env.namespace))
+    )
     name = job["metadata"]["name"]
     wait_for("our pods running", lambda: len(env.running_pods(name)) == 2, timeout=180)
     env.create_job(
