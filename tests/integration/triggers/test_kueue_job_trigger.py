@@ -91,7 +91,7 @@ def _hub_state(job_name: str) -> str:
     """What the shared watch knew when a trigger missed a change: to tell a lost event from a dead loop."""
     states = []
     for key, hub in NamespaceWatch._hubs.items():
-        job = hub.jobs.get(job_name) or {}
+        job = hub.slot("jobs").get(job_name) or {}
         conditions = [c.get("type") for c in job.get("status", {}).get("conditions", [])]
         states.append(
             f"{key}: synced={hub.synced.is_set()} lists={hub.lists} failures={hub.failures} "
