@@ -134,7 +134,9 @@ def child(mode: str, calm: list[str], flooded: list[str]) -> None:
                 break
             await asyncio.sleep(0.05)
         listed = time.monotonic() - started
-        held = dict(jobs=len(flood_hub.slot("jobs")), retained_bytes=flood_hub.retained_bytes) if flood_hub else {}
+        held = {}
+        if flood_hub:
+            held = dict(jobs=len(flood_hub.slot("jobs")), retained_bytes=flood_hub.retained_bytes)
         outcome = team_a.result() if team_a.done() else None
         say(phase="flood-followed", seconds=round(listed, 1), team_a=outcome, **held)
         await asyncio.sleep(5)
