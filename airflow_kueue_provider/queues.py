@@ -12,7 +12,7 @@ import sys
 
 from .hooks.queue_declarations import apply_declarations, load_declarations, report
 from .hooks.queue_setup_hook import KueueQueueSetupHook
-from .kueue.queue_setup import InvalidQueueDeclaration
+from .kueue.queues.queue_setup import InvalidQueueDeclaration
 
 
 def main(argv: list[str] | None = None) -> int:

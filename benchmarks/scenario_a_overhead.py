@@ -41,8 +41,8 @@ if str(REPO) not in sys.path:
 from bed_env import key_value_table, load_devcluster_env, write_results  # noqa: E402
 from kubernetes import config, watch  # noqa: E402
 
-from airflow_kueue_provider.kueue.job_manifest import build_indexed_job  # noqa: E402
-from airflow_kueue_provider.kueue.job_spec import IndexedJobSpec  # noqa: E402
+from airflow_kueue_provider.kueue.spec.job_manifest import build_indexed_job  # noqa: E402
+from airflow_kueue_provider.kueue.spec.job_spec import IndexedJobSpec  # noqa: E402
 from tests.integration.cluster import (  # noqa: E402
     Cluster,
     create_kueue_env,

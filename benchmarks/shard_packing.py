@@ -44,10 +44,10 @@ if str(REPO) not in sys.path:
 from bed_env import load_devcluster_env, write_results  # noqa: E402
 from kubernetes import config  # noqa: E402
 
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import PackingChoice, ShardDuration, ShardPacks  # noqa: E402
 from airflow_kueue_provider.kueue.index_set import IndexSet  # noqa: E402
-from airflow_kueue_provider.kueue.job_manifest import build_indexed_job  # noqa: E402
-from airflow_kueue_provider.kueue.job_spec import IndexedJobSpec  # noqa: E402
-from airflow_kueue_provider.kueue.shard_packing import PackingChoice, ShardDuration, ShardPacks  # noqa: E402
+from airflow_kueue_provider.kueue.spec.job_manifest import build_indexed_job  # noqa: E402
+from airflow_kueue_provider.kueue.spec.job_spec import IndexedJobSpec  # noqa: E402
 from tests.integration.cluster import Cluster, create_kueue_env, delete_kueue_env, is_true, wait_for  # noqa: E402
 
 RUN = "kwok.airflow-kueue.io/run-duration"

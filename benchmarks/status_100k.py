@@ -46,7 +46,7 @@ if str(REPO) not in sys.path:
 
 from airflow_kueue_provider.kueue.index_set import IndexSet  # noqa: E402
 from airflow_kueue_provider.kueue.job_progress import outcome_of, progress_line, result_of, view_of  # noqa: E402
-from airflow_kueue_provider.kueue.quota_guard import unmanaged_verdict  # noqa: E402
+from airflow_kueue_provider.kueue.progress.quota_guard import unmanaged_verdict  # noqa: E402
 from airflow_kueue_provider.plugins.views.index_grid import index_grid  # noqa: E402
 
 COMPLETIONS = 100_000

@@ -232,7 +232,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def render_seconds(stripes: int) -> float:
-    from airflow_kueue_provider.kueue.eta import FinishClock
+    from airflow_kueue_provider.kueue.progress.eta import FinishClock
     from airflow_kueue_provider.plugins import dashboard_pages
     from airflow_kueue_provider.plugins.dashboard_data import live_state
 

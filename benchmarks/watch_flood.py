@@ -166,7 +166,7 @@ def rss_mb(pid: int) -> float:
 
 def submit(env: Any, task: str) -> str:
     from airflow_kueue_provider.hooks.kind_client import KindClient
-    from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+    from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
     from airflow_kueue_provider.kueue.kinds.job import JOB
     from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
     from tests.integration.cluster import HOLD

@@ -1,4 +1,4 @@
-"""Record real Kueue Workload objects as fixtures for the unit tests of ``kueue/workload_state.py``.
+"""Record real Kueue Workload objects as fixtures for the unit tests of ``kueue/progress/workload_state.py``.
 
 A developer tool, run by hand against the local cluster (nothing runs it in CI)::
 
@@ -13,9 +13,9 @@ writes one file per state to ``tests/unit/kueue/fixtures/workloads/<state>.json`
     {"expected_phase": "<WorkloadPhase value>", "workload": {<the kueue.x-k8s.io/v1beta2 Workload>}}
 
 ``expected_phase`` is what Kueue's semantics say the Workload is in (decided here from how the state was
-produced, not by running the mapping), so ``tests/unit/kueue/test_workload_state.py`` checks the mapping
-against it. ``metadata.managedFields`` is dropped; keys are sorted and indented by one space so a re-recording
-diffs cleanly (names, uids and timestamps do change between recordings).
+produced, not by running the mapping), so ``tests/unit/kueue/progress/test_workload_state.py`` checks
+the mapping against it. ``metadata.managedFields`` is dropped; keys are sorted and indented by one space so a
+re-recording diffs cleanly (names, uids and timestamps do change between recordings).
 
 States (file stem -> how it is produced -> expected phase):
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, cast
 
-from ..kueue.job_ownership import delete_unless_finished_step
+from ..kueue.identity.job_ownership import delete_unless_finished_step
 from ..kueue.kinds import KindDescription, child_kind
 from .async_client import (
     MANAGED_BY_SELECTOR,

@@ -1,7 +1,7 @@
 """Account-level Blob calls for per-task-instance shard containers: create, sign a SAS, list, delete.
 
-The operator creates a task instance's shard container (see ``kueue.checkpoint_access``) and signs a SAS
-for it alone; the sweep lists those containers and removes the empty, expired ones. Signing needs either
+The operator creates a task instance's shard container (see ``kueue.checkpoints.checkpoint_access``) and signs
+a SAS for it alone; the sweep lists those containers and removes the empty, expired ones. Signing needs either
 the account key (a connection string with ``AccountKey``, or ``login`` + ``password``) or an Azure identity
 that may ask for a user-delegation key (AKS workload identity / managed identity with the role "Storage
 Blob Delegator" plus data access): a connection that itself holds only a SAS cannot mint a narrower one.
@@ -24,7 +24,7 @@ from azure.storage.blob import (
     generate_container_sas,
 )
 
-from ..kueue.checkpoint_access import (
+from ..kueue.checkpoints.checkpoint_access import (
     PREFIX_METADATA,
     SALT_METADATA,
     SHARD_CONTAINER_HEAD,
@@ -32,7 +32,7 @@ from ..kueue.checkpoint_access import (
     is_shard_container_of,
     policies_to_keep,
 )
-from ..kueue.checkpoint_retention import ShardContainer
+from ..kueue.checkpoints.checkpoint_retention import ShardContainer
 from ..storage.blob_auth import BlobAuth, credential_for
 from ..storage.blob_errors import BlobConfigError, register_secret
 from .blob_store import BlobStoreHook

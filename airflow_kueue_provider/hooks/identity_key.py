@@ -1,4 +1,4 @@
-"""The identity seal's key (``kueue.identity_seal``), read from Airflow's configuration.
+"""The identity seal's key (``kueue.identity.identity_seal``), read from Airflow's configuration.
 
 ``[kueue] identity_key`` (env ``AIRFLOW__KUEUE__IDENTITY_KEY``); unset, it is derived from a secret every
 Airflow component of one deployment already shares: ``[core] fernet_key``, else ``[api_auth] jwt_secret``,
@@ -15,7 +15,7 @@ from typing import Any
 
 from ..airflow_compat import AirflowFailException, task_conf
 from ..kueue.errors import KueueProviderError
-from ..kueue.identity_seal import IdentitySeal
+from ..kueue.identity.identity_seal import IdentitySeal
 from .kueue_config import SECTION, kueue_option
 
 OPTION = "identity_key"

@@ -11,9 +11,9 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.identity_seal import IdentitySeal, sealed_only
-from ..kueue.job_ownership import belongs_to_task_instance, delete_unless_finished_step
+from ..kueue.identity.airflow_identity import AirflowIdentity
+from ..kueue.identity.identity_seal import IdentitySeal, sealed_only
+from ..kueue.identity.job_ownership import belongs_to_task_instance, delete_unless_finished_step
 from ..kueue.kinds import KindDescription
 from .cluster_target import ClusterTarget
 from .identity_key import identity_seal

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..kueue.checkpoints.ledger import RunLedger
 from ..kueue.errors import KueueProviderError
-from ..kueue.ledger import RunLedger
 from .blob_store import AsyncBlobStoreHook, BlobPreconditionFailed, BlobStoreHook
 
 LEDGER_NAME = "ledger.json"

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from ..kueue.queue_ownership import PREVIOUS_MANAGERS
-from ..kueue.queue_setup import InvalidQueueDeclaration, QueueObject, in_apply_order, read_declarations
+from ..kueue.identity.queue_ownership import PREVIOUS_MANAGERS
+from ..kueue.queues.queue_setup import InvalidQueueDeclaration, QueueObject, in_apply_order, read_declarations
 from .queue_setup_hook import ApplyOutcome, KueueQueueSetupHook
 
 SUFFIXES = (".yaml", ".yml")

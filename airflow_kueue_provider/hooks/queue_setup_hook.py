@@ -1,7 +1,7 @@
-"""Applying declared Kueue objects (``kueue.queue_setup``): read the live object, adopt fields written by
-client-side calls, preview the apply (a server-side dry run), report what it would change and whose fields it
-would take, then server-side apply as this provider's field manager. All of it with the connection's identity
-(``deploy/rbac/queue-admin.yaml``)."""
+"""Applying declared Kueue objects (``kueue.queues.queue_setup``): read the live object, adopt fields
+written by client-side calls, preview the apply (a server-side dry run), report what it would change and whose
+fields it would take, then server-side apply as this provider's field manager. All of it with the connection's
+identity (``deploy/rbac/queue-admin.yaml``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ..kueue.errors import KueueProviderError
-from ..kueue.queue_ownership import (
+from ..kueue.identity.queue_ownership import (
     PREVIOUS_MANAGERS,
     FieldConflict,
     adopted_managed_fields,
@@ -23,7 +23,7 @@ from ..kueue.queue_ownership import (
     conflicts_of,
     previous_managers_in,
 )
-from ..kueue.queue_setup import GROUP, TOP_LEVEL_FIELDS, VERSION, QueueObject, drift
+from ..kueue.queues.queue_setup import GROUP, TOP_LEVEL_FIELDS, VERSION, QueueObject, drift
 from .kueue_hook import KueueHook
 from .retry import call_with_retry, describe
 

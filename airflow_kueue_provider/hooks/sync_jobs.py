@@ -10,9 +10,9 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.identity_seal import sealed_only
-from ..kueue.job_ownership import belongs_to_task_instance
+from ..kueue.identity.airflow_identity import AirflowIdentity
+from ..kueue.identity.identity_seal import sealed_only
+from ..kueue.identity.job_ownership import belongs_to_task_instance
 from ..kueue.kinds import KindDescription, child_kind, parent_names
 from ..kueue.names import DAG_ID_LABEL, RUN_ID_LABEL, TASK_ID_LABEL
 from . import kueue_api

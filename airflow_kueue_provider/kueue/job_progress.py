@@ -21,12 +21,12 @@ from typing import Any, Literal
 
 from . import kinds
 from .api_time import parse_api_time
-from .followed_view import FollowedView, ever_admitted, is_admitted
 from .index_set import IndexSet
-from .job_spec import MULTIKUEUE_CONTROLLER
-from .released_quota import ReleasedQuota
-from .result import JobResult, job_result_from_status
-from .workload_state import WorkloadPhase, WorkloadState, workload_state_from_dict
+from .progress.followed_view import FollowedView, ever_admitted, is_admitted
+from .progress.released_quota import ReleasedQuota
+from .progress.result import JobResult, job_result_from_status
+from .progress.workload_state import WorkloadPhase, WorkloadState, workload_state_from_dict
+from .spec.job_spec import MULTIKUEUE_CONTROLLER
 
 OutcomeStatus = Literal["success", "failed", "timeout", "error", "deadline_risk"]
 """``deadline_risk`` is not an end: the task resumes to escalate and defers again."""
@@ -288,3 +288,16 @@ def released_line(released: ReleasedQuota, view: FollowedView, now: datetime) ->
 
 def _shorten(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1].rsplit(",", 1)[0] + ",…"
+
+
+def start_overdue(view: JobView, seconds_since_admission: float | None, start_timeout: float) -> bool:
+    """Admitted long enough ago, yet no pod is ready and no index finished: time to look at the pods."""
+    return (
+        view.admitted
+        and view.finished_condition is None
+        and seconds_since_admission is not None
+        and seconds_since_admission >= start_timeout
+        and view.ready == 0
+        and not view.completed
+        and not view.failed
+    )

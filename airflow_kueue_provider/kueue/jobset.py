@@ -16,16 +16,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .airflow_identity import AirflowIdentity, deterministic_job_name
-from .followed_view import ever_admitted, is_admitted
-from .identity_seal import IdentitySeal
+from .identity.airflow_identity import AirflowIdentity, deterministic_job_name
+from .identity.identity_seal import IdentitySeal
 from .index_set import IndexSet
 from .job_progress import finished_condition
-from .job_spec import InvalidJobSpec
 from .k8s_names import DNS1123_LABEL_MAX_LENGTH, MAX_JOB_NAME_LENGTH, is_dns1123_label
 from .kinds.jobset import JOBSET, is_jobset_child
 from .names import QUEUE_NAME_LABEL, REPLICATED_JOB_LABEL
-from .workload_state import WorkloadState, workload_state_from_dict
+from .progress.followed_view import ever_admitted, is_admitted
+from .progress.workload_state import WorkloadState, workload_state_from_dict
+from .spec.job_spec import InvalidJobSpec
 
 JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = JOBSET.api.group, JOBSET.api.version, JOBSET.api.plural
 JOBSET_API_VERSION = f"{JOBSET_GROUP}/{JOBSET_VERSION}"

@@ -16,9 +16,9 @@ from typing import Any
 from .api_time import parse_api_time
 from .job_progress import released_totals, waiting_line
 from .jobset import JobSetView, ReplicatedJobProgress
-from .quota_guard import Unmanaged, no_workload_verdict
-from .released_quota import ReleasedQuota
-from .workload_state import WorkloadPhase, WorkloadState
+from .progress.quota_guard import Unmanaged, no_workload_verdict
+from .progress.released_quota import ReleasedQuota
+from .progress.workload_state import WorkloadPhase, WorkloadState
 
 JOBSET_LIKELY_CAUSES = (
     "Kueue's JobSet integration is not enabled (integrations.frameworks must list jobset.x-k8s.io/jobset, "
@@ -62,7 +62,7 @@ class JobSetResult:
     """Failed indexes over every replicated job."""
     quota_released_pod_seconds: float | None = None
     """Quota Kueue released while the JobSet still ran (a replicated job's finished replicas, Kueue's
-    ReclaimablePods), as the trigger measured it (see ``kueue.released_quota``)."""
+    ReclaimablePods), as the trigger measured it (see ``kueue.progress.released_quota``)."""
     quota_released_cpu_seconds: float | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -39,7 +39,8 @@ ESCALATIONS_ANNOTATION = "airflow-kueue.io/escalations"
 """On the Job: the escalations taken so far (a JSON list of {step, at, detail, why})."""
 SEAL_ANNOTATION = "airflow-kueue.io/seal"
 """On every object the provider creates: an HMAC, under a key only Airflow holds, over its kind, namespace,
-name and full identity (``kueue.identity_seal``). Without it, an object with the task's labels is not its."""
+name and full identity (``kueue.identity.identity_seal``). Without it, an object with the task's labels is
+not its."""
 UID_SEAL_ANNOTATION = "airflow-kueue.io/uid-seal"
 """On a Job, patched right after create: an HMAC over the uid the apiserver gave it (a copy has another)."""
 

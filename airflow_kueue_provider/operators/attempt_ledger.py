@@ -12,15 +12,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.attempt_figures import AttemptFigures
+from ..kueue.checkpoints.ledger import Attempt, RunLedger, attempt_status
+from ..kueue.checkpoints.shard_blob_names import done_shard_ids, shards_folder
+from ..kueue.checkpoints.shard_packing import PackingChoice, ShardPacks, packs_of_job
+from ..kueue.figures.attempt_figures import AttemptFigures
+from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import view_of
-from ..kueue.ledger import Attempt, RunLedger, attempt_status
-from ..kueue.result import JobResult
-from ..kueue.shard_blob_names import done_shard_ids, shards_folder
-from ..kueue.shard_packing import PackingChoice, ShardPacks, packs_of_job
-from ..kueue.spill import SPILLED_STATUS
+from ..kueue.progress.result import JobResult
+from ..kueue.progress.spill import SPILLED_STATUS
 from ..storage.blob_errors import BlobStoreError
 from .checkpoint_place import CheckpointPlace
 

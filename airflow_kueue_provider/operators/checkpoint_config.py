@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..kueue.checkpoint_access import DEFAULT_CREDENTIAL_TTL, credential_window, is_container_name
-from ..kueue.pod_policy import PodPolicy, service_account_violation
+from ..kueue.checkpoints.checkpoint_access import DEFAULT_CREDENTIAL_TTL, credential_window, is_container_name
+from ..kueue.pods.pod_policy import PodPolicy, service_account_violation
 
 
 @dataclass(frozen=True)

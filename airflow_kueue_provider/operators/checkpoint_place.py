@@ -11,8 +11,8 @@ import secrets
 
 from ..hooks.blob_containers import BlobAccountHook
 from ..hooks.ledger_store import LedgerStore
-from ..kueue.checkpoint_access import shard_container_name
-from ..kueue.ledger import CONTAINER_SALT_HEX, RunLedger
+from ..kueue.checkpoints.checkpoint_access import shard_container_name
+from ..kueue.checkpoints.ledger import CONTAINER_SALT_HEX, RunLedger
 from .checkpoint_config import Checkpointing
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kueue.ledger import RunLedger
-from ..kueue.result import JobResult
-from ..kueue.shard_blob_names import shards_folder
+from ..kueue.checkpoints.ledger import RunLedger
+from ..kueue.checkpoints.shard_blob_names import shards_folder
+from ..kueue.progress.result import JobResult
 from ..storage.blob_errors import BlobStoreError
 from .attempt_ledger import AttemptLedger
 from .checkpoint_place import CheckpointPlace

@@ -12,9 +12,8 @@ from ..airflow_compat import AirflowFailException
 from ..hooks.blob_containers import BlobAccountHook
 from ..hooks.kueue_hook import KueueHook
 from ..hooks.ledger_store import LedgerStore
-from ..kueue.airflow_identity import identity_of
-from ..kueue.checkpoint_access import is_finished
-from ..kueue.checkpoint_retention import (
+from ..kueue.checkpoints.checkpoint_access import is_finished
+from ..kueue.checkpoints.checkpoint_retention import (
     BlobInfo,
     check_older_than,
     empty_containers_to_delete,
@@ -23,7 +22,8 @@ from ..kueue.checkpoint_retention import (
     plan_sweep,
     shard_blobs_of,
 )
-from ..kueue.ledger import RunLedger, ledger_prefix
+from ..kueue.checkpoints.ledger import RunLedger, ledger_prefix
+from ..kueue.identity.airflow_identity import identity_of
 from ..kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from ..storage.blob_errors import BlobStoreError
 

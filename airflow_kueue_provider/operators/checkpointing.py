@@ -28,13 +28,13 @@ from typing import Any
 from ..hooks.blob_containers import BlobAccountHook
 from ..hooks.kind_client import KindClient
 from ..hooks.ledger_store import LedgerStore
-from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.attempt_figures import AttemptFigures
-from ..kueue.deadline import DEADLINE_RESULT_KEYS
+from ..kueue.checkpoints.ledger import RunLedger, ledger_prefix
+from ..kueue.checkpoints.shard_packing import PackingChoice, ShardPacks
+from ..kueue.figures.attempt_figures import AttemptFigures
+from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet
-from ..kueue.ledger import RunLedger, ledger_prefix
-from ..kueue.result import JobResult
-from ..kueue.shard_packing import PackingChoice, ShardPacks
+from ..kueue.progress.deadline import DEADLINE_RESULT_KEYS
+from ..kueue.progress.result import JobResult
 from ..storage.blob_errors import BlobStoreError
 from .attempt_ledger import AttemptLedger
 from .checkpoint_config import Checkpointing

@@ -14,7 +14,7 @@ from kubernetes.client.rest import ApiException
 from ..hooks.kind_client import KindClient
 from ..kueue.errors import KueueProviderError
 from ..kueue.names import PRIORITY_CLASS_LABEL
-from ..kueue.trigger_event import KueueEvent
+from ..kueue.progress.trigger_event import KueueEvent
 
 log = logging.getLogger(__name__)
 

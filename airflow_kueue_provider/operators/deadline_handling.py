@@ -19,7 +19,8 @@ from kubernetes.client.rest import ApiException
 
 from ..airflow_compat import AirflowFailException
 from ..hooks.kind_client import KindClient
-from ..kueue.deadline import (
+from ..kueue.names import DEADLINE_ANNOTATION, ESCALATIONS_ANNOTATION
+from ..kueue.progress.deadline import (
     DeadlinePlan,
     DeadlineValue,
     InvalidDeadline,
@@ -29,8 +30,7 @@ from ..kueue.deadline import (
     submit_warning,
     taken_before,
 )
-from ..kueue.names import DEADLINE_ANNOTATION, ESCALATIONS_ANNOTATION
-from ..kueue.trigger_event import KueueEvent
+from ..kueue.progress.trigger_event import KueueEvent
 from .deadline_escalation import DeadlineEscalation, InvalidEscalation, take_steps
 from .deadline_spill import SpillOutcome
 

@@ -1,7 +1,7 @@
 """``on_deadline_risk spill_to``, the worker's side: move a waiting run's unfinished shards to another
-LocalQueue (when it is safe: ``kueue.spill``), as numbered steps over the hook and the ledger. The spill Job
-is submitted through the operator template's own submit (``Submit``): shaped, given its pods' access,
-created or adopted, and recorded in the ledger like any try's Job."""
+LocalQueue (when it is safe: ``kueue.progress.spill``), as numbered steps over the hook and the ledger.
+The spill Job is submitted through the operator template's own submit (``Submit``): shaped, given its pods'
+access, created or adopted, and recorded in the ledger like any try's Job."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..hooks.kind_client import KindClient
-from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.attempt_figures import AttemptFigures, CostModel, status_figures
+from ..kueue.figures.attempt_figures import AttemptFigures, CostModel, status_figures
+from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet
-from ..kueue.spill import WAITING, not_spillable_because, spill_manifest, spilled_detail
-from ..kueue.trigger_event import KueueEvent
+from ..kueue.progress.spill import WAITING, not_spillable_because, spill_manifest, spilled_detail
+from ..kueue.progress.trigger_event import KueueEvent
 from .checkpointing import CheckpointSession
 from .job_submission import Submission
 

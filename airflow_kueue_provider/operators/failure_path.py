@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..hooks.identity_key import identity_seal
-from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet
-from ..kueue.trigger_event import KueueEvent
+from ..kueue.progress.trigger_event import KueueEvent
 from .job_submission import delete_task_instance_objects
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from ..hooks.kueue_hook import KueueHook
-from ..kueue.finished_job_retention import stale_finished_jobs
 from ..kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from ..kueue.progress.finished_job_retention import stale_finished_jobs
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -15,18 +15,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..hooks.identity_key import identity_seal
-from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
-from ..kueue.attempt_figures import AttemptFigures, CostModel
+from ..kueue.checkpoints.ledger import RunLedger, attempt_status
+from ..kueue.checkpoints.shard_packing import ShardDurationParam
+from ..kueue.figures.attempt_figures import AttemptFigures, CostModel
+from ..kueue.identity.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.index_set import IndexSet
-from ..kueue.job_template import template_main_container
 from ..kueue.kinds.job import JOB
-from ..kueue.ledger import RunLedger, attempt_status
-from ..kueue.parallelism_ramp import ParallelismRamp
-from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault
-from ..kueue.shard_packing import ShardDurationParam
-from ..kueue.spill import SPILL_NAME_VARIANT, spill_taken
-from ..kueue.topology import TopologyRequest
-from ..kueue.trigger_event import KueueEvent
+from ..kueue.progress.spill import SPILL_NAME_VARIANT, spill_taken
+from ..kueue.progress.trigger_event import KueueEvent
+from ..kueue.spec.job_template import template_main_container
+from ..kueue.spec.parallelism_ramp import ParallelismRamp
+from ..kueue.spec.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault
+from ..kueue.spec.topology import TopologyRequest
 from ..triggers.kueue_job import KueueJobTrigger
 from .checkpointing import CheckpointSession
 from .deadline_handling import Spill

@@ -11,17 +11,17 @@ import yaml
 
 from ..airflow_compat import AirflowFailException
 from ..hooks.identity_key import identity_seal
-from ..kueue.airflow_identity import AirflowIdentity, deterministic_job_name
-from ..kueue.job_manifest import build_indexed_job
-from ..kueue.job_spec import MAX_COMPLETIONS, IndexedJobSpec, InvalidJobSpec
-from ..kueue.job_template import as_mapping, template_main_container, values_turned_structure
-from ..kueue.job_validation import validate_untemplated
+from ..kueue.checkpoints.shard_packing import InvalidPacking, PackingChoice, ShardDuration
+from ..kueue.identity.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.names import ELASTIC_JOB_ANNOTATION
-from ..kueue.parallelism_ramp import ParallelismRamp, with_slice_gate
-from ..kueue.pod_policy import violations, with_restricted_defaults
-from ..kueue.retry_policy import per_index_retries
-from ..kueue.shard_packing import InvalidPacking, PackingChoice, ShardDuration
-from ..kueue.topology import InvalidTopology, TopologyRequest, with_topology
+from ..kueue.pods.pod_policy import violations, with_restricted_defaults
+from ..kueue.spec.job_manifest import build_indexed_job
+from ..kueue.spec.job_spec import MAX_COMPLETIONS, IndexedJobSpec, InvalidJobSpec
+from ..kueue.spec.job_template import as_mapping, template_main_container, values_turned_structure
+from ..kueue.spec.job_validation import validate_untemplated
+from ..kueue.spec.parallelism_ramp import ParallelismRamp, with_slice_gate
+from ..kueue.spec.retry_policy import per_index_retries
+from ..kueue.spec.topology import InvalidTopology, TopologyRequest, with_topology
 from .settings import configured_pod_policy
 from .template_file import TemplateFile
 from .templated import is_templated

@@ -13,10 +13,10 @@ from ..airflow_compat import AirflowFailException
 from ..hooks.kind_client import KindClient
 from ..hooks.kueue_hook import KueueHook
 from ..kueue import kinds
-from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.errors import KueueProviderError
-from ..kueue.identity_seal import IdentitySeal
-from ..kueue.job_ownership import belongs_to_try, needs_uid_seal, sort_by_seal
+from ..kueue.identity.airflow_identity import AirflowIdentity
+from ..kueue.identity.identity_seal import IdentitySeal
+from ..kueue.identity.job_ownership import belongs_to_try, needs_uid_seal, sort_by_seal
 from ..kueue.job_progress import finished_condition
 from ..kueue.names import TRY_NUMBER_LABEL
 
@@ -136,9 +136,9 @@ def adopted(client: KindClient, submission: Submission, seal: IdentitySeal) -> S
 def sealed_previous(
     client: KindClient, namespace: str, identity: AirflowIdentity, seal: IdentitySeal, logger: Any = log
 ) -> list[dict[str, Any]]:
-    """The task instance's objects it may adopt (``kueue.job_ownership.sort_by_seal``). The others: an
-    earlier try's live Job whose uid seal was never written is deleted (by uid); anything else that carries
-    the task's labels without its seal is left alone and said once."""
+    """The task instance's objects it may adopt (``kueue.identity.job_ownership.sort_by_seal``). The
+    others: an earlier try's live Job whose uid seal was never written is deleted (by uid); anything else that
+    carries the task's labels without its seal is left alone and said once."""
     listed = client.task_instance_objects(namespace, identity)
     found = sort_by_seal(listed, identity, seal, client.noun, client.uid_sealed)
     for obj in found.ignored:

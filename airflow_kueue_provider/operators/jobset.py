@@ -16,14 +16,14 @@ from kubernetes.client.rest import ApiException
 from ..airflow_compat import AirflowFailException
 from ..hooks.identity_key import identity_seal
 from ..hooks.kind_client import KindClient
-from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.checkpoints.ledger import RunLedger
+from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet
-from ..kueue.job_spec import MULTIKUEUE_CONTROLLER, InvalidJobSpec
 from ..kueue.jobset import ReplicatedJob, build_jobset, jobset_name_for
 from ..kueue.kinds.jobset import JOBSET
-from ..kueue.ledger import RunLedger
 from ..kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE, PRIORITY_CLASS_LABEL
-from ..kueue.trigger_event import KueueEvent
+from ..kueue.progress.trigger_event import KueueEvent
+from ..kueue.spec.job_spec import MULTIKUEUE_CONTROLLER, InvalidJobSpec
 from ..triggers.kueue_jobset import KueueJobSetTrigger
 from .failures import KueueTaskFailed
 from .kueue_operator import KueueOperator

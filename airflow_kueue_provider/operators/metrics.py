@@ -1,4 +1,4 @@
-"""Send a finished task's metric points (``kueue.run_metrics``) through Airflow's ``Stats``; a metrics
+"""Send a finished task's metric points (``kueue.figures.run_metrics``) through Airflow's ``Stats``; a metrics
 backend that fails never fails the task."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..airflow_compat import stats
-from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.run_metrics import run_metrics
+from ..kueue.figures.run_metrics import run_metrics
+from ..kueue.identity.airflow_identity import AirflowIdentity
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..hooks.kind_client import KindClient
-from ..kueue.attempt_figures import AttemptFigures
+from ..kueue.checkpoints.ledger import RunLedger
+from ..kueue.checkpoints.shard_packing import ShardPacks
+from ..kueue.figures.attempt_figures import AttemptFigures
 from ..kueue.index_set import IndexSet
-from ..kueue.ledger import RunLedger
-from ..kueue.shard_packing import ShardPacks
 
 
 class NoCheckpointing:

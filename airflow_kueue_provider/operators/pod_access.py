@@ -1,6 +1,6 @@
-"""What a Job's pods may touch in Blob Storage (``kueue.checkpoint_access``): the shard container of their
-task instance, through a SAS for it alone, handed over in a Secret the operator creates and the Job owns
-(Kubernetes deletes it with the Job), named with a random suffix only the Job's pod env records.
+"""What a Job's pods may touch in Blob Storage (``kueue.checkpoints.checkpoint_access``): the shard
+container of their task instance, through a SAS for it alone, handed over in a Secret the operator creates and
+the Job owns (Kubernetes deletes it with the Job), named with a random suffix only the Job's pod env records.
 
 On account-key auth the SAS is bound to a per-attempt stored access policy: refreshed on reattach, revoked
 when the attempt ends, refused by a re-created container. With an Azure identity (user-delegation) it is
@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..hooks.kind_client import KindClient
-from ..kueue.checkpoint_access import (
+from ..kueue.checkpoints.checkpoint_access import (
     ACCESS_ID_HEX,
     CredentialRenewal,
     access_policy_head,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kueue.checkpoint_access import mount_sas_file, secret_name_of
+from ..kueue.checkpoints.checkpoint_access import mount_sas_file, secret_name_of
+from ..kueue.checkpoints.shard_packing import PackingChoice, ShardPacks
 from ..kueue.index_set import IndexSet
 from ..kueue.kinds import child_kind
 from ..kueue.names import (
@@ -17,7 +18,6 @@ from ..kueue.names import (
     SHARDS_PER_POD_ENV,
     WORKLOAD_IDENTITY_LABEL,
 )
-from ..kueue.shard_packing import PackingChoice, ShardPacks
 from ..storage.blob_auth import container_url_of
 from .checkpoint_place import CheckpointPlace
 from .pod_access import PodAccess

@@ -13,8 +13,8 @@ from ..airflow_compat import AirflowException, AirflowFailException
 from ..hooks.queue_declarations import apply_declarations, conflict_summary, load_declarations, report
 from ..hooks.queue_setup_hook import KueueQueueSetupHook
 from ..kueue.errors import KueueProviderError
-from ..kueue.queue_ownership import PREVIOUS_MANAGERS
-from ..kueue.queue_setup import InvalidQueueDeclaration
+from ..kueue.identity.queue_ownership import PREVIOUS_MANAGERS
+from ..kueue.queues.queue_setup import InvalidQueueDeclaration
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

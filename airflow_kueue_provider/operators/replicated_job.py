@@ -9,17 +9,17 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from ..airflow_compat import AirflowFailException
-from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.attempt_figures import GangCostModel, PodSetPrice
-from ..kueue.cost import VmPrice
-from ..kueue.job_manifest import build_indexed_job
-from ..kueue.job_spec import IndexedJobSpec, InvalidJobSpec
-from ..kueue.job_template import as_mapping, template_main_container
-from ..kueue.job_validation import validate_untemplated
+from ..kueue.figures.attempt_figures import GangCostModel, PodSetPrice
+from ..kueue.figures.cost import VmPrice
+from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.jobset import ReplicatedJob, replicated_job_problems
-from ..kueue.pod_policy import violations, with_restricted_defaults
-from ..kueue.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault, per_index_retries
-from ..kueue.topology import InvalidTopology, TopologyRequest, with_topology
+from ..kueue.pods.pod_policy import violations, with_restricted_defaults
+from ..kueue.spec.job_manifest import build_indexed_job
+from ..kueue.spec.job_spec import IndexedJobSpec, InvalidJobSpec
+from ..kueue.spec.job_template import as_mapping, template_main_container
+from ..kueue.spec.job_validation import validate_untemplated
+from ..kueue.spec.retry_policy import PER_INDEX_DEFAULT, PerIndexDefault, per_index_retries
+from ..kueue.spec.topology import InvalidTopology, TopologyRequest, with_topology
 from .k8s_models import plain
 from .settings import configured_pod_policy
 

@@ -1,6 +1,6 @@
 """The task instance's queue time, run time and cost over every Job it ran (orchestration of
-``kueue.attempt_figures``): the Job that just ended from its trigger's event, earlier ones from the ledger
-(with checkpointing) or from their Job objects (listed once, at the end)."""
+``kueue.figures.attempt_figures``): the Job that just ended from its trigger's event, earlier ones from
+the ledger (with checkpointing) or from their Job objects (listed once, at the end)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..hooks.kind_client import KindClient
-from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.attempt_figures import (
+from ..kueue.checkpoints.ledger import RunLedger
+from ..kueue.figures.attempt_figures import (
     AttemptFigures,
     CostModel,
     Pricing,
@@ -18,7 +18,7 @@ from ..kueue.attempt_figures import (
     status_figures,
     totals,
 )
-from ..kueue.ledger import RunLedger
+from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.names import QUEUE_NAME_LABEL, TRY_NUMBER_LABEL
 
 log = logging.getLogger(__name__)
@@ -56,9 +56,9 @@ def task_instance_totals(
     model: Pricing,
     jobs: Lister,
 ) -> dict[str, Any]:
-    """The result's per-task-instance figures (see ``kueue.attempt_figures.totals``). The Jobs are listed
-    only when earlier Jobs may exist whose figures the ledger does not hold (a retry without checkpointing,
-    a ledger written before figures were kept)."""
+    """The result's per-task-instance figures (see ``kueue.figures.attempt_figures.totals``). The Jobs
+    are listed only when earlier Jobs may exist whose figures the ledger does not hold (a retry without
+    checkpointing, a ledger written before figures were kept)."""
     recorded = [a.figures for a in (ledger.attempts if ledger else ()) if a.figures is not None]
     if current is not None and all(r.job_name != current.job_name for r in recorded):
         recorded.append(current)  # the ledger's record of it, when there is one, knows the try that made it

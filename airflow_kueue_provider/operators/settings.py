@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..airflow_compat import AirflowFailException
 from ..hooks.kueue_config import kueue_options
-from ..kueue.pod_policy import POD_POLICY_OPTIONS, PodPolicy, PolicyConfigError
+from ..kueue.pods.pod_policy import POD_POLICY_OPTIONS, PodPolicy, PolicyConfigError
 
 
 def configured_pod_policy() -> PodPolicy:

@@ -6,8 +6,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..airflow_compat import AirflowFailException
-from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.api_time import parse_api_time
+from ..kueue.identity.airflow_identity import AirflowIdentity
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -8,7 +8,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..kueue.shard_blob_names import done_name
+from ..kueue.checkpoints.shard_blob_names import done_name
 from .checkpointing import CheckpointSession
 
 INLINE_RESULTS_BYTES = 48 * 1024

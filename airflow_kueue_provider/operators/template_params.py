@@ -12,9 +12,9 @@ from datetime import timedelta
 from typing import Any
 
 from ..airflow_compat import AirflowFailException
-from ..kueue.cost import VmPrice
-from ..kueue.deadline import DeadlineValue
+from ..kueue.figures.cost import VmPrice
 from ..kueue.k8s_names import is_dns1123_subdomain, is_valid_label_value
+from ..kueue.progress.deadline import DeadlineValue
 from .checkpointing import Checkpointing
 from .deadline_escalation import DeadlineEscalation
 from .deadline_handling import DeadlineHandling

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from ..airflow_compat import AirflowFailException
 from ..hooks.blob_store import BlobConfigError
-from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.shard_packing import PackingChoice
+from ..kueue.checkpoints.shard_packing import PackingChoice
+from ..kueue.identity.airflow_identity import AirflowIdentity
 from .checkpointing import Checkpointing, CheckpointSession
 from .no_checkpointing import NoCheckpointing
 from .operator_kind import Shards

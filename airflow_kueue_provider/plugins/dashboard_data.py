@@ -11,15 +11,15 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from ..hooks.kueue_hook import KueueHook
-from ..kueue.airflow_identity import AirflowIdentity
 from ..kueue.api_time import parse_api_time
-from ..kueue.deadline import deadline_of
-from ..kueue.eta import Estimate, FinishClock, average_finish
+from ..kueue.checkpoints.shard_packing import packs_of_job
+from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.job_progress import JobView, progress_line, view_of
 from ..kueue.kinds import ChildOf, child_kind, child_of, operator_names, workload_owner_uid
 from ..kueue.names import TRY_NUMBER_LABEL
-from ..kueue.shard_packing import packs_of_job
-from ..kueue.workload_state import WorkloadPhase, WorkloadState
+from ..kueue.progress.deadline import deadline_of
+from ..kueue.progress.eta import Estimate, FinishClock, average_finish
+from ..kueue.progress.workload_state import WorkloadPhase, WorkloadState
 from .pending_positions import SHARED
 from .views.admission_timeline import TimelineStep, admission_timeline
 from .views.index_grid import IndexGrid, index_grid, likely_running, shard_grid

@@ -20,7 +20,7 @@ from contextlib import AsyncExitStack, suppress
 from datetime import UTC, datetime
 from typing import Any
 
-from ..kueue.eta import FinishClock
+from ..kueue.progress.eta import FinishClock
 from ..watch.namespace_watch import ANY_JOB, Following, NamespaceWatch
 from .fanout import Feeds, Publish
 

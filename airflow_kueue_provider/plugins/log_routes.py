@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query
 
-from ..kueue.airflow_identity import AirflowIdentity
+from ..kueue.identity.airflow_identity import AirflowIdentity
 from .app_context import AppContext
 from .task_routes import parse_map_index
 

@@ -12,8 +12,8 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from kubernetes.client.rest import ApiException
 from starlette.concurrency import run_in_threadpool
 
-from ..kueue.airflow_identity import AirflowIdentity
-from ..kueue.eta import FinishClock
+from ..kueue.identity.airflow_identity import AirflowIdentity
+from ..kueue.progress.eta import FinishClock
 from . import dashboard_pages, live_feed
 from .app_context import AppContext, event_stream
 from .dashboard_data import JobPanel, live_state, task_panels

@@ -21,7 +21,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContainerClient
 
-from ..kueue.checkpoint_retention import BlobInfo
+from ..kueue.checkpoints.checkpoint_retention import BlobInfo
 from .blob_auth import BlobAuth, container_url_of, credential_for
 from .blob_requests import BATCH_SIZE, JSON_CONTENT, batch_deleted, dumps, loads, write_conditions
 from .blob_retry import _Attempts

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..hooks.async_secrets import replace_sas
 from ..hooks.cluster_target import ClusterTarget
-from ..kueue.checkpoint_access import CredentialRenewal
+from ..kueue.checkpoints.checkpoint_access import CredentialRenewal
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 300.0

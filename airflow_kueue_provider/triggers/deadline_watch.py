@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ..kueue.deadline import DeadlinePlan, EtaHistory, at_risk
-from ..kueue.eta import Estimate
-from ..kueue.followed_view import FollowedView
-from ..kueue.trigger_event import DeadlineReport
+from ..kueue.progress.deadline import DeadlinePlan, EtaHistory, at_risk
+from ..kueue.progress.eta import Estimate
+from ..kueue.progress.followed_view import FollowedView
+from ..kueue.progress.trigger_event import DeadlineReport
 
 
 class DeadlineWatch:

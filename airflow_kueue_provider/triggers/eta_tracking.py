@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..kueue.eta import AdmissionClock, Estimate, FinishClock, eta_line
-from ..kueue.followed_view import FollowedView
+from ..kueue.progress.eta import AdmissionClock, Estimate, FinishClock, eta_line
+from ..kueue.progress.followed_view import FollowedView
 
 POSITION_FIRST_AFTER = 10.0  # seconds of queueing before the first position read: most are admitted sooner
 POSITION_FIRST_REFRESH = 30.0  # then every 30 s, doubling up to POSITION_MAX_REFRESH while still queued

@@ -17,12 +17,12 @@ from airflow.triggers.base import BaseTrigger
 
 from ..hooks.kueue_async_hook import is_connection_error
 from ..hooks.retry import describe, is_transient
-from ..kueue.followed_view import FollowedView
-from ..kueue.job_ownership import is_same_object
+from ..kueue.identity.job_ownership import is_same_object
 from ..kueue.job_progress import Outcome
-from ..kueue.quota_guard import Unmanaged
-from ..kueue.trigger_event import KueueEvent
-from ..kueue.workload_state import WorkloadPhase
+from ..kueue.progress.followed_view import FollowedView
+from ..kueue.progress.quota_guard import Unmanaged
+from ..kueue.progress.trigger_event import KueueEvent
+from ..kueue.progress.workload_state import WorkloadPhase
 from ..watch.following import Following
 from ..watch.snapshots import KindSnapshot
 from .deadline_watch import DeadlineWatch

@@ -11,10 +11,10 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ..kueue.followed_view import FollowedView
 from ..kueue.job_progress import Outcome
 from ..kueue.kinds import KindDescription
-from ..kueue.quota_guard import Unmanaged
+from ..kueue.progress.followed_view import FollowedView
+from ..kueue.progress.quota_guard import Unmanaged
 from ..watch.following import Following
 from ..watch.snapshots import KindSnapshot
 

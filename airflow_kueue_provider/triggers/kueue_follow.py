@@ -23,12 +23,12 @@ from airflow.triggers.base import TriggerEvent
 
 from ..hooks.cluster_target import ClusterTarget
 from ..hooks.kueue_async_hook import AsyncKueueHook
-from ..kueue.deadline import DeadlinePlan
-from ..kueue.job_ownership import is_same_object
+from ..kueue.identity.job_ownership import is_same_object
 from ..kueue.job_progress import Outcome, observe_released, released_line
-from ..kueue.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
-from ..kueue.released_quota import ReleasedQuota
-from ..kueue.start_guard import DEFAULT_START_TIMEOUT
+from ..kueue.progress.deadline import DeadlinePlan
+from ..kueue.progress.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
+from ..kueue.progress.released_quota import ReleasedQuota
+from ..kueue.progress.start_guard import DEFAULT_START_TIMEOUT
 from ..watch.following import Following
 from ..watch.namespace_watch import NamespaceWatch
 from .credential_renewal import renewing

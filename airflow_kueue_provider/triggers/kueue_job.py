@@ -13,19 +13,20 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from ..kueue.checkpoints.ledger import RUNNING, attempt_status
 from ..kueue.job_progress import (
     JobView,
     Outcome,
     outcome_of,
     progress_line,
     result_of,
+    start_overdue,
     view_of,
 )
 from ..kueue.kinds.job import JOB
-from ..kueue.ledger import RUNNING, attempt_status
-from ..kueue.parallelism_ramp import RampPlan, gate_never_lifted
-from ..kueue.quota_guard import Unmanaged, unmanaged_verdict
-from ..kueue.start_guard import start_overdue, stuck_reason
+from ..kueue.progress.quota_guard import Unmanaged, unmanaged_verdict
+from ..kueue.progress.start_guard import stuck_reason
+from ..kueue.spec.parallelism_ramp import RampPlan, gate_never_lifted
 from ..watch.following import Following
 from ..watch.snapshots import KindSnapshot
 from .kueue_follow import KueueFollowTrigger

@@ -19,8 +19,8 @@ from ..kueue.jobset_result import (
     unmanaged_jobset_verdict,
 )
 from ..kueue.kinds.jobset import JOBSET
-from ..kueue.quota_guard import Unmanaged
-from ..kueue.start_guard import stuck_reason
+from ..kueue.progress.quota_guard import Unmanaged
+from ..kueue.progress.start_guard import stuck_reason
 from ..watch.following import Following
 from ..watch.snapshots import KindSnapshot
 from .kueue_follow import KueueFollowTrigger

@@ -16,8 +16,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..kueue.checkpoints.ledger import RunLedger
 from ..kueue.index_set import IndexSet
-from ..kueue.ledger import RunLedger
 
 if TYPE_CHECKING:  # imported in a worker thread by LedgerWriter._open(): azure is ~0.2 s to import
     from ..hooks.blob_store import AsyncBlobStoreHook

@@ -9,7 +9,8 @@ START_RECHECK_SECONDS = 30.0  # after start_timeout, how often to look at pods t
 
 
 class StartCheckPacing:
-    """The Job and JobSet triggers' shared pacing of stuck-pod reads (the rules are in kueue.start_guard)."""
+    """The Job and JobSet triggers' shared pacing of stuck-pod reads (the rules are in
+    kueue.progress.start_guard)."""
 
     def __init__(self, start_timeout: float) -> None:
         self.start_timeout = start_timeout

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from ..kueue.followed_view import FollowedView
+from ..kueue.progress.followed_view import FollowedView
 
 UNMANAGED_GRACE_SECONDS = 10.0  # how long "no Workload" must hold, then on a fresh read, before a delete
 

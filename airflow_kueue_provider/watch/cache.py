@@ -16,7 +16,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kueue.cached_metadata import slim_metadata
+from ..kueue.identity.cached_metadata import slim_metadata
 from ..kueue.kinds import KindDescription, by_plural, child_kind, parent_names, workload_owner_uid
 from ..kueue.names import JOB_UID_LABEL
 from .caps import HubCaps, json_size
@@ -190,10 +190,10 @@ def _job_uid(workload: dict[str, Any]) -> str | None:
 
 def slim(obj: dict[str, Any]) -> dict[str, Any]:
     """The object without what no follower reads: metadata but for the fields, labels and annotations some
-    follower reads, each value bounded (``kueue.cached_metadata``), and the pod or Job templates (``spec.
-    template``, and the ``template`` of each item of a list in ``spec``: a JobSet's ``replicatedJobs``, a
-    Workload's ``podSets``). A triggerer following 1,000 Jobs would otherwise keep them all, and its garbage
-    collector would walk them, stalling the event loop."""
+    follower reads, each value bounded (``kueue.identity.cached_metadata``), and the pod or Job templates
+    (``spec.template``, and the ``template`` of each item of a list in ``spec``: a JobSet's
+    ``replicatedJobs``, a Workload's ``podSets``). A triggerer following 1,000 Jobs would otherwise keep them
+    all, and its garbage collector would walk them, stalling the event loop."""
     obj["metadata"] = slim_metadata(obj.get("metadata") or {})
     spec = obj.get("spec") or {}
     spec.pop("template", None)

@@ -1,10 +1,11 @@
 """How much one namespace may make the shared watch hold, and the error that ends its followers beyond.
 
 One triggerer's hubs follow every team's namespaces, and any tenant that can create Jobs can give them the
-public ``managed-by`` label. Slimming (``kueue.cached_metadata``) bounds each object; these caps bound how
-many objects (per kind) and how many bytes (all kinds, the slimmed objects' JSON size) one namespace's hub
-keeps. Past either, the hub gives up like one refused for good (``kind_failures.WatchUnavailable``): only its
-followers end, with :class:`NamespaceOverCap`, the cache is dropped, and other namespaces' hubs go on.
+public ``managed-by`` label. Slimming (``kueue.identity.cached_metadata``) bounds each object; these
+caps bound how many objects (per kind) and how many bytes (all kinds, the slimmed objects' JSON size) one
+namespace's hub keeps. Past either, the hub gives up like one refused for good
+(``kind_failures.WatchUnavailable``): only its followers end, with :class:`NamespaceOverCap`, the cache is
+dropped, and other namespaces' hubs go on.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ def group_of(slot: str) -> str:
     kind = by_plural(slot)
     return kind.api.group if kind is not None else KUEUE_GROUP if slot == "workloads" else "?"
 
+
 NO_KIND = ""
 """The key of a failure no list+watch loop owns (the connection itself): any successful LIST resets it."""
 

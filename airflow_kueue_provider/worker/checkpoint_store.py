@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from ..kueue.checkpoint_retention import BlobInfo
+from ..kueue.checkpoints.checkpoint_retention import BlobInfo
 from ..storage.blob_auth import check_sas_not_expired
 from ..storage.blob_errors import BlobConfigError, BlobPreconditionFailed, BlobStoreError, BlobUnavailable
 from ..storage.blob_retry import RetryPolicy

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import InvalidPacking, ShardPacks
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.shard_packing import InvalidPacking, ShardPacks
 
 
 def shard_id_for_index(index: int, shards: str | None) -> int:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..kueue.shard_blob_names import done_name, shard_folder
+from ..kueue.checkpoints.shard_blob_names import done_name, shard_folder
 
 __all__ = ["checkpoint_name", "checkpoint_seq", "done_name", "rank", "shard_folder", "stale_seqs"]
 

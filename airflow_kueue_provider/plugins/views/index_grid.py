@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ...kueue.checkpoints.shard_packing import ShardPacks
 from ...kueue.index_set import IndexSet
-from ...kueue.shard_packing import ShardPacks
 
 MAX_BANDS = 500
 

@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 from azure.storage.blob import BlobServiceClient
 
+from airflow_kueue_provider.kueue.checkpoints.ledger import RunLedger, ledger_prefix
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.ledger import RunLedger, ledger_prefix
 from devcluster.manifests import SPOT_POOL, fake_node
 
 from ..cluster import Cluster, KueueEnv, short_id, wait_for

@@ -25,7 +25,7 @@ from kubernetes.client.rest import ApiException
 
 from airflow_kueue_provider.airflow_compat import AirflowException
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
-from airflow_kueue_provider.kueue.checkpoint_access import secret_name_of
+from airflow_kueue_provider.kueue.checkpoints.checkpoint_access import secret_name_of
 from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.finished_job_sweep import KueueFinishedJobSweepOperator

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_kueue_provider.kueue.job_manifest import build_indexed_job
-from airflow_kueue_provider.kueue.job_spec import IndexedJobSpec
 from airflow_kueue_provider.kueue.jobset import ReplicatedJob, build_jobset, jobset_view
 from airflow_kueue_provider.kueue.names import JOBSET_NAME_LABEL
+from airflow_kueue_provider.kueue.spec.job_manifest import build_indexed_job
+from airflow_kueue_provider.kueue.spec.job_spec import IndexedJobSpec
 
 from ..cluster import KueueEnv, indexed_job, is_true, wait_for
 

@@ -7,7 +7,7 @@ from typing import Any
 from airflow_kueue_provider.hooks.identity_key import identity_seal
 from airflow_kueue_provider.hooks.kind_client import KindClient
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from airflow_kueue_provider.kueue.kinds.jobset import JOBSET
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob

@@ -27,7 +27,7 @@ from airflow_kueue_provider.kueue.index_set import IndexSet
 
 from .workload import Night
 
-SPOT_PER_HOUR, ON_DEMAND_PER_HOUR, VM_CPU = 0.181, 0.904, 16  # kueue/cost.py's VmPrice defaults
+SPOT_PER_HOUR, ON_DEMAND_PER_HOUR, VM_CPU = 0.181, 0.904, 16  # kueue/figures/cost.py's VmPrice defaults
 
 
 def _ts(value: str | None) -> float | None:

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from airflow_kueue_provider.kueue.ledger import RunLedger
+from airflow_kueue_provider.kueue.checkpoints.ledger import RunLedger
 
 from ..airflow_runner import AirflowHome
 from ..cluster import short_id

@@ -14,10 +14,14 @@ from airflow.exceptions import TaskDeferred
 from airflow_kueue_provider.hooks.blob_containers import BlobAccountHook
 from airflow_kueue_provider.hooks.blob_store import BlobStoreHook
 from airflow_kueue_provider.hooks.ledger_store import LedgerStore
-from airflow_kueue_provider.kueue.checkpoint_access import shard_container_name
-from airflow_kueue_provider.kueue.checkpoint_retention import MIN_OLDER_THAN, BlobInfo, ShardContainer
+from airflow_kueue_provider.kueue.checkpoints.checkpoint_access import shard_container_name
+from airflow_kueue_provider.kueue.checkpoints.checkpoint_retention import (
+    MIN_OLDER_THAN,
+    BlobInfo,
+    ShardContainer,
+)
+from airflow_kueue_provider.kueue.checkpoints.ledger import RunLedger, ledger_prefix
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.ledger import RunLedger, ledger_prefix
 from airflow_kueue_provider.kueue.names import TASK_ID_LABEL
 from airflow_kueue_provider.operators import checkpoint_sweep
 from airflow_kueue_provider.operators.checkpoint_sweep import KueueCheckpointSweepOperator

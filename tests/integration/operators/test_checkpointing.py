@@ -23,10 +23,10 @@ import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.hooks.kind_client import KindClient
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
-from airflow_kueue_provider.kueue.checkpoint_access import shard_container_name
+from airflow_kueue_provider.kueue.checkpoints.checkpoint_access import shard_container_name
+from airflow_kueue_provider.kueue.checkpoints.ledger import ledger_prefix
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.kinds.job import JOB
-from airflow_kueue_provider.kueue.ledger import ledger_prefix
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from devcluster import procs
 from devcluster.components import components
@@ -305,8 +305,8 @@ def _port_open(port: int) -> bool:
 def test_two_triggers_writing_the_ledger_at_once_lose_no_index(
     kueue_env: KueueEnv, blob: SimpleNamespace
 ) -> None:
+    from airflow_kueue_provider.kueue.checkpoints.shard_packing import ShardPacks
     from airflow_kueue_provider.kueue.index_set import IndexSet
-    from airflow_kueue_provider.kueue.shard_packing import ShardPacks
     from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
     from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
+from airflow_kueue_provider.kueue.checkpoints.ledger import ledger_prefix
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.ledger import ledger_prefix
 from airflow_kueue_provider.kueue.names import ESCALATIONS_ANNOTATION, QUEUE_NAME_LABEL, SHARDS_PER_POD_ENV
 
 from ..airflow_runner import AirflowHome

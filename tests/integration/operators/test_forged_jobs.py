@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP
 from airflow_kueue_provider.kueue.names import (
     ESCALATIONS_ANNOTATION,

@@ -15,7 +15,7 @@ import pytest
 from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.hooks.identity_key import identity_seal
 from airflow_kueue_provider.hooks.kind_client import KindClient
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from airflow_kueue_provider.kueue.kinds.jobset import JOBSET
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob

@@ -7,7 +7,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from airflow_kueue_provider.kueue.parallelism_ramp import ParallelismRamp
+from airflow_kueue_provider.kueue.spec.parallelism_ramp import ParallelismRamp
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 from ..cluster import HOLD, KueueEnv, wait_for

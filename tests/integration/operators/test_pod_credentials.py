@@ -26,9 +26,9 @@ from azure.storage.blob import (
 )
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
-from airflow_kueue_provider.kueue.checkpoint_access import secret_name_of
+from airflow_kueue_provider.kueue.checkpoints.checkpoint_access import secret_name_of
+from airflow_kueue_provider.kueue.checkpoints.ledger import ledger_prefix
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.ledger import ledger_prefix
 from airflow_kueue_provider.kueue.names import CHECKPOINT_SAS_ENV, TASK_ID_LABEL
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator

@@ -25,7 +25,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from airflow_kueue_provider.kueue.parallelism_ramp import ParallelismRamp
+from airflow_kueue_provider.kueue.spec.parallelism_ramp import ParallelismRamp
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 from ..cluster import HOLD, Cluster, KueueEnv, is_true, wait_for

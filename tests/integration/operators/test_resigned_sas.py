@@ -26,7 +26,7 @@ from airflow.exceptions import TaskDeferred
 from azure.storage.blob import BlobServiceClient, ContainerSasPermissions, generate_container_sas
 
 from airflow_kueue_provider.hooks.async_secrets import replace_sas
-from airflow_kueue_provider.kueue.checkpoint_access import CredentialRenewal, secret_name_of
+from airflow_kueue_provider.kueue.checkpoints.checkpoint_access import CredentialRenewal, secret_name_of
 from airflow_kueue_provider.kueue.names import (
     CHECKPOINT_SAS_ENV,
     CHECKPOINT_SAS_FILE_ENV,

@@ -13,7 +13,7 @@ import pytest
 from airflow.exceptions import TaskDeferred
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob

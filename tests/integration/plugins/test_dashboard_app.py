@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from airflow_kueue_provider.hooks.identity_key import identity_seal
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob

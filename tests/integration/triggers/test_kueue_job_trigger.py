@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from airflow_kueue_provider.hooks.kind_client import KindClient
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.kinds.job import JOB
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger

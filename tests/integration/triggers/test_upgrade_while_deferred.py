@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import ShardPacks
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.parallelism_ramp import ParallelismRamp
-from airflow_kueue_provider.kueue.shard_packing import ShardPacks
+from airflow_kueue_provider.kueue.spec.parallelism_ramp import ParallelismRamp
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob

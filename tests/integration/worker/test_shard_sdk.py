@@ -21,10 +21,10 @@ import pytest
 
 from airflow_kueue_provider.hooks.blob_store import BlobStoreHook
 from airflow_kueue_provider.hooks.ledger_store import LedgerStore
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
-from airflow_kueue_provider.kueue.checkpoint_access import shard_container_name
+from airflow_kueue_provider.kueue.checkpoints.checkpoint_access import shard_container_name
+from airflow_kueue_provider.kueue.checkpoints.ledger import RunLedger
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.ledger import RunLedger
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.storage.blob_store import BlobStore

@@ -122,7 +122,7 @@ def test_the_function_takes_the_shard_first() -> None:
 
 def test_every_job_the_task_builds_carries_the_function() -> None:
     """Not only the Job execute submits: a retry's or a spill's Job is built by build_manifest too."""
-    from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+    from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 
     job = _operator().build_manifest(AirflowIdentity("kueue_task_dag", "price", "run-1"))
     (main,) = job["spec"]["template"]["spec"]["containers"]

@@ -11,7 +11,7 @@ from airflow.sdk import DAG
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.decorators.kueue_task import KueueDecoratedOperator, kueue_task
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 
 QUEUE: dict[str, Any] = {"queue_name": "lq", "namespace": "risk", "image": "risk-shard:1", "completions": 4}
 SECRET = "kueue-unit-secret-7f3a9c"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
-from airflow_kueue_provider.kueue.job_spec import IndexedJobSpec
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.spec.job_spec import IndexedJobSpec
 
 RUN_ID = "scheduled__2026-05-01T02:00:00+00:00"
 IDENTITY = AirflowIdentity(dag_id="nightly_genomics", task_id="align_shards", run_id=RUN_ID, try_number=2)

@@ -43,7 +43,7 @@ def test_every_error_of_the_provider_is_a_kueue_provider_error() -> None:
 
 
 def test_the_base_is_caught_as_an_exception_and_keeps_what_each_error_is_to_its_callers() -> None:
-    from airflow_kueue_provider.kueue.job_spec import InvalidJobSpec
+    from airflow_kueue_provider.kueue.spec.job_spec import InvalidJobSpec
     from airflow_kueue_provider.storage.blob_errors import BlobConfigError
 
     assert issubclass(InvalidJobSpec, ValueError) and issubclass(InvalidJobSpec, KueueProviderError)

@@ -14,7 +14,7 @@ from airflow_kueue_provider.kueue.job_progress import (
     result_of,
     view_of,
 )
-from airflow_kueue_provider.kueue.released_quota import ReleasedQuota
+from airflow_kueue_provider.kueue.progress.released_quota import ReleasedQuota
 
 
 def job(status: dict[str, Any] | None = None, completions: int = 4) -> dict[str, Any]:
@@ -183,7 +183,9 @@ def test_the_result_and_the_last_line_give_the_quota_released_up_to_the_jobs_end
 
 def test_a_job_short_of_quota_says_it_waits_for_all_its_pods_and_what_lets_it_start_with_fewer() -> None:
     from airflow_kueue_provider.kueue.job_progress import waiting_line
-    from airflow_kueue_provider.kueue.workload_state import workload_state_from_dict as workload_state
+    from airflow_kueue_provider.kueue.progress.workload_state import (
+        workload_state_from_dict as workload_state,
+    )
 
     pending = cond("QuotaReserved", "Pending", status="False")
     pending["message"] = "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor spot"

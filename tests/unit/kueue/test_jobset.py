@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.kueue.job_manifest import build_indexed_job
-from airflow_kueue_provider.kueue.job_spec import InvalidJobSpec
 from airflow_kueue_provider.kueue.jobset import ReplicatedJob, build_jobset, jobset_view
 from airflow_kueue_provider.kueue.names import JOBSET_NAME_LABEL, QUEUE_NAME_LABEL, REPLICATED_JOB_LABEL
+from airflow_kueue_provider.kueue.spec.job_manifest import build_indexed_job
+from airflow_kueue_provider.kueue.spec.job_spec import InvalidJobSpec
 
 from .job_specs import spec
 
@@ -97,8 +97,8 @@ def test_progress_and_outcome_per_replicated_job_name_the_failing_index() -> Non
 
 
 def test_the_jobset_name_is_per_try_short_enough_for_its_pod_names_and_starts_with_a_letter() -> None:
-    from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
-    from airflow_kueue_provider.kueue.identity_seal import IdentitySeal
+    from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
+    from airflow_kueue_provider.kueue.identity.identity_seal import IdentitySeal
     from airflow_kueue_provider.kueue.jobset import jobset_name_budget, jobset_name_for, longest_pod_name_part
 
     seal = IdentitySeal(b"k")

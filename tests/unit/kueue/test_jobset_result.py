@@ -15,8 +15,8 @@ from airflow_kueue_provider.kueue.jobset_result import (
     unmanaged_jobset_verdict,
 )
 from airflow_kueue_provider.kueue.names import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
-from airflow_kueue_provider.kueue.topology import TopologyPlacement
-from airflow_kueue_provider.kueue.workload_state import WorkloadPhase, WorkloadState
+from airflow_kueue_provider.kueue.progress.workload_state import WorkloadPhase, WorkloadState
+from airflow_kueue_provider.kueue.spec.topology import TopologyPlacement
 from airflow_kueue_provider.plugins.views.run_history import RunRecord
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
@@ -138,7 +138,7 @@ def test_the_quota_kueue_released_while_the_jobset_ran_is_in_its_result() -> Non
     """The coordinator's replica finished first: Kueue reclaimed its pod (ReclaimablePods) for the 60 s until
     the JobSet completed; the meter closes at the JobSet's Completed condition."""
     from airflow_kueue_provider.kueue.job_progress import observe_released
-    from airflow_kueue_provider.kueue.released_quota import ReleasedQuota
+    from airflow_kueue_provider.kueue.progress.released_quota import ReleasedQuota
 
     children = [_job("coordinator", 1, "0"), _job("workers", 8, "0-7")]
     admitted = datetime(2026, 12, 1, 10, 1, tzinfo=UTC)

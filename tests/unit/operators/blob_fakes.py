@@ -9,8 +9,8 @@ from types import SimpleNamespace, TracebackType
 from typing import Any
 
 from airflow_kueue_provider.hooks.ledger_store import LedgerStore
+from airflow_kueue_provider.kueue.checkpoints.shard_blob_names import done_name
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.shard_blob_names import done_name
 from airflow_kueue_provider.operators.checkpoint_config import Checkpointing
 from airflow_kueue_provider.operators.checkpoint_place import CheckpointPlace
 from airflow_kueue_provider.storage.blob_errors import BlobPreconditionFailed

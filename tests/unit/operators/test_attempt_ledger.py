@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import PackingChoice, ShardPacks
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.result import JobResult
-from airflow_kueue_provider.kueue.shard_packing import PackingChoice, ShardPacks
+from airflow_kueue_provider.kueue.progress.result import JobResult
 from airflow_kueue_provider.operators.attempt_ledger import AttemptLedger
 from airflow_kueue_provider.storage.blob_errors import BlobUnavailable
 

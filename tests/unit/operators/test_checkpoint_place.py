@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from airflow_kueue_provider.hooks.ledger_store import LedgerStore
-from airflow_kueue_provider.kueue.checkpoint_access import shard_container_name
-from airflow_kueue_provider.kueue.ledger import RunLedger
+from airflow_kueue_provider.kueue.checkpoints.checkpoint_access import shard_container_name
+from airflow_kueue_provider.kueue.checkpoints.ledger import RunLedger
 
 from .blob_fakes import MemoryBlobs, place
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from airflow_kueue_provider.hooks.ledger_store import LedgerStore
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.checkpoints.ledger import Attempt, RunLedger
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import PackingChoice
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.ledger import Attempt, RunLedger
-from airflow_kueue_provider.kueue.result import JobResult
-from airflow_kueue_provider.kueue.shard_packing import PackingChoice
+from airflow_kueue_provider.kueue.progress.result import JobResult
 from airflow_kueue_provider.operators.attempt_ledger import AttemptLedger
 from airflow_kueue_provider.operators.checkpoint_config import Checkpointing
 from airflow_kueue_provider.operators.checkpoint_results import CheckpointResults

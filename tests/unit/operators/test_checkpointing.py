@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.hooks.ledger_store import LedgerStore
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
-from airflow_kueue_provider.kueue.checkpoint_access import (
+from airflow_kueue_provider.kueue.checkpoints.checkpoint_access import (
     CredentialRenewal,
     access_policy_head,
     secret_name_of,
     shard_container_name,
 )
+from airflow_kueue_provider.kueue.checkpoints.ledger import RunLedger
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import PackingChoice, ShardDuration, ShardPacks
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.ledger import RunLedger
-from airflow_kueue_provider.kueue.shard_packing import PackingChoice, ShardDuration, ShardPacks
 from airflow_kueue_provider.operators import checkpointing
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession, policy_of
 from airflow_kueue_provider.operators.no_checkpointing import NoCheckpointing
@@ -217,7 +217,7 @@ def test_a_result_without_the_ledger_is_still_in_shard_ids_of_this_attempt(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Blob Storage away at the end of a retry: the retry's Job index 0-2 ran shards 2,5,8, not 0-2."""
-    from airflow_kueue_provider.kueue.result import JobResult
+    from airflow_kueue_provider.kueue.progress.result import JobResult
     from airflow_kueue_provider.storage.blob_errors import BlobUnavailable
 
     session = CheckpointSession(
@@ -541,7 +541,7 @@ def test_an_attempts_end_is_recorded_then_its_sas_revoked_and_blob_trouble_costs
     monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: MemoryBlobs
 ) -> None:
     """The session's own step across its parts: the ledger (``AttemptLedger``), then the pods' access."""
-    from airflow_kueue_provider.kueue.result import JobResult
+    from airflow_kueue_provider.kueue.progress.result import JobResult
     from airflow_kueue_provider.storage.blob_errors import BlobUnavailable
 
     _key_blob(monkeypatch)

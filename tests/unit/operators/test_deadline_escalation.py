@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
-from airflow_kueue_provider.kueue.deadline import DeadlinePlan, EtaHistory
-from airflow_kueue_provider.kueue.eta import Estimate
 from airflow_kueue_provider.kueue.names import PRIORITY_CLASS_LABEL
-from airflow_kueue_provider.kueue.trigger_event import KueueEvent
+from airflow_kueue_provider.kueue.progress.deadline import DeadlinePlan, EtaHistory
+from airflow_kueue_provider.kueue.progress.eta import Estimate
+from airflow_kueue_provider.kueue.progress.trigger_event import KueueEvent
 from airflow_kueue_provider.operators.deadline_escalation import DeadlineEscalation, InvalidEscalation
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger

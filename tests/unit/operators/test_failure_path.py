@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from airflow_kueue_provider.kueue.trigger_event import KueueEvent
+from airflow_kueue_provider.kueue.progress.trigger_event import KueueEvent
 from airflow_kueue_provider.operators.failure_path import FailurePath
 
 

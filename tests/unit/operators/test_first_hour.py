@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
-from airflow_kueue_provider.kueue.attempt_figures import CostModel
-from airflow_kueue_provider.kueue.cost import VmPrice
-from airflow_kueue_provider.kueue.deadline import (
+from airflow_kueue_provider.kueue.checkpoints.ledger import Attempt, RunLedger
+from airflow_kueue_provider.kueue.figures.attempt_figures import CostModel
+from airflow_kueue_provider.kueue.figures.cost import VmPrice
+from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.kueue.names import ESCALATIONS_ANNOTATION
+from airflow_kueue_provider.kueue.progress.deadline import (
     DeadlinePlan,
     default_margin,
     margin_covers_relative_deadline,
     submit_warning,
     taken_before,
 )
-from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.ledger import Attempt, RunLedger
-from airflow_kueue_provider.kueue.names import ESCALATIONS_ANNOTATION
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 from airflow_kueue_provider.operators.run_figures import event_figures, shard_summary, task_instance_totals

@@ -16,7 +16,7 @@ from kubernetes.client import models as k8s
 from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.hooks import kueue_config
 from airflow_kueue_provider.hooks.kueue_config import ConfigSource
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 IDENTITY = AirflowIdentity("dag", "task", "run-1")

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
-from airflow_kueue_provider.kueue.identity_seal import IdentitySeal
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.identity_seal import IdentitySeal
 from airflow_kueue_provider.kueue.names import SEAL_ANNOTATION, UID_SEAL_ANNOTATION
 from airflow_kueue_provider.operators.job_submission import (
     CreateForbidden,
@@ -20,7 +20,7 @@ from airflow_kueue_provider.operators.job_submission import (
     sealed_previous,
 )
 
-from ..kueue.test_identity_seal import SEAL, TRY_1, TRY_2, obj
+from ..kueue.identity.test_identity_seal import SEAL, TRY_1, TRY_2, obj
 
 
 class FakeClient:

@@ -11,7 +11,7 @@ import pytest
 from airflow.sdk import DAG
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 IDENTITY = AirflowIdentity("dag", "task", "run-1")

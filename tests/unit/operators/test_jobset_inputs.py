@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 
 IDENTITY = AirflowIdentity("nightly", "align", "run-1")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.operators import metrics
 
 IDENTITY = AirflowIdentity("nightly", "price", "run-1")

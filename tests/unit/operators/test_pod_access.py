@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.kueue.checkpoint_access import CredentialRenewal, access_policy_head
+from airflow_kueue_provider.kueue.checkpoints.checkpoint_access import CredentialRenewal, access_policy_head
 from airflow_kueue_provider.operators.checkpoint_config import Checkpointing
 from airflow_kueue_provider.operators.pod_access import PodAccess, hand_over_secret, policy_of
 from airflow_kueue_provider.storage.blob_errors import BlobUnavailable

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
-from airflow_kueue_provider.kueue.cost import VmPrice
+from airflow_kueue_provider.kueue.figures.cost import VmPrice
 from airflow_kueue_provider.operators.replicated_job import (
     KueueReplicatedJob,
     ReplicatedJobBuilder,

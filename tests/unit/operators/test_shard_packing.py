@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.checkpoints.ledger import Attempt, RunLedger
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import PackingChoice, ShardDuration
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.ledger import Attempt, RunLedger
-from airflow_kueue_provider.kueue.result import JobResult
-from airflow_kueue_provider.kueue.shard_packing import PackingChoice, ShardDuration
+from airflow_kueue_provider.kueue.progress.result import JobResult
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 

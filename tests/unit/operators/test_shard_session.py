@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import airflow_kueue_provider
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
 from airflow_kueue_provider.operators.no_checkpointing import NoCheckpointing
 from airflow_kueue_provider.operators.shard_session import ShardSession

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
-from airflow_kueue_provider.kueue.cost import VmPrice
+from airflow_kueue_provider.kueue.figures.cost import VmPrice
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.template_params import TemplateParams
 

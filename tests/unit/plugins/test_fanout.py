@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from airflow_kueue_provider.hooks import kueue_config
-from airflow_kueue_provider.kueue.eta import FinishClock
+from airflow_kueue_provider.kueue.progress.eta import FinishClock
 from airflow_kueue_provider.plugins import fanout, live_feed
 from airflow_kueue_provider.plugins.app_settings import DashboardSettings
 from airflow_kueue_provider.plugins.dashboard_app import create_app

@@ -146,7 +146,7 @@ def test_the_run_history_shows_only_the_dags_the_user_may_read() -> None:
 def test_the_task_view_shows_the_deadline_the_eta_and_the_escalations() -> None:
     from datetime import timedelta
 
-    from airflow_kueue_provider.kueue.eta import Estimate
+    from airflow_kueue_provider.kueue.progress.eta import Estimate
     from airflow_kueue_provider.plugins.dashboard_pages import summary_html
 
     deadline = datetime(2026, 12, 2, 7, tzinfo=UTC)
@@ -166,7 +166,7 @@ def test_the_task_view_shows_the_deadline_the_eta_and_the_escalations() -> None:
 
 
 def test_a_live_view_records_each_reading_in_its_clock_and_estimates_from_it() -> None:
-    from airflow_kueue_provider.kueue.eta import FinishClock
+    from airflow_kueue_provider.kueue.progress.eta import FinishClock
     from airflow_kueue_provider.plugins.dashboard_data import live_state
 
     def job(done: str, active: int) -> dict[str, object]:

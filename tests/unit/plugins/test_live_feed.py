@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.kueue.eta import FinishClock
+from airflow_kueue_provider.kueue.progress.eta import FinishClock
 from airflow_kueue_provider.plugins import live_feed
 from airflow_kueue_provider.watch.namespace_watch import KindSnapshot, NamespaceWatch
 

@@ -17,10 +17,10 @@ import jinja2
 import pytest
 from fastapi.testclient import TestClient
 
-from airflow_kueue_provider.kueue.eta import Estimate
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.kinds import ChildOf
 from airflow_kueue_provider.kueue.kinds.jobset import JOBSET
+from airflow_kueue_provider.kueue.progress.eta import Estimate
 from airflow_kueue_provider.plugins import dashboard_pages, page_templates, svg_chart, trend_pages
 from airflow_kueue_provider.plugins.app_settings import DashboardSettings
 from airflow_kueue_provider.plugins.dashboard_app import create_app

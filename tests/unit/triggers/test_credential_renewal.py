@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kueue_provider.kueue import checkpoint_access
-from airflow_kueue_provider.kueue.checkpoint_access import CredentialRenewal
+from airflow_kueue_provider.kueue.checkpoints import checkpoint_access
+from airflow_kueue_provider.kueue.checkpoints.checkpoint_access import CredentialRenewal
 from airflow_kueue_provider.triggers.credential_renewal import renewing
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from airflow_kueue_provider.hooks.ledger_store import _apply
+from airflow_kueue_provider.kueue.checkpoints.ledger import Attempt, RunLedger
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.ledger import Attempt, RunLedger
 from airflow_kueue_provider.triggers.ledger_writer import LedgerWriter, Progress
 
 SALT = "5a17" * 8

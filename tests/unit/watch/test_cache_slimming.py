@@ -8,11 +8,14 @@ import copy
 import json
 from typing import Any
 
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
-from airflow_kueue_provider.kueue.cached_metadata import KEPT_ANNOTATIONS, KEPT_LABELS, MAX_VALUE_CHARS
-from airflow_kueue_provider.kueue.deadline import deadline_of
-from airflow_kueue_provider.kueue.identity_seal import IdentitySeal
-from airflow_kueue_provider.kueue.job_ownership import belongs_to_try, is_managed
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.cached_metadata import (
+    KEPT_ANNOTATIONS,
+    KEPT_LABELS,
+    MAX_VALUE_CHARS,
+)
+from airflow_kueue_provider.kueue.identity.identity_seal import IdentitySeal
+from airflow_kueue_provider.kueue.identity.job_ownership import belongs_to_try, is_managed
 from airflow_kueue_provider.kueue.kinds import child_labels, workload_owner_uid
 from airflow_kueue_provider.kueue.kinds.jobset import JOBSET
 from airflow_kueue_provider.kueue.names import (
@@ -27,6 +30,7 @@ from airflow_kueue_provider.kueue.names import (
     SEAL_ANNOTATION,
     UID_SEAL_ANNOTATION,
 )
+from airflow_kueue_provider.kueue.progress.deadline import deadline_of
 from airflow_kueue_provider.watch.cache import NamespaceCache
 
 SEAL = IdentitySeal(b"k" * 32)

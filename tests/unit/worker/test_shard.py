@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from airflow_kueue_provider.kueue.checkpoint_retention import BlobInfo
+from airflow_kueue_provider.kueue.checkpoints.checkpoint_retention import BlobInfo
 from airflow_kueue_provider.storage.blob_errors import BlobPreconditionFailed, BlobUnavailable
 from airflow_kueue_provider.worker import EXIT_SIGTERM, MAX_CHECKPOINT_BYTES, Shard
 from airflow_kueue_provider.worker.sigterm_flush import EXIT_WAIT_SECONDS, FLUSH_MARGIN_SECONDS

@@ -9,16 +9,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
-from airflow_kueue_provider.kueue.followed_view import ever_admitted, is_admitted
+from airflow_kueue_provider.kueue.checkpoints.ledger import RunLedger
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.job_progress import Outcome
 from airflow_kueue_provider.kueue.kinds import ApiCoordinates, Condition, KindDescription, register
-from airflow_kueue_provider.kueue.ledger import RunLedger
 from airflow_kueue_provider.kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE, QUEUE_NAME_LABEL
-from airflow_kueue_provider.kueue.quota_guard import Unmanaged
-from airflow_kueue_provider.kueue.trigger_event import KueueEvent
-from airflow_kueue_provider.kueue.workload_state import WorkloadState, workload_state_from_dict
+from airflow_kueue_provider.kueue.progress.followed_view import ever_admitted, is_admitted
+from airflow_kueue_provider.kueue.progress.quota_guard import Unmanaged
+from airflow_kueue_provider.kueue.progress.trigger_event import KueueEvent
+from airflow_kueue_provider.kueue.progress.workload_state import WorkloadState, workload_state_from_dict
 from airflow_kueue_provider.operators.failures import KueueTaskFailed
 from airflow_kueue_provider.operators.kueue_operator import KueueOperator
 from airflow_kueue_provider.operators.operator_kind import Shards, WaitOn

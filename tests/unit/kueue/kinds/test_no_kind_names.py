@@ -14,7 +14,8 @@ KIND_MODULES = {
     "kueue/kinds/jobset.py", "kueue/jobset.py", "kueue/jobset_result.py", "triggers/kueue_jobset.py",
     "operators/jobset.py",
     # the Job kind (its manifest's "kind: Job" and the user template's)
-    "kueue/kinds/job.py", "kueue/job_manifest.py", "kueue/job_template_checks.py", "triggers/kueue_job.py",
+    "kueue/kinds/job.py", "kueue/spec/job_manifest.py", "kueue/spec/job_template_checks.py",
+    "triggers/kueue_job.py",
     "operators/indexed_job.py", "operators/indexed_job_manifest.py",
 }  # fmt: skip
 REGISTRATIONS = {

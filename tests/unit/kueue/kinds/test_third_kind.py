@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.kueue import kinds
-from airflow_kueue_provider.kueue.airflow_identity import AirflowIdentity
-from airflow_kueue_provider.kueue.identity_seal import IdentitySeal
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.identity.identity_seal import IdentitySeal
 from airflow_kueue_provider.kueue.kinds.registry import unregister
 from airflow_kueue_provider.kueue.names import SEAL_ANNOTATION
-from airflow_kueue_provider.kueue.trigger_event import KueueEvent
+from airflow_kueue_provider.kueue.progress.trigger_event import KueueEvent
 from airflow_kueue_provider.operators import operator_kind
 from airflow_kueue_provider.operators.kueue_operator import KueueOperator
 from airflow_kueue_provider.triggers import kueue_follow

@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import ShardPacks
 from airflow_kueue_provider.kueue.index_set import IndexSet
-from airflow_kueue_provider.kueue.shard_packing import ShardPacks
 from airflow_kueue_provider.plugins.views.index_grid import (
     MAX_BANDS,
     IndexRun,
