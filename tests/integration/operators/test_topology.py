@@ -129,6 +129,6 @@ def test_a_jobsets_workers_that_require_one_zone_run_in_one_zone(
     # The task's Kueue view shows the workers' Job placed where the result says.
     run_id = jobset["metadata"]["annotations"][RUN_ID_LABEL]
     panels = task_panels(KueueHook(), [env.namespace], "tas_jobset", run_id, "gang", -1)
-    by_replicated = {p.replicated_job: p for p in panels}
+    by_replicated = {p.parent.part: p for p in panels if p.parent}
     assert by_replicated["workers"].placement == placed["workers"], panels
     assert f"placed on {placed['workers']}" in task_page("gang", panels)
