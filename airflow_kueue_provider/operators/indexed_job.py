@@ -10,7 +10,6 @@ parse-time checks (``job_inputs``, ``IndexedJobManifest``).
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -39,7 +38,6 @@ from .k8s_models import plain, secret_names
 from .kueue_operator import KueueOperator
 from .operator_kind import Shards, TaskEntry, WaitOn
 from .run_figures import ObjectLister, event_figures, shard_summary, task_instance_totals
-from .task_facts import created_epoch
 from .template_file import TemplateFile
 from .templated import as_count
 
@@ -59,6 +57,7 @@ class IndexedJobKind(IndexedJobManifest, KueueOperator):
 
     description = JOB
     failure = KueueJobFailed
+    trigger = KueueJobTrigger
 
     def _shard_count(self) -> int:
         return int(self.completions)  # rendered and checked by build_manifest
@@ -79,26 +78,12 @@ class IndexedJobKind(IndexedJobManifest, KueueOperator):
     def _record_attempt(self, shards: Shards, obj: dict[str, Any], indexes: IndexSet) -> None:
         shards.record_attempt(obj["metadata"]["name"], shards.job_packs(obj, indexes))
 
-    def _trigger_for(self, wait: WaitOn) -> KueueJobTrigger:
-        return KueueJobTrigger(
-            job_name=wait.obj["metadata"]["name"],
-            namespace=self.resolved_namespace(),
-            queue_name=wait.queue_name or self.queue_name,
-            kubernetes_conn_id=self.kubernetes_conn_id,
-            **self.cluster_target().overrides(),
-            max_failed_indexes=self.max_failed_indexes,
-            queue_timeout=self.queue_timeout,
-            submitted_at=created_epoch(wait.obj),
-            ledger=wait.shards.trigger_ledger(),
-            ramp=self._ramp_for(wait.obj),
-            job_uid=wait.obj["metadata"].get("uid"),
-            workload_timeout=self.workload_timeout,
-            start_timeout=self.start_timeout,
-            deadline=wait.plan.to_dict() if wait.plan else None,
-            deferred_at=time.time(),
-            released_before=wait.released_before,
-            credential=wait.shards.trigger_credential(wait.obj["metadata"]["name"]),
-        )
+    def _trigger_kwargs(self, wait: WaitOn) -> dict[str, Any]:
+        return {
+            "max_failed_indexes": self.max_failed_indexes,
+            "ledger": wait.shards.trigger_ledger(),
+            "ramp": self._ramp_for(wait.obj),
+        }
 
     def _ramp_for(self, job: dict[str, Any]) -> dict[str, Any] | None:
         """The ramp the trigger drives, capped by what this Job runs (a retry may run fewer shards)."""

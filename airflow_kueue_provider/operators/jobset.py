@@ -7,7 +7,6 @@ per replicated job, built and checked as the Job kind's), its trigger and its pe
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -27,10 +26,9 @@ from ..kueue.spec.job_spec import MULTIKUEUE_CONTROLLER, InvalidJobSpec
 from ..triggers.kueue_jobset import KueueJobSetTrigger
 from .failures import KueueTaskFailed
 from .kueue_operator import KueueOperator
-from .operator_kind import Shards, WaitOn
+from .operator_kind import Shards
 from .replicated_job import KueueReplicatedJob, ReplicatedJobBuilder, gang_cost_model, parse_replicated_jobs
 from .run_figures import ObjectLister, task_instance_totals
-from .task_facts import created_epoch
 
 __all__ = ["KueueJobSetFailed", "KueueJobSetOperator", "KueueReplicatedJob"]
 """``KueueReplicatedJob`` lives in ``replicated_job``; DAGs import it from here."""
@@ -96,6 +94,7 @@ class KueueJobSetOperator(KueueOperator):
     )
     description = JOBSET
     failure = KueueJobSetFailed
+    trigger = KueueJobSetTrigger
     log_tail_indexes = 3  # per failed child Job
     REFUSED: ClassVar[dict[str, str]] = {
         "parallelism_ramp": (
@@ -259,24 +258,6 @@ class KueueJobSetOperator(KueueOperator):
 
     def _submitted_line(self) -> str:
         return ": " + ", ".join(f"{rj.name} {rj.replicas}x{rj.completions}" for rj in self.replicated_jobs)
-
-    def _trigger_for(self, wait: WaitOn) -> KueueJobSetTrigger:
-        return KueueJobSetTrigger(
-            jobset_name=wait.obj["metadata"]["name"],
-            namespace=self.resolved_namespace(),
-            queue_name=wait.queue_name or self.queue_name,
-            kubernetes_conn_id=self.kubernetes_conn_id,
-            **self.cluster_target().overrides(),
-            jobset_uid=wait.obj["metadata"].get("uid"),
-            queue_timeout=self.queue_timeout,
-            submitted_at=created_epoch(wait.obj),
-            workload_timeout=self.workload_timeout,
-            start_timeout=self.start_timeout,
-            deadline=wait.plan.to_dict() if wait.plan else None,
-            deferred_at=time.time(),
-            released_before=wait.released_before,
-            credential=wait.shards.trigger_credential(wait.obj["metadata"]["name"]),
-        )
 
     def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
         """The checkpointed replicated job's pods learn where (and with which SAS Secret, named after the

@@ -5,6 +5,7 @@ instantiated), and hooks with a default that a kind with the capability override
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from ..triggers.kueue_follow import KueueFollowTrigger
 from .deadline_handling import Spill
 from .failures import KueueTaskFailed
 from .shard_session import ShardSession
+from .task_facts import created_epoch
 
 Shards = ShardSession
 """The try's shards: a ``CheckpointSession``, or the ``NoCheckpointing`` null object (the seam's Protocol)."""
@@ -58,6 +60,16 @@ class OperatorKind(ABC):
     description: ClassVar[KindDescription]
     failure: ClassVar[type[KueueTaskFailed]]
     """What the task raises when its object failed, timed out or could not run."""
+    trigger: ClassVar[type[KueueFollowTrigger[Any]]]
+    """The kind's trigger: it takes the kind's name and uid keys, what every kind's trigger takes, and the
+    kind's own kwargs (``_trigger_kwargs``)."""
+
+    # What the template (``KueueOperator``) holds and a trigger is wired from.
+    queue_name: str
+    kubernetes_conn_id: str
+    queue_timeout: float | None
+    workload_timeout: float
+    start_timeout: float
 
     @property
     def kind(self) -> str:
@@ -109,8 +121,32 @@ class OperatorKind(ABC):
         return None
 
     @abstractmethod
+    def resolved_namespace(self) -> str: ...
+
     def _trigger_for(self, wait: WaitOn) -> KueueFollowTrigger[Any]:
-        """The kind's trigger for ``wait``."""
+        """The kind's trigger for ``wait``, with what every kind's trigger takes."""
+        meta = wait.obj["metadata"]
+        return self.trigger(
+            **{self.description.name_key: meta["name"], self.description.uid_key: meta.get("uid")},
+            namespace=self.resolved_namespace(),
+            queue_name=wait.queue_name or self.queue_name,
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            **self.cluster_target().overrides(),
+            queue_timeout=self.queue_timeout,
+            submitted_at=created_epoch(wait.obj),
+            workload_timeout=self.workload_timeout,
+            start_timeout=self.start_timeout,
+            deadline=wait.plan.to_dict() if wait.plan else None,
+            deferred_at=time.time(),
+            released_before=wait.released_before,
+            credential=wait.shards.trigger_credential(meta["name"]),
+            **self._trigger_kwargs(wait),
+        )
+
+    def _trigger_kwargs(self, wait: WaitOn) -> dict[str, Any]:
+        """The kind's own trigger kwargs (the Job kind: its failed-index limit, ledger and ramp); none by
+        default."""
+        return {}
 
     def _submitted_line(self) -> str:
         """What the submit log line adds after the queue (e.g. the replicated jobs)."""

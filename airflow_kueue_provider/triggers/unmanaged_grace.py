@@ -22,7 +22,10 @@ class UnmanagedGrace:
         if not unmanaged:
             self.since = None
             if view.workload is None and view.finished_condition is None:
-                return self.submitted_at + self.workload_timeout - time.time() + 0.05
+                left = self.submitted_at + self.workload_timeout - time.time() + 0.05
+                # Past workload_timeout the kind's own verdict decides: it said "managed", so nothing is due
+                # (a wait of 0 here would re-read the object in a loop).
+                return left if left > 0 else None
             return None
         now = time.monotonic()
         self.since = self.since or now

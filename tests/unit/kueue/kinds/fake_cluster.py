@@ -8,6 +8,7 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from kubernetes.client.rest import ApiException
@@ -81,7 +82,8 @@ class FakeCluster:
             body = args[0]
             if body["metadata"]["name"] in store:
                 raise ApiException(status=409, reason="AlreadyExists")
-            body["metadata"].update(uid=f"uid-{next(self._ids)}", creationTimestamp=NOW)
+            created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the trigger's submitted_at
+            body["metadata"].update(uid=f"uid-{next(self._ids)}", creationTimestamp=created)
             self.put(kind.api.plural, body, "ADDED")
             return body
         if method == "list_namespaced_custom_object":

@@ -21,7 +21,7 @@ from airflow_kueue_provider.kueue.progress.trigger_event import KueueEvent
 from airflow_kueue_provider.kueue.progress.workload_state import WorkloadState, workload_state_from_dict
 from airflow_kueue_provider.operators.failures import KueueTaskFailed
 from airflow_kueue_provider.operators.kueue_operator import KueueOperator
-from airflow_kueue_provider.operators.operator_kind import Shards, WaitOn
+from airflow_kueue_provider.operators.operator_kind import Shards
 from airflow_kueue_provider.triggers.kueue_follow import KueueFollowTrigger
 from airflow_kueue_provider.watch.following import Following
 from airflow_kueue_provider.watch.snapshots import KindSnapshot
@@ -139,6 +139,7 @@ class FakeRayFailed(KueueTaskFailed):
 class FakeRayOperator(KueueOperator):
     description = RAY
     failure = FakeRayFailed
+    trigger = FakeRayTrigger
 
     def __init__(self, *, entrypoint: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -168,16 +169,6 @@ class FakeRayOperator(KueueOperator):
 
     def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
         return None
-
-    def _trigger_for(self, wait: WaitOn) -> FakeRayTrigger:
-        return FakeRayTrigger(
-            rayjob_name=wait.obj["metadata"]["name"],
-            rayjob_uid=wait.obj["metadata"].get("uid"),
-            namespace=self.resolved_namespace(),
-            queue_name=wait.queue_name or self.queue_name,
-            kubernetes_conn_id=self.kubernetes_conn_id,
-            queue_timeout=self.queue_timeout,
-        )
 
     def _nothing_left(
         self, identity: AirflowIdentity, shards: Shards, ledger: RunLedger | None
