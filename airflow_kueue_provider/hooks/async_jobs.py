@@ -18,7 +18,6 @@ from .retry import acall_with_retry
 
 if TYPE_CHECKING:  # bound at run time by async_client's _import_clients() (see bind_clients)
     from kubernetes_asyncio import client as aclient
-    from kubernetes_asyncio.client.rest import ApiException
 
     from .async_client import REQUEST_TIMEOUT
 
@@ -37,27 +36,6 @@ class AsyncJobCalls(AsyncKueueSession):
             ),
             "patch Job parallelism",
         )
-
-    async def delete_job(self, namespace: str, name: str, uid: str | None = None) -> bool:
-        """Delete the Job (background propagation); with ``uid``, only that object, never a namesake that
-        replaced it (the apiserver checks the precondition). False when it was already gone."""
-        batch = aclient.BatchV1Api(self.api)
-        options = aclient.V1DeleteOptions(
-            propagation_policy="Background",
-            preconditions=aclient.V1Preconditions(uid=uid) if uid else None,
-        )
-        try:
-            await acall_with_retry(
-                lambda: batch.delete_namespaced_job(
-                    name, namespace, body=options, _request_timeout=REQUEST_TIMEOUT
-                ),
-                "delete Job",
-            )
-            return True
-        except ApiException as exc:
-            if exc.status == 404 or (exc.status == 409 and uid):
-                return False
-            raise
 
     async def pods_and_events_of_job(
         self, namespace: str, job_name: str

@@ -17,7 +17,6 @@ CALLS = {
     "pending_position",
     "pending_workloads",
     "set_parallelism",
-    "delete_job",
     "pods_and_events_of_job",
     "workload_for_job",
     "list_workloads",
