@@ -635,9 +635,13 @@ class AirflowDeployment:
         return "\n".join(parts)
 
     def write_env_file(self) -> Path:
+        """``source``-able settings for a shell: the Airflow ones, KUBECONFIG, and the venv's bin first on
+        PATH (``airflow`` is not on a fresh shell's PATH)."""
         path = self.home / "env"
         keys = sorted(k for k in self.env if k.startswith("AIRFLOW") or k in ("KUBECONFIG",))
-        path.write_text("".join(f"export {k}={_shell_quote(self.env[k])}\n" for k in keys))
+        lines = [f"export {k}={_shell_quote(self.env[k])}\n" for k in keys]
+        lines.append(f'export PATH={_shell_quote(str(Path(AIRFLOW).parent))}:"$PATH"\n')
+        path.write_text("".join(lines))
         return path
 
     @property
@@ -797,6 +801,16 @@ def _cluster_env() -> dict[str, str]:
     return env
 
 
+def bed_connections(cluster_env: dict[str, str]) -> dict[str, str]:
+    """``kueue_blob_default`` on the bed's Azurite (the checkpoints' default connection), as the tests make
+    it; none when the cluster has no Azurite."""
+    conn_string = cluster_env.get("AZURE_STORAGE_CONNECTION_STRING")
+    if not conn_string:
+        return {}
+    blob = {"conn_type": "wasb", "extra": {"connection_string": conn_string}}
+    return {"AIRFLOW_CONN_KUEUE_BLOB_DEFAULT": json.dumps(blob)}
+
+
 def _cli_up(triggerers: int, port: int, dags: str | None) -> None:
     state = _state_dir()
     if (state / "state.json").exists():
@@ -811,9 +825,15 @@ def _cli_up(triggerers: int, port: int, dags: str | None) -> None:
     pg.start()
     home = state / "home"
     shutil.rmtree(home, ignore_errors=True)
-    config = {"core.dags_folder": str(Path(dags).resolve())} if dags else None
+    config = {"core.dags_are_paused_at_creation": "True"}  # a scheduled DAG would run (and fail) at once
+    if dags:
+        config["core.dags_folder"] = str(Path(dags).resolve())
     deployment = AirflowDeployment.create(home, pg, TEMPLATE_DB, cluster_env, config=config, api_port=port)
-    saved = {"postgres": {"pid": pg.proc.pid if pg.proc else None, "base": str(pg.base), "port": pg.port}}
+    deployment.env.update(bed_connections(cluster_env))
+    deployment.write_env_file()
+    saved: dict[str, Any] = {
+        "postgres": {"pid": pg.proc.pid if pg.proc else None, "base": str(pg.base), "port": pg.port}
+    }
     try:
         deployment.start(triggerers=triggerers)
     except BaseException:
@@ -832,6 +852,7 @@ def _cli_up(triggerers: int, port: int, dags: str | None) -> None:
     print(f"components: {', '.join(deployment.components)}; logs in {home / 'logs'}")
     print(f"DAG folder: {deployment.env['AIRFLOW__CORE__DAGS_FOLDER']}")
     print(f"CLI: source {home / 'env'} && airflow dags list")
+    print("DAGs start paused: airflow dags unpause <dag_id> (or the toggle in the UI), then trigger it")
 
 
 def _cli_down() -> None:
