@@ -62,12 +62,27 @@ def locked(layout: Layout) -> Iterator[None]:
         yield
 
 
+KUEUE_VERSION_ENV = "DEVCLUSTER_KUEUE_VERSION"
+"""Another Kueue release than versions.env pins (``v0.15.2``): built by build_kueue.sh in a module of its own,
+with the pinned bed's other binaries (the oldest-Kueue lane: ``make test-oldest-kueue``)."""
+
+
 def build_binaries() -> Path:
-    """Run build.sh (a no-op when the cache has this pin set) and return the binary directory."""
+    """Run build.sh (a no-op when the cache has this pin set) and return the binary directory; with
+    ``DEVCLUSTER_KUEUE_VERSION``, the overlay directory build_kueue.sh makes with that Kueue."""
     out = subprocess.run(
         ["bash", str(DEVCLUSTER_SRC / "build.sh")], check=True, stdout=subprocess.PIPE, text=True
     )
-    return Path(out.stdout.strip().splitlines()[-1])
+    bin_dir = out.stdout.strip().splitlines()[-1]
+    if version := os.environ.get(KUEUE_VERSION_ENV, "").strip():
+        out = subprocess.run(
+            ["bash", str(DEVCLUSTER_SRC / "build_kueue.sh"), bin_dir, version],
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        bin_dir = out.stdout.strip().splitlines()[-1]
+    return Path(bin_dir)
 
 
 def build_procnode() -> Path:
@@ -280,7 +295,7 @@ def write_env(layout: Layout) -> None:
     )
     lines = {
         "KUBECONFIG": str(layout.kubeconfig),
-        "AZURE_STORAGE_CONNECTION_STRING": azurite_connection_string(),
+        "AZURE_STORAGE_CONNECTION_STRING": azurite_connection_string(layout.ports.azurite_blob),
         "AIRFLOW_CONN_KUBERNETES_DEFAULT": airflow_conn,
         "DEVCLUSTER_STATE": str(layout.state),
     }

@@ -50,6 +50,23 @@ MAX_PROCESS_NODES = PORTS.procnode_kubelet - PORTS.procnode_health
 """Process nodes the port ranges above have room for (30)."""
 WORKER_PORT_STEP = 100
 """MultiKueue worker ``n`` (1, 2, ...) listens on the manager's ports plus ``n * WORKER_PORT_STEP``."""
+PORT_SHIFT_ENV = "DEVCLUSTER_PORT_SHIFT"
+SIDE_BED_SHIFT = 1000
+"""The shift a side bed uses (above every MultiKueue worker's)."""
+
+
+def port_shift(raw: str | None) -> int:
+    """``DEVCLUSTER_PORT_SHIFT``: unset or empty is 0; otherwise 1,000, 2,000 or 3,000 (the shifted ports
+    stay below 32768, where Linux's ephemeral range starts)."""
+    if not (raw or "").strip():
+        return 0
+    try:
+        shift = int(str(raw).strip())
+    except ValueError:
+        shift = -1
+    if shift < 0 or shift % SIDE_BED_SHIFT or shift > 3 * SIDE_BED_SHIFT:
+        raise ValueError(f"{PORT_SHIFT_ENV}={raw!r}: use 1000, 2000 or 3000 (or leave it unset)")
+    return shift
 
 
 @dataclass(frozen=True)
@@ -64,13 +81,16 @@ class Layout:
 
     @classmethod
     def default(cls) -> Layout:
-        return cls(Path(os.environ.get("DEVCLUSTER_STATE", REPO / ".devcluster")).resolve())
+        """``DEVCLUSTER_STATE`` (else ``.devcluster/``), every port moved by ``DEVCLUSTER_PORT_SHIFT`` (a
+        second bed beside the main one: the oldest-Kueue lane)."""
+        state = Path(os.environ.get("DEVCLUSTER_STATE", REPO / ".devcluster")).resolve()
+        return cls(state, PORTS.shifted(port_shift(os.environ.get(PORT_SHIFT_ENV))))
 
     def worker(self, number: int) -> Layout:
         """MultiKueue worker cluster ``number`` (1, 2, ...)."""
         return Layout(
             self.state / "workers" / worker_name(number),
-            PORTS.shifted(number * WORKER_PORT_STEP),
+            self.ports.shifted(number * WORKER_PORT_STEP),
             shared_pki=self.pki,
         )
 
@@ -163,10 +183,10 @@ def worker_name(number: int) -> str:
     return f"worker-{number}"
 
 
-def azurite_connection_string() -> str:
+def azurite_connection_string(port: int = PORTS.azurite_blob) -> str:
     return (
         f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
-        f"BlobEndpoint=http://{HOST}:{PORTS.azurite_blob}/{AZURITE_ACCOUNT};"
+        f"BlobEndpoint=http://{HOST}:{port}/{AZURITE_ACCOUNT};"
     )
 
 
