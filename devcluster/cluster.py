@@ -335,12 +335,14 @@ def bring_up(layout: Layout, bin_dir: Path, spot: int, system: int) -> Kubectl:
     ensure_pki(layout.pki)
     write_kubeconfig(layout.pki, layout.kubeconfig, layout.ports.apiserver)
     # A component whose configuration changed since it started is restarted with the new one.
+    visibility = manifests.has_visibility_server_config(source_dir(bin_dir) / "kueue")
     if _write_if_changed(
         layout.kueue / KUEUE_CONFIG,
         manifests.kueue_config(
             layout.kueue / "webhook-certs",
             layout.ports,
             manifests.kueue_feature_gates(os.environ.get(manifests.KUEUE_FEATURE_GATES_ENV)),
+            visibility,
         ),
     ):
         procs.stop(layout, "kueue")
@@ -364,7 +366,9 @@ def bring_up(layout: Layout, bin_dir: Path, spot: int, system: int) -> Kubectl:
     )
     kueue_api = manifests.kueue_api_mode(os.environ.get(manifests.KUEUE_API_ENV))
     kubectl.apply(
-        manifests.kueue_install(Path(kubectl.base[0]), source_dir(bin_dir) / "kueue", layout.ports, kueue_api)
+        manifests.kueue_install(
+            Path(kubectl.base[0]), source_dir(bin_dir) / "kueue", layout.ports, kueue_api, visibility
+        )
     )
     for resource, stale in manifests.kueue_stale_objects(kueue_api):
         kubectl("delete", resource, stale, "--ignore-not-found")

@@ -67,8 +67,15 @@ def kueue_feature_gates(raw: str | None) -> dict[str, bool]:
 
 
 def kueue_config(
-    webhook_cert_dir: Path, ports: Ports = PORTS, feature_gates: dict[str, bool] | None = None
+    webhook_cert_dir: Path,
+    ports: Ports = PORTS,
+    feature_gates: dict[str, bool] | None = None,
+    visibility_server: bool = True,
 ) -> str:
+    """Kueue's Configuration. ``visibility_server=False``: a release older than v0.17, whose Configuration has
+    no ``visibilityServer`` (strict decoding refuses it) and whose visibility server binds every address on
+    port 8082, which the main bed's Kueue holds: the on-demand visibility API is turned off there (the
+    provider treats it as optional)."""
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -87,9 +94,20 @@ def kueue_config(
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
         "clientConnection": {"qps": 200, "burst": 400},
     }
-    if feature_gates:
-        config["featureGates"] = dict(feature_gates)
+    gates = dict(feature_gates or {})
+    if not visibility_server:
+        del config["visibilityServer"]
+        gates.setdefault("VisibilityOnDemand", False)
+    if gates:
+        config["featureGates"] = gates
     return yaml.safe_dump(config, sort_keys=False)
+
+
+def has_visibility_server_config(kueue_src: Path) -> bool:
+    """Whether this Kueue release's Configuration has ``visibilityServer`` (v0.17 and later), read from its
+    source tree rather than from a version table."""
+    types = kueue_src / "apis" / "config" / "v1beta2" / "configuration_types.go"
+    return types.exists() and "VisibilityServer" in types.read_text()
 
 
 def _kustomized(kubectl: Path, directory: Path) -> list[dict[str, Any]]:
@@ -113,6 +131,7 @@ See docs/kueue-versions.md."""
 KUEUE_API_MODES = ("v1beta2", "both")
 KUEUE_GROUP = "kueue.x-k8s.io"
 VISIBILITY_V1BETA1 = "v1beta1.visibility.kueue.x-k8s.io"
+VISIBILITY_SERVICE = "kueue-visibility-server"
 
 
 class KueueApiModeError(ValueError):
@@ -145,7 +164,11 @@ def _serve_v1beta2_only(crd: dict[str, Any]) -> None:
 
 
 def kueue_install(
-    kubectl: Path, kueue_src: Path, ports: Ports = PORTS, api: str = KUEUE_API_MODES[0]
+    kubectl: Path,
+    kueue_src: Path,
+    ports: Ports = PORTS,
+    api: str = KUEUE_API_MODES[0],
+    visibility: bool = True,
 ) -> list[dict[str, Any]]:
     """Kueue's own ``config/default`` kustomization, rewired for a controller that runs on the host.
 
@@ -154,7 +177,9 @@ def kueue_install(
       so the apiserver's service resolver dials 127.0.0.1 with the in-cluster TLS server name;
     - webhooks of frameworks that are not enabled are dropped (nothing would answer them);
     - with ``api="v1beta2"``, Kueue v0.20's API surface: every ``kueue.x-k8s.io`` CRD serves v1beta2 only and
-      the v1beta1 visibility APIService is left out (delete a stale one: ``kueue_stale_objects``).
+      the v1beta1 visibility APIService is left out (delete a stale one: ``kueue_stale_objects``);
+    - ``visibility=False`` (a release older than v0.17, ``kueue_config``): no visibility APIService, no
+      visibility Service.
     """
     kueue_api_mode(api)
     docs: list[dict[str, Any]] = []
@@ -166,7 +191,9 @@ def kueue_install(
             continue
         if api == "v1beta2" and (kind, name) == ("APIService", VISIBILITY_V1BETA1):
             continue
-        if kind == "Service" and name in ("kueue-webhook-service", "kueue-visibility-server"):
+        if not visibility and (kind == "APIService" or (kind, name) == ("Service", VISIBILITY_SERVICE)):
+            continue
+        if kind == "Service" and name in ("kueue-webhook-service", VISIBILITY_SERVICE):
             port = ports.kueue_webhook if name == "kueue-webhook-service" else ports.kueue_visibility
             doc["spec"] = {
                 "type": "ExternalName",
