@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import __version__
+from .hooks.kueue_options import OPTIONS
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -58,17 +59,29 @@ def get_provider_info() -> dict[str, Any]:
             {"name": "kueue", "class-name": "airflow_kueue_provider.decorators.kueue_task.kueue_task"}
         ],
         "extra-links": ["airflow_kueue_provider.operators.kueue_link.KueueJobLink"],
-        "config": {"kueue": {"description": "The Kueue provider: UI and pod policy.", "options": _OPTIONS}},
+        "config": {
+            "kueue": {"description": "The Kueue provider: UI and pod policy.", "options": _typed(_OPTIONS)}
+        },
     }
 
 
 def _option(description: str, default: str | None = "", example: str | None = None) -> dict[str, Any]:
+    """An option's entry; ``_typed`` sets its type and default from ``kueue_options.OPTIONS``."""
     return {
         "description": description,
         "version_added": "0.1.0",
         "type": "string",
         "example": example,
         "default": default,
+    }
+
+
+def _typed(options: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each option with the type and default the provider parses it with (their one home:
+    ``hooks.kueue_options.OPTIONS``), so what Airflow lists is what is enforced."""
+    return {
+        key: {**entry, "type": OPTIONS[key].type, "default": OPTIONS[key].default}
+        for key, entry in options.items()
     }
 
 
@@ -85,6 +98,17 @@ _OPTIONS = {
     "kubernetes_conn_id": _option(
         "The connection the API server's Kueue pages read the cluster with (read-only: deploy/rbac/ui.yaml).",
         "kubernetes_default",
+    ),
+    "default_queue_name": _option(
+        "The LocalQueue of a task that sets no queue_name (read at execute on the worker, from the config "
+        "file or the environment at exec: a DAG file cannot change it); the queue policy applies to it. "
+        "Empty: queue_name is required.",
+        example="team-queue",
+    ),
+    "default_namespace": _option(
+        "The namespace of a task that sets no namespace (read at execute on the worker, as "
+        "default_queue_name); before the kubernetes connection's namespace extra and 'default'.",
+        example="genomics",
     ),
     "ui_namespaces": _option(
         "Comma-separated namespaces the Kueue pages look in; empty: every namespace.", example="genomics,risk"

@@ -7,18 +7,57 @@ a DAG file's ``conf.set`` or ``os.environ`` line changes nothing.
 from __future__ import annotations
 
 from ..airflow_compat import AirflowFailException
-from ..hooks.kueue_config import kueue_options
+from ..hooks.kueue_options import KueueOptionError, OptionValue, as_config_strings, option_values
+from ..kueue.errors import KueueProviderError
 from ..kueue.pods.pod_policy import POD_POLICY_OPTIONS, PodPolicy, PolicyConfigError
+
+DEFAULT_QUEUE_OPTION = "default_queue_name"
+DEFAULT_NAMESPACE_OPTION = "default_namespace"
+
+
+class KueueSettingsError(AirflowFailException, KueueProviderError):
+    """A ``[kueue]`` option is malformed, or a task leaves a setting to one that is empty: the task fails
+    without retries (a retry reads the same configuration)."""
+
+
+def task_options(keys: tuple[str, ...]) -> dict[str, OptionValue]:
+    """``[kueue]`` options as a task reads them: every option checked (``hooks.kueue_options``), a bad one
+    failing the task with its name, value and expected form."""
+    try:
+        return option_values(keys)
+    except KueueOptionError as exc:
+        raise KueueSettingsError(str(exc)) from None
 
 
 def configured_pod_policy() -> PodPolicy:
     """The platform team's pod policy from ``[kueue]`` (env at exec, or the file).
 
     A malformed option fails the task, naming the option and its format."""
+    options = as_config_strings(task_options(POD_POLICY_OPTIONS))
     try:
-        return PodPolicy.from_options(kueue_options(POD_POLICY_OPTIONS))
+        return PodPolicy.from_options(dict(options))
     except PolicyConfigError as exc:
-        raise AirflowFailException(f"the cluster's pod policy ([kueue] config) is malformed: {exc}") from None
+        raise KueueSettingsError(f"the cluster's pod policy ([kueue] config) is malformed: {exc}") from None
+
+
+def default_queue_name(task_id: str, queue_name: str | None) -> str:
+    """``queue_name``, else ``[kueue] default_queue_name`` (read at execute through the typed reader, so a
+    DAG file cannot change it); neither: a clear error before anything is created."""
+    if queue_name:
+        return queue_name
+    default = str(task_options((DEFAULT_QUEUE_OPTION,))[DEFAULT_QUEUE_OPTION]).strip()
+    if not default:
+        raise KueueSettingsError(
+            f"{task_id}: queue_name is not set and [kueue] {DEFAULT_QUEUE_OPTION} is empty: pass "
+            "queue_name='<LocalQueue>' to the task, or have the platform team set [kueue] "
+            f"{DEFAULT_QUEUE_OPTION} (env AIRFLOW__KUEUE__DEFAULT_QUEUE_NAME). Nothing was created."
+        )
+    return default
+
+
+def default_namespace() -> str | None:
+    """``[kueue] default_namespace`` (None when empty): a task's namespace when it sets none."""
+    return str(task_options((DEFAULT_NAMESPACE_OPTION,))[DEFAULT_NAMESPACE_OPTION]).strip() or None
 
 
 def check_queue_policy(

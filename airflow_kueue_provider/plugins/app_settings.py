@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..hooks.kueue_hook import KueueHook
+from ..hooks.kueue_options import option_text
 from .dashboard_data import QUEUE_SAMPLES, TaskInstanceFacts
 from .fanout import StreamCaps, configured_caps
 from .read_caps import ReadCaps, configured_read_caps
@@ -19,18 +20,14 @@ from .views.run_trends import QueueSampleRing
 
 
 def configured_hook() -> KueueHook:
-    """The hook of ``[kueue] kubernetes_conn_id`` (default ``kubernetes_default``)."""
-    from airflow.configuration import conf
-
-    return KueueHook(conf.get("kueue", "kubernetes_conn_id", fallback="kubernetes_default"))
+    """The hook of ``[kueue] kubernetes_conn_id`` (default ``kubernetes_default``), read through the typed
+    reader: the plugin's first read, so a bad ``[kueue]`` value fails here naming the option."""
+    return KueueHook(option_text("kubernetes_conn_id") or "kubernetes_default")
 
 
 def configured_namespaces() -> list[str]:
     """``[kueue] ui_namespaces`` (comma-separated); empty means every namespace."""
-    from airflow.configuration import conf
-
-    raw = conf.get("kueue", "ui_namespaces", fallback="") or ""
-    return [ns.strip() for ns in raw.split(",") if ns.strip()]
+    return [ns.strip() for ns in option_text("ui_namespaces").split(",") if ns.strip()]
 
 
 @dataclass(frozen=True)

@@ -19,15 +19,16 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from ..hooks.kueue_options import OPTIONS, option_count
 from ..kueue.errors import KueueProviderError
-from .user_slots import UserSlots, Wording, count_option
+from .user_slots import UserSlots, Wording
 
 T = TypeVar("T")
 
 RETRY_AFTER_SECONDS = 2
 """What a refused read's ``Retry-After`` asks: a page read takes about a second on a healthy cluster."""
-DEFAULT_PER_USER = 8
-DEFAULT_TOTAL = 32
+DEFAULT_PER_USER = int(OPTIONS["ui_reads_per_user"].default)
+DEFAULT_TOTAL = int(OPTIONS["ui_reads_total"].default)
 
 
 class TooManyReads(KueueProviderError):
@@ -82,15 +83,6 @@ class ReadCaps:
 
 
 def configured_read_caps() -> ReadCaps:
-    """The caps from ``[kueue]`` (``AIRFLOW__KUEUE__UI_READS_PER_USER``, ``..._TOTAL`` or the config file)
-    through Airflow's ``conf``, as the plugin's connection and namespaces: the API server runs no DAG code
-    that could change it."""
-    from airflow.configuration import conf
-
-    def option(key: str) -> Any:
-        return conf.get("kueue", key, fallback=None)
-
-    return ReadCaps(
-        per_user=count_option(option("ui_reads_per_user"), "ui_reads_per_user", DEFAULT_PER_USER),
-        total=count_option(option("ui_reads_total"), "ui_reads_total", DEFAULT_TOTAL),
-    )
+    """The caps from ``[kueue] ui_reads_per_user`` and ``ui_reads_total`` through the typed reader (the
+    config file and the environment at exec): a bad value fails the first read naming the option."""
+    return ReadCaps(per_user=option_count("ui_reads_per_user"), total=option_count("ui_reads_total"))

@@ -14,15 +14,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..hooks.kueue_config import kueue_options
+from ..hooks.kueue_options import OPTIONS, option_count
 from .kind_failures import WatchUnavailable, group_of
 
 MAX_OBJECTS_OPTION = "watch_max_objects"
 MAX_MIB_OPTION = "watch_max_mib"
-DEFAULT_MAX_OBJECTS = 10_000
+DEFAULT_MAX_OBJECTS = int(OPTIONS[MAX_OBJECTS_OPTION].default)
 """Per kind and namespace: twice the 5,000 deferred tasks of one namespace a triggerer was measured with
 (benchmarks/results/triggerer_load_5000_takeover.md), finished Jobs kept for a while included."""
-DEFAULT_MAX_MIB = 128
+DEFAULT_MAX_MIB = int(OPTIONS[MAX_MIB_OPTION].default)
 """Per namespace, all kinds: a slimmed Job or Workload is 1-3 KiB of JSON, so 10,000 of each fit."""
 OVER_CAP_RETRY_SECONDS = 60.0
 """After a namespace went over a cap, followers that join within this time fail at once with the same
@@ -73,23 +73,10 @@ def over_cap(namespace: str, kind: str, option: str, limit: int, count: int, uni
 
 
 def configured_caps() -> HubCaps:
-    """The caps from ``[kueue] watch_max_objects`` and ``watch_max_mib`` (the provider's one reader)."""
-    raw = kueue_options((MAX_OBJECTS_OPTION, MAX_MIB_OPTION))
-    objects = _positive(raw[MAX_OBJECTS_OPTION], MAX_OBJECTS_OPTION, DEFAULT_MAX_OBJECTS)
-    mib = _positive(raw[MAX_MIB_OPTION], MAX_MIB_OPTION, DEFAULT_MAX_MIB)
+    """The caps from ``[kueue] watch_max_objects`` and ``watch_max_mib`` through the typed reader: a bad
+    value (of these or any ``[kueue]`` option) fails the hub's first read naming the option."""
+    objects, mib = option_count(MAX_OBJECTS_OPTION), option_count(MAX_MIB_OPTION)
     return HubCaps(objects, mib * 1024 * 1024)
-
-
-def _positive(raw: str | None, option: str, default: int) -> int:
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"[kueue] {option} must be a whole number of at least 1, got {raw!r}")
-    return value
 
 
 def json_size(obj: Any) -> int:

@@ -9,10 +9,17 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from airflow_kueue_provider.hooks import kueue_config
 from airflow_kueue_provider.plugins import read_caps
 from airflow_kueue_provider.plugins.app_settings import DashboardSettings
 from airflow_kueue_provider.plugins.dashboard_app import create_app
 from airflow_kueue_provider.plugins.read_caps import ReadCaps, TooManyReads
+
+
+def _options(monkeypatch: pytest.MonkeyPatch, **options: str) -> None:
+    """The [kueue] options as the process got them (the typed reader, never ``conf``)."""
+    source = kueue_config.ConfigSource({f"AIRFLOW__KUEUE__{k.upper()}": v for k, v in options.items()})
+    monkeypatch.setattr(kueue_config, "current_source", lambda: source)
 
 
 def test_the_caps_count_per_user_and_in_total_and_say_which_option_raises_them() -> None:
@@ -34,13 +41,13 @@ def test_the_caps_count_per_user_and_in_total_and_say_which_option_raises_them()
 def test_a_bad_cap_is_a_clear_error_naming_the_option(
     monkeypatch: pytest.MonkeyPatch, option: str, raw: str
 ) -> None:
-    monkeypatch.setenv(f"AIRFLOW__KUEUE__{option.upper()}", raw)
+    _options(monkeypatch, **{option: raw})
     with pytest.raises(ValueError, match=rf"\[kueue\] {option} must"):
         read_caps.configured_read_caps()
 
 
 def test_the_caps_come_from_the_kueue_section(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW__KUEUE__UI_READS_PER_USER", "3")
+    _options(monkeypatch, ui_reads_per_user="3")
     caps = read_caps.configured_read_caps()
     assert (caps.per_user, caps.total) == (3, read_caps.DEFAULT_TOTAL)
 
