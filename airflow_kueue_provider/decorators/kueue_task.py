@@ -10,6 +10,9 @@ unfinished shards, the Kueue tab).
 
     price(paths=10_000)["results"]   # {"0": ..., "99": ...}
 
+With ``shard_items=[...]`` (or ``ShardItemsBlob(path)``: docs/shard-inputs.md) shard ``i`` reads item ``i``
+as ``shard.item``, and ``completions`` left unset is the item count.
+
 The function's source and its arguments (JSON values; templated) travel in the pods' environment; the pods
 run ``python -m airflow_kueue_provider.worker.task_function`` (the image needs the worker package and what the
 function imports). Each shard's JSON return value is its done record; the task's result gains ``results``
@@ -39,6 +42,7 @@ from ..kueue.names import TASK_CALL_ENV, TASK_RUNNER_MODULE, TASK_SOURCE_ENV
 from ..operators.checkpointing import CheckpointSession
 from ..operators.indexed_job import KueueIndexedJobOperator
 from ..operators.operator_kind import Shards
+from ..operators.shard_items_param import holds_secret, redactor
 from ..operators.task_results import collect_results
 from ..operators.template_file import env_items
 
@@ -80,7 +84,7 @@ class KueueDecoratedOperator(DecoratedOperator, KueueIndexedJobOperator):
     def _container_env(self) -> list[Any]:
         """The shard container's env with the function and its call: in every Job the task builds (the first,
         a retry's, a deadline spill's), not only in the one ``execute`` submits."""
-        return [*env_items(self.env), *self._payload_env()]
+        return [*env_items(super()._container_env()), *self._payload_env()]
 
     def _payload_env(self) -> list[dict[str, str]]:
         """The function's source and its call, checked: no known secret, JSON arguments, a bounded size."""
@@ -144,29 +148,8 @@ class KueueDecoratedOperator(DecoratedOperator, KueueIndexedJobOperator):
         return {**result, **collected}
 
 
-def _redactor() -> Callable[[Any], Any]:
-    """Airflow's public ``redact`` of its secrets masker: ``airflow.sdk.log`` from 3.3, before in
-    ``airflow.sdk.execution_time.secrets_masker`` (deprecated there since)."""
-    import importlib
-
-    try:
-        found = importlib.import_module("airflow.sdk.log").redact
-    except AttributeError:  # Airflow 3.1 and 3.2
-        found = importlib.import_module("airflow.sdk.execution_time.secrets_masker").redact
-    return found  # type: ignore[no-any-return]
-
-
-def _holds_secret(value: Any, redact: Callable[[Any], Any]) -> bool:
-    """Whether a string in ``value`` (a JSON-like value: keys too) holds a secret the masker knows. Each
-    string is asked alone: the masker also hides a dict's values by their key's name (``password_file``),
-    which is no known secret."""
-    if isinstance(value, str):
-        return bool(redact(value) != value)
-    if isinstance(value, dict):
-        return any(_holds_secret(k, redact) or _holds_secret(v, redact) for k, v in value.items())
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return any(_holds_secret(v, redact) for v in value)
-    return False
+_redactor = redactor  # Airflow's public redact (operators.shard_items_param: shard_items= checks it too)
+_holds_secret = holds_secret
 
 
 def _per_shard(function: Callable[..., Any], task_id: object) -> Callable[..., Any]:

@@ -74,3 +74,8 @@ TASK_CALL_ENV = "AIRFLOW_KUEUE_TASK_CALL"
 """``@task.kueue``: ``{"function": name, "args": [...], "kwargs": {...}}`` as base64 JSON."""
 TASK_RUNNER_MODULE = "airflow_kueue_provider.worker.task_function"
 """What a ``@task.kueue`` pod runs (``python -m``): calls the function once per shard of the pod."""
+SHARD_ITEMS_ENV = "AIRFLOW_KUEUE_SHARD_ITEMS"
+"""``shard_items=`` as a list: its compact JSON (at most 64 KiB); shard ``i`` reads item ``i``."""
+SHARD_ITEMS_BLOB_ENV = "AIRFLOW_KUEUE_SHARD_ITEMS_BLOB"
+"""``shard_items=ShardItemsBlob(path)``: the source blob's ``blob://<path>`` (for messages); the pods read
+the items the operator staged in chunks under ``<checkpoint prefix>/shard-items/`` of their container."""

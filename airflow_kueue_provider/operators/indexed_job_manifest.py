@@ -23,12 +23,14 @@ from ..kueue.spec.parallelism_ramp import ParallelismRamp, with_slice_gate
 from ..kueue.spec.retry_policy import per_index_retries
 from ..kueue.spec.topology import InvalidTopology, TopologyRequest, with_topology
 from .settings import configured_pod_policy
+from .shard_items_param import ShardItemsParam
 from .template_file import TemplateFile
 from .templated import is_templated
 
 
-class IndexedJobManifest:
-    """Mixed into ``KueueIndexedJobOperator``: reads its parameters (its attributes), builds its Job."""
+class IndexedJobManifest(ShardItemsParam):
+    """Mixed into ``KueueIndexedJobOperator``: reads its parameters (its attributes), builds its Job; its
+    ``shard_items=`` is ``ShardItemsParam``'s."""
 
     # What this reads of the operator (its parameters, after rendering).
     task_id: str
@@ -110,6 +112,7 @@ class IndexedJobManifest:
         """Every check no template can change, when the DAG is parsed: a bad count, quantity, retry setting,
         ramp or timeout fails the DAG's import with the message, and no run ever starts. (The rest, and these
         again, are checked at run time, after rendering, before anything is created.)"""
+        self._check_literal_items()
         template = self.job_template if isinstance(self.job_template, Mapping) else None
         placeholder = "parse-time-check"
         fields = self._untemplated_spec(template)
@@ -186,8 +189,8 @@ class IndexedJobManifest:
         return job
 
     def _container_env(self) -> Any:
-        """The shard container's ``env`` (``@task.kueue`` adds its function and call to it)."""
-        return self.env
+        """The shard container's ``env``, with ``shard_items``' (``@task.kueue`` adds its function)."""
+        return self._with_items_env(self.env)
 
     def _untemplated_spec(self, template: Mapping[str, Any] | None) -> dict[str, Any]:
         """The spec fields no template changes: checked when the DAG is parsed, and built at run time."""

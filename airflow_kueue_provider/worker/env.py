@@ -14,6 +14,8 @@ from ..kueue.names import (
     CHECKPOINT_URL_ENV,
     GRACE_ENV,
     INDEX_ENV,
+    SHARD_ITEMS_BLOB_ENV,
+    SHARD_ITEMS_ENV,
     SHARDS_ENV,
     SHARDS_PER_POD_ENV,
 )
@@ -59,6 +61,10 @@ class ShardEnv:
     per_pod: int = 1
     """The Job's largest pack (``AIRFLOW_KUEUE_SHARDS_PER_POD``): above 1, the Job packs shards (the last
     packs may hold fewer)."""
+    items: str | None = field(default=None, repr=False)
+    """``shard_items=`` inline: the list's JSON (``SHARD_ITEMS_ENV``)."""
+    items_blob: str | None = None
+    """``shard_items=`` from a blob: its reference (``SHARD_ITEMS_BLOB_ENV``); the items are staged."""
 
     @property
     def packed(self) -> bool:
@@ -102,4 +108,6 @@ class ShardEnv:
             connection_string=environ.get(CONNECTION_STRING) or None,
             sas_token=(environ.get(CHECKPOINT_SAS_ENV) or "").lstrip("?") or None,
             sas_file=environ.get(CHECKPOINT_SAS_FILE_ENV) or None,
+            items=environ.get(SHARD_ITEMS_ENV) or None,
+            items_blob=environ.get(SHARD_ITEMS_BLOB_ENV) or None,
         )

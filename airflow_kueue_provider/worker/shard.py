@@ -78,11 +78,20 @@ from .checkpoint_store import (
     check_progress,
 )
 from .env import ShardEnv
+from .shard_items import NoShardItem, ShardItems
 from .shard_pack import ShardEnding, ShardPack
 from .sigterm_flush import EXIT_SIGTERM, SigtermFlush, State
 from .stores import close_stores, stores_for
 
-__all__ = ["EXIT_SIGTERM", "MAX_CHECKPOINT_BYTES", "JsonStore", "Progress", "Shard", "ShardAlreadyDone"]
+__all__ = [
+    "EXIT_SIGTERM",
+    "MAX_CHECKPOINT_BYTES",
+    "JsonStore",
+    "NoShardItem",
+    "Progress",
+    "Shard",
+    "ShardAlreadyDone",
+]
 
 log = logging.getLogger("airflow_kueue_provider.worker")
 
@@ -112,10 +121,12 @@ class Shard:
         skip_if_done: bool = True,
         ending: ShardEnding | None = None,
         owns_stores: bool = True,
+        items: ShardItems | None = None,
     ) -> None:
         """``flush_store`` (default ``store``) serves the SIGTERM flush; ``from_env`` gives it its own client
         so the flush never waits on a lock or connection the interrupted main thread holds. The shards of a
-        pack share their stores (``owns_stores=False``: ``close`` leaves them open) and their ``ending``."""
+        pack share their stores (``owns_stores=False``: ``close`` leaves them open), their ``ending`` and
+        their ``items`` (``shard_items=``: ``item`` reads this shard's)."""
         self.checkpoints = CheckpointStore(
             shard_id, index, store, prefix=prefix, keep=keep, skip_if_done=skip_if_done
         )
@@ -125,6 +136,7 @@ class Shard:
         self.resumed_seq: int | None = None
         self.sigterm = SigtermFlush(shard_id, grace_seconds, self._flush_write)
         self.ending, self.owns_stores = ending or ShardEnding(), owns_stores
+        self.items = items
         self.marked_done = False
         """Whether this process wrote (or found) the done marker through ``mark_done``."""
 
@@ -158,6 +170,7 @@ class Shard:
             keep=keep,
             flush_store=flush_store,
             skip_if_done=skip_if_done,
+            items=ShardItems.for_env(env),
         )
         if skip_if_done:
             shard.exit_if_done()
@@ -191,6 +204,17 @@ class Shard:
         )
         self.close()
         raise ShardAlreadyDone(self.shard_id, finished_at)
+
+    @property
+    def item(self) -> Any:
+        """This shard's input: item ``shard_id`` of the task's ``shard_items=`` (a JSON value; read once from
+        the environment or the staged blob). ``NoShardItem`` when the task gave none."""
+        if self.items is None:
+            raise NoShardItem(
+                f"shard {self.shard_id} has no item: the task sets no shard_items= (the shard id alone is "
+                "its input)"
+            )
+        return self.items.item(self.shard_id, self.store)
 
     # -- state -----------------------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from .checkpoint_store import JsonStore
 from .env import ShardEnv
+from .shard_items import ShardItems
 from .sigterm_flush import EXIT_SIGTERM, SigtermFlush
 from .stores import close_stores, stores_for
 
@@ -74,7 +75,7 @@ class ShardEnding:
 S = TypeVar("S", bound=PackMember)
 MakeShard = Callable[..., S]
 """``Shard``'s constructor: ``(shard_id, index, store, *, prefix, grace_seconds, keep, flush_store, ending,
-owns_stores)``."""
+owns_stores, items)``."""
 
 
 class ShardPack(ShardEnding, Generic[S]):
@@ -97,6 +98,8 @@ class ShardPack(ShardEnding, Generic[S]):
         self.done_before: list[int] = []
         self._ended: set[int] = set()
         self._stop = threading.Event()
+        self.items = ShardItems.for_env(env)
+        """``shard_items=``: one reader for the pod, so a pack's shards share the staged chunk it read."""
 
     # -- ShardEnding --
 
@@ -172,6 +175,7 @@ class ShardPack(ShardEnding, Generic[S]):
             flush_store=flush_store,
             ending=self,
             owns_stores=False,
+            items=self.items,
         )
 
     def _catch_sigterm_between_shards(self) -> Any:
