@@ -45,6 +45,7 @@ from .job_submission import (
 from .kueue_link import KueueJobLink
 from .metrics import send_run_metrics
 from .operator_kind import OperatorKind, Shards, TaskEntry, WaitOn
+from .settings import default_namespace, default_queue_name
 from .task_facts import task_identity
 from .template_params import TemplateParams, check_task_queues
 from .try_shards import open_shards
@@ -61,8 +62,8 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
     """The template of every kind, and the parameters every kind takes and passes on (``**kwargs``); "the
     object" is the task's Job or JobSet.
 
-    :param queue_name: the Kueue LocalQueue in ``namespace`` (templated).
-    :param namespace: default: the kubernetes connection's ``namespace`` extra, else ``default`` (templated).
+    :param queue_name: the LocalQueue in ``namespace`` (templated); unset: ``[kueue] default_queue_name``.
+    :param namespace: templated; unset: ``[kueue] default_namespace``, the connection's extra, ``default``.
     :param workload_priority_class: a Kueue WorkloadPriorityClass: the Workload's priority, for admission
         order and preemption (the pods' Kubernetes PriorityClass is the Job kind's ``priority_class_name``).
     :param priority_class: ``workload_priority_class``'s earlier name; it still works (set one of them).
@@ -102,7 +103,7 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
     def __init__(
         self,
         *,
-        queue_name: str,
+        queue_name: str | None = None,
         namespace: str | None = None,
         workload_priority_class: str | None = None,
         priority_class: str | None = None,
@@ -128,7 +129,7 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
             self.task_id,
             self.log,
             namespace=namespace,
-            queue_name=queue_name,
+            queue_name=queue_name or "",
             workload_priority_class=workload_priority_class,
             priority_class=priority_class,
             queue_timeout=queue_timeout,
@@ -140,7 +141,7 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
             on_deadline_risk=on_deadline_risk,
             checkpointing=checkpointing,
         )
-        self.queue_name = queue_name
+        self.queue_name = queue_name or ""  # empty: [kueue] default_queue_name at execute
         self.namespace = namespace
         self.priority_class = parsed.priority_class
         self.spot = spot
@@ -166,13 +167,14 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
         return ClusterTarget(self.kubernetes_conn_id, self.cluster_context, self.config_file, self.in_cluster)
 
     def resolved_namespace(self) -> str:
-        """``namespace``, else the kubernetes connection's ``namespace`` extra, else ``default``."""
+        """``namespace``, else ``[kueue] default_namespace``, the connection's ``namespace``, ``default``."""
         if not self.namespace:
-            self.namespace = self._client().hook.connection_namespace() or "default"
+            self.namespace = default_namespace() or self._client().hook.connection_namespace() or "default"
         return self.namespace
 
     def execute(self, context: Context) -> dict[str, Any]:
         seal = identity_seal()  # no key: a typed error naming the option, before anything is created
+        self.queue_name = default_queue_name(self.task_id, self.queue_name)  # then the policy checks it
         check_task_queues(
             self.task_id, self.resolved_namespace(), self.queue_name, self.priority_class, self._deadlines
         )
@@ -273,6 +275,7 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
         if not event:
             raise self._failure("the trigger ended without an event", {})
         self.resolved_namespace()
+        self.queue_name = default_queue_name(self.task_id, self.queue_name)
         typed = KueueEvent.from_dict(event)
         if typed.status == "deadline_risk":
             return self._escalate(context, typed, entry)
