@@ -12,7 +12,6 @@ The parameters every kind takes are documented on ``KueueOperator``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -25,12 +24,10 @@ from ..hooks.kind_client import KindClient
 from ..kueue.figures.cost import VmPrice
 from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet
-from ..kueue.job_progress import released_so_far
 from ..kueue.progress.deadline import DeadlineValue
 from ..kueue.progress.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.progress.start_guard import DEFAULT_START_TIMEOUT
 from ..kueue.progress.trigger_event import KueueEvent
-from ..triggers.kueue_follow import KueueFollowTrigger
 from .checkpointing import Checkpointing
 from .deadline_escalation import DeadlineEscalation
 from .failure_path import FailurePath
@@ -45,20 +42,19 @@ from .job_submission import (
 from .kueue_link import KueueJobLink
 from .metrics import send_run_metrics
 from .operator_kind import OperatorKind, Shards, TaskEntry, WaitOn
+from .param_typos import check_parameter_names
 from .settings import default_namespace, default_queue_name
+from .submitted_object import no_wait_conflicts
 from .task_facts import task_identity
 from .template_params import TemplateParams, check_task_queues
 from .try_shards import open_shards
+from .waiting import Waiting
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-RESUME_METHOD = "execute_complete"
-"""Where a deferred (or, in blocking mode, an inline) trigger's event comes back."""
-
-
-class KueueOperator(FailurePath, OperatorKind, BaseOperator):
+class KueueOperator(Waiting, FailurePath, OperatorKind, BaseOperator):
     """The template of every kind, and the parameters every kind takes and passes on (``**kwargs``); "the
     object" is the task's Job or JobSet.
 
@@ -95,6 +91,10 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
         not hold a worker slot); False waits in the worker with the same async logic.
     :param vm_price: ``VmPrice(...)`` or its dict, for the result's ``estimated_cost_usd`` (default:
         Standard_D16ds_v5 list prices, on-demand and Spot).
+    :param wait_for_completion: True (default): wait for the object's end. False: submit (every check as
+        usual), return a ``SubmittedObject`` record (kind, namespace, name, uid, queue, trigger settings) as
+        XCom and succeed; ``KueueJobSensor`` waits for it later. Not with ``checkpointing``, ``deadline`` or a
+        ``parallelism_ramp``: those need the waiting task.
     """
 
     ui_color = "#d4e9f7"
@@ -122,9 +122,13 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
         in_cluster: bool | None = None,
         deferrable: bool = True,
         vm_price: VmPrice | dict[str, Any] | None = None,
+        wait_for_completion: bool = True,
         **kwargs: Any,
     ) -> None:
+        check_parameter_names(type(self), kwargs.get("task_id"), BaseOperator, kwargs)  # a typo: did you mean
         super().__init__(**kwargs)
+        if not wait_for_completion:
+            no_wait_conflicts(self.task_id, checkpointing=checkpointing, deadline=deadline)
         parsed = TemplateParams.parse(
             self.task_id,
             self.log,
@@ -155,6 +159,7 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
         self.config_file = config_file
         self.in_cluster = in_cluster
         self.deferrable = deferrable
+        self.wait_for_completion = wait_for_completion
         self.deadline = deadline
         self.deadline_margin = parsed.deadline_margin
         self._deadlines = parsed.deadlines
@@ -178,6 +183,8 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
         check_task_queues(
             self.task_id, self.resolved_namespace(), self.queue_name, self.priority_class, self._deadlines
         )
+        if not self.wait_for_completion:
+            no_wait_conflicts(self.task_id, parallelism_ramp=getattr(self, "parallelism_ramp", None))
         entry = self._entry(context)
         identity, client, shards = entry.identity, entry.client, entry.shards
         manifest = self.build_manifest(identity)
@@ -218,7 +225,9 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
             self.queue_name,
             self._submitted_line(),
         )
-        # 3. Wait: deferred in the triggerer, or here with the same async logic.
+        if not self.wait_for_completion:  # 3. ... and hand it on to a KueueJobSensor,
+            return self._submitted(WaitOn(obj, shards, plan))
+        # 3. ... or wait: deferred in the triggerer, or here with the same async logic.
         return self._wait(context, self._trigger_for(WaitOn(obj, shards, plan)))
 
     def _submit(
@@ -260,15 +269,6 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
         )
         return TaskEntry(identity, self._client(), shards)
 
-    def _wait(self, context: Context, trigger: KueueFollowTrigger[Any]) -> dict[str, Any]:
-        """Defer to the triggerer; in blocking mode run the same trigger here and resume the way Airflow
-        resumes a deferred task (``resume_execution``): one entry into ``execute_complete`` for both."""
-        if self.deferrable:
-            self.defer(trigger=trigger, method_name=RESUME_METHOD)
-        event = asyncio.run(trigger.first_event())
-        result: dict[str, Any] = self.resume_execution(RESUME_METHOD, {"event": event}, context)
-        return result
-
     # --- the final event -> result or failure ---------------------------------------------------------------
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         entry = self._entry(context, check=False)
@@ -283,6 +283,7 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
         result, message = self._result(identity, typed, shards)
         send_run_metrics(result, typed.status, identity, self.queue_name, self.kind)
         if typed.status == "success":
+            self._fail_tolerated_before_last_try(context, result, typed)  # max_failed_indexes: the last try's
             self.log.info("%s; result: %s", message, json.dumps(result, sort_keys=True))
             result = self._succeeded(result, shards)
             shards.clean_up_after_success()
@@ -291,20 +292,3 @@ class KueueOperator(FailurePath, OperatorKind, BaseOperator):
             message += self._log_tails(typed)
         message += self._stop_after_failure(typed)
         raise self._failure(f"{typed.status}: {message}", event)
-
-    def _escalate(self, context: Context, event: KueueEvent, entry: TaskEntry) -> dict[str, Any]:
-        """The ETA passed the deadline (less the margin): take ``on_deadline_risk``'s steps, then wait again
-        with a trigger that only keeps the ETA."""
-        self.log.warning("%s: escalating", event.message or "deadline at risk")
-        client = entry.client
-        obj = client.get(self.resolved_namespace(), event.name)
-        if obj is None:
-            gone = f"{self.resolved_namespace()}/{event.name} is gone (deleted while the task escalated)"
-            raise self._failure(f"{self.kind} {gone}", event.to_dict())
-        escalated = self._deadlines.escalate(context, event, client, obj, self._spill(entry))
-        self._name, self._uid = escalated.obj["metadata"]["name"], escalated.obj["metadata"].get("uid")
-        released = released_so_far(event.result)  # the next trigger counts on from the quota released so far
-        trigger = self._trigger_for(
-            WaitOn(escalated.obj, entry.shards, escalated.plan, escalated.queue_name, released)
-        )
-        return self._wait(context, trigger)

@@ -1,0 +1,105 @@
+"""How the template's task waits for its object (``KueueOperator``): deferred or inline with the same
+trigger, not at all (``wait_for_completion=False``: a record for ``KueueJobSensor``), or again after a
+deadline escalation."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from ..kueue.job_progress import released_so_far
+from ..kueue.progress.trigger_event import KueueEvent
+from .operator_kind import TaskEntry, WaitOn
+from .submitted_object import SubmittedObject
+
+if TYPE_CHECKING:
+    from datetime import timedelta
+
+    from airflow.sdk import Context
+    from airflow.triggers.base import BaseTrigger
+
+    from ..airflow_compat import AirflowException
+    from ..hooks.kind_client import KindClient
+    from ..triggers.kueue_follow import KueueFollowTrigger
+    from .deadline_handling import DeadlineHandling, Spill
+
+RESUME_METHOD = "execute_complete"
+"""Where a deferred (or, in blocking mode, an inline) trigger's event comes back."""
+
+
+class Waiting:
+    """Mixed into ``KueueOperator``: reads its parameters and the kind's part (``OperatorKind``)."""
+
+    if TYPE_CHECKING:  # the operator's (KueueOperator's, OperatorKind's, BaseOperator's)
+        log: Any
+        deferrable: bool
+        queue_name: str
+        kubernetes_conn_id: str
+        queue_timeout: float | None
+        workload_timeout: float
+        start_timeout: float
+        _deadlines: DeadlineHandling
+        _name: str | None
+        _uid: str | None
+
+        @property
+        def kind(self) -> str: ...
+        def _client(self) -> KindClient: ...
+        def resolved_namespace(self) -> str: ...
+        def _trigger_for(self, wait: WaitOn) -> KueueFollowTrigger[Any]: ...
+        def _trigger_kwargs(self, wait: WaitOn) -> dict[str, Any]: ...
+        def _failure(self, message: str, event: Any) -> AirflowException: ...
+        def _spill(self, entry: TaskEntry) -> Spill | None: ...
+        def defer(
+            self,
+            *,
+            trigger: BaseTrigger,
+            method_name: str,
+            kwargs: dict[str, Any] | None = None,
+            timeout: timedelta | float | None = None,
+        ) -> NoReturn: ...
+        def resume_execution(
+            self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context
+        ) -> Any: ...
+
+    def _wait(self, context: Context, trigger: KueueFollowTrigger[Any]) -> dict[str, Any]:
+        """Defer to the triggerer; in blocking mode run the same trigger here and resume the way Airflow
+        resumes a deferred task (``resume_execution``): one entry into ``execute_complete`` for both."""
+        if self.deferrable:
+            self.defer(trigger=trigger, method_name=RESUME_METHOD)
+        event = asyncio.run(trigger.first_event())
+        result: dict[str, Any] = self.resume_execution(RESUME_METHOD, {"event": event}, context)
+        return result
+
+    def _submitted(self, wait: WaitOn) -> dict[str, Any]:
+        """The record a ``KueueJobSensor`` follows the object with, as the trigger would have been wired."""
+        follow = {
+            "queue_timeout": self.queue_timeout,
+            "workload_timeout": self.workload_timeout,
+            "start_timeout": self.start_timeout,
+            **self._trigger_kwargs(wait),
+        }
+        meta = wait.obj["metadata"]
+        record = SubmittedObject(
+            self.kind, self.resolved_namespace(), meta["name"], meta.get("uid") or "", self.queue_name,
+            self.kubernetes_conn_id, follow,
+        )  # fmt: skip
+        self.log.info("not waiting (wait_for_completion=False): a KueueJobSensor can follow %s", record)
+        return record.to_dict()
+
+    def _escalate(self, context: Context, event: KueueEvent, entry: TaskEntry) -> dict[str, Any]:
+        """The ETA passed the deadline (less the margin): take ``on_deadline_risk``'s steps, then wait again
+        with a trigger that only keeps the ETA."""
+        self.log.warning("%s: escalating", event.message or "deadline at risk")
+        client = entry.client
+        obj = client.get(self.resolved_namespace(), event.name)
+        if obj is None:
+            gone = f"{self.resolved_namespace()}/{event.name} is gone (deleted while the task escalated)"
+            raise self._failure(f"{self.kind} {gone}", event.to_dict())
+        escalated = self._deadlines.escalate(context, event, client, obj, self._spill(entry))
+        self._name, self._uid = escalated.obj["metadata"]["name"], escalated.obj["metadata"].get("uid")
+        released = released_so_far(event.result)  # the next trigger counts on from the quota released so far
+        trigger = self._trigger_for(
+            WaitOn(escalated.obj, entry.shards, escalated.plan, escalated.queue_name, released)
+        )
+        return self._wait(context, trigger)
