@@ -5,12 +5,15 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 PYTHON311 ?= python3.11
 
-.PHONY: venv demo night demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-off-bed test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots dist test-bed-py312 docs
+.PHONY: venv release-check demo night demo-fair-share cluster-up cluster-down cluster-status cluster-clean airflow-up airflow-down airflow-status test test-off-bed test-min-airflow test-python-lanes test-worker-package test-unit test-integration lint typecheck screenshots dist test-bed-py312 docs test-oldest-kueue
 
-$(VENV)/.installed: pyproject.toml airflow_kueue_provider/__init__.py  # __init__: the version
+# Both distributions from this tree, editable, in one resolve (the provider requires the worker package at its
+# own version; worker-package/'s editable install puts the repository root on sys.path), with pyproject's
+# [dependency-groups] dev (pip >= 25.1). Works on a new venv and on one made by an earlier recipe.
+$(VENV)/.installed: pyproject.toml setup.py worker-package/pyproject.toml airflow_kueue_provider/__init__.py
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q --group dev -e .  # pyproject's [dependency-groups] dev (pip >= 25.1)
+	$(VENV)/bin/pip install -q --group dev -e ./worker-package -e .
 	touch $@
 
 venv: $(VENV)/.installed
@@ -98,11 +101,12 @@ test-off-bed: venv
 ## 10.6, kubernetes 32, ...), import it from there, run the unit tests.
 MIN_VENV ?= $(HOME)/.cache/airflow-kueue-provider/venv-airflow-min
 test-min-airflow: venv
-	@rm -rf dist build; $(PY) -m pip wheel -q --no-deps -w dist . && rm -rf build
+	@rm -rf dist build; $(PY) -m pip wheel -q --no-deps -w dist ./worker-package . \
+		&& rm -rf build airflow_kueue_provider.egg-info
 	@test -x $(MIN_VENV)/bin/python || python3 -m venv $(MIN_VENV)
-	$(MIN_VENV)/bin/pip install -q $$($(PY) tools/lowest_requirements.py) "$$(ls dist/*.whl)" \
+	$(MIN_VENV)/bin/pip install -q $$($(PY) tools/lowest_requirements.py) dist/*.whl \
 		pytest pytest-timeout pytest-xdist hypothesis
-	$(MIN_VENV)/bin/pip install -q --force-reinstall --no-deps "$$(ls dist/*.whl)"
+	$(MIN_VENV)/bin/pip install -q --force-reinstall --no-deps dist/*.whl  # both wheels: provider and worker
 	cd "$$(mktemp -d)" && $(MIN_VENV)/bin/python -c "import airflow, airflow_kueue_provider as p; \
 		from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator; \
 		from airflow_kueue_provider.plugins.kueue_ui import KueueUiPlugin; \
@@ -121,7 +125,8 @@ test-python-lanes: venv
 	    status=1; continue; fi; \
 	  venv=$(HOME)/.cache/airflow-kueue-provider/venv-py$$v; \
 	  test -x $$venv/bin/python || $$py -m venv $$venv; \
-	  $$venv/bin/pip install -q 'pip>=25.1' && $$venv/bin/pip install -q --group dev -e . || { status=1; continue; }; \
+	  $$venv/bin/pip install -q 'pip>=25.1' && $$venv/bin/pip install -q --group dev -e ./worker-package -e . \
+	    || { status=1; continue; }; \
 	  echo "unit tests on $$($$venv/bin/python --version)"; \
 	  $$venv/bin/python -m pytest $(PYTEST_ARGS) -n 2 -q --junitxml=$(TEST_REPORTS)/unit-py$$v.xml tests/unit \
 	    || status=1; \
@@ -141,6 +146,7 @@ test-bed-py312: venv
 ## The worker package (worker-package/, what a shard's image installs): built from this tree, installed alone
 ## in a venv of its own (kept outside the repo), checked to import without Airflow, and the worker SDK's unit
 ## tests run against the installed copy (from a copy of the tests outside the repo, so the tree is not imported).
+## Without the provider, airflow_kueue_provider is a namespace package: the worker must not need its __init__.
 WORKER_VENV ?= $(HOME)/.cache/airflow-kueue-provider/venv-worker
 test-worker-package: venv
 	@build=$$(mktemp -d) && mkdir -p $(TEST_REPORTS) && \
@@ -157,12 +163,18 @@ test-worker-package: venv
 	$(WORKER_VENV)/bin/python -m pytest $(PYTEST_ARGS) -q -p no:cacheprovider \
 		--junitxml=$(CURDIR)/$(TEST_REPORTS)/worker-package.xml tests/unit/worker
 
-## The release artifacts: the provider's sdist and wheel and the worker package's wheel in dist/, twine check
-## --strict, and the wheel installed in a clean venv (python3.11, kept outside the repo) where
-## `airflow providers list` must list it (tools/check_dist.py). Needs python3.11 and the package index only:
-## not the project's venv (build and twine live in a tool venv of their own).
+## The release artifacts: the provider's sdist and wheel and the worker package's wheel in dist/, no installed
+## file in both wheels, twine check --strict, and both wheels installed in a clean venv (python3.11, kept
+## outside the repo) where `airflow providers list` must list the provider (tools/check_dist.py). Needs
+## python3.11 and the package index only: not the project's venv (build and twine live in a tool venv).
 dist:
 	$(PYTHON311) tools/check_dist.py
+
+## Whether this tree could be released as it is (tools/release_check.py, docs/release.md): the version, its
+## CHANGELOG section, the tag it would get, [project.urls], and make dist's artifacts built, twine-clean and
+## owning disjoint files. Prints "releasable" or "not releasable" with each missing item and its fix.
+release-check:
+	$(PYTHON311) tools/release_check.py
 
 test-unit: venv
 	$(PY) -m pytest $(PYTEST_ARGS) tests/unit
@@ -186,3 +198,22 @@ screenshots:
 ## The docs site (mkdocs.yml) with warnings as errors, built outside the repository: tools/build_docs.sh.
 docs:
 	bash tools/build_docs.sh
+
+## The oldest Kueue the docs claim (docs/compatibility.md) on a side bed of its own beside the main one: the
+## pinned bed's binaries with OLDEST_KUEUE built in a module of its own (devcluster/build_kueue.sh), every port
+## moved by 1,000, both kueue.x-k8s.io versions served as that release ships; then the lane's tests, and the
+## side bed stopped. Not part of `make test` (its figures: benchmarks/results/oldest_kueue.md).
+OLDEST_KUEUE ?= v0.15.2
+OLDEST_KUEUE_STATE ?= $(CURDIR)/.devcluster-oldest-kueue
+OLDEST_KUEUE_TESTS ?= tests/integration/operators/test_indexed_job_outcomes.py \
+	tests/integration/operators/test_indexed_job_queueing.py tests/integration/operators/test_checkpointing.py \
+	tests/integration/operators/test_partial_admission.py tests/integration/operators/test_jobset.py \
+	tests/integration/operators/test_queue_setup.py tests/integration/operators/test_deadline.py \
+	tests/integration/triggers/test_kueue_job_trigger.py tests/integration/hooks/test_kueue_hook.py
+test-oldest-kueue: venv
+	@mkdir -p $(TEST_REPORTS); export DEVCLUSTER_STATE=$(OLDEST_KUEUE_STATE) DEVCLUSTER_PORT_SHIFT=1000 \
+		DEVCLUSTER_KUEUE_VERSION=$(OLDEST_KUEUE) DEVCLUSTER_KUEUE_API=both; \
+	$(PY) -m devcluster up && \
+	$(PY) -m pytest $(PYTEST_ARGS) -q -m "not serial and not soak" -p no:cacheprovider \
+		--junitxml=$(TEST_REPORTS)/oldest-kueue.xml $(OLDEST_KUEUE_TESTS); rc=$$?; \
+	$(PY) -m devcluster down; exit $$rc

@@ -5,10 +5,11 @@
    and the worker package's wheel (``worker-package/``; wheel only: it is made of this tree's files, which an
    sdist of that directory could not carry).
 2. Each wheel's metadata: the name, the version ``airflow_kueue_provider.__version__`` says, ``py.typed``, the
-   provider's entry points, no ``dev`` extra.
+   provider's entry points and its pin of the worker package at that version, no ``dev`` extra; and no
+   installed file in both wheels (one owner per file: uninstalling one never breaks the other).
 3. ``twine check --strict dist/*``. A failure about the long description (README.md) is named as such.
-4. A clean venv (python3.11, recreated each run in ~/.cache/airflow-kueue-provider/venv-dist) installs the
-   wheel with its dependencies from the package index, and ``airflow providers list`` (AIRFLOW_HOME a
+4. A clean venv (python3.11, recreated each run in ~/.cache/airflow-kueue-provider/venv-dist) installs both
+   wheels with their dependencies from the package index, and ``airflow providers list`` (AIRFLOW_HOME a
    temporary directory, run outside the repository) must list ``airflow-kueue-provider`` at that version.
 
 Needs python3.11 and the package index, nothing else: ``build`` and ``twine`` live in a tool venv of their own
@@ -35,6 +36,8 @@ DIST = REPO / "dist"
 PROVIDER = "airflow-kueue-provider"
 WORKER = "airflow-kueue-provider-worker"
 TOOLS = ("pip>=25.1", "build>=1.2", "twine>=6.1")
+PROVIDER_ENTRY_POINTS = ("[apache_airflow_provider]", "[airflow.plugins]")
+WORKER_PACKAGES = ("worker", "kueue", "storage")  # what the worker wheel owns under airflow_kueue_provider/
 
 
 def package_version(repo: Path = REPO) -> str:
@@ -46,8 +49,22 @@ def package_version(repo: Path = REPO) -> str:
     return found[1]
 
 
-def wheel_problems(wheel: Path, name: str, version: str, required: Sequence[str] = ()) -> list[str]:
-    """What is wrong with a built wheel: its name or version, a file it lacks, an extra it must not have."""
+def wheel_files(wheel: Path) -> set[str]:
+    """The files a wheel installs, its ``.dist-info`` left out (each distribution has its own)."""
+    with zipfile.ZipFile(wheel) as archive:
+        return {n for n in archive.namelist() if not n.endswith("/") and ".dist-info/" not in n}
+
+
+def shared_files(first: Path, second: Path) -> list[str]:
+    """The files both wheels install: uninstalling either would delete them from under the other."""
+    return sorted(wheel_files(first) & wheel_files(second))
+
+
+def wheel_problems(
+    wheel: Path, name: str, version: str, required: Sequence[str] = (), requires: Sequence[str] = ()
+) -> list[str]:
+    """What is wrong with a built wheel: its name or version, a file it lacks, an extra it must not have, a
+    ``Requires-Dist`` it lacks (``requires``: exact lines, such as the worker package's pin)."""
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata_files = [n for n in names if n.endswith(".dist-info/METADATA")]
@@ -63,12 +80,39 @@ def wheel_problems(wheel: Path, name: str, version: str, required: Sequence[str]
         problems.append(f"{wheel.name}: Version {meta['Version']!r}, but __version__ is {version!r}")
     if "dev" in (meta.get_all("Provides-Extra") or []):
         problems.append(f"{wheel.name}: a 'dev' extra (the development tools are a dependency group)")
+    declared = meta.get_all("Requires-Dist") or []
+    problems += [f"{wheel.name}: no Requires-Dist {wanted}" for wanted in requires if wanted not in declared]
     for path in required:
         if path.endswith("]"):  # "[section]" of entry_points.txt
             if path not in entry_text:
                 problems.append(f"{wheel.name}: no {path} entry point")
         elif path not in names:
             problems.append(f"{wheel.name}: {path} is missing")
+    return problems
+
+
+def dist_problems(provider: Path, worker: Path, version: str) -> list[str]:
+    """Both wheels checked together: what each must carry and say, and that no file is in both."""
+    problems = wheel_problems(
+        provider,
+        PROVIDER,
+        version,
+        ["airflow_kueue_provider/__init__.py", "airflow_kueue_provider/py.typed", *PROVIDER_ENTRY_POINTS],
+        [f"{WORKER}=={version}"],
+    ) + wheel_problems(
+        worker,
+        WORKER,
+        version,
+        [
+            f"airflow_kueue_provider/{package}/{file}"
+            for package in WORKER_PACKAGES
+            for file in ("__init__.py", "py.typed")
+        ],
+    )
+    shared = shared_files(provider, worker)
+    if shared:
+        listed = ", ".join(shared[:5]) + (f" and {len(shared) - 5} more" if len(shared) > 5 else "")
+        problems.append(f"both wheels install {listed}: give each file one owner")
     return problems
 
 
@@ -117,21 +161,11 @@ def main() -> int:
         return 1
 
     # 2. What the wheels say and carry.
-    problems = wheel_problems(
-        wheels[PROVIDER][0],
-        PROVIDER,
-        version,
-        ["airflow_kueue_provider/py.typed", "[apache_airflow_provider]", "[airflow.plugins]"],
-    ) + wheel_problems(
-        wheels[WORKER][0],
-        WORKER,
-        version,
-        ["airflow_kueue_provider/py.typed", "airflow_kueue_provider/worker/__init__.py"],
-    )
+    problems = dist_problems(wheels[PROVIDER][0], wheels[WORKER][0], version)
     if problems:
         print("the wheels are wrong:\n  " + "\n  ".join(problems))
         return 1
-    print(f"metadata: both wheels are {version}, ship py.typed, have no dev extra")
+    print(f"metadata: both wheels are {version}, ship py.typed, have no dev extra, share no file")
 
     # 3. twine check --strict, one artifact at a time so a failure names its long description.
     failed = []
@@ -166,7 +200,7 @@ def main() -> int:
         return 0
     target = venv(cache / "venv-dist", python, fresh=True)
     run([target, "-m", "pip", "install", "-q", "--upgrade", "pip"])
-    run([target, "-m", "pip", "install", "-q", wheels[PROVIDER][0]])
+    run([target, "-m", "pip", "install", "-q", wheels[WORKER][0], wheels[PROVIDER][0]])
     with tempfile.TemporaryDirectory(prefix="airflow-home-") as home:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYTHON"))}
         env |= {"AIRFLOW_HOME": home, "PATH": f"{target.parent}{os.pathsep}{env.get('PATH', '')}"}

@@ -15,6 +15,7 @@ check_dist = load_tool("check_dist")
 def wheel(
     tmp_path: Path, files: dict[str, str], version: str = "1.2.3", extras: tuple[str, ...] = ()
 ) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / f"demo-{version}-py3-none-any.whl"
     meta = f"Metadata-Version: 2.4\nName: demo\nVersion: {version}\n"
     meta += "".join(f"Provides-Extra: {extra}\n" for extra in extras)
@@ -58,3 +59,19 @@ def test_a_long_description_failure_is_told_apart() -> None:
     assert not check_dist.long_description_trouble(
         "ERROR    InvalidDistribution: Invalid distribution metadata"
     )
+
+
+def test_a_missing_requirement_is_named(tmp_path: Path) -> None:
+    built = wheel(tmp_path, {})
+    assert check_dist.wheel_problems(built, "demo", "1.2.3", requires=["other==1.2.3"]) == [
+        f"{built.name}: no Requires-Dist other==1.2.3"
+    ]
+
+
+def test_a_file_in_both_wheels_is_named(tmp_path: Path) -> None:
+    """One owner per installed file: the provider's wheel and the worker's share none (dist-info aside)."""
+    first = wheel(tmp_path / "a", {"pkg/__init__.py": "", "pkg/a.py": ""})
+    second = wheel(tmp_path / "b", {"pkg/__init__.py": "", "pkg/b/__init__.py": ""})
+    assert check_dist.shared_files(first, second) == ["pkg/__init__.py"]
+    problems = check_dist.dist_problems(first, second, "1.2.3")
+    assert problems[-1] == "both wheels install pkg/__init__.py: give each file one owner"

@@ -1,11 +1,15 @@
 """The distribution's metadata tells the truth: one version (``airflow_kueue_provider.__version__``) for the
-wheel, the worker wheel and the provider info; ``py.typed`` shipped; no development tool among the users'
-extras. (``tools/check_dist.py``, ``make dist``, builds both wheels and checks the same on what it built.)"""
+wheel, the worker wheel, the provider's pin of the worker and the provider info; ``py.typed`` shipped; no
+development tool among the users' extras; without the worker package, the first import names the fix.
+(``tools/check_dist.py``, ``make dist``, builds both wheels and checks the same on what it built.)"""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -15,6 +19,7 @@ from packaging.version import Version
 
 import airflow_kueue_provider
 from airflow_kueue_provider.get_provider_info import get_provider_info
+from tests.tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -76,3 +81,48 @@ def test_development_tools_are_not_a_user_extra() -> None:
         if isinstance(requirement, str)
     }
     assert {"pytest", "ruff", "mypy"} <= tools
+
+
+def test_the_provider_requires_the_worker_package_at_its_own_version() -> None:
+    """``[project]`` cannot say "my own version": the dependencies are dynamic, setup.py adds the pin to the
+    provider's own list, reading the version where it is written (no second copy of it)."""
+    assert "dependencies" not in PROJECT and "dependencies" in PROJECT["dynamic"]
+    setup = load_tool("../setup")
+    own = PYPROJECT["tool"]["airflow-kueue-provider"]["dependencies"]
+    assert setup.dependencies() == [
+        *own,
+        f"airflow-kueue-provider-worker=={airflow_kueue_provider.__version__}",
+    ]
+    assert not [r for r in own if r.lower().startswith("airflow-kueue-provider")]
+
+
+def test_the_wheel_leaves_the_worker_packages_to_the_worker_package() -> None:
+    excluded = set(PYPROJECT["tool"]["setuptools"]["packages"]["find"]["exclude"])
+    for package in airflow_kueue_provider.WORKER_PACKAGES:
+        assert {f"airflow_kueue_provider.{package}", f"airflow_kueue_provider.{package}.*"} <= excluded
+
+
+def test_without_the_worker_package_the_import_names_the_fix(tmp_path: Path) -> None:
+    """The provider's own files alone (what uninstalling the worker package leaves): the first import fails
+    with the command that fixes it, not a ModuleNotFoundError from deep inside a hook. (-S: no site, so no
+    editable install's finder supplies the tree's packages.)"""
+    shutil.copytree(REPO / "airflow_kueue_provider", tmp_path / "airflow_kueue_provider")
+    for package in airflow_kueue_provider.WORKER_PACKAGES:
+        shutil.rmtree(tmp_path / "airflow_kueue_provider" / package)
+    code = "import airflow_kueue_provider.operators.indexed_job"
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r}); {code}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    version = airflow_kueue_provider.__version__
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"airflow_kueue_provider.WorkerPackageMissing: airflow-kueue-provider {version} needs "
+        f"airflow-kueue-provider-worker {version}, which installs airflow_kueue_provider.worker, "
+        f"airflow_kueue_provider.kueue, airflow_kueue_provider.storage: pip install "
+        f"airflow-kueue-provider-worker=={version} "
+        "(from a clone of the repository: pip install ./worker-package)"
+    )
