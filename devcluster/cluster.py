@@ -383,10 +383,10 @@ def bring_up(layout: Layout, bin_dir: Path, spot: int, system: int) -> Kubectl:
     _start_and_wait(comps["kueue"], layout)
     procs.wait_until("Kueue webhook CA injection", lambda: _webhooks_have_ca(kubectl), 90, kueue_log)
     procs.wait_until("Kueue mutating webhook", lambda: _kueue_suspends_jobs(kubectl), 60, kueue_log)
-    kubectl(
-        "wait", "--for=condition=Available", "apiservice/v1beta2.visibility.kueue.x-k8s.io", "--timeout=60s"
-    )
-    say(f"{layout.name}: kueue ready (webhooks, visibility API)")
+    if visibility:
+        apiservice = "apiservice/v1beta2.visibility.kueue.x-k8s.io"
+        kubectl("wait", "--for=condition=Available", apiservice, "--timeout=60s")
+    say(f"{layout.name}: kueue ready (webhooks{', visibility API' if visibility else ''})")
     # 5. KWOK and the fake AKS node pools.
     _start_and_wait(comps["kwok"], layout)
     kubectl.apply(manifests.pool_nodes(spot, system))
