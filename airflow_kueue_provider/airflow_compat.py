@@ -14,7 +14,9 @@ try:
 except ImportError:  # Airflow 3.1
     from airflow.exceptions import AirflowException, AirflowFailException  # type: ignore[attr-defined,no-redef]
 
-__all__ = ["AirflowException", "AirflowFailException", "stats", "task_conf"]
+from airflow.sdk.bases.hook import BaseHook  # the hooks' base on every supported Airflow (3.1+)
+
+__all__ = ["AirflowException", "AirflowFailException", "BaseHook", "stats", "task_conf"]
 
 
 def task_conf() -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import __version__
+from .hooks.blob_connection_form import provider_connection_type
 from .hooks.kueue_options import OPTIONS
 
 
@@ -46,6 +47,7 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "connection-types": [provider_connection_type()],
         "triggers": [
             {
                 "integration-name": "Kueue",

@@ -76,11 +76,25 @@ def parse_blob_account_url(host: str | None, login: str | None) -> str:
     return f"{parts.scheme}://{netloc}{parts.path}"
 
 
+CONN_TYPE = "kueue_blob"
+"""The provider's connection type for the checkpoint store (its form: ``hooks.blob_connection_form``)."""
+EXTRA_PREFIXES = ("extra__wasb__", f"extra__{CONN_TYPE}__")
+"""The prefixes older connection forms stored extra fields under (``wasb``, and this provider's
+``kueue_blob``); a field is read with or without its prefix."""
+
+
+def _unprefixed(key: str) -> str:
+    for prefix in EXTRA_PREFIXES:
+        key = key.removeprefix(prefix)
+    return key
+
+
 def auth_from_connection(
     conn_id: str, host: str | None, login: str | None, password: str | None, extra: Mapping[str, Any]
 ) -> BlobAuth:
-    """Map connection fields to a :class:`BlobAuth` with the meanings of the microsoft-azure ``wasb``
-    connection (``WasbHook.get_conn``), in its order:
+    """Map connection fields (a ``kueue_blob`` or a ``wasb`` connection: the same fields) to a
+    :class:`BlobAuth` with the meanings of the microsoft-azure ``wasb`` connection (``WasbHook.get_conn``),
+    in its order:
 
     1. extra ``connection_string``;
     2. extra ``tenant_id``: a service principal, ``login`` = client id, ``password`` = client secret (extra
@@ -92,7 +106,7 @@ def auth_from_connection(
 
     The account URL is ``host``, or ``https://<login>.blob.core.windows.net/``.
     """
-    fields = {str(k).removeprefix("extra__wasb__"): v for k, v in extra.items() if v not in (None, "")}
+    fields = {_unprefixed(str(k)): v for k, v in extra.items() if v not in (None, "")}
     if fields.get("connection_string"):
         cs = str(fields["connection_string"])
         return BlobAuth("connection_string", account_url_from_connection_string(cs), connection_string=cs)
