@@ -23,7 +23,7 @@ from ..kueue.spec.parallelism_ramp import ParallelismRamp, with_slice_gate
 from ..kueue.spec.retry_policy import per_index_retries
 from ..kueue.spec.topology import InvalidTopology, TopologyRequest, with_topology
 from .settings import configured_pod_policy
-from .shard_items_param import ShardItemsParam
+from .shard_items_param import ShardItemsParam, literal_items
 from .template_file import TemplateFile
 from .templated import is_templated
 
@@ -80,8 +80,10 @@ class IndexedJobManifest(ShardItemsParam):
         def get_template_env(self, dag: Any = None) -> Any: ...
 
     def _counts_templated(self) -> bool:
-        """``completions`` or ``parallelism`` is Jinja: their checks wait for the run (``build_manifest``)."""
-        return is_templated(self.completions) or is_templated(self.parallelism)
+        """``completions`` or ``parallelism`` is Jinja, or ``shard_items`` (which may set ``completions``) is
+        Jinja or an XCom: their checks wait for the run (``build_manifest``)."""
+        counts = (self.completions, self.parallelism)
+        return any(is_templated(c) for c in counts) or not literal_items(self.shard_items)
 
     def _target_parallelism(self) -> int:
         """After ``build_manifest`` checked the counts (at parse time too when they are literal)."""

@@ -20,6 +20,7 @@ from ..airflow_compat import AirflowFailException
 from ..kueue.checkpoints.shard_item_chunks import chunks, parse_jsonl, staged_index_name
 from ..kueue.names import SHARD_ITEMS_BLOB_ENV, SHARD_ITEMS_ENV
 from ..kueue.spec.shard_items import (
+    MAX_BLOB_ITEMS_BYTES,
     InlineItems,
     InvalidShardItems,
     ShardItems,
@@ -96,7 +97,7 @@ def items_env(items: ShardItems | None) -> list[dict[str, str]]:
     return []
 
 
-def literal(value: object) -> bool:
+def literal_items(value: object) -> bool:
     """``shard_items`` that no template or XCom changes: checked when the DAG is parsed."""
     if not isinstance(value, (list, tuple, str, ShardItemsBlob)) or is_templated(value):
         return value is None
@@ -117,8 +118,15 @@ def stage_blob_items(task_id: str, session: CheckpointSession, blob: ShardItemsB
         count = int(staged.get("count") or 0)  # an earlier try's: the items stay with their shards
     else:
         where = f"{session.config.container}/{blob.path}"
+        client = session.hook.get_conn().get_blob_client(blob.path)
         try:
-            data = session.hook.get_conn().get_blob_client(blob.path).download_blob().readall()
+            size = int(client.get_blob_properties().size)
+            if size > MAX_BLOB_ITEMS_BYTES:  # before reading it
+                raise AirflowFailException(
+                    f"{task_id}: shard_items blob {where} is {size} bytes, more than {MAX_BLOB_ITEMS_BYTES}: "
+                    "split the work into several tasks; no Job was created"
+                )
+            data = client.download_blob().readall()
         except ResourceNotFoundError:
             raise AirflowFailException(
                 f"{task_id}: shard_items blob {where} does not exist: write the items there as JSON lines "
@@ -148,7 +156,13 @@ def stage_blob_items(task_id: str, session: CheckpointSession, blob: ShardItemsB
 class ShardItemsParam:
     """Mixed into the Job kind (before ``KueueOperator``): the ``shard_items=`` parameter. It is rendered
     here, after the operator's template fields (so ``completions`` is rendered first), and an XCom in it
-    (``upstream.output``) makes that task an upstream here, as a template field's would."""
+    (``upstream.output``) makes that task an upstream here, as a template field's would.
+
+    :param shard_items: item ``i`` goes to shard ``i`` (``shard.item``): a list of JSON values (a literal, a
+        Jinja string rendering to a JSON list, an upstream's XCom; at most 64 KiB, in the pods' environment)
+        or ``ShardItemsBlob(path)`` / ``"blob://<path>"``, a JSON-lines blob in the checkpoint container.
+        ``completions`` left at 1 becomes the item count; set, it must match (docs/shard-inputs.md).
+    """
 
     task_id: str
     completions: int | str
@@ -174,7 +188,7 @@ class ShardItemsParam:
 
     def _check_literal_items(self) -> None:
         """At parse time, items no template changes: checked, and ``completions`` taken from them."""
-        if literal(self.shard_items) and not is_templated(self.completions):
+        if literal_items(self.shard_items) and not is_templated(self.completions):
             self._apply_shard_items()
 
     def _apply_shard_items(self) -> ShardItems | None:

@@ -100,8 +100,9 @@ def test_an_upstream_output_is_an_upstream_and_its_list_the_items() -> None:
             return REGIONS
 
         files = list_files()
-        op = _op(shard_items=files)
+        op = _op(shard_items=files, parallelism=2, shards_per_pod=2, checkpointing="kueue_blob_default")
     assert op.upstream_task_ids == {"list_files"}, "the XCom's task runs first"
+    # the counts wait for the items: parallelism 2 > completions 1 is no error before the XCom is read
 
     class TaskInstance:
         def xcom_pull(self, **kwargs: Any) -> Any:
@@ -109,6 +110,7 @@ def test_an_upstream_output_is_an_upstream_and_its_list_the_items() -> None:
 
     op.render_template_fields({"ti": TaskInstance()})
     assert op.shard_items == REGIONS and op.completions == 3
+    assert op.build_manifest(IDENTITY)["spec"]["completions"] == 3
 
 
 def test_a_blob_reference_needs_checkpointing_and_passes_only_the_reference() -> None:
