@@ -28,6 +28,7 @@ from ..kueue.progress.deadline import DeadlineValue
 from ..kueue.progress.quota_guard import DEFAULT_WORKLOAD_TIMEOUT
 from ..kueue.progress.start_guard import DEFAULT_START_TIMEOUT
 from ..kueue.progress.trigger_event import KueueEvent
+from ..triggers.log_stream import DEFAULT_LOG_BYTES_PER_SECOND
 from .checkpointing import Checkpointing
 from .deadline_escalation import DeadlineEscalation
 from .failure_path import FailurePath
@@ -48,7 +49,7 @@ from .submitted_object import no_wait_conflicts
 from .task_facts import task_identity
 from .template_params import TemplateParams, check_task_queues
 from .try_shards import open_shards
-from .waiting import Waiting
+from .waiting import Waiting, log_plan
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -95,6 +96,11 @@ class KueueOperator(Waiting, FailurePath, OperatorKind, BaseOperator):
         usual), return a ``SubmittedObject`` record (kind, namespace, name, uid, queue, trigger settings) as
         XCom and succeed; ``KueueJobSensor`` waits for it later. Not with ``checkpointing``, ``deadline`` or a
         ``parallelism_ramp``: those need the waiting task.
+    :param get_logs: stream pod logs into the task log while the object runs (default False: only the
+        failed indexes' last lines, at the end). Every line goes through Airflow's secrets masker.
+    :param log_indexes: with ``get_logs``: whose pods (an interval string, default ``"0"``; at most 10).
+    :param log_bytes_per_second: with ``get_logs``: the cap over all streamed pods (default 16384); more is
+        counted, not shown.
     """
 
     ui_color = "#d4e9f7"
@@ -123,6 +129,9 @@ class KueueOperator(Waiting, FailurePath, OperatorKind, BaseOperator):
         deferrable: bool = True,
         vm_price: VmPrice | dict[str, Any] | None = None,
         wait_for_completion: bool = True,
+        get_logs: bool = False,
+        log_indexes: str | int = "0",
+        log_bytes_per_second: int = DEFAULT_LOG_BYTES_PER_SECOND,
         **kwargs: Any,
     ) -> None:
         check_parameter_names(type(self), kwargs.get("task_id"), BaseOperator, kwargs)  # a typo: did you mean
@@ -160,6 +169,9 @@ class KueueOperator(Waiting, FailurePath, OperatorKind, BaseOperator):
         self.in_cluster = in_cluster
         self.deferrable = deferrable
         self.wait_for_completion = wait_for_completion
+        self.get_logs, self.log_indexes = get_logs, log_indexes
+        self.log_bytes_per_second = log_bytes_per_second
+        self._log_plan = log_plan(self.task_id, self.description, get_logs, log_indexes, log_bytes_per_second)
         self.deadline = deadline
         self.deadline_margin = parsed.deadline_margin
         self._deadlines = parsed.deadlines

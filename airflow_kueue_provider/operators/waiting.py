@@ -8,7 +8,9 @@ import asyncio
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..kueue.job_progress import released_so_far
+from ..kueue.kinds import KindDescription
 from ..kueue.progress.trigger_event import KueueEvent
+from ..triggers.log_stream import BadLogParams, LogStreamPlan
 from .operator_kind import TaskEntry, WaitOn
 from .submitted_object import SubmittedObject
 
@@ -27,6 +29,21 @@ RESUME_METHOD = "execute_complete"
 """Where a deferred (or, in blocking mode, an inline) trigger's event comes back."""
 
 
+def log_plan(
+    task_id: str, kind: KindDescription, get_logs: bool, indexes: str | int, bytes_per_second: int
+) -> LogStreamPlan | None:
+    """``get_logs``' plan, checked when the DAG is parsed; None without it."""
+    if not get_logs:
+        return None
+    if kind.child_label is not None:
+        raise BadLogParams(
+            f"{task_id}: get_logs streams the pods of the object's own Job, and a {kind.kind} runs its "
+            "pods in child Jobs: not supported yet; remove get_logs (a failure still shows the failed pods'"
+            " tails)"
+        )
+    return LogStreamPlan.parse(task_id, indexes, bytes_per_second)
+
+
 class Waiting:
     """Mixed into ``KueueOperator``: reads its parameters and the kind's part (``OperatorKind``)."""
 
@@ -41,6 +58,7 @@ class Waiting:
         _deadlines: DeadlineHandling
         _name: str | None
         _uid: str | None
+        _log_plan: LogStreamPlan | None
 
         @property
         def kind(self) -> str: ...
@@ -65,6 +83,8 @@ class Waiting:
     def _wait(self, context: Context, trigger: KueueFollowTrigger[Any]) -> dict[str, Any]:
         """Defer to the triggerer; in blocking mode run the same trigger here and resume the way Airflow
         resumes a deferred task (``resume_execution``): one entry into ``execute_complete`` for both."""
+        if self._log_plan is not None:
+            trigger.logs = self._log_plan.to_dict()
         if self.deferrable:
             self.defer(trigger=trigger, method_name=RESUME_METHOD)
         event = asyncio.run(trigger.first_event())

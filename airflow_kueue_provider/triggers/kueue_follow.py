@@ -36,6 +36,7 @@ from .deadline_watch import DeadlineWatch
 from .eta_tracking import QueueAndFinishEta
 from .follow_steps import FollowSteps
 from .followed_kind import V
+from .log_stream import streaming_logs
 from .progress_log import ProgressLog
 from .resume_guard import ResumeGuard
 from .start_check import StartCheckPacing
@@ -78,6 +79,7 @@ class KueueFollowTrigger(FollowSteps[V]):
         deferred_at: float | None = None,
         released_before: dict[str, Any] | None = None,
         credential: dict[str, Any] | None = None,
+        logs: dict[str, Any] | None = None,
     ) -> None:
         """The kind's ``__init__`` maps its own name and uid kwargs (``job_name``, ``jobset_name``, ...) to
         ``name`` and ``uid`` and passes the others on as they are (``**shared``): the serialized kwargs of an
@@ -94,6 +96,7 @@ class KueueFollowTrigger(FollowSteps[V]):
         self.deferred_at = deferred_at
         self.released_before = released_before
         self.credential = credential  # CredentialRenewal.to_dict(): keep the pods' SAS valid while followed
+        self.logs = logs  # LogStreamPlan.to_dict(): stream chosen pods' logs into the task log (get_logs)
         # what Kueue gave back while it ran: as this trigger sees it, after what earlier deferrals saw
         self._released = ReleasedQuota.carried(released_before)
         self._deadline = DeadlineWatch(self.deadline)
@@ -121,12 +124,13 @@ class KueueFollowTrigger(FollowSteps[V]):
 
     # --- the shared trigger ---------------------------------------------------------------------------------
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Keys a kind gained later (a JobSet's ``deadline`` and ``released_before``; ``credential``; the
-        connection's overrides) are left out while unset, so that a triggerer of the previous version still
-        loads the trigger during a rolling upgrade."""
+        """Keys a kind gained later (a JobSet's ``deadline`` and ``released_before``; ``credential``;
+        ``logs``; the connection's overrides) are left out while unset, so that a triggerer of the previous
+        version still loads the trigger during a rolling upgrade."""
         later = {"deadline": self.deadline.to_dict() if self.deadline else None}
         later["released_before"] = self.released_before
         later["credential"] = self.credential
+        later["logs"] = self.logs
         later.update(self.target.overrides())
         kwargs = {
             "namespace": self.namespace,
@@ -153,6 +157,7 @@ class KueueFollowTrigger(FollowSteps[V]):
             async with (
                 self._capabilities(),
                 renewing(self.credential, self.where, target=self.target),
+                streaming_logs(self.logs, self.target, self.namespace, (self.name, self.uid), self.log),
                 self._follow() as following,
             ):
                 return await self._until_outcome(following)
