@@ -78,4 +78,4 @@ SHARD_ITEMS_ENV = "AIRFLOW_KUEUE_SHARD_ITEMS"
 """``shard_items=`` as a list: its compact JSON (at most 64 KiB); shard ``i`` reads item ``i``."""
 SHARD_ITEMS_BLOB_ENV = "AIRFLOW_KUEUE_SHARD_ITEMS_BLOB"
 """``shard_items=ShardItemsBlob(path)``: the source blob's ``blob://<path>`` (for messages); the pods read
-the items the operator staged in chunks under ``<checkpoint prefix>/shard-items/`` of their container."""
+the items the operator staged in chunks under ``<checkpoint prefix>/shards/items/`` of their container."""

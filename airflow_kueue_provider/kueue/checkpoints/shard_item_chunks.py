@@ -1,6 +1,8 @@
 """Where staged shard items live in a task instance's shard container, and how a JSON-lines items blob is
-read (pure): ``<prefix>/shard-items/<chunk>.json``, each ``{"first": <shard id>, "items": [...]}`` of up to
-``ITEMS_PER_CHUNK`` items, so a pod reads one small blob for its shard, not the whole list."""
+read (pure): ``<prefix>/shards/items/<chunk>.json``, each ``{"first": <shard id>, "items": [...]}`` of up to
+``ITEMS_PER_CHUNK`` items, so a pod reads one small blob for its shard, not the whole list. Under the shards'
+folder, so the clean-up after success deletes them with the checkpoints (and then the empty container); the
+done-marker listing skips them (``items`` is no shard id)."""
 
 from __future__ import annotations
 
@@ -12,14 +14,14 @@ from ..spec.shard_items import MAX_BLOB_ITEMS_BYTES, MAX_ITEM_BYTES, MAX_ITEMS, 
 from .shard_blob_names import shards_folder
 
 ITEMS_PER_CHUNK = 1000
-ITEMS_FOLDER = "shard-items/"
+ITEMS_FOLDER = "items/"
 STAGED_INDEX = "index.json"
 """Written last in the folder: ``{"count", "source"}``; present means the items are fully staged."""
 
 
 def items_folder(prefix: str) -> str:
-    """``<prefix>/shard-items/`` (beside ``<prefix>/shards/``)."""
-    return shards_folder(prefix)[: -len("shards/")] + ITEMS_FOLDER
+    """``<prefix>/shards/items/`` (beside the shard ids' folders)."""
+    return shards_folder(prefix) + ITEMS_FOLDER
 
 
 def chunk_name(prefix: str, shard_id: int) -> str:

@@ -38,7 +38,7 @@ def _env_of(job: Any) -> dict[str, str]:
     return {e.name: e.value for e in job.spec.template.spec.containers[0].env if e.value is not None}
 
 
-def _describe(queues: KueueEnv, blob: SimpleNamespace, **kwargs: Any) -> dict[str, Any]:  # noqa: F811
+def _describe(queues: KueueEnv, blob: SimpleNamespace, keep: bool = True) -> dict[str, Any]:  # noqa: F811
     return {
         "namespace": queues.namespace,
         "queue_name": queues.local_queue,
@@ -47,8 +47,7 @@ def _describe(queues: KueueEnv, blob: SimpleNamespace, **kwargs: Any) -> dict[st
         "backoff_limit_per_index": 0,
         "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}},
         "deferrable": False,
-        "checkpointing": Checkpointing(conn_id=CONN_ID, container=blob.container, keep_after_success=True),
-        **kwargs,
+        "checkpointing": Checkpointing(conn_id=CONN_ID, container=blob.container, keep_after_success=keep),
     }
 
 
@@ -106,7 +105,7 @@ def test_a_blob_of_json_lines_is_staged_once_and_a_retry_reads_the_staged_items(
             shard_items=ShardItemsBlob("inputs/items.jsonl"),
             completions=count,
             shards_per_pod=250,
-            **_describe(queues, blob),
+            **_describe(queues, blob, keep=False),
         )
         def per_file(shard: Any, failing: list[int], marks: str) -> str:
             import os
@@ -125,6 +124,7 @@ def test_a_blob_of_json_lines_is_staged_once_and_a_retry_reads_the_staged_items(
     env = _env_of(first)
     assert env["AIRFLOW_KUEUE_SHARD_ITEMS_BLOB"] == "blob://inputs/items.jsonl"
     assert "AIRFLOW_KUEUE_SHARD_ITEMS" not in env, "only the reference travels in the env"
+    assert _staged(blob) == ["0.json", "1.json", "index.json"], "two chunks, then the index"
     # The source changes between the tries: the task instance keeps the items its first try staged.
     source.upload_blob(b'{"file": "changed", "rows": -1}\n' * count, overwrite=True)
     result = op.execute({"ti": _ti(2)})
@@ -133,10 +133,14 @@ def test_a_blob_of_json_lines_is_staged_once_and_a_retry_reads_the_staged_items(
     assert _env_of(retry)["AIRFLOW_KUEUE_SHARDS"] == "1001"
     assert (result["completed_indexes"], result["attempts"], result["retried_shards"]) == ("0-1004", 2, 1)
     assert result["results"] == {str(i): f"{it['file']}:{it['rows']}" for i, it in enumerate(items)}
-    staged = sorted(
+    shard_containers = list(blob.service.list_containers(name_starts_with=f"{blob.container}-"))
+    assert shard_containers == [], "the clean-up after success took the staged items and the container"
+
+
+def _staged(blob: SimpleNamespace) -> list[str]:  # noqa: F811
+    return sorted(
         b.name.rsplit("/", 1)[-1]
         for c in blob.service.list_containers(name_starts_with=f"{blob.container}-")
         for b in blob.service.get_container_client(c.name).list_blobs()
-        if "/shard-items/" in b.name
+        if "/shards/items/" in b.name
     )
-    assert staged == ["0.json", "1.json", "index.json"], staged

@@ -78,7 +78,7 @@ def test_staged_items_are_read_one_chunk_for_the_whole_pack() -> None:
         "AIRFLOW_KUEUE_SHARDS_PER_POD": "2",
     }
     assert _items_of_pack(environ, store) == {s: items[s] for s in (last - 1, last)}
-    assert [r for r in reads if "shard-items" in r] == [f"{PREFIX}/shard-items/2.json"]
+    assert [r for r in reads if "/items/" in r] == [f"{PREFIX}/shards/items/2.json"]
 
 
 def test_a_shard_past_the_staged_items_fails_naming_its_shard() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_kueue_provider.kueue.checkpoints.shard_blob_names import done_name, done_shard_ids, shards_folder
 from airflow_kueue_provider.kueue.checkpoints.shard_item_chunks import (
     ITEMS_PER_CHUNK,
     chunk_name,
@@ -39,13 +40,13 @@ def test_a_bad_blob_is_refused_naming_the_line(data: bytes, says: str) -> None:
 def test_chunks_sit_beside_the_shards_folder_and_hold_their_first_shard_id() -> None:
     items = list(range(ITEMS_PER_CHUNK + 3))
     staged = dict(chunks("/dag/run/task/", items))
-    assert list(staged) == ["dag/run/task/shard-items/0.json", "dag/run/task/shard-items/1.json"]
-    assert staged["dag/run/task/shard-items/1.json"] == {
+    assert list(staged) == ["dag/run/task/shards/items/0.json", "dag/run/task/shards/items/1.json"]
+    assert staged["dag/run/task/shards/items/1.json"] == {
         "first": ITEMS_PER_CHUNK,
         "items": [1000, 1001, 1002],
     }
-    assert chunk_name("dag/run/task", ITEMS_PER_CHUNK + 2) == "dag/run/task/shard-items/1.json"
-    assert staged_index_name("dag/run/task") == "dag/run/task/shard-items/index.json"
+    assert chunk_name("dag/run/task", ITEMS_PER_CHUNK + 2) == "dag/run/task/shards/items/1.json"
+    assert staged_index_name("dag/run/task") == "dag/run/task/shards/items/index.json"
     name = chunk_name("dag/run/task", 1002)
     assert item_of_chunk(staged[name], 1002, name) == 1002
 
@@ -55,3 +56,11 @@ def test_a_missing_chunk_or_item_names_the_shard() -> None:
         item_of_chunk(None, 5, "x")
     with pytest.raises(InvalidShardItems, match="shard 5: the items chunk x has no item for it"):
         item_of_chunk({"first": 0, "items": [1, 2]}, 5, "x")
+
+
+def test_chunks_go_with_the_shards_folder_and_are_no_shard_s_done_marker() -> None:
+    """The clean-up after success deletes ``shards_folder`` (then the empty container): the staged items go
+    with it; the ledger's listing of done markers there never takes a chunk for a shard."""
+    names = [chunk_name("p", 0), staged_index_name("p"), done_name("p", 3)]
+    assert all(name.startswith(shards_folder("p")) for name in names)
+    assert list(done_shard_ids(names, "p")) == [3]
