@@ -1,9 +1,12 @@
 """The template's failure path (``KueueOperator``): the failed pods' last log lines in the failure message,
-the delete of a failed task's object (it must not keep holding quota), and ``on_kill``'s delete of every
-object of the task instance. Best effort after a failure: the failure itself matters more than these."""
+the delete of a failed task's object (it must not keep holding quota), ``on_kill``'s delete of every
+object of the task instance, and ``max_failed_indexes`` as the last try's tolerance (a try with retries left
+fails on failed indexes, so the retry runs them again). Best effort after a failure: the failure itself
+matters more than these."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..hooks.identity_key import identity_seal
@@ -13,7 +16,36 @@ from ..kueue.progress.trigger_event import KueueEvent
 from .job_submission import delete_task_instance_objects
 
 if TYPE_CHECKING:
+    from ..airflow_compat import AirflowException
     from ..hooks.kind_client import KindClient
+
+
+def retries_left(context: Any, retries: int | None) -> bool:
+    """Whether Airflow will retry this try if it fails: Airflow's own test (``TaskInstance.
+    is_eligible_to_retry``), ``try_number <= max_tries``; ``max_tries`` is the task's retries unless the
+    task instance was cleared (then it grew)."""
+    if not retries:
+        return False
+    ti = context.get("ti") if hasattr(context, "get") else None
+    try_number = int(getattr(ti, "try_number", 1) or 1)
+    max_tries = getattr(ti, "max_tries", None)
+    return try_number <= (int(max_tries) if max_tries is not None else retries)
+
+
+def failed_before_last_try(result: dict[str, Any], limit: int | None, try_number: int) -> str | None:
+    """Why a try whose indexes failed within ``max_failed_indexes`` fails anyway while it has retries left
+    (None: nothing failed, or no limit set): the retry runs the failed shards again, and only the last try
+    accepts up to ``limit`` of them."""
+    failed = int(result.get("failed") or 0)
+    if limit is None or failed <= 0:
+        return None
+    which = result.get("failed_indexes") or "?"
+    noun = "index" if failed == 1 else "indexes"
+    return (
+        f"{failed} {noun} failed ({which}), within max_failed_indexes={limit}, but try {try_number} has "
+        "retries left: the task fails so that the retry runs them again (with checkpointing only the "
+        f"unfinished shards); only the last try succeeds with up to {limit} failed"
+    )
 
 
 class FailurePath:
@@ -36,6 +68,21 @@ class FailurePath:
         def resolved_namespace(self) -> str: ...
         def _failed_by_job(self, event: KueueEvent) -> dict[str, str]: ...
         def _tail_heading(self, job_name: str, index: int) -> str: ...
+        def _failure(self, message: str, event: Mapping[str, Any]) -> AirflowException: ...
+
+    def _fail_tolerated_before_last_try(
+        self, context: Any, result: dict[str, Any], event: KueueEvent
+    ) -> None:
+        """Raise (a retryable failure) when the try succeeded only by ``max_failed_indexes`` and Airflow has
+        retries left for it; the last try keeps the tolerance."""
+        if not retries_left(context, getattr(self, "retries", 0)):
+            return
+        ti = context.get("ti") if hasattr(context, "get") else None
+        why = failed_before_last_try(
+            result, getattr(self, "max_failed_indexes", None), int(getattr(ti, "try_number", 1) or 1)
+        )
+        if why:
+            raise self._failure(why + self._log_tails(event), event.to_dict())
 
     def _log_tails(self, event: KueueEvent) -> str:
         """The last log lines of the first failed indexes of each failed Job."""
