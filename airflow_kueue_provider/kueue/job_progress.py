@@ -27,6 +27,7 @@ from .progress.released_quota import ReleasedQuota
 from .progress.result import JobResult, job_result_from_status
 from .progress.workload_state import WorkloadPhase, WorkloadState, workload_state_from_dict
 from .spec.job_spec import MULTIKUEUE_CONTROLLER
+from .wording import counted
 
 OutcomeStatus = Literal["success", "failed", "timeout", "error", "deadline_risk"]
 """``deadline_risk`` is not an end: the task resumes to escalate and defers again."""
@@ -111,19 +112,20 @@ def outcome_of(view: JobView, max_failed_indexes: int | None) -> Outcome | None:
     if too_many:
         return Outcome(
             "failed",
-            f"{where}: {len(view.failed)} indexes failed ({view.failed}), more than "
+            f"{where}: {counted(len(view.failed), 'index')} failed ({view.failed}), more than "
             f"max_failed_indexes={max_failed_indexes}",
         )
     cond = view.finished_condition
     if cond is None:
         return None
     if cond["type"] == "Complete":
-        return Outcome("success", f"{where} completed all {view.completions} indexes")
+        done = f"all {view.completions} indexes" if view.completions != 1 else "its 1 index"
+        return Outcome("success", f"{where} completed {done}")
     if cond.get("reason") == "FailedIndexes" and max_failed_indexes is not None:
+        some = counted(len(view.failed), "failed index", "failed indexes")
         return Outcome(
             "success",
-            f"{where} finished with {len(view.failed)} failed indexes ({view.failed}), "
-            f"within max_failed_indexes={max_failed_indexes}",
+            f"{where} finished with {some} ({view.failed}), within max_failed_indexes={max_failed_indexes}",
         )
     failed = f"; failed indexes: {view.failed}" if view.failed else ""
     return Outcome("failed", f"{where} failed ({cond.get('reason')}: {cond.get('message')}){failed}")

@@ -19,7 +19,9 @@ from ..kueue.figures.attempt_figures import (
     totals,
 )
 from ..kueue.identity.airflow_identity import AirflowIdentity
+from ..kueue.index_set import IndexSet
 from ..kueue.names import QUEUE_NAME_LABEL, TRY_NUMBER_LABEL
+from ..kueue.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +112,21 @@ def shard_summary(message: str, result: Mapping[str, Any], ledger: RunLedger | N
     if ledger is None:
         return message
     attempt = ledger.attempt(job_name)
-    ran = f" (its {len(attempt.shards)} indexes ran shards {_short(str(attempt.shards))})" if attempt else ""
+    ran = f" ({_what_ran(attempt.packs.index_count, attempt.shards)})" if attempt else ""
     failed = result.get("failed_indexes") or "none"
     return (
         f"{message}{ran}; task: {result.get('succeeded')}/{result.get('completions')} shards done over "
         f"{len(ledger.attempts)} attempt(s), failed shards: {_short(str(failed))}"
     )
+
+
+def _what_ran(indexes: int, shards: IndexSet) -> str:
+    """``its 2 indexes ran shards 7,123``; packed (``shards_per_pod``): ``its 6 indexes ran 60 shards,
+    0-59`` (not "its 60 indexes": a Job index runs a pack of shards)."""
+    which = _short(str(shards))
+    if indexes == len(shards):
+        return f"its {counted(indexes, 'index')} ran {'shard' if indexes == 1 else 'shards'} {which}"
+    return f"its {counted(indexes, 'index')} ran {counted(len(shards), 'shard')}, {which}"
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from ..api_time import parse_api_time
 from ..kinds import finished_condition
+from ..wording import counted
 from .cost import VmPrice, vm_share
 
 RunTimes = tuple[float | None, float | None]
@@ -95,7 +96,8 @@ class CostModel:
         share = f"{float(vm_share(self.requests, self.vm)):.3f} {self.vm.name}"
         prices = sorted({f"${self._rate(a.spot)}/h ({'Spot' if a.spot else 'on-demand'})" for a in attempts})
         terms = (
-            " + ".join(f"{a.pods} pods x {a.running_seconds or 0:.1f} s" for a in attempts) or "nothing ran"
+            " + ".join(f"{counted(a.pods, 'pod')} x {a.running_seconds or 0:.1f} s" for a in attempts)
+            or "nothing ran"
         )
         return f"{terms} of {share} at {', '.join(prices) or 'no price (nothing ran)'}"
 
