@@ -41,6 +41,7 @@ SHARDS, PARALLELISM = 12, 6
 # The bed's components (AirflowDeployment.component_env keys) and the values file's section each stands for.
 STANDS_FOR = {"scheduler": "workers", "triggerer": "triggerer", "api": "apiServer", "dag": "dagProcessor"}
 KUBERNETES_CONN, BLOB_CONN = "AIRFLOW_CONN_KUBERNETES_DEFAULT", "AIRFLOW_CONN_KUEUE_BLOB_DEFAULT"
+IDENTITY_KEY = "AIRFLOW__KUEUE__IDENTITY_KEY"
 
 
 def _apply_rbac(
@@ -118,7 +119,11 @@ def test_each_component_runs_as_its_values_file_identity_and_the_nightly_dag_suc
         bed = AirflowDeployment.create(tmp_path / "airflow", pg, TEMPLATE_DB, devcluster_env, config=config)
         for inherited in ("KUBECONFIG", KUBERNETES_CONN, BLOB_CONN):  # the bed's admin identity: nobody's
             bed.env.pop(inherited, None)
-        bed.env.update({s["envName"]: secrets.token_hex(32) for s in values.get("secret") or []})
+        shared_secrets = {s["envName"]: secrets.token_hex(32) for s in values.get("secret") or []}
+        bed.env.update(shared_secrets)  # the chart's top-level `secret`: every component
+        component_secrets: dict[
+            str, str
+        ] = {}  # a component env's valueFrom (the identity key): one value each
         bed.env.update(
             {
                 "GENOMICS_SHARDS": str(SHARDS),
@@ -140,9 +145,13 @@ def test_each_component_runs_as_its_values_file_identity_and_the_nightly_dag_suc
                 )
             if BLOB_CONN in names:
                 env[BLOB_CONN] = json.dumps(azurite)
+            for entry in section.get("env") or []:
+                if "valueFrom" in entry:
+                    env[entry["name"]] = component_secrets.setdefault(entry["name"], secrets.token_hex(32))
             bed.component_env[component] = env
         assert set(bed.component_env["dag"]) == {"KUBECONFIG"}, "the DAG processor holds no identity"
-        assert set(bed.component_env["scheduler"]) == {"KUBECONFIG", KUBERNETES_CONN, BLOB_CONN}
+        assert set(bed.component_env["scheduler"]) == {"KUBECONFIG", KUBERNETES_CONN, BLOB_CONN, IDENTITY_KEY}
+        assert IDENTITY_KEY not in bed.env, "only the components that seal Jobs hold the identity key"
         bed.start(triggerers=1)
 
         bed.write_dag(DAG_ID, EXAMPLE.read_text())

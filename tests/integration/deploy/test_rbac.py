@@ -64,13 +64,15 @@ class Identity:
             cluster.core.create_namespace({"metadata": {"name": self.home}})
         where = {"batch-jobs": namespace, "airflow": self.home}
         self.cluster_scoped: list[tuple[str, str]] = []
-        account = ""
+        account, bound = "", ""
         for doc in yaml.safe_load_all((RBAC / manifest).read_text()):
             kind, meta = doc["kind"], doc["metadata"]
             if meta.get("namespace") in MANIFEST_NAMESPACES:
                 meta["namespace"] = where[meta["namespace"]]
             for subject in doc.get("subjects", []):
                 subject["namespace"] = where.get(subject["namespace"], subject["namespace"])
+                if subject.get("kind") == "ServiceAccount" and subject["namespace"] == self.home:
+                    bound = subject["name"]
             if kind.startswith("Cluster"):
                 meta["name"] = f"{meta['name']}-{suffix}"
                 self.cluster_scoped.append((kind, meta["name"]))
@@ -81,6 +83,9 @@ class Identity:
             if kind == "ServiceAccount":
                 account, self.account_namespace = meta["name"], meta["namespace"]
             _create(cluster, doc)
+        if not account:  # the manifest only binds it: Airflow's chart (or service-accounts.yaml) makes it
+            account, self.account_namespace = bound, self.home
+            _create(cluster, _declared_account(bound, self.home))
         self.account = account
         token = cluster.core.create_namespaced_service_account_token(
             account, self.account_namespace, {"spec": {"expirationSeconds": 3600}}
@@ -100,6 +105,14 @@ class Identity:
             delete(name)
         if self.owns_home:
             self.cluster.core.delete_namespace(self.home, propagation_policy="Background")
+
+
+def _declared_account(name: str, namespace: str) -> dict[str, Any]:
+    """``name`` as deploy/rbac/service-accounts.yaml declares it (no chart made it), in ``namespace``."""
+    docs = yaml.safe_load_all((RBAC / "service-accounts.yaml").read_text())
+    (doc,) = [d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == name]
+    doc["metadata"]["namespace"] = namespace
+    return dict(doc)
 
 
 def _create(cluster: Cluster, doc: dict[str, Any]) -> None:

@@ -143,7 +143,17 @@ def created_accounts(values: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def env_of(values: dict[str, Any], component: str) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in section(values, component).get("env") or []}
+    """The component's env values by name ("" for one taken from a Secret: ``valueFrom``)."""
+    return {e["name"]: e.get("value", "") for e in section(values, component).get("env") or []}
+
+
+def secret_env_of(values: dict[str, Any], component: str) -> dict[str, tuple[str, str]]:
+    """The component's env taken from a Secret: name -> (Secret, key)."""
+    return {
+        e["name"]: (ref["name"], ref["key"])
+        for e in section(values, component).get("env") or []
+        if (ref := (e.get("valueFrom") or {}).get("secretKeyRef"))
+    }
 
 
 def rbac_docs(manifest: str) -> list[dict[str, Any]]:
@@ -204,10 +214,12 @@ def test_each_service_account_is_created_once_and_is_what_its_rbac_binds(values:
         assert subjects(manifest) == expected, manifest
         accounts = {
             (d["metadata"]["name"], d["metadata"].get("namespace"))
-            for d in rbac_docs(manifest)
+            for d in rbac_docs("service-accounts.yaml")  # for an Airflow installed without the chart
             if d["kind"] == "ServiceAccount"
         }
-        assert {a for a in accounts if a[0] in names} == expected, f"{manifest}'s ServiceAccount documents"
+        assert {a for a in accounts if a[0] in names} == expected, "service-accounts.yaml's documents"
+        declared = [d for d in rbac_docs(manifest) if d["kind"] == "ServiceAccount"]
+        assert not declared, f"{manifest} re-declares the chart's ServiceAccount"
 
 
 def test_other_rbac_identities_are_no_airflow_components(values: dict[str, Any]) -> None:
@@ -264,8 +276,9 @@ def test_kueue_options_are_the_providers_and_name_the_rbac_team_namespace(values
     assert kueue["kubernetes_conn_id"] == "kubernetes_default"
     sensitive = {name for name, option in options.items() if option.get("sensitive")}
     assert not sensitive & set(kueue), "sensitive options come from a Secret, not the chart's ConfigMap"
-    from_secrets = {s["envName"] for s in values.get("secret") or []}
-    assert {f"AIRFLOW__KUEUE__{name.upper()}" for name in sensitive} <= from_secrets
+    for component in TALKS_TO_CLUSTER_OR_BLOB:  # from a Secret, in the components that use them
+        from_secrets = set(secret_env_of(values, component))
+        assert {f"AIRFLOW__KUEUE__{name.upper()}" for name in sensitive} <= from_secrets, component
     team_namespaces = {
         d["metadata"]["namespace"] for d in rbac_docs("worker-triggerer.yaml") if d["kind"] == "RoleBinding"
     }
