@@ -45,6 +45,7 @@ from .metrics import send_run_metrics
 from .operator_kind import OperatorKind, Shards, TaskEntry, WaitOn
 from .param_typos import check_parameter_names
 from .settings import default_namespace, default_queue_name
+from .shard_outputs import ShardOutputsStep, check_shard_outputs
 from .submitted_object import no_wait_conflicts
 from .task_facts import task_identity
 from .template_params import TemplateParams, check_task_queues
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class KueueOperator(Waiting, FailurePath, OperatorKind, BaseOperator):
+class KueueOperator(ShardOutputsStep, Waiting, FailurePath, OperatorKind, BaseOperator):
     """The template of every kind, and the parameters every kind takes and passes on (``**kwargs``); "the
     object" is the task's Job or JobSet.
 
@@ -92,15 +93,13 @@ class KueueOperator(Waiting, FailurePath, OperatorKind, BaseOperator):
         not hold a worker slot); False waits in the worker with the same async logic.
     :param vm_price: ``VmPrice(...)`` or its dict, for the result's ``estimated_cost_usd`` (default:
         Standard_D16ds_v5 list prices, on-demand and Spot).
-    :param wait_for_completion: True (default): wait for the object's end. False: submit (every check as
-        usual), return a ``SubmittedObject`` record (kind, namespace, name, uid, queue, trigger settings) as
-        XCom and succeed; ``KueueJobSensor`` waits for it later. Not with ``checkpointing``, ``deadline`` or a
-        ``parallelism_ramp``: those need the waiting task.
-    :param get_logs: stream pod logs into the task log while the object runs (default False: only the
-        failed indexes' last lines, at the end). Every line goes through Airflow's secrets masker.
+    :param wait_for_completion: False: submit (every check as usual), return a ``SubmittedObject`` record
+        as XCom and succeed, for ``KueueJobSensor``; not with ``checkpointing``, ``deadline``, a ramp.
+    :param get_logs: stream pod logs into the task log while it runs (default: only failed indexes' tails).
     :param log_indexes: with ``get_logs``: whose pods (an interval string, default ``"0"``; at most 10).
-    :param log_bytes_per_second: with ``get_logs``: the cap over all streamed pods (default 16384); more is
-        counted, not shown.
+    :param log_bytes_per_second: with ``get_logs``: the cap over all streamed pods (default 16384).
+    :param shard_outputs: with ``checkpointing``: each shard's ``mark_done`` output in the result
+        (``shard_outputs``), or where they stay when too large (docs/results.md).
     """
 
     ui_color = "#d4e9f7"
@@ -132,6 +131,7 @@ class KueueOperator(Waiting, FailurePath, OperatorKind, BaseOperator):
         get_logs: bool = False,
         log_indexes: str | int = "0",
         log_bytes_per_second: int = DEFAULT_LOG_BYTES_PER_SECOND,
+        shard_outputs: bool = False,
         **kwargs: Any,
     ) -> None:
         check_parameter_names(type(self), kwargs.get("task_id"), BaseOperator, kwargs)  # a typo: did you mean
@@ -168,9 +168,9 @@ class KueueOperator(Waiting, FailurePath, OperatorKind, BaseOperator):
         self.config_file = config_file
         self.in_cluster = in_cluster
         self.deferrable = deferrable
-        self.wait_for_completion = wait_for_completion
-        self.get_logs, self.log_indexes = get_logs, log_indexes
+        self.wait_for_completion, self.get_logs, self.log_indexes = wait_for_completion, get_logs, log_indexes
         self.log_bytes_per_second = log_bytes_per_second
+        self.shard_outputs = check_shard_outputs(self.task_id, shard_outputs, checkpointing)
         self._log_plan = log_plan(self.task_id, self.description, get_logs, log_indexes, log_bytes_per_second)
         self.deadline = deadline
         self.deadline_margin = parsed.deadline_margin
@@ -298,7 +298,8 @@ class KueueOperator(Waiting, FailurePath, OperatorKind, BaseOperator):
             self._fail_tolerated_before_last_try(context, result, typed)  # max_failed_indexes: the last try's
             self.log.info("%s; result: %s", message, json.dumps(result, sort_keys=True))
             result = self._succeeded(result, shards)
-            shards.clean_up_after_success()
+            if not self._keeps_records(result):  # the result points at the shards' done records
+                shards.clean_up_after_success()
             return result
         if typed.status == "failed":
             message += self._log_tails(typed)
