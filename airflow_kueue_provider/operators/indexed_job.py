@@ -258,6 +258,7 @@ class KueueIndexedJobOperator(IndexedJobKind):
         "volume_mounts",
         "env_from",
         "deadline",
+        "shard_items",
     )
     # No template_ext: it would read *every* templated string ending in .yaml as a file (an argument
     # "config.yaml" included). job_template alone is read as a file (see TemplateFile).

@@ -168,7 +168,6 @@ class ShardItemsParam:
     completions: int | str
     shard_items: Any
     _checkpointing: Any
-    template_fields: Any
 
     def __init__(self, *, shard_items: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -181,9 +180,7 @@ class ShardItemsParam:
             )
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
-        super().render_template_fields(context, jinja_env)  # type: ignore[misc]
-        if "shard_items" not in self.template_fields:
-            self.shard_items = self.render_template(self.shard_items, context, jinja_env)  # type: ignore[attr-defined]
+        super().render_template_fields(context, jinja_env)  # type: ignore[misc]  # shard_items is templated
         self._apply_shard_items()
 
     def _check_literal_items(self) -> None:

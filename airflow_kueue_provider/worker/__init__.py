@@ -11,12 +11,14 @@ from .env import ShardEnv, split_checkpoint_url
 from .mapping import shard_id_for_index, shard_ids_for_index
 from .naming import checkpoint_name, checkpoint_seq, done_name
 from .shard import EXIT_SIGTERM, MAX_CHECKPOINT_BYTES, JsonStore, Progress, Shard, ShardAlreadyDone
+from .shard_items import NoShardItem
 from .shard_pack import ShardPack, ShardsFailed
 
 __all__ = [
     "EXIT_SIGTERM",
     "MAX_CHECKPOINT_BYTES",
     "JsonStore",
+    "NoShardItem",
     "Progress",
     "Shard",
     "ShardAlreadyDone",
