@@ -31,6 +31,7 @@ from ..kueue.progress.released_quota import ReleasedQuota
 from ..kueue.progress.start_guard import DEFAULT_START_TIMEOUT
 from ..watch.following import Following
 from ..watch.namespace_watch import NamespaceWatch
+from .cancel_cleanup import user_cancelled
 from .credential_renewal import renewing
 from .deadline_watch import DeadlineWatch
 from .eta_tracking import QueueAndFinishEta
@@ -147,7 +148,11 @@ class KueueFollowTrigger(FollowSteps[V]):
         return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        event = await self.first_event()
+        try:
+            event = await self.first_event()
+        except asyncio.CancelledError:
+            self._cancelled = True  # cleanup() tells a user action from a triggerer stop (Airflow < 3.3)
+            raise
         await self._resume_guard.wait_open(self.log, f"{self.namespace}/{self.name}: {event['status']}")
         yield TriggerEvent(event)  # type: ignore[no-untyped-call]
 
@@ -242,11 +247,17 @@ class KueueFollowTrigger(FollowSteps[V]):
         async with AsyncKueueHook(self.target).session() as hook:
             return await self._delete_unless_finished(hook, obj["metadata"].get("uid"))
 
+    _cancelled = False
+
     async def cleanup(self) -> None:
-        """Nothing to release: the shared watch is left by the ``async with`` in ``first_event``."""
+        """The shared watch is left by the ``async with`` in ``first_event``. After a cancel on Airflow 3.1
+        and 3.2, which have no ``on_kill``: what ``on_kill`` does, if the user acted (``cancel_cleanup``)."""
+        if self._cancelled and await user_cancelled(self, self.log):
+            await self.on_kill()
 
     async def on_kill(self) -> None:
-        """The task was marked failed/success or cleared while deferred: delete the object (Airflow 3.3+).
+        """The task was marked failed/success or cleared while deferred: delete the object (Airflow 3.3+;
+        on 3.1 and 3.2 through ``cleanup``).
 
         One that already finished is kept: it holds nothing, and it is the run's record. (A triggerer also
         cancels, with on_kill, a trigger whose task instance ended elsewhere, e.g. one that ``airflow dags
