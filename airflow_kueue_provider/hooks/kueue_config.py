@@ -94,14 +94,19 @@ class ConfigSource:
 
     def option(self, key: str) -> str | None:
         """The option's value: the environment's ``AIRFLOW__KUEUE__<KEY>``, else the file's; None if unset."""
-        if (value := self.environ.get(ENV_PREFIX + key.upper())) is not None:
-            return value
+        return self.options((key,))[key]
+
+    def options(self, keys: tuple[str, ...]) -> dict[str, str | None]:
+        """Several options, the file parsed once (only when a key is not in the environment)."""
+        values = {key: self.environ.get(ENV_PREFIX + key.upper()) for key in keys}
+        if all(value is not None for value in values.values()):
+            return values
         parser = configparser.RawConfigParser(strict=False)
         try:
             parser.read(self.config_file(), encoding="utf-8")
         except (OSError, configparser.Error):
-            return None
-        return parser.get(SECTION, key, fallback=None)
+            return values
+        return {key: parser.get(SECTION, key, fallback=None) if v is None else v for key, v in values.items()}
 
 
 def process_source() -> ConfigSource:
@@ -121,5 +126,4 @@ def kueue_option(key: str, fallback: str | None = None) -> str | None:
 
 def kueue_options(keys: tuple[str, ...]) -> dict[str, str | None]:
     """Several options from one source (one read of the environment)."""
-    source = current_source()
-    return {key: source.option(key) for key in keys}
+    return current_source().options(keys)

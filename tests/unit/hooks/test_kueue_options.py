@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import configparser
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from airflow_kueue_provider.get_provider_info import get_provider_info
@@ -74,3 +78,19 @@ def test_the_typed_read_comes_from_the_process_source(monkeypatch: pytest.Monkey
     assert option_count("watch_max_mib") == 64
     assert option_values(("allow_host_namespaces",)) == {"allow_host_namespaces": True}
     assert option_text("kubernetes_conn_id") == "kubernetes_default"
+
+
+def test_one_typed_read_parses_the_config_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The UI reads ``ui_namespaces`` per request: checking every option must not parse the file 25 times."""
+    (tmp_path / "airflow.cfg").write_text("[kueue]\nui_namespaces = a,b\nwatch_max_mib = 64\n")
+    monkeypatch.setattr(kueue_config, "current_source", lambda: ConfigSource({"AIRFLOW_HOME": str(tmp_path)}))
+    reads: list[object] = []
+    real_read = configparser.RawConfigParser.read
+
+    def counted(self: configparser.RawConfigParser, *args: Any, **kwargs: Any) -> list[str]:
+        reads.append(args)
+        return real_read(self, *args, **kwargs)
+
+    monkeypatch.setattr(configparser.RawConfigParser, "read", counted)
+    assert option_text("ui_namespaces") == "a,b" and option_count("watch_max_mib") == 64
+    assert len(reads) == 2
