@@ -362,7 +362,9 @@ def bring_up(layout: Layout, bin_dir: Path, spot: int, system: int) -> Kubectl:
     ca_bundle = base64.b64encode((layout.pki / "ca.crt").read_bytes()).decode()
     jobset_src = source_dir(bin_dir) / "jobset"
     kubectl.apply(
-        manifests.jobset_install(Path(kubectl.base[0]), jobset_src, ca_bundle, api_only=layout.is_worker)
+        manifests.jobset_install(
+            Path(kubectl.base[0]), jobset_src, ca_bundle, layout.ports, api_only=layout.is_worker
+        )
     )
     kueue_api = manifests.kueue_api_mode(os.environ.get(manifests.KUEUE_API_ENV))
     kubectl.apply(

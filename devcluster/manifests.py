@@ -166,7 +166,7 @@ def _serve_v1beta2_only(crd: dict[str, Any]) -> None:
 def kueue_install(
     kubectl: Path,
     kueue_src: Path,
-    ports: Ports = PORTS,
+    ports: Ports,  # the cluster's own (a side bed's or a worker's are shifted): no default to forget
     api: str = KUEUE_API_MODES[0],
     visibility: bool = True,
 ) -> list[dict[str, Any]]:
@@ -245,7 +245,7 @@ def jobset_config(cert_dir: Path, ports: Ports = PORTS) -> str:
 
 
 def jobset_install(
-    kubectl: Path, jobset_src: Path, ca_bundle: str, ports: Ports = PORTS, api_only: bool = False
+    kubectl: Path, jobset_src: Path, ca_bundle: str, ports: Ports, api_only: bool = False
 ) -> list[dict[str, Any]]:
     """JobSet's own ``config/default`` kustomization for a controller on the host: its namespace, CRD and
     webhooks, the webhook Service as an ExternalName for ``localhost`` (as for Kueue), the bed's CA in the

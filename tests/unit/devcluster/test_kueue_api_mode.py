@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from devcluster import manifests
+from devcluster.layout import PORTS
 
 
 def _crd(group: str, conversion: bool = False) -> dict[str, Any]:
@@ -49,7 +50,7 @@ def rendered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _install(api: str) -> dict[str, dict[str, Any]]:
-    docs = manifests.kueue_install(Path("kubectl"), Path("kueue"), api=api)
+    docs = manifests.kueue_install(Path("kubectl"), Path("kueue"), PORTS, api=api)
     return {doc["metadata"]["name"]: doc for doc in docs}
 
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from devcluster import manifests
+from devcluster.layout import PORTS
 
 RENDERED: list[dict[str, Any]] = [
     {"kind": "APIService", "metadata": {"name": "v1beta2.visibility.kueue.x-k8s.io"}, "spec": {}},
@@ -39,7 +40,7 @@ def test_an_older_release_runs_without_the_visibility_server(monkeypatch: pytest
     assert "visibilityServer" not in config
     assert config["featureGates"] == {"VisibilityOnDemand": False}
     monkeypatch.setattr(manifests, "_kustomized", lambda kubectl, directory: copy.deepcopy(RENDERED))
-    docs = manifests.kueue_install(Path("kubectl"), Path("kueue"), api="both", visibility=False)
+    docs = manifests.kueue_install(Path("kubectl"), Path("kueue"), PORTS, api="both", visibility=False)
     assert [d["metadata"]["name"] for d in docs] == ["kueue-webhook-service"]
 
 
