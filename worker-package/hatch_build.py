@@ -1,7 +1,7 @@
 """The worker wheel's contents: ``airflow_kueue_provider/<package>`` for each package the hook's config names,
-copied in from the repository's tree. Not for an editable install, where ``dev-mode-dirs`` puts the repository
-root on sys.path: copies there would be stale shadows of the tree (hatchling puts pyproject's force-include
-into editable wheels too, hence a hook)."""
+copied in from the repository's tree. Not for an editable install (``make venv``), which is metadata only:
+copies there would be stale shadows of the tree that the provider's editable install serves (hatchling puts
+pyproject's force-include into editable wheels too, hence a hook)."""
 
 from __future__ import annotations
 
