@@ -11,6 +11,7 @@ from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.hooks import kueue_config
 from airflow_kueue_provider.hooks.kueue_config import ConfigSource
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 from airflow_kueue_provider.operators.settings import KueueSettingsError, configured_pod_policy
 
 KEY = "k" * 40
@@ -73,3 +74,17 @@ def test_a_malformed_flag_fails_the_pod_policy_naming_it(monkeypatch: pytest.Mon
     _source(monkeypatch, allow_privileged_pods="ture")
     with pytest.raises(KueueSettingsError, match=r"\[kueue\] allow_privileged_pods must be true or false"):
         configured_pod_policy()
+
+
+def test_a_jobset_without_queue_name_takes_the_default_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    _source(monkeypatch, default_queue_name="q1", default_namespace="team-a")
+    workers = KueueReplicatedJob("workers", image="w:1")
+    op = KueueJobSetOperator(task_id="t", replicated_jobs=[workers])
+
+    def no_cluster(*_: Any, **__: Any) -> Any:
+        raise ReachedTheCluster
+
+    monkeypatch.setattr(op, "_entry", no_cluster)
+    with pytest.raises(ReachedTheCluster):
+        op.execute({})
+    assert (op.queue_name, op.namespace) == ("q1", "team-a")
