@@ -6,8 +6,10 @@ run queued for ever. Step 1 (Kueue) is the bed's own, checked to serve the page'
 queue file of docs/first-dag.md; step 3 the worker RBAC with ``batch-jobs`` replaced, bound to a
 ServiceAccount made as deploy/rbac/service-accounts.yaml declares it (the ``Identity`` helper, in a home
 namespace of its own), whose token is the ``kubernetes_default`` connection of step 4, beside
-``kueue_blob_default`` on Azurite; step 5 saves the DAG without its ``annotations=`` line; step 6 runs the
-page's marked shell block, and the run must succeed with the report the page's first DAG promises.
+``kueue_blob_default`` on Azurite; step 5 saves the DAG without its ``annotations=`` line. Step 6: first what
+the page said before (``airflow dags trigger first_dag`` alone), whose run must still be queued 15 s later,
+then the page's marked shell block (unpause, trigger); both runs must succeed with the report the page's first
+DAG promises.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import re
 import subprocess
 import textwrap
+import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -38,10 +41,25 @@ QUICK_START = REPO / "docs" / "quick-start.md"
 FIRST_DAG = REPO / "docs" / "first-dag.md"
 SHELL_BLOCK = re.compile(r"<!-- quick-start:shell -->\n[ ]*```bash\n(?P<body>.*?)\n[ ]*```", re.S)
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
+PAUSED_WAIT = 15  # seconds a run of the paused DAG is watched not to start (the scheduler loops every ~1 s)
 
 
 def _first_dag_files() -> dict[str, str]:
     return {b.path: b.body for b in marked_blocks(FIRST_DAG.read_text(), "first-dag") if b.path}
+
+
+def _shell(env: dict[str, str], script: str) -> None:
+    """``script`` as a reader's shell runs it, where Airflow is installed (the venv's bin on PATH)."""
+    ran = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+
+
+def _runs(bed: AirflowDeployment) -> list[str]:
+    """The DAG's run ids, oldest first."""
+    runs = bed.rest.request("GET", "/api/v2/dags/first_dag/dagRuns", params={"order_by": "run_after"})
+    return [str(r["dag_run_id"]) for r in runs["dag_runs"]]
 
 
 def _settled(cluster: Cluster, name: str) -> bool:
@@ -133,27 +151,22 @@ def test_the_quick_start_runs_to_a_successful_run_on_a_deployment_whose_dags_sta
         (bed.home / "dags" / "first_dag.py").write_text(dag)
         bed.rest.wait_for_dag("first_dag")
         assert (bed.rest.dag("first_dag") or {}).get("is_paused") is True, "a new DAG starts paused"
+        shell = partial(_shell, {**bed.env, "PATH": f"{Path(AIRFLOW).parent}:{bed.env.get('PATH', '')}"})
+        # The trap: what the page said before, `airflow dags trigger first_dag` alone, makes a run that waits.
+        shell("airflow dags trigger first_dag")
+        wait_for("the first run", partial(_runs, bed), timeout=60)
+        (stuck,) = _runs(bed)
+        time.sleep(PAUSED_WAIT)
+        assert bed.rest.dag_run("first_dag", stuck)["state"] == "queued", "a paused DAG's run waits"
         found = SHELL_BLOCK.search(page)
         assert found, "step 6's marked shell block"
-        script = textwrap.dedent(found.group("body"))
-        ran = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script],
-            env={**bed.env, "PATH": f"{Path(AIRFLOW).parent}:{bed.env.get('PATH', '')}"},  # Airflow installed
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
-        runs = wait_for(
-            "the triggered run",
-            lambda: bed.rest.request("GET", "/api/v2/dags/first_dag/dagRuns")["dag_runs"],
-            timeout=60,
-        )
-        run = bed.rest.wait_for_run("first_dag", runs[0]["dag_run_id"], timeout=420, check=bed.check_alive)
-        assert run["state"] == "success", bed.rest.states("first_dag", runs[0]["dag_run_id"])
-        line = bed.rest.xcom("first_dag", runs[0]["dag_run_id"], "report")
-        assert line == "4/4 shards done (0-3)", line
+        shell(textwrap.dedent(found.group("body")))  # unpause, trigger: both runs go
+        wait_for("the page's run", lambda: len(_runs(bed)) == 2, timeout=60)
+        for run_id in _runs(bed):
+            run = bed.rest.wait_for_run("first_dag", run_id, timeout=420, check=bed.check_alive)
+            assert run["state"] == "success", bed.rest.states("first_dag", run_id)
+            line = bed.rest.xcom("first_dag", run_id, "report")
+            assert line == "4/4 shards done (0-3)", line
     except BaseException:
         print(bed.log_tails(80))
         raise
