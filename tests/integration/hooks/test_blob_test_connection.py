@@ -9,14 +9,17 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from airflow.models.connection import Connection
-from azure.storage.blob import BlobServiceClient
+from azure.storage.blob import BlobServiceClient, ContainerSasPermissions, generate_container_sas
 
 from airflow_kueue_provider.hooks.blob_store import BlobStoreHook, RetryPolicy
 from airflow_kueue_provider.storage.blob_store_base import DEFAULT_CONTAINER
 
+AZURITE = "http://127.0.0.1:10000/devstoreaccount1"
+ACCOUNT = "devstoreaccount1"
 FAST = RetryPolicy(attempts=2, base_delay=0.05, max_delay=0.1, request_timeout=2.0)
 
 
@@ -99,3 +102,16 @@ def test_an_unreachable_account_fails_saying_so_within_the_budget(
     ok, message = BlobStoreHook(conn_id, "anything", retry=FAST).test_connection()
     assert not ok and message.startswith("unreachable:") and "127.0.0.1:1" in message, message
     assert _key(cs) not in message and time.monotonic() - started < 10
+
+
+def test_a_sas_connection_is_tested_by_listing_one_blob(
+    cs: str, container: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sas = generate_container_sas(
+        ACCOUNT, container, account_key=_key(cs), permission=ContainerSasPermissions(read=True, list=True),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
+    )  # fmt: skip
+    conn_id = _conn(monkeypatch, "tc_sas", conn_type="kueue_blob", host=AZURITE, extra={"sas_token": sas})
+    ok, message = BlobStoreHook(conn_id, container).test_connection()
+    assert ok, message
+    assert sas not in message
