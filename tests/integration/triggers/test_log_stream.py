@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from ..airflow_runner import AirflowHome
-from ..cluster import Cluster, KueueEnv, delete_kueue_env
-from ..process_node import process_queues
+from ..cluster import Cluster, KueueEnv, delete_kueue_env, wait_for
+from ..process_node import PROCESS_NODE_LABEL, PROCESS_TOLERATIONS, process_queues
 
 SECRET = "hunter2-log-stream"
+FORGED = "import time\nfor n in range(8):\n    print('forged line', n, flush=True)\n    time.sleep(1)\n"
 
 LOGS_DAG = """
 from datetime import datetime
@@ -70,3 +71,48 @@ def test_the_chosen_index_streams_into_the_task_log_while_the_job_runs_masked(
     assert run.output.index("shard 0 line 0") < run.output.index("completed all 2 indexes"), run.output[
         -6000:
     ]
+
+
+def test_a_pod_that_only_carries_the_job_s_labels_is_never_streamed(
+    process_env: Any, airflow_home: AirflowHome
+) -> None:
+    """A tenant's pod with the Job's name label and index 0 (no ownerReference to the Job) runs beside it:
+    its lines never reach the task log (pods are chosen by their controller, not by a label)."""
+    dag_id = "log_stream_forged"
+    airflow_home.write_dag(
+        dag_id,
+        LOGS_DAG.format(dag_id=dag_id, namespace=process_env.namespace, secret=SECRET, deferrable=True),
+    )
+    background = airflow_home.start_dag(dag_id)
+    try:
+        (job,) = wait_for("the task's Job", process_env.jobs, timeout=240)
+        forged = {
+            "metadata": {
+                "name": "forged-0",
+                "labels": {"batch.kubernetes.io/job-name": job.metadata.name, "job-name": job.metadata.name},
+                "annotations": {"batch.kubernetes.io/job-completion-index": "0"},
+            },
+            "spec": {
+                "restartPolicy": "Never",
+                "nodeSelector": dict(PROCESS_NODE_LABEL),
+                "tolerations": [dict(t) for t in PROCESS_TOLERATIONS],
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "example.invalid/forged:1",
+                        "command": [
+                            "python",
+                            "-c",
+                            FORGED,
+                        ],
+                    }
+                ],
+            },
+        }
+        process_env.cluster.core.create_namespaced_pod(process_env.namespace, forged)
+        run = background.wait(timeout=300)
+    finally:
+        background.kill()
+    assert run.succeeded, run.output[-6000:]
+    assert re.search(r"\[index 0 \S+\] shard 0 line 5", run.output), run.output[-6000:]
+    assert "forged line" not in run.output
