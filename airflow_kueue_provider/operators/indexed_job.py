@@ -191,7 +191,9 @@ class KueueIndexedJobOperator(IndexedJobKind):
         ``max_failed_indexes`` (or at the end when any index failed). ``None``: Kubernetes' whole-Job
         ``backoffLimit`` (6 pod failures anywhere fail every shard).
     :param max_failed_indexes: how many indexes may fail for good with the task still succeeding (the Job's
-        ``maxFailedIndexes``; needs per-index retries); more fail the task at once, naming them.
+        ``maxFailedIndexes``; needs per-index retries); more fail the task at once, naming them. With
+        ``retries``, a try that has retries left fails when any index failed, so the retry runs those shards
+        again; only the last try accepts up to this many.
     :param non_retriable_exit_codes: exit codes that end their index at once, without a retry (a bad
         input): a ``podFailurePolicy`` rule with ``action: FailIndex``.
     :param ttl_seconds_after_finished: the TTL controller deletes the finished Job (and Kueue its Workload)
