@@ -25,8 +25,8 @@ def lowest(requirements: list[str]) -> list[str]:
 
 
 def main() -> int:
-    project = tomllib.loads(PYPROJECT.read_text())["project"]
-    print("\n".join(lowest(project["dependencies"])))
+    own = tomllib.loads(PYPROJECT.read_text())["tool"]["airflow-kueue-provider"]  # [project]'s are dynamic
+    print("\n".join(lowest(own["dependencies"])))
     return 0
 
 
