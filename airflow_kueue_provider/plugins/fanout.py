@@ -16,9 +16,9 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import suppress
 
-from ..hooks.kueue_config import kueue_option
+from ..hooks.kueue_options import option_count
 from ..kueue.errors import KueueProviderError
-from .user_slots import UserSlots, Wording, count_option
+from .user_slots import UserSlots, Wording
 
 log = logging.getLogger(__name__)
 
@@ -157,9 +157,6 @@ class StreamCaps:
 
 
 def configured_caps() -> StreamCaps:
-    """The caps from ``[kueue]`` through the provider's one reader (the config file and the environment at
-    exec: ``AIRFLOW__KUEUE__UI_STREAMS_PER_USER`` and ``..._TOTAL``)."""
-    return StreamCaps(
-        per_user=count_option(kueue_option("ui_streams_per_user"), "ui_streams_per_user", 10),
-        total=count_option(kueue_option("ui_streams_total"), "ui_streams_total", 100),
-    )
+    """The caps from ``[kueue]`` through the provider's one typed reader (the config file and the environment
+    at exec: ``AIRFLOW__KUEUE__UI_STREAMS_PER_USER`` and ``..._TOTAL``; a bad value names its option)."""
+    return StreamCaps(per_user=option_count("ui_streams_per_user"), total=option_count("ui_streams_total"))

@@ -12,7 +12,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -83,13 +82,3 @@ class UserSlots:
                     del self._held[user]
 
         return release
-
-
-def count_option(raw: Any, option: str, default: int) -> int:
-    """A ``[kueue]`` count option's value: ``default`` when unset, else a whole number (a clear error)."""
-    if raw is None or str(raw).strip() == "":
-        return default
-    try:
-        return int(str(raw).strip())
-    except ValueError:
-        raise ValueError(f"[kueue] {option} must be a whole number, got {raw!r}") from None
