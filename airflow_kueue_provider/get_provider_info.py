@@ -48,6 +48,12 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "connection-types": [provider_connection_type()],
+        "sensors": [
+            {
+                "integration-name": "Kueue",
+                "python-modules": ["airflow_kueue_provider.operators.kueue_job_sensor"],
+            }
+        ],
         "triggers": [
             {
                 "integration-name": "Kueue",

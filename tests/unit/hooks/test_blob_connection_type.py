@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-from wtforms import PasswordField, StringField
 
 from airflow_kueue_provider.airflow_compat import BaseHook
 from airflow_kueue_provider.get_provider_info import get_provider_info
@@ -50,6 +49,8 @@ def test_a_fresh_airflow_lists_the_type_with_its_fields() -> None:
 
 
 def test_airflow_3_1_asks_the_hook_class_for_the_same_form() -> None:
+    wtforms = pytest.importorskip("wtforms", reason="the form's widgets exist where the FAB UI runs")
+    PasswordField, StringField = wtforms.PasswordField, wtforms.StringField
     widgets = BlobStoreHook.get_connection_form_widgets()
     assert set(widgets) == set(EXTRA_FIELDS)
     for name, field in EXTRA_FIELDS.items():
