@@ -15,6 +15,7 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from ..airflow_compat import BaseHook
 from ..kueue.errors import KueueProviderError
 from . import kueue_api
 from .retry import call_with_retry
@@ -26,11 +27,17 @@ class KueueApiError(RuntimeError, KueueProviderError):
     """A Kubernetes/Kueue call could not do what was asked; the message says what and why."""
 
 
-class SyncKueueClient:
+class SyncKueueClient(BaseHook):
     """Kueue-aware calls over the cncf ``kubernetes`` connection (in-cluster, kubeconfig file, context).
 
-    Objects come back as plain dicts (the API's JSON), which is what the pure domain model reads.
+    Objects come back as plain dicts (the API's JSON), which is what the pure domain model reads. An Airflow
+    hook on the cncf provider's ``kubernetes`` connection type (which is that provider's to register).
     """
+
+    conn_name_attr = "kubernetes_conn_id"
+    default_conn_name = "kubernetes_default"
+    conn_type = "kubernetes"
+    hook_name = "Kueue (over a Kubernetes connection)"
 
     def __init__(
         self,
@@ -39,6 +46,7 @@ class SyncKueueClient:
         config_file: str | None = None,
         in_cluster: bool | None = None,
     ) -> None:
+        super().__init__()
         self.kubernetes_conn_id = kubernetes_conn_id
         self._kube = KubernetesHook(
             conn_id=kubernetes_conn_id,
