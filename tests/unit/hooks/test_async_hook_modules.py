@@ -18,6 +18,8 @@ CALLS = {
     "pending_workloads",
     "set_parallelism",
     "pods_and_events_of_job",
+    "job_pods",
+    "follow_log",
     "workload_for_job",
     "list_workloads",
     "watch_workloads",
@@ -39,12 +41,12 @@ def test_importing_is_cheap_and_the_first_load_binds_the_clients_in_every_part()
         """
         import asyncio, sys
         from airflow_kueue_provider.hooks import kueue_async_hook, async_client, async_jobs, async_kinds
-        from airflow_kueue_provider.hooks import async_workloads
+        from airflow_kueue_provider.hooks import async_workloads, async_pod_logs
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"kubernetes_asyncio", "aiohttp"})
         assert not loaded, f"imported at import time: {loaded}"
         asyncio.run(kueue_async_hook.load_clients())
         names = ("aiohttp", "aclient", "ApiException", "DELETE_ATTEMPTS", "KueueApiError", "REQUEST_TIMEOUT")
-        for module in (async_client, async_jobs, async_kinds, async_workloads):
+        for module in (async_client, async_jobs, async_kinds, async_workloads, async_pod_logs):
             missing = [name for name in names if vars(module).get(name) is None]
             assert not missing, f"{module.__name__} lacks {missing}"
         assert async_jobs.REQUEST_TIMEOUT is async_client.REQUEST_TIMEOUT
