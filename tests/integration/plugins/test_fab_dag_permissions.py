@@ -63,16 +63,20 @@ def _floor_venv() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         ready = FLOOR_VENV / ".kueue-ready"
         pip = [str(FLOOR_VENV / "bin" / "pip"), "install", "-q"]
+        # Both distributions from this checkout, in one resolve (the provider pins the worker package,
+        # which no index has): docs/install.md. The marker names the recipe, so an older venv is redone.
+        this_checkout = ["-e", str(REPO / "worker-package"), "-e", str(REPO)]
+        marker = f"{REPO}\nprovider and worker package"
         if not ready.exists():
             subprocess.run([sys.executable, "-m", "venv", str(FLOOR_VENV)], check=True)
             packages = [f"apache-airflow=={FLOOR_AIRFLOW}", "apache-airflow-providers-fab", *FLOOR_PINS]
-            subprocess.run([*pip, *packages, "-e", str(REPO)], check=True, timeout=1800)
-            ready.write_text(str(REPO))
-        elif ready.read_text() != str(REPO):
+            subprocess.run([*pip, *packages, *this_checkout], check=True, timeout=1800)
+            ready.write_text(marker)
+        elif ready.read_text() != marker:
             # The venv is kept per user, not per checkout: its editable install must point at this one (a
             # venv made by a checkout elsewhere failed `airflow db migrate` with "No module named ...").
-            subprocess.run([*pip, "--no-deps", "-e", str(REPO)], check=True, timeout=600)
-            ready.write_text(str(REPO))
+            subprocess.run([*pip, "--no-deps", *this_checkout], check=True, timeout=600)
+            ready.write_text(marker)
     return FLOOR_VENV
 
 
