@@ -122,7 +122,11 @@ def test_the_guard_allows_only_restricted_volume_types_no_explicit_token_and_no_
     )
     refused(lambda: tenant.create_job(indexed, dry_run=True), "job-completion-index")
     in_set = job_of("in-set", pod("x", metadata={"labels": {"jobset.sigs.k8s.io/jobset-name": "victim"}}))
-    refused(lambda: tenant.create_job(in_set, dry_run=True), "jobset.sigs.k8s.io/* labels only")
+    refused(
+        lambda: tenant.create_job(in_set, dry_run=True),
+        "jobset.sigs.k8s.io/* labels only",
+        "may not carry a jobset.sigs.k8s.io/ label",  # jobset-children, when a parallel test has it bound
+    )
     refused(
         lambda: tenant.create_jobset(
             jobset_of("set", pod("x", metadata={"labels": {"job-name": "victim"}})), True

@@ -16,15 +16,19 @@ from airflow_kueue_provider.hooks.blob_store import BlobStoreHook
 from airflow_kueue_provider.storage.blob_auth import auth_from_connection
 
 FRESH_AIRFLOW = """
-import json
+import importlib.util, json
+from airflow import __version__
 from airflow.providers_manager import ProvidersManager
+from packaging.version import Version
 pm = ProvidersManager()
 hook = pm.hooks["kueue_blob"]
 print(json.dumps({
     "class": hook.hook_class_name, "name": hook.hook_name, "attr": hook.connection_id_attribute_name,
     "testable": hook.connection_testable,
     "widgets": {k: v.is_sensitive for k, v in pm.connection_form_widgets.items() if "__kueue_blob__" in k},
-    "behaviour": pm.field_behaviours["kueue_blob"],
+    "behaviour": pm.field_behaviours.get("kueue_blob"),
+    "form_from_hook_class_without_fab": Version(__version__) < Version("3.2")
+        and importlib.util.find_spec("flask_appbuilder") is None,
 }))
 """
 
@@ -43,6 +47,10 @@ def test_a_fresh_airflow_lists_the_type_with_its_fields() -> None:
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["class"] == HOOK_CLASS and seen["name"] == "Kueue Blob checkpoints"
     assert seen["attr"] == "blob_conn_id" and seen["testable"] is True
+    if seen["behaviour"] is None and seen["form_from_hook_class_without_fab"]:
+        # Airflow 3.1 builds every connection form from the hook class's FAB widgets; with no FAB installed
+        # (the lowest-Airflow lane) it registers the type without a form, as it does the cncf provider's.
+        return
     assert seen["widgets"] == {f"extra__kueue_blob__{k}": f.secret for k, f in EXTRA_FIELDS.items()}
     assert "schema" in seen["behaviour"]["hidden_fields"]
     assert seen["behaviour"]["relabeling"]["password"].startswith("Account key")
