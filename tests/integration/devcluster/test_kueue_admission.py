@@ -35,9 +35,13 @@ def test_queued_job_is_suspended_admitted_and_completes_every_index(kueue_env: K
     assert job["status"]["completedIndexes"] == "0-4"
     assert job["status"]["succeeded"] == 5
     pods = kueue_env.pods("genomics")
-    # On a node of the flavor's pool (tier=spot): the bed's aks-spot-* nodes, or a spot pool another test
-    # added for its run (the night's aks-nightspot-*), which the flavor selects as well.
-    assert pods and all("spot-" in p["spec"]["nodeName"] for p in pods), [p["spec"]["nodeName"] for p in pods]
+    # Kueue injected the flavor's nodeLabels, and each pod ran on a node of that pool: the bed's aks-spot-*
+    # nodes or a Spot pool another test added beside them (TAS's tas-*, the night's), which the flavor selects
+    # as well, so the node's labels say it, not its name (a node its test removed since is not read).
+    assert pods and all(p["spec"].get("nodeSelector", {}).get("tier") == "spot" for p in pods), pods
+    for node in {p["spec"]["nodeName"] for p in pods}:
+        found = kueue_env.cluster.core.list_node(field_selector=f"metadata.name={node}").items
+        assert all(n.metadata.labels.get("tier") == "spot" for n in found), (node, found)
     # The flavor's toleration for the Spot taint was injected on admission.
     assert any(
         t.get("key") == "kubernetes.azure.com/scalesetpriority" for t in pods[0]["spec"]["tolerations"]
