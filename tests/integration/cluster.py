@@ -87,6 +87,15 @@ class Cluster:
     def custom(self) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(self.api)
 
+    def namespace_settled(self, name: str) -> bool:
+        """The namespace is there and not terminating, or not there at all (an earlier delete is done)."""
+        try:
+            return self.core.read_namespace(name).metadata.deletion_timestamp is None
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+
     def get_raw(self, path: str) -> dict[str, Any]:
         resp = self.api.call_api(
             path,

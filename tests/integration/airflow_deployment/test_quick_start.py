@@ -62,15 +62,6 @@ def _runs(bed: AirflowDeployment) -> list[str]:
     return [str(r["dag_run_id"]) for r in runs["dag_runs"]]
 
 
-def _settled(cluster: Cluster, name: str) -> bool:
-    try:
-        return cluster.core.read_namespace(name).metadata.deletion_timestamp is None
-    except ApiException as exc:
-        if exc.status == 404:
-            return True
-        raise
-
-
 @pytest.fixture
 def queues(cluster: Cluster) -> Iterator[list[dict[str, Any]]]:
     """Step 2: the first DAG's queue file, applied; what it made is deleted after (first-dag.md's names are
@@ -78,7 +69,7 @@ def queues(cluster: Cluster) -> Iterator[list[dict[str, Any]]]:
     docs = [d for d in yaml.safe_load_all(_first_dag_files()[".demo/first-dag/queues.yaml"]) if d]
     assert {d["apiVersion"] for d in docs if d["kind"] != "Namespace"} == {KUEUE_API}
     namespace = next(d["metadata"]["name"] for d in docs if d["kind"] == "Namespace")
-    wait_for(f"namespace {namespace} not terminating", partial(_settled, cluster, namespace), 180)
+    wait_for(f"namespace {namespace} not terminating", partial(cluster.namespace_settled, namespace), 180)
     plurals = {
         "ResourceFlavor": "resourceflavors",
         "ClusterQueue": "clusterqueues",

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes.client.rest import ApiException
 
 from devcluster.cluster import build_binaries
 
@@ -28,23 +27,13 @@ def _blocks() -> dict[str, str]:
     return {b.path: b.body for b in blocks if b.path}
 
 
-def _settled(cluster: Cluster, namespace: str) -> bool:
-    """The namespace is there and not terminating, or not there at all (an earlier run's delete is done)."""
-    try:
-        return cluster.core.read_namespace(namespace).metadata.deletion_timestamp is None
-    except ApiException as exc:
-        if exc.status == 404:
-            return True
-        raise
-
-
 @pytest.fixture
 def recipe_queues(cluster: Cluster, devcluster_env: dict[str, str]) -> Iterator[list[dict[str, object]]]:
     """The page's queue file applied with kubectl as a reader would; everything it made deleted after."""
     text = _blocks()["proc-queues.yaml"]
     docs = [d for d in yaml.safe_load_all(text) if d]
     namespace = next(d["metadata"]["name"] for d in docs if d["kind"] == "Namespace")
-    wait_for(f"namespace {namespace} not terminating", lambda: _settled(cluster, namespace), 180)
+    wait_for(f"namespace {namespace} not terminating", lambda: cluster.namespace_settled(namespace), 180)
     kubectl = [str(build_binaries() / "kubectl"), f"--kubeconfig={devcluster_env['KUBECONFIG']}"]
     applied = subprocess.run(
         [*kubectl, "apply", "--server-side", "-f", "-"],

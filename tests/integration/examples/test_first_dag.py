@@ -45,16 +45,6 @@ def _readme_objects(queues_yaml: str) -> list[tuple[str, str, str | None]]:
     ]
 
 
-def _settled(cluster: Cluster, name: str) -> bool:
-    """The namespace is there and not terminating, or not there at all."""
-    try:
-        return cluster.core.read_namespace(name).metadata.deletion_timestamp is None
-    except ApiException as exc:
-        if exc.status == 404:
-            return True
-        raise
-
-
 def _unfinished_jobs(cluster: Cluster, namespace: str) -> list[str]:
     jobs = cluster.batch.list_namespaced_job(namespace).items
     done = {"Complete", "Failed"}
@@ -91,7 +81,7 @@ def leave_cluster_as_found(cluster: Cluster) -> Iterator[list[tuple[str, str, st
     )
     for kind, name, _ in objects:
         if kind == "Namespace":  # one an earlier run deleted may still be terminating: no LocalQueue in it
-            wait_for(f"namespace {name} not terminating", partial(_settled, cluster, name), 120)
+            wait_for(f"namespace {name} not terminating", partial(cluster.namespace_settled, name), 120)
     existed = {obj for obj in objects if _exists(cluster, *obj)}
     yield objects
     namespaces = [name for kind, name, _ in objects if kind == "Namespace"]
