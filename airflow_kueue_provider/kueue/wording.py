@@ -6,7 +6,7 @@ something in words uses ``counted``.
 
 from __future__ import annotations
 
-IRREGULAR = {"index": "indexes", "pod": "pods", "shard": "shards", "attempt": "attempts"}
+IRREGULAR = {"index": "indexes"}  # the rest take an s
 
 
 def counted(number: int, noun: str, plural: str | None = None) -> str:
