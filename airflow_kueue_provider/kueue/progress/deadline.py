@@ -162,6 +162,9 @@ class DeadlinePlan:
     escalations: tuple[dict[str, str], ...] = ()
     eta_history: tuple[dict[str, Any], ...] = ()
     spill_pending: bool = False
+    forecast: Estimate | None = None
+    """The finish forecast made at submit (learned shard lengths, quota, the queue ahead): the verdict's
+    estimate until the run gives one of its own, so a deadline already out of reach escalates at once."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -171,6 +174,7 @@ class DeadlinePlan:
             "escalations": [dict(e) for e in self.escalations],
             "eta_history": [dict(s) for s in self.eta_history],
             "spill_pending": self.spill_pending,
+            **({"forecast": self.forecast.to_dict()} if self.forecast is not None else {}),
         }
 
     @classmethod
@@ -182,7 +186,17 @@ class DeadlinePlan:
             escalations=tuple(dict(e) for e in data.get("escalations") or ()),
             eta_history=tuple(dict(s) for s in data.get("eta_history") or ()),
             spill_pending=bool(data.get("spill_pending")),
+            forecast=_estimate(data.get("forecast")),
         )
+
+
+def _estimate(data: Any) -> Estimate | None:
+    """An ``Estimate.to_dict`` back (None when absent: a plan serialized before forecasts existed)."""
+    if not isinstance(data, dict):
+        return None
+    return Estimate(
+        datetime.fromisoformat(str(data["at"])), timedelta(seconds=float(data["margin_seconds"]))
+    )
 
 
 class EtaHistory:

@@ -1,0 +1,46 @@
+"""How long each shard of a task ran on earlier nights, as packing and the forecast read it (pure).
+
+The history store (``shard_history``) keeps the figures; this is the read side every consumer shares, so the
+packing, the forecast and the log say the same thing about what was learned."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class LearnedLengths:
+    """``seconds``: shard id -> its learned run time (seconds, > 0); ``nights``: the runs it was learned from
+    (run ids, oldest first); ``shard_count``: the task's shard count on those nights (history from another
+    shard count is not used)."""
+
+    shard_count: int
+    seconds: Mapping[int, float] = field(default_factory=dict)
+    nights: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.shard_count < 1:
+            raise ValueError(f"shard_count {self.shard_count} must be >= 1")
+        bad = [i for i, s in self.seconds.items() if not (0 <= i < self.shard_count) or not s > 0]
+        if bad:
+            raise ValueError(f"learned lengths for shards {bad[:5]} are out of range or not positive")
+
+    def fits(self, shard_count: int) -> bool:
+        """Whether this history is about a task of ``shard_count`` shards (and knows at least one)."""
+        return shard_count == self.shard_count and bool(self.seconds)
+
+    def length_of(self, shard_id: int, fallback: float | None) -> float:
+        """The learned seconds of ``shard_id``; one never seen: ``fallback`` (the stated duration), else the
+        median of the ones learned."""
+        if (known := self.seconds.get(shard_id)) is not None:
+            return known
+        return fallback if fallback is not None else statistics.median(self.seconds.values())
+
+    def describe(self) -> str:
+        """``"learned from 3 nights (run-a .. run-c), 200 of 200 shards"`` for the task log."""
+        span = self.nights[0] if len(self.nights) == 1 else f"{self.nights[0]} .. {self.nights[-1]}"
+        count = len(self.nights)
+        nights = f"{count} night{'s' if count != 1 else ''} ({span})" if self.nights else "earlier nights"
+        return f"learned from {nights}, {len(self.seconds)} of {self.shard_count} shards"
