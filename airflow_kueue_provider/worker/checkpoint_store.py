@@ -151,17 +151,24 @@ class CheckpointStore:
         self.prune()
         return best, state, progress
 
-    def mark_done(self, output: Mapping[str, Any]) -> None:
+    def mark_done(
+        self, output: Mapping[str, Any], *, run_seconds: float | None = None, resumed: bool = False
+    ) -> None:
         """Record that the shard finished, with a small JSON ``output`` (``done.json``). The first record
         is kept (another pod of the index may have finished first); with ``skip_if_done=False`` it is
-        replaced."""
-        doc = {
+        replaced. ``run_seconds``: how long this process ran the shard (the shard history learns lengths
+        from it); ``resumed``: it started from a checkpoint, so that is only the tail of the shard."""
+        doc: dict[str, Any] = {
             "format": CHECKPOINT_FORMAT,
             "shard_id": self.shard_id,
             "index": self.index,
             "finished_at": now_text(),
             "output": dict(output),
         }
+        if run_seconds is not None:
+            doc["run_seconds"] = round(max(0.0, run_seconds), 3)
+        if resumed:
+            doc["resumed"] = True
         name = naming.done_name(self.prefix, self.shard_id)
         try:
             self.store.write_json(name, doc, if_none_match=self.skip_if_done)

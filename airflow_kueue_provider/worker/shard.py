@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
@@ -139,6 +140,9 @@ class Shard:
         self.items = items
         self.marked_done = False
         """Whether this process wrote (or found) the done marker through ``mark_done``."""
+        self.started = time.monotonic()
+        """When this process took up the shard (a pack makes each shard as it reaches it): ``mark_done``
+        records the seconds since as ``run_seconds``, what the shard history learns lengths from."""
 
     @classmethod
     def from_env(
@@ -275,8 +279,10 @@ class Shard:
     def mark_done(self, output: Mapping[str, Any]) -> None:
         """Record that the shard finished, with a small JSON ``output`` (``done.json``). The first record
         is kept (another pod of the index may have finished first); with ``skip_if_done=False`` it is
-        replaced."""
-        self.checkpoints.mark_done(output)
+        replaced. The record also says how long this process ran the shard (``run_seconds``) and, when it
+        resumed from a checkpoint, ``resumed`` (those seconds are then only the tail)."""
+        run_seconds = time.monotonic() - self.started
+        self.checkpoints.mark_done(output, run_seconds=run_seconds, resumed=self.resumed_seq is not None)
         self.marked_done = True
 
     def done_record(self) -> dict[str, Any] | None:
