@@ -1,0 +1,163 @@
+"""ShardHistory: merge rules, bounds, and a JSON of ids and durations only (read back or ignored)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_kueue_provider.kueue.checkpoints.shard_history import (
+    HISTORY_NIGHTS,
+    HISTORY_VERSION,
+    MAX_HISTORY_BYTES,
+    MAX_HISTORY_SHARDS,
+    MAX_RUN_ID_CHARS,
+    MAX_SHARD_SECONDS,
+    HistoryShardCountMismatch,
+    ShardHistory,
+    history_bytes,
+)
+from airflow_kueue_provider.kueue.index_set import IndexSet
+
+
+def _night(history: ShardHistory, run: str, seconds: dict[int, float], resumed: str = "") -> ShardHistory:
+    return history.merge_night(run, history.shard_count, seconds, IndexSet.parse(resumed))
+
+
+def test_a_first_night_is_learned_as_measured_to_a_tenth_of_a_second() -> None:
+    history = _night(ShardHistory.empty(4), "run-1", {0: 12.345, 1: 3.0, 3: 0.01})
+    learned = history.learned()
+    assert learned is not None and learned.fits(4)
+    assert dict(learned.seconds) == {0: 12.3, 1: 3.0, 3: 0.1} and learned.nights == ("run-1",)
+    assert "learned from 1 night (run-1), 3 of 4 shards" in learned.describe()
+
+
+def test_later_nights_weigh_in_as_an_exponentially_weighted_mean() -> None:
+    history = _night(ShardHistory.empty(2), "run-1", {0: 10.0, 1: 10.0})
+    history = _night(history, "run-2", {0: 20.0})
+    assert history.seconds == (13.0, 10.0) and history.nights == ("run-1", "run-2")
+
+
+def test_no_history_and_an_empty_night_learn_nothing() -> None:
+    assert ShardHistory.empty(3).learned() is None
+    assert _night(ShardHistory.empty(3), "run-1", {}).learned() is None
+
+
+def test_a_night_of_another_shard_count_starts_over() -> None:
+    history = _night(ShardHistory.empty(4), "run-1", {0: 10.0, 1: 10.0, 2: 10.0, 3: 10.0})
+    other = history.merge_night("run-2", 6, {5: 2.0})
+    assert other.shard_count == 6 and other.nights == ("run-2",)
+    assert other.seconds == (None, None, None, None, None, 2.0)
+    learned = other.learned()
+    assert learned is not None and not learned.fits(4) and learned.fits(6)
+
+
+def test_a_resumed_tail_never_replaces_a_full_figure_but_stands_in_until_one_comes() -> None:
+    history = _night(ShardHistory.empty(3), "run-1", {0: 30.0})
+    history = _night(history, "run-2", {0: 2.0, 1: 5.0}, resumed="0-1")
+    assert history.seconds[0] == 30.0, "the full figure stays"
+    assert history.seconds[1] == 5.0 and 1 in history.partial, "a lower bound where nothing was known"
+    history = _night(history, "run-3", {1: 7.0, 2: 1.0}, resumed="1")
+    assert history.seconds[1] == 7.0, "the longest tail"
+    history = _night(history, "run-4", {1: 40.0})
+    assert history.seconds[1] == 40.0 and 1 not in history.partial, "a full run replaces the lower bound"
+
+
+def test_the_same_run_id_merged_again_is_one_night() -> None:
+    history = _night(ShardHistory.empty(4), "run-1", {0: 10.0, 1: 10.0})
+    history = _night(history, "run-2", {0: 20.0, 1: 20.0})
+    retried = _night(history, "run-2", {0: 20.0, 1: 20.0, 2: 5.0})  # a retry: the record of 0-1 again
+    assert retried.nights == ("run-1", "run-2")
+    assert retried.seconds == (13.0, 13.0, 5.0, None), "shards 0-1 counted once in run-2; 2 is new"
+    assert _night(retried, "run-1", {3: 99.0}) == retried, "an older night run again changes nothing"
+
+
+def test_the_nights_are_capped_oldest_dropped() -> None:
+    history = ShardHistory.empty(1)
+    for night in range(HISTORY_NIGHTS + 5):
+        history = _night(history, f"run-{night}", {0: 1.0})
+    assert len(history.nights) == HISTORY_NIGHTS and history.nights[0] == "run-5"
+    assert history.nights[-1] == f"run-{HISTORY_NIGHTS + 4}"
+
+
+def test_above_the_shard_cap_no_lengths_are_kept() -> None:
+    history = ShardHistory.empty(MAX_HISTORY_SHARDS + 1).merge_night(
+        "run-1", MAX_HISTORY_SHARDS + 1, {0: 1.0}
+    )
+    assert history.seconds == () and history.nights == ("run-1",) and history.learned() is None
+    assert ShardHistory.from_json(history.to_json()) == history
+
+
+def test_a_shard_id_outside_the_count_is_refused() -> None:
+    with pytest.raises(HistoryShardCountMismatch, match=r"shard ids \[4\] are outside the night's 4"):
+        ShardHistory.empty(4).merge_night("run-1", 4, {4: 1.0})
+
+
+def test_the_largest_history_stays_under_its_byte_bound() -> None:
+    """Every shard at the figure cap, every other one partial and counted tonight (the longest interval
+    strings), the nights at the run id limit: the worst case is under MAX_HISTORY_BYTES."""
+    count, history = MAX_HISTORY_SHARDS, ShardHistory.empty(MAX_HISTORY_SHARDS)
+    for night in range(HISTORY_NIGHTS):
+        run = f"{night:02d}".ljust(MAX_RUN_ID_CHARS + 40, "x")
+        history = history.merge_night(run, count, dict.fromkeys(range(count), MAX_SHARD_SECONDS * 3))
+    odd = IndexSet.from_indexes(range(1, count, 2))
+    worst = ShardHistory(count, history.seconds, history.nights, odd, odd)
+    assert all(s == MAX_SHARD_SECONDS for s in worst.seconds)
+    assert all(len(n) == MAX_RUN_ID_CHARS for n in worst.nights)
+    size = history_bytes(worst)
+    assert 200_000 < size < MAX_HISTORY_BYTES, size
+    assert ShardHistory.from_json(json.loads(json.dumps(worst.to_json()))) == worst
+
+
+def test_the_json_holds_only_ids_and_durations_and_round_trips() -> None:
+    history = _night(ShardHistory.empty(3), "scheduled__2026-12-01", {0: 4.0, 2: 1.5}, resumed="2")
+    data = history.to_json()
+    assert set(data) == {"version", "shard_count", "nights", "seconds", "partial", "tonight"}
+    assert data == {
+        "version": HISTORY_VERSION,
+        "shard_count": 3,
+        "nights": ["scheduled__2026-12-01"],
+        "seconds": [4.0, None, 1.5],
+        "partial": "2",
+        "tonight": "0,2",
+    }
+    assert ShardHistory.from_json(json.loads(json.dumps(data))) == history
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"version": 2},
+        {"version": None},
+        {"shard_count": 0},
+        {"shard_count": True},
+        {"shard_count": "3"},
+        {"seconds": [1.0, 2.0]},  # not one per shard
+        {"seconds": [1.0, -2.0, None]},
+        {"seconds": [1.0, "2", None]},
+        {"seconds": [1.0, MAX_SHARD_SECONDS * 2, None]},
+        {"nights": "run-1"},
+        {"nights": [f"r{i}" for i in range(HISTORY_NIGHTS + 1)]},
+        {"nights": [""]},
+        {"nights": [{"path": "/etc"}]},
+        {"partial": "3"},  # past the shard count
+        {"tonight": "x"},
+        {"partial": None},
+        {"output": {"result": 1}},  # nothing but ids and durations is read
+    ],
+)
+def test_anything_else_is_ignored_not_trusted(change: dict[str, object]) -> None:
+    good = _night(ShardHistory.empty(3), "run-1", {0: 4.0}).to_json()
+    assert ShardHistory.from_json(good) is not None
+    assert ShardHistory.from_json({**good, **change}) is None
+
+
+@pytest.mark.parametrize("data", [None, [], "{}", {"version": 1}, {"seconds": [1.0] * 10}])
+def test_non_histories_are_ignored(data: object) -> None:
+    assert ShardHistory.from_json(data) is None
+
+
+def test_a_blob_over_the_byte_bound_is_ignored() -> None:
+    data = _night(ShardHistory.empty(3), "run-1", {0: 4.0}).to_json()
+    data["padding"] = "x" * MAX_HISTORY_BYTES
+    assert ShardHistory.from_json(data) is None
