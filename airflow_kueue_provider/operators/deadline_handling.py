@@ -25,11 +25,14 @@ from ..kueue.progress.deadline import (
     DeadlineValue,
     InvalidDeadline,
     default_margin,
+    finished_at,
     margin_covers_relative_deadline,
+    past_absolute_deadline,
     resolve_deadline,
     submit_warning,
     taken_before,
 )
+from ..kueue.progress.deadline_verdict import OUTCOME_KEY, deadline_outcome, last_verdict, outcome_line
 from ..kueue.progress.trigger_event import KueueEvent
 from .deadline_escalation import DeadlineEscalation, InvalidEscalation, take_steps
 from .deadline_spill import SpillOutcome
@@ -62,10 +65,11 @@ class DeadlineHandling:
         self.log = logger or logging.getLogger(__name__)  # the operator's: its lines go to the task log
         self.task_id = task_id
         self.margin = deadline_margin
+        self.templated = isinstance(deadline, str) and "{{" in deadline
         try:
             self.escalation = DeadlineEscalation.from_param(on_deadline_risk)
-            if deadline is not None and not (isinstance(deadline, str) and "{{" in deadline):
-                resolve_deadline(deadline, datetime.now(UTC))  # the form, early; templated: at run
+            if deadline is not None and not self.templated:  # the form, early; templated: at run
+                self._refuse_past(deadline, datetime.now(UTC))
         except (InvalidEscalation, InvalidDeadline) as exc:
             raise AirflowFailException(f"{task_id}: {exc}") from None
         if warning := margin_covers_relative_deadline(deadline, deadline_margin):
@@ -74,6 +78,13 @@ class DeadlineHandling:
             raise AirflowFailException(
                 f"{task_id}: on_deadline_risk needs a deadline= to compare the ETA with"
             )
+
+    @staticmethod
+    def _refuse_past(deadline: DeadlineValue, now: datetime) -> datetime:
+        """The deadline read against ``now``; an absolute one already past is refused (InvalidDeadline)."""
+        if past := past_absolute_deadline(deadline, now):
+            raise InvalidDeadline(past)
+        return resolve_deadline(deadline, now)
 
     @property
     def spill_to(self) -> str | None:
@@ -96,6 +107,8 @@ class DeadlineHandling:
         dag_run = context.get("dag_run")
         started = getattr(dag_run, "start_date", None) or datetime.now(UTC)
         try:
+            if self.templated:  # rendered now: a past absolute one is refused before anything is created
+                self._refuse_past(deadline, datetime.now(UTC))
             at = resolve_deadline(deadline, started)
         except InvalidDeadline as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
@@ -178,6 +191,7 @@ class DeadlineHandling:
             escalations=tuple(steps),
             eta_history=tuple(dict(s) for s in report.eta_history),
             spill_pending=spill_pending,
+            verdict=last_verdict(report.eta_history),  # AT RISK: the next trigger starts from there
         )
         return Escalated(obj, plan, queue_name)
 
@@ -190,6 +204,23 @@ class DeadlineHandling:
         if self.margin is not None:
             return self.margin
         return default_margin(datetime.fromisoformat(report.deadline), datetime.now(UTC))
+
+    # --- when the run ended --------------------------------------------------------------------------------
+    def ended(self, result: dict[str, Any], status: str) -> str | None:
+        """The run ended: ``deadline_outcome`` in the result (met, with the seconds to spare, or missed, by
+        how late) and its line in the task log, returned too; None without a deadline. A try that failed
+        before the deadline has not missed it yet (a retry may make it): no outcome, only the line."""
+        if not result.get("deadline"):
+            return None
+        deadline = datetime.fromisoformat(str(result["deadline"]))
+        outcome = deadline_outcome(deadline, finished_at(result.get("eta_history"), datetime.now(UTC)))
+        if status != "success" and outcome["met"]:
+            line = f"deadline {deadline:%H:%M} UTC not met yet: this try ended ({status}) before it"
+        else:
+            result[OUTCOME_KEY] = outcome
+            line = outcome_line(outcome)
+        self.log.info("%s", line)
+        return line
 
 
 def _priority_class_exists(client: KindClient, name: str, log: Any) -> bool:

@@ -293,6 +293,7 @@ class KueueOperator(ShardOutputsStep, Waiting, FailurePath, OperatorKind, BaseOp
             return self._escalate(context, typed, entry)
         identity, shards = entry.identity, entry.shards
         result, message = self._result(identity, typed, shards)
+        self._deadlines.ended(result, typed.status)  # deadline_outcome (met or missed by how much), logged
         send_run_metrics(result, typed.status, identity, self.queue_name, self.kind)
         if typed.status == "success":
             self._fail_tolerated_before_last_try(context, result, typed)  # max_failed_indexes: the last try's

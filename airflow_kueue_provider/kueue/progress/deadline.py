@@ -24,9 +24,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..errors import KueueProviderError
 from ..names import DEADLINE_ANNOTATION, ESCALATIONS_ANNOTATION
+from .deadline_verdict import OUTCOME_KEY, Verdict
 from .eta import Estimate
 
-DEADLINE_RESULT_KEYS = ("deadline", "eta_history", "escalations")
+DEADLINE_RESULT_KEYS = ("deadline", "eta_history", "escalations", OUTCOME_KEY)
 """What a run with a deadline adds to the task's result (besides the Job's ``JobResult``)."""
 DEFAULT_MARGIN = timedelta(minutes=10)
 """The largest default margin: escalate once the late end of the ETA comes within this of the deadline."""
@@ -83,6 +84,24 @@ _FORMS = (
     "('2026-12-02T07:00:00+00:00'), a timezone-aware datetime, or a timedelta (or seconds) from the run's "
     "start"
 )
+
+
+def past_absolute_deadline(value: DeadlineValue, now: datetime) -> str | None:
+    """An absolute deadline (an ISO date and time, an aware datetime) already past at ``now``: every run would
+    miss it, so it is refused; what to give instead, or None (times of day and durations resolve per run)."""
+    if not isinstance(value, str | datetime) or (
+        isinstance(value, str) and _TIME_OF_DAY.match(value.strip())
+    ):
+        return None
+    at = resolve_deadline(value, now)
+    if at > now:
+        return None
+    ago = timedelta(seconds=round((now - at).total_seconds()))
+    return (
+        f"deadline={value!r} ({at:%Y-%m-%d %H:%M:%S} UTC) has already passed ({ago} ago): an absolute "
+        "deadline is one moment, and every run would miss it. Give a time of day ('07:00', the next one "
+        "after each run starts), a timedelta from the run's start, or a date and time still to come"
+    )
 
 
 def _zone(name: str, value: str) -> ZoneInfo:
@@ -165,6 +184,9 @@ class DeadlinePlan:
     forecast: Estimate | None = None
     """The finish forecast made at submit (learned shard lengths, quota, the queue ahead): the verdict's
     estimate until the run gives one of its own, so a deadline already out of reach escalates at once."""
+    verdict: Verdict | None = None
+    """The verdict so far (deadline_verdict: its hysteresis), for the trigger that follows on; None: the last
+    one ``eta_history`` records (a plan serialized before verdicts were kept)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -175,6 +197,7 @@ class DeadlinePlan:
             "eta_history": [dict(s) for s in self.eta_history],
             "spill_pending": self.spill_pending,
             **({"forecast": self.forecast.to_dict()} if self.forecast is not None else {}),
+            **({"verdict": self.verdict.to_dict()} if self.verdict is not None else {}),
         }
 
     @classmethod
@@ -187,6 +210,7 @@ class DeadlinePlan:
             eta_history=tuple(dict(s) for s in data.get("eta_history") or ()),
             spill_pending=bool(data.get("spill_pending")),
             forecast=_estimate(data.get("forecast")),
+            verdict=Verdict.from_dict(data.get("verdict")),
         )
 
 
@@ -194,9 +218,7 @@ def _estimate(data: Any) -> Estimate | None:
     """An ``Estimate.to_dict`` back (None when absent: a plan serialized before forecasts existed)."""
     if not isinstance(data, dict):
         return None
-    return Estimate(
-        datetime.fromisoformat(str(data["at"])), timedelta(seconds=float(data["margin_seconds"]))
-    )
+    return Estimate(datetime.fromisoformat(str(data["at"])), timedelta(seconds=float(data["margin_seconds"])))
 
 
 class EtaHistory:
@@ -231,6 +253,30 @@ class EtaHistory:
             }
         )
         del self.samples[:-MAX_ETA_SAMPLES]
+
+    def finish(self, now: datetime, at_risk: bool) -> None:
+        """The last sample: when the run ended (the result's ``deadline_outcome`` is measured from it)."""
+        at = now.isoformat(timespec="seconds")
+        self.samples.append(
+            {"at": at, "phase": FINISHED, "eta": None, "margin_seconds": None, "at_risk": at_risk}
+        )
+        del self.samples[:-MAX_ETA_SAMPLES]
+
+
+FINISHED = "finished"
+"""The phase of ``eta_history``'s last sample once the run ended."""
+
+
+def finished_at(eta_history: Any, fallback: datetime) -> datetime:
+    """When the run ended, as its ETA history's last sample records it (``fallback``: a trigger of an
+    earlier version did not record it)."""
+    last = eta_history[-1] if isinstance(eta_history, list | tuple) and eta_history else None
+    if isinstance(last, dict) and last.get("phase") == FINISHED:
+        try:
+            return datetime.fromisoformat(str(last["at"]))
+        except (KeyError, ValueError):
+            pass
+    return fallback
 
 
 def deadline_of(job: dict[str, Any]) -> tuple[datetime | None, list[dict[str, str]]]:
