@@ -1,0 +1,249 @@
+"""When a Job will start and finish, forecast before it is submitted (pure).
+
+The model, in three steps (docs/forecast.md):
+
+- **The Job's own run**: each pack's work is the sum of its shards' learned lengths (``LearnedLengths``;
+  a shard never seen, or no history: the stated ``expected_shard_duration``; neither: no forecast). The
+  packs are list-scheduled in index order, lowest first (as the Job controller starts them), onto
+  ``min(parallelism, quota / pod request)`` slots, each pod paying ``POD_START_SECONDS`` first: a heap
+  simulation, exact for those inputs.
+- **The room**: Kueue gives a Job's pods one flavor; the first of the ClusterQueue's flavors where the Job
+  fits now (its nominal quota plus what the cohort can lend, less what is admitted) is taken, else the
+  largest.
+- **The wait**: none when nothing is pending ahead and the Job fits now (``ADMISSION_SECONDS``). Otherwise
+  the lengths of the others are unknown, and the simplest honest rule is used: every workload ahead, and the
+  quota in use, is a Job like this one (the same quota for as long). Those admitted are half done on
+  average; the queue drains through as many of them at once as the quota holds.
+
+The range: the wait from half to twice the rule's; the run ``LEARNED_SPREAD`` either side with learned
+lengths, or from the stated shortest to the stated longest.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from ..checkpoints.learned_lengths import LearnedLengths
+from ..checkpoints.shard_packing import ShardPacks
+from .eta import Estimate
+
+POD_START_SECONDS = 5.0
+"""What a pod costs before its first shard runs (scheduling, container start, the first Blob round trip)."""
+ADMISSION_SECONDS = 2.0
+"""From create to admitted when the Job fits the free quota and nothing waits ahead (Kueue's next cycle)."""
+LEARNED_SPREAD = 0.1
+"""Learned lengths vary from night to night by about this share: the run's range either side."""
+WAIT_EARLY, WAIT_LATE = 0.5, 2.0
+"""The wait's range, as factors of the "like this one" rule's wait."""
+RESOURCES = ("cpu", "memory", "gpu", "pods")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Amounts in plain units: CPU cores, memory bytes, GPUs, pods."""
+
+    cpu: float = 0.0
+    memory: float = 0.0
+    gpu: float = 0.0
+    pods: float = 0.0
+
+    def amount(self, name: str) -> float:
+        return float(getattr(self, name))
+
+    def plus(self, other: Resources) -> Resources:
+        return Resources(*(self.amount(r) + other.amount(r) for r in RESOURCES))
+
+    def minus(self, other: Resources) -> Resources:
+        return Resources(*(max(0.0, self.amount(r) - other.amount(r)) for r in RESOURCES))
+
+
+@dataclass(frozen=True)
+class FlavorRoom:
+    """One ResourceFlavor of the ClusterQueue: its nominal quota, what the cohort can lend now (the
+    borrowing limit, capped by what the cohort has free), what is admitted. A resource the flavor does not
+    cover has no quota (``covered`` lists those it does)."""
+
+    name: str
+    nominal: Resources
+    borrowable: Resources
+    used: Resources
+    covered: frozenset[str] = frozenset(RESOURCES)
+
+    @property
+    def capacity(self) -> Resources:
+        return self.nominal.plus(self.borrowable)
+
+    def slots(self, request: Resources, free: bool) -> int:
+        """Pods of ``request`` the flavor holds (``free``: on top of what is admitted now)."""
+        room = self.capacity.minus(self.used) if free else self.capacity
+        counts = [
+            math.floor(room.amount(r) / request.amount(r) + 1e-9)
+            for r in RESOURCES
+            if request.amount(r) > 0 and r in self.covered
+        ]
+        return min(counts) if counts else 0
+
+
+@dataclass(frozen=True)
+class QueueRoom:
+    """The ClusterQueue as the forecast reads it: its flavors in order, and the workloads pending ahead."""
+
+    flavors: tuple[FlavorRoom, ...]
+    ahead: int = 0
+
+
+@dataclass(frozen=True)
+class JobWork:
+    """The Job's packs as work: seconds per pack in index order, early and late; where they come from."""
+
+    seconds: tuple[float, ...]
+    early: tuple[float, ...]
+    late: tuple[float, ...]
+    parallelism: int
+    request: Resources
+    source: str
+    nights: int = 0
+    start_cost: float = POD_START_SECONDS
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """The start and the finish; ``finish.at + finish.margin`` is the late end (what the deadline verdict
+    reads), ``finish_early`` the early one."""
+
+    start: Estimate
+    finish: Estimate
+    finish_early: datetime
+    basis: str
+    nights: int = 0
+
+    @property
+    def finish_late(self) -> datetime:
+        return self.finish.at + self.finish.margin
+
+    def line(self) -> str:
+        """``forecast: start ~01:02 UTC, finish 01:44 UTC (01:40-01:50), from ...`` for the task log."""
+        fmt = "%H:%M:%S" if self.finish.margin < timedelta(minutes=2) else "%H:%M"
+        start, finish = self.start.at.astimezone(UTC), self.finish.at.astimezone(UTC)
+        early, late = self.finish_early.astimezone(UTC), self.finish_late.astimezone(UTC)
+        return (
+            f"forecast: start ~{start:{fmt}} UTC, finish {finish:{fmt}} UTC ({early:{fmt}}-{late:{fmt}}), "
+            f"{self.basis}"
+        )
+
+
+def job_work(
+    packs: ShardPacks,
+    parallelism: int,
+    request: Resources,
+    learned: LearnedLengths | None,
+    stated: tuple[float, float] | None,
+) -> JobWork | None:
+    """The packs' work from learned lengths (a shard not learned: the stated mean), else from the stated
+    ``(shortest, longest)`` seconds; None when neither says how long a shard runs."""
+    usable = learned if learned is not None and learned.seconds else None
+    if usable is None and stated is None:
+        return None
+    sizes = [size for size, count in packs.runs for _ in range(count)]
+    ids = list(getattr(packs, "order", ()) or packs.shards)  # packs from history take the shards in an order
+    if usable is not None:
+        fallback = sum(stated) / 2 if stated is not None else None
+        lengths = [usable.length_of(i, fallback) for i in ids]
+        seconds = _pack_sums(lengths, sizes)
+        early = tuple(s * (1 - LEARNED_SPREAD) for s in seconds)
+        late = tuple(s * (1 + LEARNED_SPREAD) for s in seconds)
+        count = len(usable.nights)
+        source = f"from {count} night{'s' if count != 1 else ''} of shard history"
+        return JobWork(seconds, early, late, parallelism, request, source, count)
+    assert stated is not None
+    shortest, longest = stated
+    seconds = tuple((shortest + longest) / 2 * size for size in sizes)
+    early = tuple(shortest * size for size in sizes)
+    late = tuple(longest * size for size in sizes)
+    return JobWork(seconds, early, late, parallelism, request, "from the stated shard duration")
+
+
+def _pack_sums(lengths: Sequence[float], sizes: Sequence[int]) -> tuple[float, ...]:
+    sums, at = [], 0
+    for size in sizes:
+        sums.append(sum(lengths[at : at + size]))
+        at += size
+    return tuple(sums)
+
+
+def makespan(packs: Sequence[float], slots: int, start_cost: float) -> float:
+    """Seconds from the first pod's start to the last pack's end: packs in index order, each to the slot
+    that frees first, each pod paying ``start_cost`` (O(packs log slots))."""
+    if not packs:
+        return 0.0
+    free = [0.0] * max(1, min(slots, len(packs)))
+    end = 0.0
+    for work in packs:
+        done = heapq.heappop(free) + start_cost + work
+        end = max(end, done)
+        heapq.heappush(free, done)
+    return end
+
+
+def forecast(work: JobWork, room: QueueRoom, now: datetime) -> Forecast | None:
+    """The forecast for ``work`` submitted at ``now`` into ``room``; None when no flavor can ever hold one
+    of its pods (Kueue would not admit it: the queue check says why)."""
+    flavor = _flavor(work, room)
+    if flavor is None:
+        return None
+    slots = min(work.parallelism, flavor.slots(work.request, free=False))
+    run = makespan(work.seconds, slots, work.start_cost)
+    run_early = makespan(work.early, slots, work.start_cost)
+    run_late = makespan(work.late, slots, work.start_cost)
+    wait = _wait(work, room, flavor, slots, run)
+    early_wait = ADMISSION_SECONDS if wait <= ADMISSION_SECONDS else wait * WAIT_EARLY
+    late_wait = wait if wait <= ADMISSION_SECONDS else wait * WAIT_LATE
+    start = now + timedelta(seconds=wait)
+    finish = start + timedelta(seconds=run)
+    finish_late = now + timedelta(seconds=late_wait + run_late)
+    return Forecast(
+        start=Estimate(start, timedelta(seconds=late_wait - wait)),
+        finish=Estimate(finish, max(finish_late - finish, timedelta(0))),
+        finish_early=min(now + timedelta(seconds=early_wait + run_early), finish),
+        basis=_basis(work, flavor, slots, room.ahead),
+        nights=work.nights,
+    )
+
+
+def _flavor(work: JobWork, room: QueueRoom) -> FlavorRoom | None:
+    """The first flavor where the whole Job fits now, else the one that holds the most of its pods."""
+    wanted = max(1, work.parallelism)
+    for flavor in room.flavors:
+        if flavor.slots(work.request, free=True) >= min(wanted, flavor.slots(work.request, free=False)) > 0:
+            return flavor
+    best = max(room.flavors, key=lambda f: f.slots(work.request, free=False), default=None)
+    return best if best is not None and best.slots(work.request, free=False) > 0 else None
+
+
+def _wait(work: JobWork, room: QueueRoom, flavor: FlavorRoom, slots: int, run: float) -> float:
+    """Seconds to admission: the "like this one" rule (module docstring)."""
+    if room.ahead == 0 and flavor.slots(work.request, free=True) >= slots:
+        return ADMISSION_SECONDS
+    need = [
+        (work.request.amount(r) * slots, r)
+        for r in RESOURCES
+        if work.request.amount(r) > 0 and r in flavor.covered
+    ]
+    in_use = max((flavor.used.amount(r) / amount for amount, r in need if amount > 0), default=0.0)
+    lanes = max(1, flavor.slots(work.request, free=False) // max(1, slots))
+    return ADMISSION_SECONDS + (0.5 * in_use + room.ahead) * run / lanes
+
+
+def _basis(work: JobWork, flavor: FlavorRoom, slots: int, ahead: int) -> str:
+    quota = f"{_figure(flavor.capacity.cpu)} CPU quota" if flavor.capacity.cpu else f"flavor {flavor.name}"
+    bound = "quota-bound" if slots < work.parallelism else "parallelism-bound"
+    queued = f"{ahead} workload{'s' if ahead != 1 else ''} ahead"
+    return f"{work.source}, {quota}, {slots} pods at once ({bound}), {queued}"
+
+
+def _figure(value: float) -> str:
+    return f"{value:g}"

@@ -1,0 +1,155 @@
+"""The forecast at submit: the Job's own run (list scheduling of its packs), the room, the wait."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from airflow_kueue_provider.kueue.checkpoints.learned_lengths import LearnedLengths
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import ShardPacks
+from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.kueue.progress.forecast import (
+    ADMISSION_SECONDS,
+    LEARNED_SPREAD,
+    FlavorRoom,
+    JobWork,
+    QueueRoom,
+    Resources,
+    forecast,
+    job_work,
+    makespan,
+)
+
+NOW = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
+POD = Resources(cpu=1, memory=2**30, pods=1)
+
+
+def room(cpu: float, used: float = 0, ahead: int = 0, borrowable: float = 0) -> QueueRoom:
+    flavor = FlavorRoom(
+        "on-demand",
+        nominal=Resources(cpu=cpu, memory=2**40, pods=1000),
+        borrowable=Resources(cpu=borrowable),
+        used=Resources(cpu=used),
+    )
+    return QueueRoom((flavor,), ahead)
+
+
+def stated(seconds: float, count: int = 8, parallelism: int = 4, per_pod: int = 1) -> JobWork:
+    packs = ShardPacks(IndexSet.range(0, count), per_pod)
+    work = job_work(packs, parallelism, POD, None, (seconds, seconds))
+    assert work is not None
+    return work
+
+
+def seconds_after(moment: datetime) -> float:
+    return (moment - NOW).total_seconds()
+
+
+def test_makespan_is_list_scheduling_in_index_order_with_a_start_cost_per_pod() -> None:
+    # Two slots: 10 and 1 start; 1 frees at 2 and takes 1 (ends 4), then 1 (ends 6); 10 ends at 11.
+    assert makespan([10, 1, 1, 1], 2, 1.0) == pytest.approx(11)
+    # The lowest index first: a long pack last runs alone at the end.
+    assert makespan([1, 1, 1, 10], 2, 0.0) == pytest.approx(11)  # 1+10 on one slot, 1+1 on the other
+    assert makespan([], 3, 5.0) == 0.0
+    assert makespan([3, 3], 10, 0.0) == pytest.approx(3)  # more slots than packs
+
+
+def test_parallelism_bound_the_quota_has_room_for_more() -> None:
+    work = stated(60, count=8, parallelism=4)
+    f = forecast(work, room(cpu=100), NOW)
+    assert f is not None
+    assert seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS)
+    assert seconds_after(f.finish.at) == pytest.approx(ADMISSION_SECONDS + 2 * (5 + 60))  # two waves of 4
+    assert "4 pods at once (parallelism-bound)" in f.basis
+    assert "0 workloads ahead" in f.basis
+
+
+def test_quota_bound_two_cpus_run_two_pods_at_once() -> None:
+    work = stated(60, count=8, parallelism=4)
+    f = forecast(work, room(cpu=2), NOW)
+    assert f is not None
+    assert seconds_after(f.finish.at) == pytest.approx(ADMISSION_SECONDS + 4 * 65)  # four waves of 2
+    assert "2 CPU quota, 2 pods at once (quota-bound)" in f.basis
+
+
+def test_the_cohort_lends_what_the_borrowing_limit_allows() -> None:
+    work = stated(60, count=8, parallelism=4)
+    f = forecast(work, room(cpu=2, borrowable=2), NOW)
+    assert f is not None
+    assert seconds_after(f.finish.at) == pytest.approx(ADMISSION_SECONDS + 2 * 65)
+
+
+def test_workloads_ahead_and_quota_in_use_delay_the_start_like_jobs_of_this_size() -> None:
+    work = stated(60, count=8, parallelism=4)
+    run = 2 * 65
+    f = forecast(work, room(cpu=4, used=4, ahead=2), NOW)
+    assert f is not None
+    wait = ADMISSION_SECONDS + (0.5 * 1 + 2) * run  # the admitted one half done, two like it ahead
+    assert seconds_after(f.start.at) == pytest.approx(wait)
+    assert seconds_after(f.finish.at) == pytest.approx(wait + run)
+    assert seconds_after(f.finish_late) == pytest.approx(2 * wait + run)  # the wait's range: x0.5 .. x2
+    assert seconds_after(f.finish_early) == pytest.approx(0.5 * wait + run)
+    assert "2 workloads ahead" in f.basis
+    # Twice the quota, twice the use: two such Jobs run at once, two more queue ahead.
+    wider = forecast(work, room(cpu=8, used=8, ahead=2), NOW)
+    assert wider is not None
+    assert seconds_after(wider.start.at) == pytest.approx(ADMISSION_SECONDS + (0.5 * 2 + 2) * run / 2)
+
+
+def test_learned_lengths_per_shard_with_the_stated_mean_for_shards_never_seen() -> None:
+    packs = ShardPacks(IndexSet.range(0, 4), 2)  # packs {0,1} and {2,3}
+    learned = LearnedLengths(4, {0: 10.0, 1: 20.0, 2: 100.0}, ("run-a", "run-b", "run-c"))
+    work = job_work(packs, 2, POD, learned, (30.0, 30.0))
+    assert work is not None
+    assert work.seconds == (30.0, 130.0)
+    f = forecast(work, room(cpu=10), NOW)
+    assert f is not None
+    assert seconds_after(f.finish.at) == pytest.approx(ADMISSION_SECONDS + 5 + 130)
+    late = ADMISSION_SECONDS + 5 + 130 * (1 + LEARNED_SPREAD)
+    assert seconds_after(f.finish_late) == pytest.approx(late)
+    assert f.nights == 3
+    assert f.basis.startswith("from 3 nights of shard history, 10 CPU quota")
+
+
+def test_no_history_and_no_stated_duration_gives_no_forecast() -> None:
+    packs = ShardPacks(IndexSet.range(0, 4))
+    assert job_work(packs, 2, POD, None, None) is None
+    assert job_work(packs, 2, POD, LearnedLengths(4), None) is None  # a history that learned nothing
+
+
+def test_a_stated_range_gives_the_range_of_the_finish() -> None:
+    packs = ShardPacks(IndexSet.range(0, 4))
+    work = job_work(packs, 4, POD, None, (10.0, 30.0))
+    assert work is not None
+    f = forecast(work, room(cpu=4), NOW)
+    assert f is not None
+    assert seconds_after(f.finish_early) == pytest.approx(ADMISSION_SECONDS + 15)
+    assert seconds_after(f.finish.at) == pytest.approx(ADMISSION_SECONDS + 25)
+    assert seconds_after(f.finish_late) == pytest.approx(ADMISSION_SECONDS + 35)
+    assert f.finish.margin == timedelta(seconds=10)  # the deadline verdict reads at + margin: the late end
+
+
+def test_a_pod_no_flavor_can_hold_gives_no_forecast() -> None:
+    work = stated(60)
+    big = QueueRoom((FlavorRoom("tiny", Resources(cpu=0.5), Resources(), Resources()),))
+    assert forecast(work, big, NOW) is None
+
+
+def test_the_first_flavor_with_room_now_is_taken() -> None:
+    work = stated(60, count=4, parallelism=4)
+    full = FlavorRoom("spot", Resources(cpu=4, memory=2**40, pods=100), Resources(), Resources(cpu=4, pods=4))
+    free = FlavorRoom("on-demand", Resources(cpu=4, memory=2**40, pods=100), Resources(), Resources())
+    f = forecast(work, QueueRoom((full, free)), NOW)
+    assert f is not None
+    assert seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS)
+
+
+def test_the_log_line() -> None:
+    work = stated(60, count=8, parallelism=4)
+    f = forecast(work, room(cpu=2), NOW)
+    assert f is not None
+    assert f.line().startswith("forecast: start ~01:00:02 UTC, finish 01:04:22 UTC (01:04:")
+    assert f.line().endswith(
+        "from the stated shard duration, 2 CPU quota, 2 pods at once (quota-bound), 0 workloads ahead"
+    )
