@@ -44,7 +44,8 @@ if str(REPO) not in sys.path:
 from bed_env import load_devcluster_env, write_results  # noqa: E402
 from kubernetes import config  # noqa: E402
 
-from airflow_kueue_provider.kueue.checkpoints.shard_packing import PackingChoice, ShardDuration, ShardPacks  # noqa: E402
+from airflow_kueue_provider.kueue.checkpoints.packing_choice import PackingChoice, ShardDuration  # noqa: E402
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import ShardPacks  # noqa: E402
 from airflow_kueue_provider.kueue.index_set import IndexSet  # noqa: E402
 from airflow_kueue_provider.kueue.spec.job_manifest import build_indexed_job  # noqa: E402
 from airflow_kueue_provider.kueue.spec.job_spec import IndexedJobSpec  # noqa: E402

@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..kueue.checkpoints.ledger import Attempt, RunLedger, attempt_status
+from ..kueue.checkpoints.packing_choice import PackingChoice
 from ..kueue.checkpoints.shard_blob_names import done_shard_ids, shards_folder
-from ..kueue.checkpoints.shard_packing import PackingChoice, ShardPacks, packs_of_job
+from ..kueue.checkpoints.shard_packing import ShardPacks, packs_of_job
 from ..kueue.figures.attempt_figures import AttemptFigures
 from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet

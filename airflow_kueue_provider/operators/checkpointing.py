@@ -29,7 +29,8 @@ from ..hooks.blob_containers import BlobAccountHook
 from ..hooks.kind_client import KindClient
 from ..hooks.ledger_store import LedgerStore
 from ..kueue.checkpoints.ledger import RunLedger, ledger_prefix
-from ..kueue.checkpoints.shard_packing import PackingChoice, ShardPacks
+from ..kueue.checkpoints.packing_choice import PackingChoice
+from ..kueue.checkpoints.shard_packing import ShardPacks
 from ..kueue.figures.attempt_figures import AttemptFigures
 from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from ..hooks.identity_key import identity_seal
 from ..kueue.checkpoints.ledger import RunLedger, attempt_status
-from ..kueue.checkpoints.shard_packing import ShardDurationParam
+from ..kueue.checkpoints.packing_choice import ShardDurationParam
 from ..kueue.figures.attempt_figures import AttemptFigures, CostModel
 from ..kueue.identity.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.index_set import IndexSet
@@ -69,7 +69,7 @@ class IndexedJobKind(IndexedJobManifest, KueueOperator):
 
     def _shape(self, manifest: dict[str, Any], shards: Shards, indexes: IndexSet) -> None:
         shards.shape_job(manifest, indexes)
-        if (packs := shards.job_packs(manifest, indexes)).per_pod > 1:  # as shaped, not chosen again
+        if (packs := shards.job_packs(manifest, indexes)).is_packed:  # as shaped, not chosen again
             self.log.info("packing: %s", packs.describe())
 
     def _reattaches_to_completed(self, shards: Shards) -> bool:

@@ -11,7 +11,8 @@ import yaml
 
 from ..airflow_compat import AirflowFailException
 from ..hooks.identity_key import identity_seal
-from ..kueue.checkpoints.shard_packing import InvalidPacking, PackingChoice, ShardDuration
+from ..kueue.checkpoints.packing_choice import PackingChoice, ShardDuration
+from ..kueue.checkpoints.shard_packing import InvalidPacking
 from ..kueue.identity.airflow_identity import AirflowIdentity, deterministic_job_name
 from ..kueue.names import ELASTIC_JOB_ANNOTATION
 from ..kueue.pods.pod_policy import violations, with_restricted_defaults

@@ -13,7 +13,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..airflow_compat import AirflowFailException
-from ..kueue.checkpoints.shard_packing import InvalidPacking, ShardDuration, ShardDurationParam
+from ..kueue.checkpoints.packing_choice import ShardDuration, ShardDurationParam
+from ..kueue.checkpoints.shard_packing import InvalidPacking
 from ..kueue.spec.topology import InvalidTopology, TopologyRequest
 from .k8s_models import from_secrets, plain
 from .template_file import env_items, joined

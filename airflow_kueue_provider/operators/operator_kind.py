@@ -15,7 +15,7 @@ from ..airflow_compat import AirflowException
 from ..hooks.cluster_target import ClusterTarget
 from ..hooks.kind_client import KindClient
 from ..kueue.checkpoints.ledger import RunLedger
-from ..kueue.checkpoints.shard_packing import PackingChoice
+from ..kueue.checkpoints.packing_choice import PackingChoice
 from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet
 from ..kueue.kinds import KindDescription

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..kueue.checkpoints.checkpoint_access import mount_sas_file, secret_name_of
-from ..kueue.checkpoints.shard_packing import PackingChoice, ShardPacks
+from ..kueue.checkpoints.packing_choice import PackingChoice
+from ..kueue.checkpoints.shard_packing import ShardPacks
 from ..kueue.index_set import IndexSet
 from ..kueue.kinds import child_kind
 from ..kueue.names import (
@@ -45,7 +46,7 @@ class PodShaping:
         url = container_url_of(place.hook.get_auth(), container)
         return [
             {"name": SHARDS_ENV, "value": str(packs.shards)},
-            *([{"name": SHARDS_PER_POD_ENV, "value": packs.shape}] if packs.per_pod > 1 else []),
+            *([{"name": SHARDS_PER_POD_ENV, "value": packs.shape}] if packs.is_packed else []),
             {"name": CHECKPOINT_URL_ENV, "value": url},
             {"name": CHECKPOINT_PREFIX_ENV, "value": place.prefix},
             # The SDK's SIGTERM flush must end before the kubelet's SIGKILL: 5 s short of the pod's grace.

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from ..airflow_compat import AirflowFailException
 from ..hooks.blob_store import BlobConfigError
-from ..kueue.checkpoints.shard_packing import PackingChoice
+from ..kueue.checkpoints.packing_choice import PackingChoice
 from ..kueue.identity.airflow_identity import AirflowIdentity
 from .checkpointing import Checkpointing, CheckpointSession
 from .no_checkpointing import NoCheckpointing

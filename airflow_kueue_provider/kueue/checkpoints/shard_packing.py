@@ -6,7 +6,7 @@ group of consecutive shard ids of the shards the Job runs, one after the other i
 else stays per shard: checkpoints, ``done.json``, the ledger, a retry that runs only the unfinished shards
 (packed again).
 
-Two pack shapes, one mapping (``ShardPacks.runs``):
+Three pack shapes, one mapping (``ShardPacks.runs``):
 
 - **even**: every pack holds ``per_pod`` shards (the last may hold fewer). For shards of about one length:
   the fewest pods. ``choose_per_pod`` keeps at least ``MIN_PACKS_PER_SLOT`` packs per slot and sizes them to
@@ -15,32 +15,23 @@ Two pack shapes, one mapping (``ShardPacks.runs``):
   before it left, at most ``per_pod``, at least one. For shards of uneven length: the Job controller starts
   the lowest pending index first, so the last pods run single shards and fill the gaps of a skewed tail
   instead of one long pack running alone at the end (measured: ``docs/shard-packing.md``).
+- **ordered** (from shard history, ``history_packing``): the packs take the shards in a given ``order`` (a
+  permutation of them), in sizes of any runs: balanced packs of the learned lengths, longest first. The
+  shape text carries the order after a ``/`` (``"10x18,1x4/17,3-5,120,..."``), so the pods, the ledger and
+  ``packs_of_job`` read it from where they read the sizes; a provider that predates it refuses the shape.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from ..errors import KueueProviderError
 from ..index_set import IndexSet
 from ..names import SHARDS_ENV, SHARDS_PER_POD_ENV
+from .pack_order import order_text, parse_order
 
-TARGET_POD_SECONDS = 60.0
-"""``choose_per_pod`` packs shards until a pod runs about this long: a pod start on AKS (scheduling, image
-pull from a warm node cache, container start, the first Blob round trip) is 5-15 s, so a minute of work per
-pod keeps it under about a fifth."""
-MIN_PACKS_PER_SLOT = 2
-"""Packs per pod slot (``parallelism``) ``choose_per_pod`` keeps at least, so the Job controller can still
-even out a skewed tail by handing the next pack to the pod that finished first."""
-SKEW_RATIO = 2.0
-"""A shard duration range whose longest is at least this many times its shortest packs in decreasing sizes."""
-
-ShardDurationParam = timedelta | float | tuple[timedelta | float, timedelta | float] | None
-"""``expected_shard_duration`` as a DAG gives it: one duration, or ``(shortest, longest)``."""
 PackRuns = tuple[tuple[int, int], ...]
 """Pack sizes in index order as ``(size, count)`` runs: ``((5, 26), (4, 3), (1, 20))``."""
 
@@ -58,20 +49,29 @@ class ShardPacks:
     shards: IndexSet
     per_pod: int = 1
     sizes: PackRuns = ()
-    """Decreasing pack sizes (``decreasing``); empty for even packs."""
+    """Decreasing pack sizes (``decreasing``), or any sizes with an ``order``; empty for even packs."""
+    order: tuple[int, ...] = ()
+    """The shard ids in pack order (a permutation of ``shards``); empty: ascending."""
 
     def __post_init__(self) -> None:
         if isinstance(self.per_pod, bool) or not isinstance(self.per_pod, int) or self.per_pod < 1:
             raise InvalidPacking(f"shards per pod must be a whole number >= 1, got {self.per_pod!r}")
+        if self.order and (
+            len(self.order) != len(self.shards) or IndexSet.from_indexes(self.order) != self.shards
+        ):
+            raise InvalidPacking(
+                f"pack order of {len(self.order)} ids is not an ordering of the Job's shards {self.shards}"
+            )
         if not self.sizes:
             return
         sizes = [size for size, _ in self.sizes]
-        if any(size < 1 or count < 1 for size, count in self.sizes) or sizes != sorted(sizes, reverse=True):
+        in_order = self.order or sizes == sorted(sizes, reverse=True)
+        if any(size < 1 or count < 1 for size, count in self.sizes) or not in_order:
             raise InvalidPacking(
                 f"pack sizes {self.shape}: give decreasing sizes >= 1, each run once or more"
             )
-        if sizes[0] != self.per_pod:
-            raise InvalidPacking(f"pack sizes {self.shape} start at {sizes[0]}, not per_pod={self.per_pod}")
+        if max(sizes) != self.per_pod:
+            raise InvalidPacking(f"pack sizes {self.shape} reach {max(sizes)}, not per_pod={self.per_pod}")
         if (total := sum(size * count for size, count in self.sizes)) != len(self.shards):
             raise InvalidPacking(
                 f"pack sizes {self.shape} hold {total} shards, not the Job's {len(self.shards)}"
@@ -92,11 +92,38 @@ class ShardPacks:
         return even if even.runs == tuple(merged) else cls(shards, merged[0][0], tuple(merged))
 
     @classmethod
+    def ordered(cls, shards: IndexSet, order: tuple[int, ...], sizes: PackRuns) -> ShardPacks:
+        """Packs of ``sizes`` (any runs) over ``order``; ascending order is written without it."""
+        merged: list[tuple[int, int]] = []
+        for size, count in sizes:
+            if merged and merged[-1][0] == size:
+                merged[-1] = (size, merged[-1][1] + count)
+            elif count:
+                merged.append((size, count))
+        if not merged:
+            return cls(shards)
+        largest = max(size for size, _ in merged)
+        if list(order) == list(shards):
+            try:
+                return cls.decreasing(shards, tuple(merged))
+            except InvalidPacking:
+                pass  # sizes that are not decreasing: they keep the (ascending) order written out
+        even = cls(shards, largest, order=tuple(order))
+        return even if even.runs == tuple(merged) else cls(shards, largest, tuple(merged), tuple(order))
+
+    @classmethod
     def parse(cls, shards: IndexSet, shape: str) -> ShardPacks:
-        """The inverse of ``shape``: ``"5"`` (even) or ``"5x26,4x3,1x20"`` (decreasing)."""
-        text = shape.strip()
+        """The inverse of ``shape``: ``"5"`` (even), ``"5x26,4x3,1x20"`` (decreasing), either followed by
+        ``/`` and an order (``"10x18,1x4/17,3-5,120"``)."""
+        text, slash, order_part = shape.strip().partition("/")
+        order = parse_order(order_part, len(shards)) if slash else ()
+        if order is None:
+            raise InvalidPacking(
+                f"pack shape {shape!r}: the order after '/' is shard ids and ascending runs such as "
+                "'17,3-5,120'"
+            )
         if text.isdigit() and text.isascii():
-            return cls(shards, int(text))
+            return cls(shards, int(text), order=order)
         runs: list[tuple[int, int]] = []
         for part in text.split(","):
             size, sep, count = part.strip().partition("x")
@@ -106,12 +133,14 @@ class ShardPacks:
                     "such as '5x26,4x3,1x20' (size x count)"
                 )
             runs.append((int(size), int(count)))
-        return cls(shards, runs[0][0], tuple(runs))
+        return cls(shards, max(size for size, _ in runs), tuple(runs), order)
 
     @property
     def shape(self) -> str:
-        """The text form (``SHARDS_PER_POD_ENV``, the ledger): ``"5"``, or ``"5x26,4x3,1x20"``."""
-        return ",".join(f"{size}x{count}" for size, count in self.sizes) or str(self.per_pod)
+        """The text form (``SHARDS_PER_POD_ENV``, the ledger): ``"5"``, ``"5x26,4x3,1x20"``, either with
+        ``/<order>`` after it."""
+        sizes = ",".join(f"{size}x{count}" for size, count in self.sizes) or str(self.per_pod)
+        return f"{sizes}/{order_text(self.order)}" if self.order else sizes
 
     @property
     def runs(self) -> PackRuns:
@@ -155,84 +184,52 @@ class ShardPacks:
 
     def shards_of(self, indexes: IndexSet) -> IndexSet:
         """The shard ids Job ``indexes`` run."""
-        return self.shards.select(self.ranks_of(indexes))
+        return self.ids_at(self.ranks_of(indexes))
+
+    def ids_at(self, ranks: IndexSet) -> IndexSet:
+        """The shard ids at positions ``ranks`` of the pack order."""
+        if not self.order:
+            return self.shards.select(ranks)
+        return IndexSet.from_indexes(self.order[r] for r in ranks if r < len(self.order))
+
+    def ids_in_order(self, ranks: IndexSet) -> list[int]:
+        """The shard ids at positions ``ranks``, in pack order (one per position)."""
+        if not self.order:
+            return list(self.shards.select(ranks))
+        return [self.order[r] for r in ranks if r < len(self.order)]
+
+    @property
+    def is_packed(self) -> bool:
+        """Whether a pod needs ``SHARDS_PER_POD_ENV`` (several shards per index, or an order)."""
+        return self.per_pod > 1 or bool(self.order)
 
     def shards_of_index(self, index: int) -> IndexSet:
         if not 0 <= index < self.index_count:
             raise IndexError(f"index {index} is out of range for {self.index_count} packs")
         return self.shards_of(IndexSet.range(index, index + 1))
 
+    def run_order_of_index(self, index: int) -> tuple[int, ...]:
+        """The shard ids index ``index`` runs, in the order it runs them (longest first when ordered)."""
+        if not 0 <= index < self.index_count:
+            raise IndexError(f"index {index} is out of range for {self.index_count} packs")
+        first, stop = self._first_rank(index), self._first_rank(index + 1)
+        return tuple(self.ids_in_order(IndexSet.range(first, stop)))
+
     def describe(self) -> str:
         """``"300 shards as 30 pods of up to 10"`` (for logs and the retry plan)."""
         if self.per_pod == 1:
             return f"{len(self.shards)} shards, one per pod"
+        if self.order:
+            return (
+                f"{len(self.shards)} shards as {self.index_count} pods of up to {self.per_pod}, "
+                "balanced by their learned lengths"
+            )
         if self.sizes:
             return (
                 f"{len(self.shards)} shards as {self.index_count} pods of {self.per_pod} down to "
                 f"{self.sizes[-1][0]}"
             )
         return f"{len(self.shards)} shards as {self.index_count} pods of up to {self.per_pod}"
-
-
-def decreasing_sizes(shard_count: int, slots: int, largest: int) -> PackRuns:
-    """Guided self-scheduling: each index takes ``1/slots`` of the shards left, at most ``largest``, at
-    least one; as runs (a few dozen, however many shards)."""
-    runs: list[tuple[int, int]] = []
-    left = shard_count
-    while left > 0:
-        size = min(largest, -(-left // max(slots, 1)))
-        if runs and runs[-1][0] == size:
-            runs[-1] = (size, runs[-1][1] + 1)
-        else:
-            runs.append((size, 1))
-        left -= size
-    return tuple(runs)
-
-
-@dataclass(frozen=True)
-class ShardDuration:
-    """How long a shard runs, as the DAG says: one figure, or a range when lengths differ."""
-
-    shortest: float
-    longest: float
-
-    @classmethod
-    def from_param(cls, value: Any) -> ShardDuration | None:
-        """``expected_shard_duration``: a ``timedelta`` or seconds, or a ``(shortest, longest)`` pair."""
-        if value is None:
-            return None
-        pair = value if isinstance(value, (tuple, list)) else (value, value)
-        if len(pair) != 2:
-            raise InvalidPacking(
-                f"expected_shard_duration={value!r}: give one duration, or a (shortest, longest) pair"
-            )
-        shortest, longest = (_seconds(value, part) for part in pair)
-        if longest < shortest:
-            raise InvalidPacking(
-                f"expected_shard_duration={value!r}: the pair is (shortest, longest); swap them"
-            )
-        return cls(shortest, longest)
-
-    @property
-    def mean(self) -> float:
-        """What ``choose_per_pod`` sizes packs for (the middle: lengths spread evenly over the range)."""
-        return (self.shortest + self.longest) / 2
-
-    @property
-    def skewed(self) -> bool:
-        return self.longest >= SKEW_RATIO * self.shortest
-
-
-def _seconds(param: Any, value: Any) -> float:
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise InvalidPacking(
-            f"expected_shard_duration={param!r}: give a timedelta or a number of seconds (or a "
-            "(shortest, longest) pair of them)"
-        )
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise InvalidPacking(f"expected_shard_duration of {value} s: give a positive duration")
-    return float(seconds)
 
 
 def packs_of_job(job: Mapping[str, Any]) -> ShardPacks | None:
@@ -250,82 +247,3 @@ def packs_of_job(job: Mapping[str, Any]) -> ShardPacks | None:
         return ShardPacks.parse(IndexSet.parse(values[SHARDS_ENV]), values.get(SHARDS_PER_POD_ENV, "1"))
     except ValueError:  # InvalidPacking, or a bad SHARDS_ENV
         return None  # not a Job this provider shaped: drawn and counted per index
-
-
-def choose_per_pod(
-    shard_count: int,
-    parallelism: int | None,
-    expected_shard_seconds: float | None,
-    explicit: int | None = None,
-) -> int:
-    """Shards per pod for a Job: ``explicit`` when given (checked), else from the expected shard duration.
-
-    Without a duration nothing is packed (the program may be a single-shard one, and nothing says the shards
-    are short). With one: each slot's work (shards x duration / slots) in whole waves of about
-    ``TARGET_POD_SECONDS``, at least ``MIN_PACKS_PER_SLOT`` of them, and the shards spread evenly over
-    slots x waves packs. E.g. 1,000 shards x 3 s at parallelism 50: 60 s per slot, 2 waves -> 10 per pod;
-    10,000 x 1 s: 200 s per slot, 3 waves -> 67 per pod (150 pods, the last one of 17).
-    """
-    if shard_count < 1:
-        raise InvalidPacking(f"shard count {shard_count} must be >= 1")
-    if explicit is not None:
-        if isinstance(explicit, bool) or not isinstance(explicit, int) or explicit < 1:
-            raise InvalidPacking(
-                f"shards_per_pod={explicit!r}: give a whole number >= 1 (1 = one shard per pod), or leave "
-                "it unset and give expected_shard_duration to let the operator choose"
-            )
-        if explicit > shard_count:
-            raise InvalidPacking(
-                f"shards_per_pod={explicit} is more than the {shard_count} shards (completions): at most "
-                f"{shard_count}, or fewer so that several pods share the work"
-            )
-        return explicit
-    if expected_shard_seconds is None:
-        return 1
-    if not math.isfinite(expected_shard_seconds) or expected_shard_seconds <= 0:
-        raise InvalidPacking(
-            f"expected_shard_duration of {expected_shard_seconds} s: give a positive duration"
-        )
-    slots = min(parallelism or shard_count, shard_count)
-    per_slot_seconds = shard_count * expected_shard_seconds / slots
-    waves = max(MIN_PACKS_PER_SLOT, round(per_slot_seconds / TARGET_POD_SECONDS))
-    return max(1, math.ceil(shard_count / (slots * waves)))
-
-
-@dataclass(frozen=True)
-class PackingChoice:
-    """What the operator was told (``shards_per_pod``, ``expected_shard_duration``) and its parallelism:
-    each Job of the task instance (a retry runs fewer shards) gets ``packs(its shards)``."""
-
-    explicit: int | None = None
-    expected: ShardDuration | None = None
-    parallelism: int | None = None
-
-    @property
-    def packs_any(self) -> bool:
-        """Whether the task was told to pack (its Jobs may run several shards per index)."""
-        return self.explicit not in (None, 1) or self.expected is not None
-
-    def check(self, shard_count: int) -> None:
-        """Refuse what cannot work for the task's first Job (``shards_per_pod`` above its shards, too)."""
-        choose_per_pod(shard_count, self.parallelism, self._mean, self.explicit)
-
-    def per_pod(self, shard_count: int) -> int:
-        """The largest pack for a Job of ``shard_count`` shards (a retry's explicit size is capped by
-        what is left)."""
-        explicit = min(self.explicit, shard_count) if self.explicit is not None else None
-        return choose_per_pod(shard_count, self.parallelism, self._mean, explicit)
-
-    @property
-    def _mean(self) -> float | None:
-        return self.expected.mean if self.expected is not None else None
-
-    def packs(self, shards: IndexSet) -> ShardPacks:
-        """Even packs, or decreasing ones when the DAG gave a skewed duration range and no explicit size."""
-        if not shards:
-            return ShardPacks(shards)
-        largest = self.per_pod(len(shards))
-        if self.explicit is None and self.expected is not None and self.expected.skewed and largest > 1:
-            slots = min(self.parallelism or len(shards), len(shards))
-            return ShardPacks.decreasing(shards, decreasing_sizes(len(shards), slots, largest))
-        return ShardPacks(shards, largest)

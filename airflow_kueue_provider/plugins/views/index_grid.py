@@ -62,7 +62,7 @@ class IndexBand(NamedTuple):
 @dataclass(frozen=True)
 class IndexGrid:
     """States by position ``0 .. completions - 1``: the Job's indexes, or with ``packs`` its shards (position
-    ``p`` is the ``p``-th shard id of ``packs.shards``, run by index ``packs.index_of_rank(p)``)."""
+    ``p`` is the ``p``-th shard id in the pack order, run by index ``packs.index_of_rank(p)``)."""
 
     completions: int
     done: IndexSet
@@ -80,7 +80,7 @@ class IndexGrid:
         shard grid ``("shard 37, pod index 3", 3)``."""
         if self.packs is None:
             return [(f"index {i}", i) for i in range(run.first, run.last + 1)]
-        ids = self.packs.shards.select(IndexSet.range(run.first, run.last + 1))
+        ids = self.packs.ids_in_order(IndexSet.range(run.first, run.last + 1))
         indexes = [self.packs.index_of_rank(p) for p in range(run.first, run.last + 1)]
         return [(f"shard {sid}, pod index {i}", i) for sid, i in zip(ids, indexes, strict=True)]
 
@@ -88,7 +88,7 @@ class IndexGrid:
         """A band's stretch: ``indexes 0-99``, or ``shards 700-799``."""
         if self.packs is None:
             return f"indexes {band.first}-{band.last}"
-        ids = self.packs.shards.select(IndexSet.range(band.first, band.last + 1))
+        ids = self.packs.ids_at(IndexSet.range(band.first, band.last + 1))
         return f"shards {ids}"
 
     @functools.cached_property

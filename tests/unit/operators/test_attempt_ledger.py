@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.kueue.checkpoints.shard_packing import PackingChoice, ShardPacks
+from airflow_kueue_provider.kueue.checkpoints.packing_choice import PackingChoice
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import ShardPacks
 from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.progress.result import JobResult

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airflow_kueue_provider.hooks.ledger_store import LedgerStore
 from airflow_kueue_provider.kueue.checkpoints.ledger import Attempt, RunLedger
-from airflow_kueue_provider.kueue.checkpoints.shard_packing import PackingChoice
+from airflow_kueue_provider.kueue.checkpoints.packing_choice import PackingChoice
 from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.progress.result import JobResult

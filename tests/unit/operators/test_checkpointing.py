@@ -18,7 +18,8 @@ from airflow_kueue_provider.kueue.checkpoints.checkpoint_access import (
     shard_container_name,
 )
 from airflow_kueue_provider.kueue.checkpoints.ledger import RunLedger
-from airflow_kueue_provider.kueue.checkpoints.shard_packing import PackingChoice, ShardDuration, ShardPacks
+from airflow_kueue_provider.kueue.checkpoints.packing_choice import PackingChoice, ShardDuration
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import ShardPacks
 from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.operators import checkpointing

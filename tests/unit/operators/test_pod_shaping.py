@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_kueue_provider.kueue.checkpoints.shard_packing import PackingChoice
+from airflow_kueue_provider.kueue.checkpoints.packing_choice import PackingChoice
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.operators.checkpoint_config import Checkpointing
 from airflow_kueue_provider.operators.pod_access import PodAccess

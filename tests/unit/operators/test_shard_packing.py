@@ -10,7 +10,7 @@ import pytest
 
 from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.kueue.checkpoints.ledger import Attempt, RunLedger
-from airflow_kueue_provider.kueue.checkpoints.shard_packing import PackingChoice, ShardDuration
+from airflow_kueue_provider.kueue.checkpoints.packing_choice import PackingChoice, ShardDuration
 from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.progress.result import JobResult

@@ -3,7 +3,7 @@ it; ``check=False`` (``execute_complete``) builds the session without checking t
 
 from __future__ import annotations
 
-from airflow_kueue_provider.kueue.checkpoints.shard_packing import PackingChoice
+from airflow_kueue_provider.kueue.checkpoints.packing_choice import PackingChoice
 from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.operators.checkpointing import Checkpointing, CheckpointSession
 from airflow_kueue_provider.operators.no_checkpointing import NoCheckpointing

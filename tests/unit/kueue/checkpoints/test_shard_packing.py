@@ -8,16 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_kueue_provider.kueue.checkpoints.shard_blob_names import done_name, done_shard_ids
-from airflow_kueue_provider.kueue.checkpoints.shard_packing import (
-    InvalidPacking,
+from airflow_kueue_provider.kueue.checkpoints.packing_choice import (
     PackingChoice,
     ShardDuration,
-    ShardPacks,
     choose_per_pod,
     decreasing_sizes,
-    packs_of_job,
 )
+from airflow_kueue_provider.kueue.checkpoints.shard_blob_names import done_name, done_shard_ids
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import InvalidPacking, ShardPacks, packs_of_job
 from airflow_kueue_provider.kueue.index_set import IndexSet
 
 
