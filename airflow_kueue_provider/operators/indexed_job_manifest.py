@@ -24,14 +24,15 @@ from ..kueue.spec.parallelism_ramp import ParallelismRamp, with_slice_gate
 from ..kueue.spec.retry_policy import per_index_retries
 from ..kueue.spec.topology import InvalidTopology, TopologyRequest, with_topology
 from .settings import configured_pod_policy
+from .shard_history_step import ShardHistoryStep
 from .shard_items_param import ShardItemsParam, literal_items
 from .template_file import TemplateFile
 from .templated import is_templated
 
 
-class IndexedJobManifest(ShardItemsParam):
+class IndexedJobManifest(ShardItemsParam, ShardHistoryStep):
     """Mixed into ``KueueIndexedJobOperator``: reads its parameters (its attributes), builds its Job; its
-    ``shard_items=`` is ``ShardItemsParam``'s."""
+    ``shard_items=`` is ``ShardItemsParam``'s, its shard history ``ShardHistoryStep``'s."""
 
     # What this reads of the operator (its parameters, after rendering).
     task_id: str
@@ -46,7 +47,6 @@ class IndexedJobManifest(ShardItemsParam):
     parallelism_ramp: ParallelismRamp | None
     shards_per_pod: int | None
     expected_shard_duration: ShardDuration | None
-    _checkpointing: Any
     topology: TopologyRequest | None
     job_resources: Any
     priority_class: str | None
@@ -92,7 +92,9 @@ class IndexedJobManifest(ShardItemsParam):
         return min(int(self.parallelism or completions), completions)
 
     def _packing(self) -> PackingChoice:
-        return PackingChoice(self.shards_per_pod, self.expected_shard_duration, self._target_parallelism())
+        """As the DAG says, from the shard history at run time when there is one for these shards."""
+        choice = PackingChoice(self.shards_per_pod, self.expected_shard_duration, self._target_parallelism())
+        return self._with_history(choice, int(self.completions))
 
     def _check_packing(self) -> None:
         """Several shards per pod need checkpointing (the done markers say which of a pack's shards

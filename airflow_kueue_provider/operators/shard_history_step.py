@@ -1,0 +1,148 @@
+"""The Job kind's shard history (docs/shard-history.md): each finished attempt's shard lengths recorded as
+its DAG run's night, and the history read back to pack the next run's shards.
+
+Recording reads the done records of the shards the attempt completed (``run_seconds``, ``resumed``: the
+worker SDK writes them), in parallel as ``task_results`` does, and merges them into the task's history blob
+(``ShardHistoryStore``). It is a by-product: any failure is a warning and never changes the task's outcome.
+
+Loading happens at run time only (never when the DAG is parsed), once per task try, when checkpointing is
+on and the DAG did not pin a shape (``shards_per_pod`` unset); a history of another shard count is not
+used, so such a task packs as it always did.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..hooks.blob_store import BlobStoreHook
+from ..hooks.shard_history_store import ShardHistoryStore
+from ..kueue.checkpoints.learned_lengths import LearnedLengths
+from ..kueue.checkpoints.packing_choice import PackingChoice
+from ..kueue.checkpoints.shard_blob_names import done_name
+from ..kueue.checkpoints.shard_history import MAX_HISTORY_SHARDS, ShardHistory
+from ..kueue.identity.airflow_identity import AirflowIdentity
+from ..kueue.index_set import IndexSet
+from ..storage.blob_errors import BlobStoreError
+from .checkpointing import CheckpointSession
+
+if TYPE_CHECKING:
+    from ..kueue.checkpoints.ledger import RunLedger
+    from .checkpoint_config import Checkpointing
+
+HISTORY_READERS = 8
+"""Done records read at once when an attempt's lengths are recorded (as ``task_results.READERS``)."""
+HISTORY_RESULT_KEY = "shard_history"
+
+_TryKey = tuple[str, str, str, int, int]
+
+
+def _key(identity: AirflowIdentity) -> _TryKey:
+    return identity.dag_id, identity.run_id, identity.task_id, identity.map_index, identity.try_number
+
+
+def read_durations(session: CheckpointSession, shard_ids: IndexSet) -> tuple[dict[int, float], IndexSet]:
+    """``({shard id: run_seconds}, resumed ids)`` from the done records of ``shard_ids``; a record without
+    a usable figure (written by an SDK before ``run_seconds``, or forged) is left out."""
+
+    def read(shard_id: int) -> tuple[int, Any]:
+        doc, _ = container.read_json(done_name(session.prefix, shard_id))
+        return shard_id, doc
+
+    durations: dict[int, float] = {}
+    resumed: list[int] = []
+    with (
+        session.hook.container_hook(session.shard_container) as container,
+        ThreadPoolExecutor(max_workers=HISTORY_READERS) as pool,
+    ):
+        for shard_id, doc in pool.map(read, list(shard_ids)):
+            seconds = doc.get("run_seconds") if isinstance(doc, dict) else None
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+                continue
+            durations[shard_id] = float(seconds)
+            if doc.get("resumed") is True:
+                resumed.append(shard_id)
+    return durations, IndexSet.from_indexes(resumed)
+
+
+class ShardHistoryStep:
+    """Mixed into the Job kind's manifest part: the history read for packing (and the forecast), and the
+    attempt's lengths recorded when it ends."""
+
+    shards_per_pod: int | None
+    _checkpointing: Checkpointing | None
+    if TYPE_CHECKING:
+        log: Any
+        task_id: str
+        _identity: AirflowIdentity | None
+
+    def _shard_history(self) -> ShardHistory | None:
+        """The task's history, read once per try (None before the try's identity is known: at parse time;
+        without checkpointing; with a pinned ``shards_per_pod``; when it cannot be read)."""
+        identity: AirflowIdentity | None = getattr(self, "_identity", None)
+        config = self._checkpointing
+        if identity is None or config is None or self.shards_per_pod is not None:
+            return None
+        cached: tuple[_TryKey, ShardHistory | None] | None = getattr(self, "_history_read", None)
+        if cached is not None and cached[0] == _key(identity):
+            return cached[1]
+        history = None
+        try:
+            with BlobStoreHook(config.conn_id, config.container) as hook:
+                history = ShardHistoryStore(
+                    hook, identity.dag_id, identity.task_id, identity.map_index
+                ).read()
+        except BlobStoreError as exc:
+            self.log.warning("could not read the shard history (%s); packing without it", exc)
+        self._history_read = (_key(identity), history)
+        return history
+
+    def _learned_lengths(self, shard_count: int) -> LearnedLengths | None:
+        """What earlier nights taught about this task's ``shard_count`` shards, or None (no history, or one
+        of another shard count: the task then packs as if there were none)."""
+        history = self._shard_history()
+        learned = history.learned() if history is not None else None
+        return learned if learned is not None and learned.fits(shard_count) else None
+
+    def _with_history(self, choice: PackingChoice, shard_count: int) -> PackingChoice:
+        """``choice`` packing from the learned lengths when there are some (logged once per try)."""
+        learned = self._learned_lengths(shard_count)
+        if learned is None:
+            return choice
+        key = _key(self._identity) if self._identity is not None else None  # set: there is a history
+        if getattr(self, "_history_logged", None) != key:
+            self.log.info("packing from shard history: %s", learned.describe())
+            self._history_logged = key
+        return replace(choice, learned=learned)
+
+    def _history_result(self, shard_count: int) -> dict[str, Any]:
+        """``{"shard_history": {"nights": [...], "shards_learned": n}}`` when packing used history."""
+        learned = self._learned_lengths(shard_count)
+        if learned is None:
+            return {}
+        return {HISTORY_RESULT_KEY: {"nights": list(learned.nights), "shards_learned": len(learned.seconds)}}
+
+    def _record_history(
+        self, identity: AirflowIdentity, shards: object, ledger: RunLedger | None, job_name: str
+    ) -> None:
+        """Merge the shards ``job_name``'s attempt completed into the history as this DAG run's night; a
+        failure is a warning (the history is a by-product of the run)."""
+        if not isinstance(shards, CheckpointSession) or ledger is None:
+            return
+        attempt = ledger.attempt(job_name)
+        if attempt is None:
+            return
+        try:
+            count = shards.shard_count
+            durations, resumed = (
+                read_durations(shards, attempt.completed) if count <= MAX_HISTORY_SHARDS else ({}, IndexSet())
+            )
+            store = ShardHistoryStore(shards.hook, identity.dag_id, identity.task_id, identity.map_index)
+            store.merge_night(identity.run_id, count, durations, resumed)
+        except Exception as exc:  # never the task's outcome
+            self.log.warning(
+                "could not record the shard history of %s (%s); the run is unaffected", job_name, exc
+            )
+            return
+        self.log.info("shard history: recorded %d shard lengths of %s", len(durations), job_name)

@@ -1,0 +1,183 @@
+"""The Job operator's shard history: read at run time only (once per try) to pack from, never for a pinned
+shape, another shard count or without checkpointing; each attempt's done records merged as its night, and a
+failure to record is only a warning."""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace, TracebackType
+from typing import Any
+
+import pytest
+
+from airflow_kueue_provider.hooks.shard_history_store import history_blob
+from airflow_kueue_provider.kueue.checkpoints.ledger import Attempt, RunLedger
+from airflow_kueue_provider.kueue.checkpoints.shard_blob_names import done_name
+from airflow_kueue_provider.kueue.checkpoints.shard_history import ShardHistory
+from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
+from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.operators import shard_history_step
+from airflow_kueue_provider.operators.checkpointing import CheckpointSession
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.storage.blob_errors import BlobPreconditionFailed, BlobUnavailable
+
+IDENTITY = AirflowIdentity("nightly", "price", "scheduled__2", try_number=1)
+
+
+class Blobs:
+    """A Blob hook over a dict (one container), with its shard container's done records beside it."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.blobs: dict[str, tuple[dict[str, Any], str]] = {}
+        self.shard_blobs: dict[str, tuple[dict[str, Any], str]] = {}
+        self.error, self.reads, self.opened = error, 0, 0
+
+    def __enter__(self) -> Blobs:
+        self.opened += 1
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        return None
+
+    def read_json(self, name: str) -> tuple[dict[str, Any] | None, str | None]:
+        self.reads += 1
+        if self.error is not None:
+            raise self.error
+        doc, etag = self.blobs.get(name, (None, None))
+        return copy.deepcopy(doc), etag
+
+    def write_json(
+        self, name: str, data: dict[str, Any], *, if_match: str | None = None, if_none_match: bool = False
+    ) -> str:
+        if self.error is not None:
+            raise self.error
+        _, etag = self.blobs.get(name, (None, None))
+        if (if_none_match and etag) or (if_match and etag != if_match):
+            raise BlobPreconditionFailed(name)
+        self.blobs[name] = (copy.deepcopy(data), f"e{len(self.blobs)}-{id(data)}")
+        return self.blobs[name][1]
+
+    def delete(self, name: str) -> bool:
+        return self.blobs.pop(name, None) is not None
+
+    def container_hook(self, name: str) -> SimpleNamespace:
+        shard_blobs = self.shard_blobs
+
+        class Container(Blobs):
+            def read_json(self, blob: str) -> tuple[dict[str, Any] | None, str | None]:
+                return shard_blobs.get(blob, (None, None))
+
+        return Container()  # type: ignore[return-value]
+
+
+@pytest.fixture
+def blobs(monkeypatch: pytest.MonkeyPatch) -> Blobs:
+    made = Blobs()
+    monkeypatch.setattr(shard_history_step, "BlobStoreHook", lambda conn_id, container: made)
+    return made
+
+
+def _op(**kwargs: Any) -> KueueIndexedJobOperator:
+    base = {"task_id": "price", "queue_name": "q", "image": "i", "completions": 4, "checkpointing": "blob"}
+    return KueueIndexedJobOperator(**{**base, **kwargs})
+
+
+def _with_history(blobs: Blobs, shard_count: int = 4, **seconds: float) -> None:
+    lengths = {int(k[1:]): v for k, v in seconds.items()}
+    history = ShardHistory.empty(shard_count).merge_night("scheduled__1", shard_count, lengths)
+    blobs.blobs[history_blob("nightly", "price")] = (history.to_json(), "e0")
+
+
+def test_at_parse_time_nothing_is_read(blobs: Blobs) -> None:
+    _with_history(blobs, s0=30.0, s1=1.0, s2=1.0, s3=1.0)
+    op = _op(expected_shard_duration=2)
+    assert op._packing().learned is None and blobs.opened == 0
+    assert op._learned_lengths(4) is None and op._history_result(4) == {}
+
+
+def test_a_run_packs_from_the_history_read_once_per_try(blobs: Blobs, capsys: Any) -> None:
+    _with_history(blobs, s0=30.0, s1=1.0, s2=1.0, s3=1.0)
+    op = _op()
+    op._identity = IDENTITY
+    choices = [op._packing() for _ in range(3)]
+    learned = choices[0].learned
+    assert learned is not None and dict(learned.seconds) == {0: 30.0, 1: 1.0, 2: 1.0, 3: 1.0}
+    assert all(c.learned == learned for c in choices) and blobs.reads == 1, "one read per try"
+    assert op._learned_lengths(4) == learned
+    out = capsys.readouterr().out  # the operator's log: the task's
+    assert out.count("packing from shard history: learned from 1 night (scheduled__1), 4 of 4 shards") == 1
+    assert op._history_result(4) == {"shard_history": {"nights": ["scheduled__1"], "shards_learned": 4}}
+    op._identity = AirflowIdentity("nightly", "price", "scheduled__2", try_number=2)
+    op._packing()
+    assert blobs.reads == 2, "a new try reads again"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reads"),
+    [
+        ({"completions": 5}, 1),  # history of 4 shards: another shard count
+        ({"shards_per_pod": 2}, 0),  # the DAG pinned the shape
+        ({"checkpointing": None}, 0),
+    ],
+)
+def test_a_task_without_usable_history_packs_as_today(
+    blobs: Blobs, kwargs: dict[str, Any], reads: int
+) -> None:
+    _with_history(blobs, s0=30.0, s1=1.0, s2=1.0, s3=1.0)
+    op, today = _op(**kwargs), _op(**kwargs)
+    op._identity = IDENTITY
+    assert op._packing() == today._packing() and op._packing().learned is None
+    assert op._history_result(int(op.completions)) == {} and blobs.reads == reads
+
+
+def test_no_history_or_an_unreadable_one_packs_as_today(blobs: Blobs, capsys: Any) -> None:
+    op = _op()
+    op._identity = IDENTITY
+    assert op._packing() == _op()._packing()
+    blobs.error = BlobUnavailable("down")
+    op._identity = AirflowIdentity("nightly", "price", "scheduled__2", try_number=2)
+    assert op._packing() == _op()._packing()
+    assert "could not read the shard history (down); packing without it" in capsys.readouterr().out
+
+
+def _session(blobs: Blobs, shard_count: int = 4) -> CheckpointSession:
+    session = CheckpointSession.__new__(CheckpointSession)
+    session.prefix, session.shard_count = "p", shard_count
+    session.place = SimpleNamespace(hook=blobs, shard_container="shards-c")  # type: ignore[assignment]
+    return session
+
+
+def _ledger(completed: str) -> RunLedger:
+    attempt = Attempt(1, "job-1", IndexSet.range(0, 4), completed=IndexSet.parse(completed))
+    return RunLedger(4, (attempt,))
+
+
+def test_an_attempt_records_the_done_shards_lengths_as_its_night(blobs: Blobs) -> None:
+    records: dict[int, dict[str, Any]] = {
+        0: {"run_seconds": 12.0},
+        1: {"run_seconds": 3.0, "resumed": True},
+        2: {"output": {}},  # an SDK before run_seconds
+        3: {"run_seconds": 99.0},  # not completed by this attempt (the ledger says)
+    }
+    for shard, doc in records.items():
+        blobs.shard_blobs[done_name("p", shard)] = (doc, "x")
+    op = _op()
+    op._record_history(IDENTITY, _session(blobs), _ledger("0-2"), "job-1")
+    history = ShardHistory.from_json(blobs.blobs[history_blob("nightly", "price")][0])
+    assert history is not None and history.nights == ("scheduled__2",)
+    assert history.seconds == (12.0, 3.0, None, None) and history.partial == IndexSet.parse("1")
+
+
+def test_a_failure_to_record_is_only_a_warning(blobs: Blobs, capsys: Any) -> None:
+    blobs.shard_blobs[done_name("p", 0)] = ({"run_seconds": 12.0}, "x")
+    blobs.error = BlobUnavailable("Blob Storage is away")
+    _op()._record_history(IDENTITY, _session(blobs), _ledger("0"), "job-1")
+    assert "could not record the shard history of job-1 (Blob Storage is away)" in capsys.readouterr().out
+
+
+def test_nothing_is_recorded_without_checkpointing_or_a_ledger(blobs: Blobs) -> None:
+    op = _op()
+    op._record_history(IDENTITY, object(), _ledger("0"), "job-1")
+    op._record_history(IDENTITY, _session(blobs), None, "job-1")
+    op._record_history(IDENTITY, _session(blobs), _ledger("0"), "another-job")
+    assert blobs.blobs == {} and blobs.reads == 0
