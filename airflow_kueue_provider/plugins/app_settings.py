@@ -13,7 +13,12 @@ from ..hooks.kueue_options import option_text
 from .dashboard_data import QUEUE_SAMPLES, TaskInstanceFacts
 from .fanout import StreamCaps, configured_caps
 from .read_caps import ReadCaps, configured_read_caps
-from .run_history_source import airflow_run_records, airflow_task_run_records
+from .run_history_source import (
+    airflow_dag_night_records,
+    airflow_dag_run_records,
+    airflow_run_records,
+    airflow_task_run_records,
+)
 from .task_instance_source import airflow_task_instance
 from .views.run_history import RunRecord
 from .views.run_trends import QueueSampleRing
@@ -43,6 +48,8 @@ class DashboardSettings:
       logged-in user, and without Airflow's login, in tests, every DAG);
     - the read of one task's results for the task view's plot (``task_runs``: its DAG is the one the task
       route authorized) and where the ClusterQueues' samples are kept (``queue_samples``);
+    - the reads of a DAG's newest DAG runs' results (``dag_nights``: dag_id, how many runs) and of one DAG
+      run's (``dag_run_records``: dag_id, run_id), for the nights and DAG run pages;
     - the caps on live streams (``stream_caps``, read on the first stream) and whose streams and reads a
       request counts as (``stream_user``, a dependency; the login's name by default);
     - the caps on the other reads, with the threads they run in (``read_caps``, made on the first read);
@@ -67,3 +74,5 @@ class DashboardSettings:
     stream_user: Callable[..., str] | None = None
     read_caps: Callable[[], ReadCaps] = configured_read_caps
     results_access: Callable[..., bool] | None = None
+    dag_nights: Callable[[str, int], list[RunRecord]] = airflow_dag_night_records
+    dag_run_records: Callable[[str, str], list[RunRecord]] = airflow_dag_run_records

@@ -9,7 +9,8 @@ dashboard the "Cluster activity" view (it shows every team's queues). The app ha
 user and in total (``fanout.StreamCaps``: 429 with the count and the option that raises it); so are the other
 reads of the cluster or of Airflow's database (``read_caps.ReadCaps``: 429 with ``Retry-After``), which run in
 the plugin's own threads: a sync route would wait in the API server's shared thread pool, where Airflow's
-own sync routes (health among them) run.
+own sync routes (health among them) run. The nights page and the whole-DAG-run page (``night_routes``) are
+authorized as the task view, and read only Airflow's database.
 
 The cluster is read with the ``[kueue] kubernetes_conn_id`` connection (default ``kubernetes_default``)
 in the namespaces of ``[kueue] ui_namespaces`` (comma-separated; empty means every namespace, which needs
@@ -28,6 +29,7 @@ from .app_context import AppContext
 from .app_errors import add_error_handlers
 from .app_settings import DashboardSettings
 from .log_routes import add_log_routes
+from .night_routes import add_night_routes
 from .queue_routes import add_queue_routes
 from .task_routes import add_task_routes
 
@@ -60,4 +62,5 @@ def create_app(
     add_queue_routes(app, ctx)  # first: "/" is the queue dashboard
     add_task_routes(app, ctx)
     add_log_routes(app, ctx)
+    add_night_routes(app, ctx)
     return app

@@ -52,6 +52,16 @@ class PanelView:
     no log tail on this page."""
 
 
+@dataclass(frozen=True)
+class RunLinks:
+    """The Kueue tab's lines on this task instance's forecast and deadline (``night_pages``), and its links
+    to the whole DAG run and to the DAG's nights; empty hrefs: no links (another operator's task)."""
+
+    lines: tuple[str, ...] = ()
+    dag_run_href: str = ""
+    nights_href: str = ""
+
+
 def part_id(kind: str, job_name: str) -> str:
     """The ``data-part`` of a Job's live element: ``summary:<job>``, ``grid:<job>`` (the queue table's is
     ``queues``)."""
@@ -143,12 +153,14 @@ def task_page(
     trend: TaskTrend | None = None,
     log_query: str | None = None,
     trend_note: str = "",
+    run: RunLinks | None = None,
 ) -> str:
     """The task instance's Jobs, newest try first; without any, a plain sentence saying why (``facts``:
     what Airflow knows about the task instance, None when that could not be read). ``stream`` only while
     the newest Job runs. ``trend``: the task's recent runs, plotted below (also when its Jobs are gone).
     ``log_query``: the page's query (the task instance), for each Job's log tail form; None: no form.
-    ``trend_note``: why the recent runs are not shown, in their place."""
+    ``trend_note``: why the recent runs are not shown, in their place. ``run``: the forecast and deadline
+    lines and the links to the DAG run and the nights."""
     return render(
         "task.html",
         title=title,
@@ -157,6 +169,7 @@ def task_page(
         message="" if panels else no_job_message(facts),
         trend=None if trend is None else task_trend_view(trend),
         trend_note=trend_note,
+        run=run or RunLinks(),
         cell_limit=GRID_CELL_LIMIT,
     )
 

@@ -21,6 +21,10 @@ log = logging.getLogger(__name__)
 
 HISTORY_ROWS = 500
 """Results read per page: the newest, over every queue."""
+NIGHT_ROWS = 3_000
+"""Results read for one DAG's nights page: 30 nights of up to 100 Kueue task instances each."""
+DAG_RUN_ROWS = 1_000
+"""Results read for one DAG run's view (every Kueue task instance of it, mapped ones included)."""
 
 
 def airflow_run_records(dag_ids: Collection[str] | None, limit: int = HISTORY_ROWS) -> list[RunRecord]:
@@ -38,6 +42,17 @@ def airflow_task_run_records(
     return _read([dag_id], (task_id, map_index), limit)
 
 
+def airflow_dag_night_records(dag_id: str, nights: int, limit: int = NIGHT_ROWS) -> list[RunRecord]:
+    """The results of the Kueue tasks of the DAG's newest ``nights`` DAG runs (newest by ``run_after``),
+    read from the database each time: every API server process, and one just restarted, shows the same."""
+    return _read([dag_id], None, limit, nights=nights)
+
+
+def airflow_dag_run_records(dag_id: str, run_id: str, limit: int = DAG_RUN_ROWS) -> list[RunRecord]:
+    """The results of every Kueue task instance (each map index) of one DAG run."""
+    return _read([dag_id], None, limit, run_ids=[run_id])
+
+
 SUMMARY_FIELDS = (
     "cluster_queue",
     "completions",
@@ -50,22 +65,37 @@ SUMMARY_FIELDS = (
     "estimated_cost_usd",
     "admitted_parallelism",
     "attempt_figures",
+    "deadline_outcome",
+    "forecast",
+    "shard_history",
 )
 """The result keys a RunRecord reads. Only these leave the database (its JSON operators pick them out of the
 stored result): a page of 500 results no longer ships and decodes every result whole (failed indexes, log
 tails, per-attempt details)."""
 
 
-def _read(dag_ids: Collection[str] | None, task: tuple[str, int] | None, limit: int) -> list[RunRecord]:
+def _read(
+    dag_ids: Collection[str] | None,
+    task: tuple[str, int] | None,
+    limit: int,
+    run_ids: Collection[str] | None = None,
+    nights: int | None = None,
+) -> list[RunRecord]:
     try:
-        return _records(dag_ids, task, limit)
+        return _records(dag_ids, task, limit, run_ids, nights)
     except Exception:
         log.warning("Kueue queue page: cannot read the run history from Airflow's database", exc_info=True)
         return []
 
 
-def summary_query(dag_ids: Collection[str] | None, task: tuple[str, int] | None, limit: int) -> Any:
-    """The newest results' SUMMARY_FIELDS (each a JSON element of the stored value), never the value whole."""
+def summary_query(
+    dag_ids: Collection[str] | None,
+    task: tuple[str, int] | None,
+    limit: int,
+    run_ids: Collection[str] | None = None,
+) -> Any:
+    """The newest results' SUMMARY_FIELDS (each a JSON element of the stored value), never the value whole;
+    ``run_ids``: of those DAG runs only."""
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
     from sqlalchemy import select
@@ -88,7 +118,23 @@ def summary_query(dag_ids: Collection[str] | None, task: tuple[str, int] | None,
         query = query.where(XComModel.dag_id.in_(sorted(dag_ids)))
     if task is not None:
         query = query.where(XComModel.task_id == task[0], XComModel.map_index == task[1])
+    if run_ids is not None:
+        query = query.where(XComModel.run_id.in_(sorted(run_ids)))
     return query
+
+
+def newest_runs_query(dag_id: str, nights: int) -> Any:
+    """The run ids of the DAG's newest ``nights`` DAG runs (read first, then their results: MySQL takes no
+    LIMIT in an IN subquery)."""
+    from airflow.models.dagrun import DagRun
+    from sqlalchemy import select
+
+    return (
+        select(DagRun.run_id)
+        .where(DagRun.dag_id == dag_id)
+        .order_by(DagRun.run_after.desc(), DagRun.id.desc())
+        .limit(nights)
+    )
 
 
 def stored_result(row: Any) -> Any:
@@ -109,15 +155,24 @@ def stored_result(row: Any) -> Any:
         return value
 
 
-def _records(dag_ids: Collection[str] | None, task: tuple[str, int] | None, limit: int) -> list[RunRecord]:
+def _records(
+    dag_ids: Collection[str] | None,
+    task: tuple[str, int] | None,
+    limit: int,
+    run_ids: Collection[str] | None,
+    nights: int | None,
+) -> list[RunRecord]:
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     from sqlalchemy import select, tuple_
 
     key = (XComModel.dag_id, XComModel.run_id, XComModel.task_id, XComModel.map_index)
-    query = summary_query(dag_ids, task, limit)
     with create_session() as session:
-        rows = session.execute(query).all()
+        if nights is not None and dag_ids:
+            run_ids = list(session.scalars(newest_runs_query(next(iter(dag_ids)), nights)))
+            if not run_ids:
+                return []
+        rows = session.execute(summary_query(dag_ids, task, limit, run_ids)).all()
         # A result stored as an encoded JSON string (through XCom.serialize_value) has no fields to pick:
         # those rows, and only those, are read whole and decoded, so older results stay readable.
         whole = [tuple(row[:4]) for row in rows if row.cluster_queue is None]

@@ -14,9 +14,10 @@ from starlette.concurrency import run_in_threadpool
 
 from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.progress.eta import FinishClock
-from . import dashboard_pages, live_feed
+from . import dashboard_pages, live_feed, night_pages
 from .app_context import AppContext, event_stream
 from .dashboard_data import JobPanel, live_state, task_panels
+from .views.run_history import RunRecord
 from .views.run_trends import TaskTrend, task_trend
 
 UNMAPPED_PLACEHOLDERS = frozenset({"", "{MAP_INDEX}", "-1"})
@@ -129,23 +130,37 @@ def _task_html(
             raise
         return dashboard_pages.task_page(title, [], facts)
     facts = None if panels else task_instances(dag_id, run_id, task_id, index)
-    trend, trend_note = None, ""
+    trend, trend_note, outcome = None, "", dashboard_pages.RunLinks()
     if not (panels or facts is None or facts.makes_kueue_jobs):
         pass  # another operator's task: no plot
     elif results:
-        trend = _trend_of(ctx, dag_id, task_id, index)
+        trend, mine = _trend_of(ctx, dag_id, run_id, task_id, index)
+        outcome = _links(dag_id, run_id, task_id, night_pages.run_outcome_lines(mine))
     else:
         trend_note = HIDDEN_RESULTS
+        outcome = _links(dag_id, run_id, task_id, ())
     stream = None
     if panels and not panels[-1].live.finished:
         stream = f"api/task/stream?{query}&job={panels[-1].name}"
     elif not panels and facts is not None and facts.makes_kueue_jobs:
         stream = f"api/task/stream?{query}&job="  # reloads once the task makes its Job
     return dashboard_pages.task_page(
-        title, panels, facts, stream, trend, log_query=query, trend_note=trend_note
+        title, panels, facts, stream, trend, log_query=query, trend_note=trend_note, run=outcome
     )
 
 
-def _trend_of(ctx: AppContext, dag_id: str, task_id: str, map_index: int) -> TaskTrend:
-    """Only the results of the DAG the route authorized, whatever ``task_runs`` returns."""
-    return task_trend(ctx.settings.task_runs(dag_id, task_id, map_index), dag_id, task_id, map_index)
+def _links(dag_id: str, run_id: str, task_id: str, lines: tuple[str, ...]) -> dashboard_pages.RunLinks:
+    return dashboard_pages.RunLinks(
+        lines, night_pages.dag_run_href(dag_id, run_id), night_pages.nights_href(dag_id, task_id)
+    )
+
+
+def _trend_of(
+    ctx: AppContext, dag_id: str, run_id: str, task_id: str, map_index: int
+) -> tuple[TaskTrend, RunRecord | None]:
+    """Only the results of the DAG the route authorized, whatever ``task_runs`` returns; and this task
+    instance's own result (its forecast and deadline), when it is among them."""
+    records = ctx.settings.task_runs(dag_id, task_id, map_index)
+    key = (dag_id, run_id, task_id, map_index)
+    mine = next((r for r in records if (r.dag_id, r.run_id, r.task_id, r.map_index) == key), None)
+    return task_trend(records, dag_id, task_id, map_index), mine

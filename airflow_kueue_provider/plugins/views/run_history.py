@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .run_outcomes import DeadlineOutcome, FinishForecast, learned_nights
+
 RUNS_PER_QUEUE = 10
 
 
@@ -40,6 +42,12 @@ class RunRecord:
     attempts: int | None = None
     """How many attempts the result's figures add up (the length of its ``attempt_figures``, when it has
     them: ``running_seconds``, ``queued_seconds`` and the cost are then totals over every attempt)."""
+    deadline: DeadlineOutcome | None = None
+    """The result's ``deadline_outcome``: None without a deadline, or in an older result."""
+    forecast: FinishForecast | None = None
+    """The result's ``forecast`` made at submit (with its error once the run ended); None without."""
+    learned_nights: int | None = None
+    """How many earlier nights the shard packing learned from (``shard_history``); None without history."""
 
     @classmethod
     def from_result(
@@ -66,6 +74,9 @@ class RunRecord:
                 cost_usd=_number(result.get("estimated_cost_usd")),
                 admitted_parallelism=_count(result.get("admitted_parallelism")),
                 attempts=len(figures) if isinstance(figures := result.get("attempt_figures"), list) else None,
+                deadline=DeadlineOutcome.read(result.get("deadline_outcome")),
+                forecast=FinishForecast.read(result.get("forecast")),
+                learned_nights=learned_nights(result.get("shard_history")),
             )
         except (TypeError, ValueError):
             return None

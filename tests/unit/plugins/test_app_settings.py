@@ -53,7 +53,7 @@ def test_the_old_form_and_the_settings_make_the_same_app() -> None:
     assert _shape(old) == _shape(new)
     assert [r.path for r in new.routes if isinstance(r, APIRoute)] == [
         "/", "/api/queues", "/queues", "/api/queues/stream", "/api/task", "/task", "/api/task/stream",
-        "/api/task/log",
+        "/api/task/log", "/nights", "/api/nights", "/dag-run", "/api/dag-run",
     ]  # fmt: skip
     assert _shape(create_app()) == _shape(create_app(DashboardSettings()))  # Airflow's checks
 
@@ -62,7 +62,7 @@ def test_the_settings_keep_create_apps_old_parameters_in_their_order() -> None:
     assert [f.name for f in dataclasses.fields(DashboardSettings)] == [
         "hook_factory", "namespaces", "dependencies", "task_access", "log_access", "queues_access",
         "task_instances", "run_records", "readable_dags", "task_runs", "queue_samples", "stream_caps",
-        "stream_user", "read_caps", "results_access",
+        "stream_user", "read_caps", "results_access", "dag_nights", "dag_run_records",
     ]  # fmt: skip
 
 
