@@ -34,6 +34,9 @@ DEFAULT_MARGIN = timedelta(minutes=10)
 DEFAULT_MARGIN_SHARE = 0.1
 """With no ``deadline_margin``, the margin is this share of the time from submit to the deadline, at most
 ``DEFAULT_MARGIN``: 10 minutes for a nightly run with hours to go, 30 s for a deadline 5 minutes away."""
+PAST_DEADLINE_GRACE = timedelta(hours=24)
+"""An absolute deadline is refused once it passed longer ago than this: within it, a run that is still going
+(its worker parses the DAG file again to resume it) still loads and ends with "MISSED by ..."."""
 
 _TIME_OF_DAY = re.compile(r"^(?P<h>\d{1,2}):(?P<m>\d{2})(?::(?P<s>\d{2}))?(?:\s+(?P<zone>\S+))?$")
 
@@ -87,14 +90,15 @@ _FORMS = (
 
 
 def past_absolute_deadline(value: DeadlineValue, now: datetime) -> str | None:
-    """An absolute deadline (an ISO date and time, an aware datetime) already past at ``now``: every run would
-    miss it, so it is refused; what to give instead, or None (times of day and durations resolve per run)."""
+    """An absolute deadline (an ISO date and time, an aware datetime) past at ``now`` by more than
+    ``PAST_DEADLINE_GRACE``: every run would miss it, so it is refused; what to give instead, or None (times
+    of day and durations resolve per run)."""
     if not isinstance(value, str | datetime) or (
         isinstance(value, str) and _TIME_OF_DAY.match(value.strip())
     ):
         return None
     at = resolve_deadline(value, now)
-    if at > now:
+    if at > now - PAST_DEADLINE_GRACE:
         return None
     ago = timedelta(seconds=round((now - at).total_seconds()))
     return (

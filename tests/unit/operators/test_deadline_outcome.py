@@ -39,6 +39,10 @@ def test_an_absolute_deadline_already_past_is_refused_when_the_dag_is_parsed() -
     # Times of day and durations resolve per run, and a date still to come is fine: never refused so.
     for value in ("07:00", "00:00 Europe/London", timedelta(minutes=1), 30, "2999-01-01T07:00:00+00:00"):
         assert _op(deadline=value).deadline == value
+    # Passed an hour ago: still loads (a run still going, its worker parsing the DAG file again to resume it,
+    # must end with "MISSED by ...", not an import error); the run is AT RISK from its first line.
+    hour_ago = (datetime.now(UTC) - timedelta(hours=1)).isoformat(timespec="seconds")
+    assert _op(deadline=hour_ago).deadline == hour_ago
 
 
 def test_a_templated_deadline_is_checked_once_rendered_before_anything_is_created() -> None:
