@@ -20,6 +20,10 @@ each without a start delay (the fake nodes' own start) and with ``--aks-start-de
 Spot node with the image already cached, the pod sandbox and container start take 2-3 s, the Python
 interpreter and the SDK's imports about 1 s, the first Blob round trip 0.1 s; rounded up).
 
+With ``--history`` each case also runs packed from one night of shard history (``history_packing``): the
+learned lengths are the case's, and tonight every form runs them with ``--noise`` (default 5 %, uniform): the
+lengths repeat night to night with small noise.
+
     .venv/bin/python benchmarks/shard_packing.py --cases scenario_a          # about 4 min
     .venv/bin/python benchmarks/shard_packing.py                             # every case: about 45 min
 """
@@ -44,6 +48,7 @@ if str(REPO) not in sys.path:
 from bed_env import load_devcluster_env, write_results  # noqa: E402
 from kubernetes import config  # noqa: E402
 
+from airflow_kueue_provider.kueue.checkpoints.learned_lengths import LearnedLengths  # noqa: E402
 from airflow_kueue_provider.kueue.checkpoints.packing_choice import PackingChoice, ShardDuration  # noqa: E402
 from airflow_kueue_provider.kueue.checkpoints.shard_packing import ShardPacks  # noqa: E402
 from airflow_kueue_provider.kueue.index_set import IndexSet  # noqa: E402
@@ -58,12 +63,18 @@ START = "kwok.airflow-kueue.io/start-delay"
 @dataclass(frozen=True)
 class Case:
     name: str
-    seconds: list[float]  # per shard
+    seconds: list[float]  # per shard, as learned (and as the DAG states its range)
     parallelism: int
+    tonight: list[float] | None = None
+    """With ``--history``: tonight's lengths, the learned ones with ``--noise`` (every form runs these)."""
+
+    @property
+    def actual(self) -> list[float]:
+        return self.tonight if self.tonight is not None else self.seconds
 
     @property
     def ideal(self) -> float:
-        return sum(self.seconds) / self.parallelism
+        return sum(self.actual) / self.parallelism
 
     @property
     def uniform(self) -> bool:
@@ -89,7 +100,25 @@ def cases(args: argparse.Namespace) -> list[Case]:
         "many_small": Case("many_small", [1.0] * args.small_shards, 50),
         "skewed_tail": Case("skewed_tail", [float(rng.randint(1, 20)) for _ in range(200)], 20),
     }
-    return [every[n] for n in args.cases.split(",")]
+    chosen = [every[n] for n in args.cases.split(",")]
+    if not args.history:
+        return chosen
+    noise = random.Random(11)
+    return [
+        Case(
+            c.name,
+            c.seconds,
+            c.parallelism,
+            [s * (1 + noise.uniform(-args.noise, args.noise)) for s in c.seconds],
+        )
+        for c in chosen
+    ]
+
+
+def history_packs(case: Case) -> ShardPacks:
+    """The operator's packs with one night of history: the learned lengths, no stated duration."""
+    learned = LearnedLengths(len(case.seconds), dict(enumerate(case.seconds)), ("last-night",))
+    return PackingChoice(None, None, case.parallelism, learned).packs(IndexSet.range(0, len(case.seconds)))
 
 
 def packs_of(case: Case, even_skewed: bool) -> ShardPacks:
@@ -104,7 +133,7 @@ def pod_annotations(case: Case, packs: ShardPacks, overhead: float, start_delay:
     """Each index runs its shards' seconds in a row, plus the SDK's per-shard cost."""
     per_pod = packs.per_pod
     annotations = {START: f"{start_delay}s"}
-    if case.uniform and not packs.sizes:
+    if case.uniform and case.tonight is None and not packs.sizes and not packs.order:
         full = per_pod * (case.seconds[0] + overhead)
         annotations[RUN] = f"{full:.3f}s"
         last = len(packs.shards_of_index(packs.index_count - 1))
@@ -112,7 +141,7 @@ def pod_annotations(case: Case, packs: ShardPacks, overhead: float, start_delay:
             annotations[f"{RUN}-{packs.index_count - 1}"] = f"{last * (case.seconds[0] + overhead):.3f}s"
         return annotations
     for i in range(packs.index_count):
-        run = sum(case.seconds[s] + overhead for s in packs.shards_of_index(i))
+        run = sum(case.actual[s] + overhead for s in packs.shards_of_index(i))
         annotations[f"{RUN}-{i}"] = f"{run:.3f}s"
     return annotations
 
@@ -163,7 +192,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for delay in [
             d for d in (0.0, args.aks_start_delay) if args.delays in ("both", "none" if d == 0 else "aks")
         ]:
-            for form, packs in (("unpacked", ShardPacks(every)), ("packed", packed)):
+            forms = [("unpacked", ShardPacks(every)), ("packed", packed)]
+            if args.history:
+                forms.append(("history", history_packs(case)))
+            for form, packs in forms:
                 seconds = run_once(cluster, case, packs, args, delay)
                 outcomes.append(
                     Outcome(
@@ -182,13 +214,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "per_shard_overhead_seconds": args.per_shard_overhead,
         "aks_start_delay_seconds": args.aks_start_delay,
+        "night_to_night_noise": args.noise if args.history else None,
         "ideal_seconds": {c.name: round(c.ideal, 1) for c in cases(args)},
         "outcomes": [asdict(o) for o in outcomes],
     }
 
 
 def table(result: dict[str, Any]) -> str:
-    columns = "case, start delay, form, shards per pod, pods, Job (s), ideal (s), x ideal, packed / unpacked"
+    columns = "case, start delay, form, shards per pod, pods, Job (s), ideal (s), x ideal, form / unpacked"
     rows = ["| " + " | ".join(columns.split(", ")) + " |", "|---" * 9 + "|"]
     unpacked: dict[tuple[str, float], float] = {}
     for o in result["outcomes"]:
@@ -196,7 +229,7 @@ def table(result: dict[str, Any]) -> str:
         if o["form"] == "unpacked":
             unpacked[key] = o["job_seconds"]
         versus = (
-            f"{o['job_seconds'] / unpacked[key]:.3f}" if o["form"] == "packed" and key in unpacked else ""
+            f"{o['job_seconds'] / unpacked[key]:.3f}" if o["form"] != "unpacked" and key in unpacked else ""
         )
         rows.append(
             f"| {o['case']} | {o['start_delay']:g} s | {o['form']} | {o['shards_per_pod']} | {o['pods']} | "
@@ -204,7 +237,13 @@ def table(result: dict[str, Any]) -> str:
         )
     head = (
         f"{result['when']}, {result['machine']}; per-shard SDK cost {result['per_shard_overhead_seconds']} s "
-        f"in both forms; AKS start delay {result['aks_start_delay_seconds']} s.\n\n"
+        f"in both forms; AKS start delay {result['aks_start_delay_seconds']} s"
+        + (
+            f"; tonight's lengths = learned x (1 +/- {result['night_to_night_noise']})"
+            if result.get("night_to_night_noise")
+            else ""
+        )
+        + ".\n\n"
     )
     return head + "\n".join(rows) + "\n"
 
@@ -223,6 +262,14 @@ def main() -> int:
     )
     parser.add_argument(
         "--even-skewed", action="store_true", help="pack the skewed case evenly for its mean (the old shape)"
+    )
+    parser.add_argument(
+        "--history",
+        action="store_true",
+        help="add the form packed from one night of shard history; every form runs tonight's lengths",
+    )
+    parser.add_argument(
+        "--noise", type=float, default=0.05, help="tonight's lengths: learned x (1 +/- this), uniform"
     )
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--name", default="shard_packing")
