@@ -32,6 +32,7 @@ from ..triggers.log_stream import DEFAULT_LOG_BYTES_PER_SECOND
 from .checkpointing import Checkpointing
 from .deadline_escalation import DeadlineEscalation
 from .failure_path import FailurePath
+from .forecast_step import ForecastStep
 from .job_submission import (
     Submission,
     adopted,
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class KueueOperator(ShardOutputsStep, Waiting, FailurePath, OperatorKind, BaseOperator):
+class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, OperatorKind, BaseOperator):
     """The template of every kind, and the parameters every kind takes and passes on (``**kwargs``); "the
     object" is the task's Job or JobSet.
 
@@ -223,7 +224,7 @@ class KueueOperator(ShardOutputsStep, Waiting, FailurePath, OperatorKind, BaseOp
         else:
             submission = adopted(client, submission, seal)
             self._reattached(client, shards, submission.job)
-        obj = submission.job
+        obj, plan = submission.job, self._with_forecast(context, plan)  # the trigger's first check sees it
         self._name, self._uid = obj["metadata"]["name"], obj["metadata"].get("uid")
         if plan is not None:
             self._deadlines.record_on(client, obj, plan)
@@ -292,7 +293,7 @@ class KueueOperator(ShardOutputsStep, Waiting, FailurePath, OperatorKind, BaseOp
         if typed.status == "deadline_risk":
             return self._escalate(context, typed, entry)
         identity, shards = entry.identity, entry.shards
-        result, message = self._result(identity, typed, shards)
+        result, message = self._forecast_outcome(context, *self._result(identity, typed, shards))
         self._deadlines.ended(result, typed.status)  # deadline_outcome (met or missed by how much), logged
         send_run_metrics(result, typed.status, identity, self.queue_name, self.kind)
         if typed.status == "success":

@@ -1,0 +1,144 @@
+"""What the forecast at submit reads of Kueue (kueue/progress/forecast): the task's ClusterQueue with its
+cohort (one LIST of ClusterQueues) and the LocalQueue's pending Workloads (one visibility call), as typed
+values.
+
+The reads go through ``KueueHook``'s retrying calls; anything that cannot be read raises
+``ForecastInputsUnavailable`` naming what, and the forecast is left out (never the task)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kubernetes.client.rest import ApiException
+
+from ..kueue.errors import KueueProviderError
+from ..kueue.progress.forecast import RESOURCES, FlavorRoom, QueueRoom, Resources
+from ..kueue.quantity import parse_quantity
+from .sync_queues import SyncQueueCalls
+
+
+class ForecastInputsUnavailable(KueueProviderError):
+    """The queue could not be read for a forecast; the message says which read and why."""
+
+
+def read_queue_room(hook: SyncQueueCalls, namespace: str, local_queue: str) -> QueueRoom:
+    """The ClusterQueue behind ``namespace/local_queue``: its flavors' room and the workloads ahead."""
+    try:
+        queue = hook.get_local_queue(namespace, local_queue)
+        name = str(((queue or {}).get("spec") or {}).get("clusterQueue") or "")
+        if not name:
+            raise ForecastInputsUnavailable(f"LocalQueue {namespace}/{local_queue} names no ClusterQueue")
+        everything = hook.list_cluster_queues()
+        pending = hook.pending_workloads(namespace, local_queue)
+    except ApiException as exc:
+        raise ForecastInputsUnavailable(f"reading the queues: {exc.status} {exc.reason}") from None
+    mine = next((q for q in everything if (q.get("metadata") or {}).get("name") == name), None)
+    if mine is None:
+        raise ForecastInputsUnavailable(f"ClusterQueue {name} is not among those listed")
+    return QueueRoom(flavor_rooms(mine, everything), workloads_ahead(mine, pending))
+
+
+def flavor_rooms(queue: Mapping[str, Any], everything: Iterable[Mapping[str, Any]]) -> tuple[FlavorRoom, ...]:
+    """The flavors of the resource group that covers CPU (else the first), in order: nominal quota, what the
+    cohort can lend (at most the borrowing limit, at most what the others have free within their lending
+    limits), what is reserved now."""
+    groups = (queue.get("spec") or {}).get("resourceGroups") or []
+    group = next(
+        (g for g in groups if "cpu" in (g.get("coveredResources") or [])), groups[0] if groups else {}
+    )
+    covered = frozenset(r for r in (_kind(n) for n in group.get("coveredResources") or []) if r)
+    used = _usage(queue)
+    cohort = _cohort(queue)
+    others = [q for q in everything if cohort and _cohort(q) == cohort and q is not queue]
+    rooms = []
+    for flavor in group.get("flavors") or []:
+        name = str(flavor.get("name"))
+        nominal, limit = {}, {}
+        for res in flavor.get("resources") or []:
+            if kind := _kind(str(res.get("name"))):
+                nominal[kind] = _amount(res.get("nominalQuota"))
+                if res.get("borrowingLimit") is not None:
+                    limit[kind] = _amount(res.get("borrowingLimit"))
+        free = _lendable(others, name) if cohort else {}
+        lend = {k: min(free.get(k, 0.0), limit.get(k, float("inf"))) for k in RESOURCES}
+        rooms.append(
+            FlavorRoom(name, _resources(nominal), _resources(lend), _resources(used.get(name, {})), covered)
+        )
+    return tuple(rooms)
+
+
+def workloads_ahead(queue: Mapping[str, Any], pending: Mapping[str, Any] | None) -> int:
+    """Pending Workloads of the ClusterQueue (its status), at least as many as the visibility API places
+    before the last of this LocalQueue's: a new Workload of the same priority queues behind them all."""
+    count = int((queue.get("status") or {}).get("pendingWorkloads") or 0)
+    items = (pending or {}).get("items") or []
+    positions = [int(i.get("positionInClusterQueue") or 0) for i in items if isinstance(i, Mapping)]
+    return max([count, *(p + 1 for p in positions)])
+
+
+def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
+    """One pod's requests as Kueue counts them (the containers' requests, else their limits), one pod."""
+    total = dict.fromkeys(RESOURCES, 0.0)
+    for container in pod_spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for name, value in asked.items():
+            if kind := _kind(str(name)):
+                total[kind] += _amount(value)
+    total["pods"] = 1.0
+    return _resources(total)
+
+
+def _kind(name: str) -> str | None:
+    """The forecast's name for a Kubernetes resource (GPUs of any vendor are ``gpu``); None: not counted."""
+    if name in ("cpu", "memory", "pods"):
+        return name
+    return "gpu" if name.endswith("/gpu") else None
+
+
+def _amount(value: object) -> float:
+    try:
+        return float(parse_quantity(value))
+    except ValueError:
+        raise ForecastInputsUnavailable(f"{value!r} is not a quantity") from None
+
+
+def _resources(amounts: Mapping[str, float]) -> Resources:
+    return Resources(*(float(amounts.get(r, 0.0)) for r in RESOURCES))
+
+
+def _cohort(queue: Mapping[str, Any]) -> str:
+    spec = queue.get("spec") or {}
+    return str(spec.get("cohortName") or spec.get("cohort") or "")  # v1beta2 renamed it
+
+
+def _usage(queue: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """flavor -> resource -> reserved now (``flavorsReservation``; older Kueue: ``flavorsUsage``)."""
+    status = queue.get("status") or {}
+    usage: dict[str, dict[str, float]] = {}
+    for flavor in status.get("flavorsReservation") or status.get("flavorsUsage") or []:
+        per = usage.setdefault(str(flavor.get("name")), {})
+        for res in flavor.get("resources") or []:
+            if kind := _kind(str(res.get("name"))):
+                per[kind] = per.get(kind, 0.0) + _amount(res.get("total") or 0)
+    return usage
+
+
+def _lendable(others: Iterable[Mapping[str, Any]], flavor: str) -> dict[str, float]:
+    """What the other ClusterQueues of the cohort have free in ``flavor``, within their lending limits."""
+    free: dict[str, float] = {}
+    for other in others:
+        used = _usage(other).get(flavor, {})
+        for group in (other.get("spec") or {}).get("resourceGroups") or []:
+            for fl in group.get("flavors") or []:
+                if fl.get("name") != flavor:
+                    continue
+                for res in fl.get("resources") or []:
+                    if not (kind := _kind(str(res.get("name")))):
+                        continue
+                    spare = max(0.0, _amount(res.get("nominalQuota")) - used.get(kind, 0.0))
+                    if res.get("lendingLimit") is not None:
+                        spare = min(spare, _amount(res.get("lendingLimit")))
+                    free[kind] = free.get(kind, 0.0) + spare
+    return free

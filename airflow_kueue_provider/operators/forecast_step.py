@@ -1,0 +1,161 @@
+"""The forecast at submit (docs/forecast.md): just before the Job is created, from its packs' learned (or
+stated) lengths, its ClusterQueue's quota and cohort and the workloads ahead, when it will start and finish.
+
+One line in the task log, the deadline plan's ``forecast`` (so the trigger's first check can escalate a
+deadline already out of reach), ``forecast`` in the result, and when the run ends how far off it was. A
+forecast that cannot be made (no lengths, the queue unreadable) is left out with one line; it never fails
+the task."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from kubernetes.client.rest import ApiException
+
+from ..hooks.forecast_inputs import ForecastInputsUnavailable, pod_request, read_queue_room
+from ..hooks.kind_client import KindClient
+from ..kueue.checkpoints.learned_lengths import LearnedLengths
+from ..kueue.checkpoints.shard_packing import ShardPacks, packs_of_job
+from ..kueue.errors import KueueProviderError
+from ..kueue.index_set import IndexSet
+from ..kueue.progress.deadline import DeadlinePlan
+from ..kueue.progress.forecast import Forecast, forecast, job_work
+
+FORECAST_KEY = "forecast"
+"""The result's key (and the XCom key it crosses the deferral under)."""
+_XCOM_KEY = "kueue_forecast"
+
+
+def forecast_record(made: Forecast, made_at: datetime) -> dict[str, Any]:
+    """The result's ``forecast``: made_at, start, finish, finish_early, finish_late, nights, basis."""
+    return {
+        "made_at": made_at.isoformat(timespec="seconds"),
+        "start": made.start.at.isoformat(timespec="seconds"),
+        "finish": made.finish.at.isoformat(timespec="seconds"),
+        "finish_early": made.finish_early.isoformat(timespec="seconds"),
+        "finish_late": made.finish_late.isoformat(timespec="seconds"),
+        "nights": made.nights,
+        "basis": made.basis,
+    }
+
+
+def with_outcome(record: dict[str, Any], actual: datetime) -> tuple[dict[str, Any], str]:
+    """The record with ``actual_finish`` and ``error_seconds`` (actual - forecast, signed), and the line
+    that says it: ``forecast was 12 s early (2 %)`` (of the time from the forecast to the finish)."""
+    forecast_at = datetime.fromisoformat(record["finish"])
+    error = (actual - forecast_at).total_seconds()
+    took = max((actual - datetime.fromisoformat(record["made_at"])).total_seconds(), 1.0)
+    word = "early" if error > 0 else "late" if error < 0 else "on time"
+    line = f"forecast was {abs(error):.0f} s {word} ({abs(error) / took:.0%} of {took:.0f} s)"
+    return {
+        **record,
+        "actual_finish": actual.isoformat(timespec="seconds"),
+        "error_seconds": round(error, 1),
+    }, line
+
+
+class ForecastStep:
+    """Mixed into ``KueueOperator``: the forecast before the create, in the plan and the result."""
+
+    _forecast: dict[str, Any] | None = None
+    _forecast_made: Forecast | None = None
+    if TYPE_CHECKING:
+        log: Any
+        task_id: str
+        queue_name: str
+
+        def resolved_namespace(self) -> str: ...
+
+        def _shard_count(self) -> int: ...
+
+    def _before_create(self, client: KindClient, manifest: dict[str, Any]) -> None:
+        """The kind's checks, then the forecast of the shaped Job (its packs, parallelism, pod requests)
+        into its queue as it is now, just before it is created."""
+        super()._before_create(client, manifest)  # type: ignore[misc]
+        self._forecast, self._forecast_made = None, None
+        spec = manifest.get("spec") or {}
+        pod_spec = (spec.get("template") or {}).get("spec")
+        if manifest.get("kind") != "Job" or not pod_spec:
+            return  # a JobSet's replicated Jobs: not forecast yet
+        completions = int(spec.get("completions") or 1)
+        packs = packs_of_job(manifest) or ShardPacks(
+            IndexSet.range(0, completions)
+        )  # unpacked: shard = index
+        stated = getattr(self, "expected_shard_duration", None)
+        pair = (float(stated.shortest), float(stated.longest)) if stated is not None else None
+        work = job_work(
+            packs,
+            int(spec.get("parallelism") or packs.index_count),
+            pod_request(pod_spec),
+            self._learned_for_forecast(self._shard_count()),
+            pair,
+        )
+        if work is None:
+            return  # nothing says how long a shard runs: no forecast, and nothing to say
+        now = datetime.now(UTC)
+        try:
+            room = read_queue_room(client.hook, self.resolved_namespace(), self.queue_name)
+        except (ForecastInputsUnavailable, ApiException, KueueProviderError) as exc:
+            self.log.warning("forecast: left out (%s)", exc)
+            return
+        made = forecast(work, room, now)
+        if made is None:
+            self.log.warning("forecast: left out (no flavor of the ClusterQueue holds one pod)")
+            return
+        self.log.info("%s", made.line())
+        self._forecast, self._forecast_made = forecast_record(made, now), made
+
+    def _learned_for_forecast(self, shard_count: int) -> LearnedLengths | None:
+        """The operator's learned lengths (shard history) for this shard count, if it has any."""
+        learned = getattr(self, "_learned_lengths", None)
+        if learned is None:
+            return None
+        try:
+            value = learned(shard_count)
+        except (KueueProviderError, ApiException, OSError) as exc:
+            self.log.warning("forecast: shard history unread (%s); from the stated duration", exc)
+            return None
+        return value if isinstance(value, LearnedLengths) and value.fits(shard_count) else None
+
+    def _with_forecast(self, context: Any, plan: DeadlinePlan | None) -> DeadlinePlan | None:
+        """The plan with the forecast's finish (the verdict's estimate until the run has one); the record
+        kept for the result across the deferral (an XCom of this task instance)."""
+        if self._forecast is None or self._forecast_made is None:
+            return plan
+        try:
+            context["ti"].xcom_push(key=_XCOM_KEY, value=self._forecast)
+        except Exception as exc:  # an XCom backend's own errors: the record, never the run
+            self.log.warning("forecast: not kept for the result (%s)", exc)
+        if plan is None:
+            return None
+        return dataclasses.replace(plan, forecast=self._forecast_made.finish)
+
+    def _forecast_outcome(
+        self, context: Any, result: dict[str, Any], message: str
+    ) -> tuple[dict[str, Any], str]:
+        """The final event's (result, message), the result with ``forecast`` and how far off it was (the run
+        ended now: the trigger's last event is a few seconds old at most)."""
+        record = self._forecast if self._forecast is not None else _pulled(context, self.task_id)
+        if record is None:
+            return result, message
+        try:
+            record, line = with_outcome(record, datetime.now(UTC))
+        except (KeyError, ValueError, TypeError) as exc:
+            self.log.warning("forecast: the record is unreadable (%s)", exc)
+            return result, message
+        self.log.info("%s", line)
+        return {**result, FORECAST_KEY: record}, message
+
+
+def _pulled(context: Any, task_id: str) -> dict[str, Any] | None:
+    """The record ``_with_forecast`` kept (None: no forecast was made, or it could not be read)."""
+    ti = context.get("ti") if hasattr(context, "get") else None
+    if ti is None:
+        return None
+    try:
+        value = ti.xcom_pull(task_ids=task_id, key=_XCOM_KEY, map_indexes=getattr(ti, "map_index", -1))
+    except Exception:  # an XCom backend's own errors: no outcome, never a failed task
+        return None
+    return value if isinstance(value, dict) and "finish" in value else None
