@@ -1,0 +1,111 @@
+"""Shard history on the process nodes: the real operator runs the Monte Carlo pricer on two nights of one
+task, against Azurite.
+
+- Night 1 has no history: it runs as today (one shard per pod, no ``shard_history`` in the result) and
+  records each shard's length (the SDK's ``run_seconds``) in the task's history blob, before the clean-up.
+- Night 2 logs "packing from shard history", packs the shards into fewer pods than night 1, says so in its
+  result, and adds itself to the history.
+- Night 3 of another shard count runs as today again, and starts the history over.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from azure.storage.blob import BlobServiceClient
+
+from airflow_kueue_provider.hooks.shard_history_store import history_blob
+from airflow_kueue_provider.kueue.checkpoints.shard_history import ShardHistory
+from airflow_kueue_provider.operators.checkpointing import Checkpointing
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+from ..cluster import KueueEnv, short_id
+from ..process_node import queues_on_process_nodes as queues  # noqa: F401 - the fixture
+from ..worker.eviction_bed import PRICER, pricer_arguments
+
+CONN_ID = "kueue_blob_history"
+SAID = "packing from shard history: learned from 1 night (scheduled__1), 8 of 8 shards"
+
+
+@pytest.fixture
+def blob(devcluster_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
+    conn_string = devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]
+    conn = {"conn_type": "wasb", "extra": {"connection_string": conn_string}}
+    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", json.dumps(conn))
+    container = f"hist-{short_id()}"
+    service = BlobServiceClient.from_connection_string(conn_string)
+    yield SimpleNamespace(container=container, service=service)
+    for made in service.list_containers(name_starts_with=container):
+        service.delete_container(made.name)
+
+
+def _night(
+    queues: KueueEnv,  # noqa: F811
+    blob: SimpleNamespace,
+    log: Path,
+    run_id: str,
+    shards: int,
+) -> dict[str, Any]:
+    operator = KueueIndexedJobOperator(
+        task_id="price",
+        namespace=queues.namespace,
+        queue_name=queues.local_queue,
+        image="example.invalid/pricer:1",
+        cmds=["python", "-m", PRICER],
+        arguments=pricer_arguments(log, items=3, every=2, item_seconds=0.05),
+        completions=shards,
+        parallelism=2,
+        spot=True,
+        resources={"requests": {"cpu": "250m", "memory": "256Mi"}},
+        deferrable=False,
+        checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container),
+    )
+    ti = SimpleNamespace(dag_id="nightly", task_id="price", run_id=run_id, try_number=1, map_index=-1)
+    return operator.execute({"ti": ti})  # type: ignore[typeddict-item]
+
+
+def _history(blob: SimpleNamespace) -> ShardHistory | None:
+    client = blob.service.get_container_client(blob.container)
+    return ShardHistory.from_json(
+        json.loads(client.download_blob(history_blob("nightly", "price")).readall())
+    )
+
+
+def test_the_second_night_packs_from_what_the_first_one_learned(
+    queues: KueueEnv,  # noqa: F811
+    blob: SimpleNamespace,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    first = _night(queues, blob, tmp_path / "items-1", "scheduled__1", 8)
+    assert first["completed_indexes"] == "0-7" and "shard_history" not in first, first
+    assert "packing from shard history" not in capsys.readouterr().out
+    (one,) = queues.jobs()
+    assert one.spec.completions == 8, "no history: one shard per pod, as today"
+    learned = _history(blob)
+    assert learned is not None and learned.nights == ("scheduled__1",), learned
+    assert all(s is not None and 0 < s < 60 for s in learned.seconds), learned.seconds
+    assert set(learned.to_json()) == {"version", "shard_count", "nights", "seconds", "partial", "tonight"}
+
+    second = _night(queues, blob, tmp_path / "items-2", "scheduled__2", 8)
+    assert SAID in capsys.readouterr().out
+    assert second["completed_indexes"] == "0-7", second
+    assert second["shard_history"] == {"nights": ["scheduled__1"], "shards_learned": 8}, second
+    (two,) = [j for j in queues.jobs() if j.metadata.name != one.metadata.name]
+    env = {e.name: e.value for e in two.spec.template.spec.containers[0].env if e.value is not None}
+    assert two.spec.completions < 8 and "AIRFLOW_KUEUE_SHARDS_PER_POD" in env, (two.spec.completions, env)
+    after = _history(blob)
+    assert after is not None and after.nights == ("scheduled__1", "scheduled__2"), after
+
+    third = _night(queues, blob, tmp_path / "items-3", "scheduled__3", 6)
+    assert "packing from shard history" not in capsys.readouterr().out
+    assert third["completed_indexes"] == "0-5" and "shard_history" not in third, third
+    (three,) = [j for j in queues.jobs() if j.metadata.name not in (one.metadata.name, two.metadata.name)]
+    assert three.spec.completions == 6, "history of another shard count: one shard per pod, as today"
+    restarted = _history(blob)
+    assert restarted is not None and (restarted.shard_count, restarted.nights) == (6, ("scheduled__3",))
