@@ -40,6 +40,22 @@ class DagScopedAuthManager(SimpleAuthManager):
 '''
 
 
+def scoped_env(tmp_path: Path, kubeconfig: Path) -> dict[str, str]:
+    """The API server's environment: the auth manager of ``tmp_path``, alice's grants, the UI's cluster
+    connection through ``kubeconfig`` (the counting proxy's)."""
+    return {
+        "PYTHONPATH": str(tmp_path),
+        "AIRFLOW__CORE__AUTH_MANAGER": "dag_scoped_auth.DagScopedAuthManager",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "alice:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "passwords.json"),
+        "KUEUE_TEST_DAG_GRANTS": json.dumps({"alice": ["a", "kueue_plot_a", "kueue_nights_a"]}),
+        "AIRFLOW__KUEUE__KUBERNETES_CONN_ID": "kueue_ui_via_proxy",
+        "AIRFLOW_CONN_KUEUE_UI_VIA_PROXY": json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+        ),
+    }
+
+
 @pytest.fixture
 def scoped_api_server(
     airflow_home: AirflowHome, kueue_env: KueueEnv, devcluster_env: dict[str, str], tmp_path: Path
@@ -50,18 +66,7 @@ def scoped_api_server(
         kubeconfig = kubeconfig_through(
             proxy, Path(devcluster_env["KUBECONFIG"]), PORTS.apiserver, tmp_path / "ui-kubeconfig"
         )
-        env = {
-            "PYTHONPATH": str(tmp_path),
-            "AIRFLOW__CORE__AUTH_MANAGER": "dag_scoped_auth.DagScopedAuthManager",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "alice:viewer",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-            "KUEUE_TEST_DAG_GRANTS": json.dumps({"alice": ["a", "kueue_plot_a"]}),
-            "AIRFLOW__KUEUE__KUBERNETES_CONN_ID": "kueue_ui_via_proxy",
-            "AIRFLOW_CONN_KUEUE_UI_VIA_PROXY": json.dumps(
-                {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
-            ),
-        }
-        with start_api_server(airflow_home, kueue_env, env) as url:
+        with start_api_server(airflow_home, kueue_env, scoped_env(tmp_path, kubeconfig)) as url:
             wait_for("the passwords file", passwords.exists, timeout=30)
             yield url, proxy, json.loads(passwords.read_text())
 
