@@ -22,7 +22,7 @@ from azure.storage.blob import BlobServiceClient
 from airflow_kueue_provider.hooks.shard_history_store import history_blob
 from airflow_kueue_provider.kueue.checkpoints.shard_history import ShardHistory
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
-from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator, KueueJobFailed
 
 from ..cluster import KueueEnv, short_id
 from ..process_node import queues_on_process_nodes as queues  # noqa: F401 - the fixture
@@ -109,3 +109,49 @@ def test_the_second_night_packs_from_what_the_first_one_learned(
     assert three.spec.completions == 6, "history of another shard count: one shard per pod, as today"
     restarted = _history(blob)
     assert restarted is not None and (restarted.shard_count, restarted.nights) == (6, ("scheduled__3",))
+
+
+def test_a_failed_attempt_records_the_shards_that_finished_and_its_retry_is_the_same_night(
+    queues: KueueEnv,  # noqa: F811
+    blob: SimpleNamespace,
+    tmp_path: Path,
+) -> None:
+    """Shard 2 fails on the first try: the try fails, its other shards' lengths are recorded; the retry runs
+    shard 2 alone and adds it to the same night."""
+    arguments = [
+        *pricer_arguments(tmp_path / "items", items=3, every=2, item_seconds=0.05),
+        "--fail-once",
+        "2",
+    ]
+    operator = KueueIndexedJobOperator(
+        task_id="price",
+        namespace=queues.namespace,
+        queue_name=queues.local_queue,
+        image="example.invalid/pricer:1",
+        cmds=["python", "-m", PRICER],
+        arguments=arguments,
+        completions=4,
+        parallelism=2,
+        spot=True,
+        backoff_limit_per_index=0,
+        resources={"requests": {"cpu": "250m", "memory": "256Mi"}},
+        deferrable=False,
+        checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container),
+    )
+
+    def ti(try_number: int) -> SimpleNamespace:
+        return SimpleNamespace(
+            dag_id="nightly", task_id="price", run_id="scheduled__1", try_number=try_number, map_index=-1
+        )
+
+    with pytest.raises(KueueJobFailed):
+        operator.execute({"ti": ti(1)})  # type: ignore[typeddict-item]
+    failed = _history(blob)
+    assert failed is not None and failed.nights == ("scheduled__1",), failed
+    assert failed.seconds[2] is None and all(failed.seconds[s] for s in (0, 1, 3)), failed.seconds
+
+    result = operator.execute({"ti": ti(2)})  # type: ignore[typeddict-item]
+    assert (result["completed_indexes"], result["attempts"]) == ("0-3", 2), result
+    retried = _history(blob)
+    assert retried is not None and retried.nights == ("scheduled__1",), "a retry is the same night"
+    assert all(retried.seconds) and retried.seconds[:2] == failed.seconds[:2], retried.seconds
