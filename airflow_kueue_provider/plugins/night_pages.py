@@ -7,6 +7,7 @@ kept in the API server process, so a restart or a second API server replica show
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -71,6 +72,14 @@ def _usd(value: float | None) -> str:
     if value is None:
         return "-"
     return "< $0.01" if 0 < value < 0.01 else f"${value:,.2f}"
+
+
+def usd_tick(value: float) -> str:
+    """A cost axis label without exponents: ``0``, ``0.00015``, ``2.5``, ``1,200``."""
+    if value == 0 or value >= 1:
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    decimals = max(2, 1 - math.floor(math.log10(value)) + 1)
+    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
 
 
 def dag_run_href(dag_id: str, run_id: str) -> str:
@@ -195,7 +204,7 @@ def nights_charts(task: TaskNights) -> tuple[ChartView, ...]:
             f"{count} nights.",
             [cost],
             "cost (USD)",
-            lambda v: f"${v:g}",
+            usd_tick,
         ),
         chart_view(
             chart_id("nights-evictions", *ident),

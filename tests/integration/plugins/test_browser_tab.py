@@ -341,3 +341,37 @@ def test_the_tasks_recent_runs_and_the_queue_over_time_are_plotted(
     finally:
         _screenshot(queues, request)
         queues.close()
+
+
+def test_the_tab_links_to_its_whole_dag_run_and_to_the_dags_nights_plotted(
+    ui: Ui, request: pytest.FixtureRequest
+) -> None:
+    """From the shards task's Kueue tab, in its iframe: the whole DAG run (every Kueue task instance, mapped
+    ones one row each), then the DAG's nights, whose plots are drawn as accessible inline SVG."""
+    page, frame = _open_kueue_tab(ui, "tasks/shards")
+    try:
+        frame.get_by_role("link", name="Every Kueue task of this DAG run").click()
+        rows = frame.locator('table[data-dag-run="rows"] tr td:first-child')
+        rows.first.wait_for()
+        tasks = rows.all_inner_texts()
+        assert tasks == ["gang", *(f"per_sample [{i}]" for i in range(4)), "shards"], tasks
+        totals = frame.locator('section[data-dag-run="totals"]').inner_text()
+        assert "6 Kueue task instances" in totals and " done, 1 failed" in totals, totals  # shards' index 4
+
+        frame.get_by_role("link", name=f"Nights of {DAG_ID}").click()
+        chart = frame.locator(f'svg[role="img"][id="{chart_id("nights", DAG_ID, "per_sample")}"]')
+        chart.wait_for()
+        title = chart.locator("title").first.text_content()
+        assert (
+            title == f"Run time against the forecast and the deadline, and queue wait: {DAG_ID} / per_sample"
+        )
+        tips = chart.locator("circle > title").all_text_contents()
+        assert tips and all(t.startswith("manual__") for t in tips), tips  # a point per night, named
+        box = chart.bounding_box()
+        assert box is not None and box["width"] > 300 and box["height"] > 100, box
+        section = frame.locator('section[data-nights="per_sample"]')
+        assert "Newest night" in section.inner_text()
+        _element_screenshot(section, "kueue-nights")
+    finally:
+        _screenshot(page, request)
+        page.close()

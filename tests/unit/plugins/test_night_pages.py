@@ -173,3 +173,14 @@ def test_an_older_result_shows_no_forecast_or_deadline_on_the_tab() -> None:
     html = _client(db=lambda: older).get("/task", params=task).text
     assert "Forecast at submit" not in html and "Deadline " not in html
     assert "Every Kueue task of this DAG run" in html, "the links stay"
+
+
+def test_cost_ticks_have_no_exponent_and_every_value_is_escaped() -> None:
+    from airflow_kueue_provider.plugins.night_pages import usd_tick
+
+    assert [usd_tick(v) for v in (0, 5e-05, 0.00015, 0.25, 2.5, 1200)] == [
+        "0", "0.00005", "0.00015", "0.25", "2.5", "1,200",
+    ]  # fmt: skip
+    hostile = [record(1, task_id="<b>t</b>"), record(2, task_id="<b>t</b>")]
+    html = _client(db=lambda: hostile).get("/nights", params={"dag_id": "nightly"}).text
+    assert "&lt;b&gt;t&lt;/b&gt;" in html and "<b>t" not in html
