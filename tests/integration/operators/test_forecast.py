@@ -1,0 +1,116 @@
+"""The forecast at submit on the bed: a deadline the forecast already puts out of reach escalates at the
+trigger's first check, before any pod of the Job has finished; the result keeps the forecast and how far
+off it was."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow_kueue_provider.kueue.checkpoints.learned_lengths import LearnedLengths
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+from ..airflow_runner import AirflowHome
+from ..cluster import KueueEnv
+from .test_indexed_job_queueing import returned_result
+
+
+class Ti:
+    """The task instance the operator reads (identity) and keeps its forecast in (XCom)."""
+
+    dag_id, task_id, run_id, try_number, map_index = "forecast", "shards", "manual__1", 1, -1
+
+    def __init__(self) -> None:
+        self.xcom: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+    def xcom_pull(self, task_ids: str, key: str, map_indexes: int) -> Any:
+        return self.xcom.get(key)
+
+
+def test_a_deadline_the_submit_forecast_puts_out_of_reach_escalates_at_the_first_check(
+    kueue_env_factory: Any,
+) -> None:
+    env: KueueEnv = kueue_env_factory(cpu="2", memory="16Gi")  # two pods of 1 CPU at once
+    escalated: list[tuple[float, int]] = []
+
+    def notify(context: Any, info: Any) -> None:  # when, and how many pods had finished by then
+        finished = sum((j.status.succeeded or 0) + (j.status.failed or 0) for j in env.jobs())
+        escalated.append((time.time(), finished))
+
+    task = KueueIndexedJobOperator(
+        task_id="shards",
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        image="example.invalid/shard:1",
+        completions=4,
+        parallelism=2,
+        resources={"requests": {"cpu": "1", "memory": "1Gi"}},
+        annotations={"kwok.airflow-kueue.io/run-duration": "15s"},  # the Job ends in about 32 s
+        deadline=timedelta(seconds=40),
+        deadline_margin=5,
+        on_deadline_risk={"notify": notify},
+        deferrable=False,
+    )
+    # Earlier nights say each shard runs 60 s: 2 waves of 65 s on 2 CPUs, far past 40 s less 5 s.
+    history = LearnedLengths(4, dict.fromkeys(range(4), 60.0), ("night-1", "night-2", "night-3"))
+    task._learned_for_forecast = lambda shard_count: history  # type: ignore[method-assign]
+    context: Any = {"ti": Ti()}
+    result = task.execute(context)
+
+    (job,) = env.jobs()
+    created = job.metadata.creation_timestamp.timestamp()
+    assert escalated, "on_deadline_risk was never taken"
+    (when, finished), *_ = escalated
+    print(f"escalated {when - created:.1f} s after the create, {finished} pods finished by then")
+    assert finished == 0, f"escalated {when - created:.1f} s after the create, after {finished} pods finished"
+    assert when - created < 15, f"escalated {when - created:.1f} s after the create"
+    first = result["eta_history"][0]
+    assert first["at_risk"] is True, result["eta_history"]  # the trigger's first check
+    assert [s["step"] for s in result["escalations"]] == ["notify"], result["escalations"]
+    forecast = result["forecast"]
+    assert forecast["nights"] == 3 and forecast["basis"].startswith("from 3 nights of shard history, 2 CPU")
+    assert forecast["error_seconds"] < -60, forecast  # 15 s shards, not 60: it ended far earlier
+    assert result["completed_indexes"] == "0-3"
+
+
+FORECAST_DAG = """
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow_kueue_provider.kueue.checkpoints.learned_lengths import LearnedLengths
+from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
+
+
+class FromHistory(KueueIndexedJobOperator):
+    def _learned_for_forecast(self, shard_count):  # earlier nights: 6 s a shard
+        return LearnedLengths(shard_count, dict.fromkeys(range(shard_count), 6.0), ("night-1", "night-2"))
+
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+    FromHistory(
+        task_id="shards", namespace={namespace!r}, queue_name={queue!r}, image="example.invalid/shard:1",
+        completions=4, parallelism=2, resources={{"requests": {{"cpu": "1", "memory": "1Gi"}}}},
+        annotations={{"kwok.airflow-kueue.io/run-duration": "6s"}},
+    )
+"""
+
+
+def test_the_forecast_crosses_the_deferral_into_the_result_with_how_far_off_it_was(
+    kueue_env_factory: Any, airflow_home: AirflowHome
+) -> None:
+    env: KueueEnv = kueue_env_factory(cpu="2", memory="16Gi")
+    airflow_home.write_dag(
+        "forecast_deferred",
+        FORECAST_DAG.format(dag_id="forecast_deferred", namespace=env.namespace, queue=env.local_queue),
+    )
+    run = airflow_home.test_dag("forecast_deferred", timeout=300)
+    assert run.succeeded, run.output[-6000:]
+    assert "forecast: start ~" in run.output and "forecast was " in run.output, run.output[-6000:]
+    forecast = returned_result(run)["forecast"]
+    assert forecast["nights"] == 2, forecast
+    made, finish = (datetime.fromisoformat(forecast[k]) for k in ("made_at", "finish"))
+    assert (finish - made).total_seconds() > 2 * (5 + 6), forecast  # 2 waves of a 6 s shard and a start
+    assert isinstance(forecast["error_seconds"], float) and forecast["actual_finish"], forecast
