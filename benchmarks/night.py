@@ -39,6 +39,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bed_env import RESULTS, load_devcluster_env  # noqa: E402
+from night_forecast import section as forecast_section  # noqa: E402
 
 from tests.integration.night.report import summarize  # noqa: E402
 from tests.integration.night.tables import render_markdown  # noqa: E402
@@ -116,7 +117,7 @@ def write(name: str, raw: dict[str, Any]) -> None:
     with gzip.open(RESULTS / f"{name}.json.gz", "wt") as out:  # every record: a few MB as text
         out.write(json.dumps(raw, separators=(",", ":")) + "\n")
     (RESULTS / f"{name}.svg").write_text(svg)
-    table = render_markdown(night, rows, raw["meta"])
+    table = render_markdown(night, rows, raw["meta"]) + forecast_section(raw["phases"])
     (RESULTS / f"{name}.md").write_text(table)
     print(table)
     print(f"picture: {RESULTS / (name + '.svg')}")

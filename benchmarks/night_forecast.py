@@ -1,0 +1,127 @@
+#!/usr/bin/env python
+"""How far off the forecasts made at submit were, over a night's tasks (docs/forecast.md).
+
+Each task's result keeps ``forecast`` (made at submit) with ``actual_finish`` and ``error_seconds``; the
+error is measured against the time the task waited and ran after the forecast (``actual_finish -
+made_at``). The issue's bar: within 10 % at the median and 25 % at p90.
+
+    .venv/bin/python benchmarks/night_forecast.py results/night_small_ours.json.gz   # writes .md beside
+
+``benchmarks/night.py`` adds the same section to its report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+MEDIAN_BAR, P90_BAR = 0.10, 0.25
+
+
+@dataclass(frozen=True)
+class TaskError:
+    """One task's forecast against its run: the signed error and the time it covered (seconds)."""
+
+    system: str
+    task: str
+    error: float
+    covered: float
+    nights: int
+
+    @property
+    def share(self) -> float:
+        return abs(self.error) / self.covered
+
+
+def task_errors(phases: Iterable[Mapping[str, Any]]) -> list[TaskError]:
+    """Every task result with a forecast and its outcome, per phase (system)."""
+    errors = []
+    for phase in phases:
+        for key, result in (phase.get("results") or {}).items():
+            forecast = (result or {}).get("forecast") if isinstance(result, Mapping) else None
+            if not isinstance(forecast, Mapping) or "error_seconds" not in forecast:
+                continue
+            made = datetime.fromisoformat(forecast["made_at"])
+            ended = datetime.fromisoformat(forecast["actual_finish"])
+            covered = max((ended - made).total_seconds(), 1.0)
+            task = "|".join(str(key).split("|")[:2])
+            nights = int(forecast.get("nights") or 0)
+            errors.append(
+                TaskError(str(phase.get("system")), task, float(forecast["error_seconds"]), covered, nights)
+            )
+    return errors
+
+
+def percentile(values: list[float], share: float) -> float:
+    """Nearest-rank percentile (``share`` in 0..1) of a non-empty list."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+def section(phases: Iterable[Mapping[str, Any]]) -> str:
+    """The report's "Forecast at submit" section (empty when no task had a forecast)."""
+    errors = task_errors(phases)
+    if not errors:
+        return ""
+    lines = [
+        "",
+        "## Forecast at submit",
+        "",
+        "|error| / (actual finish - forecast made), per task; the bar: 10 % at the median, 25 % at p90.",
+        "",
+        "| system | step | tasks | median | p90 | max | mean signed error (s) | nights of history |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    groups: dict[tuple[str, str], list[TaskError]] = {}
+    for e in errors:
+        groups.setdefault((e.system, e.task), []).append(e)
+        groups.setdefault((e.system, "all"), []).append(e)
+    for (system, task), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] == "all", kv[0])):
+        shares = [e.share for e in group]
+        signed = sum(e.error for e in group) / len(group)
+        nights = sorted({e.nights for e in group})
+        lines.append(
+            f"| {system} | {task} | {len(group)} | {percentile(shares, 0.5):.1%} | "
+            f"{percentile(shares, 0.9):.1%} | {max(shares):.1%} | {signed:+.1f} | "
+            f"{', '.join(map(str, nights))} |"
+        )
+    for system in sorted({e.system for e in errors}):
+        shares = [e.share for e in errors if e.system == system]
+        median, p90 = percentile(shares, 0.5), percentile(shares, 0.9)
+        met = median <= MEDIAN_BAR and p90 <= P90_BAR
+        lines.append(
+            f"\n{system}: median {median:.1%}, p90 {p90:.1%} over {len(shares)} tasks: "
+            f"{'within' if met else 'outside'} the bar."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("saved", type=Path, help="a night's results/<name>.json.gz")
+    p.add_argument("--out", type=Path, help="the .md to write (default: <name>_forecast.md beside it)")
+    args = p.parse_args(argv)
+    opener = gzip.open if args.saved.suffix == ".gz" else open
+    with opener(args.saved, "rt") as saved:
+        raw = json.loads(saved.read())
+    text = section(raw.get("phases") or [])
+    if not text:
+        print("no task of this night has a forecast (no shard history and no expected_shard_duration)")
+        return 1
+    out = args.out or args.saved.with_name(args.saved.name.split(".")[0] + "_forecast.md")
+    out.write_text(f"# Forecast at submit: {args.saved.name}\n{text}")
+    print(text)
+    print(f"written: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
