@@ -42,3 +42,18 @@ def test_a_result_kept_in_object_storage_is_read_through_the_configured_xcom_bac
 def test_a_result_held_in_the_database_is_decoded_without_the_backend() -> None:
     result = {"cluster_queue": "team-a", "completions": 4}
     assert stored_result(SimpleNamespace(value=json.dumps(result))) == result
+
+
+@pytest.mark.parametrize("dialect", [sqlite.dialect(), postgresql.dialect()], ids=["sqlite", "postgresql"])
+def test_the_nights_read_the_newest_dag_runs_then_only_their_results_with_the_outcome_keys(
+    dialect: object,
+) -> None:
+    from airflow_kueue_provider.plugins.run_history_source import newest_runs_query
+
+    for key in ("deadline_outcome", "forecast", "shard_history"):
+        assert key in SUMMARY_FIELDS
+    runs = str(newest_runs_query("nightly", 30).compile(dialect=dialect))
+    assert "ORDER BY dag_run.run_after DESC" in runs and "LIMIT" in runs and " IN " not in runs, runs
+    query = summary_query(["nightly"], None, 3000, run_ids=["r2", "r1"])
+    sql = str(query.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+    assert "xcom.run_id IN ('r1', 'r2')" in sql and "LIMIT 3000" in sql, sql
