@@ -4,6 +4,7 @@ defers, the trigger finds the run at risk, the task resumes to escalate and defe
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from airflow_kueue_provider.kueue.names import ESCALATIONS_ANNOTATION
@@ -110,6 +111,32 @@ def test_a_run_with_ample_time_never_escalates(kueue_env: Any, airflow_home: Air
     assert result["escalations"] == [], result
     assert result["eta_history"] and not any(s["at_risk"] for s in result["eta_history"])
     assert "on track" in run.output and "escalating" not in run.output
+    outcome = result["deadline_outcome"]  # finished hours before the deadline: met, and by how much
+    assert outcome["met"] is True and outcome["seconds"] > 5 * 3600, outcome
+    assert outcome["finished_at"] == result["eta_history"][-1]["at"], result["eta_history"][-1]
+    assert " to spare" in run.output and "MISSED" not in run.output
+
+
+def test_a_run_that_ends_after_its_deadline_says_missed_by_how_much(
+    kueue_env: Any, airflow_home: AirflowHome
+) -> None:
+    """Two shards of 15 s against a deadline 5 s after the run started: the result, and the log's line."""
+    write_operator_dag(
+        airflow_home,
+        "deadline_missed",
+        kueue_env,
+        completions=2,
+        cpu="250m",
+        run_duration="15s",
+        extra="deadline=timedelta(seconds=5),",
+    )
+    run = airflow_home.test_dag("deadline_missed", timeout=300)
+    assert run.succeeded, run.output[-6000:]
+    outcome = returned_result(run)["deadline_outcome"]
+    assert outcome["met"] is False and outcome["seconds"] >= 10, outcome
+    hh_mm, ss = outcome["deadline"][11:16], outcome["deadline"][16:19]  # ":SS" shown unless ":00"
+    missed = rf"deadline {hh_mm}(?:{ss})? UTC MISSED by \d+ (?:s|min)"
+    assert re.search(missed, run.output), run.output[-3000:]
 
 
 def test_an_escalation_to_a_priority_class_that_does_not_exist_fails_before_anything_is_created(
