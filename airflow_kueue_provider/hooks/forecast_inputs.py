@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
 
 from ..kueue.errors import KueueProviderError
 from ..kueue.progress.forecast import RESOURCES, FlavorRoom, QueueRoom, Resources
@@ -33,6 +34,8 @@ def read_queue_room(hook: SyncQueueCalls, namespace: str, local_queue: str) -> Q
         pending = hook.pending_workloads(namespace, local_queue)
     except ApiException as exc:
         raise ForecastInputsUnavailable(f"reading the queues: {exc.status} {exc.reason}") from None
+    except (HTTPError, OSError) as exc:  # the API server unreachable after the hook's retries
+        raise ForecastInputsUnavailable(f"reading the queues: {type(exc).__name__}: {exc}") from None
     mine = next((q for q in everything if (q.get("metadata") or {}).get("name") == name), None)
     if mine is None:
         raise ForecastInputsUnavailable(f"ClusterQueue {name} is not among those listed")

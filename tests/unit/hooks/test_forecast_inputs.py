@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from kubernetes.client.rest import ApiException
+from urllib3.exceptions import MaxRetryError
 
 from airflow_kueue_provider.hooks.forecast_inputs import (
     ForecastInputsUnavailable,
@@ -68,7 +69,7 @@ def test_a_pod_request_sums_its_containers_requests_else_limits() -> None:
 
 
 class FakeHook:
-    def __init__(self, queue: dict[str, Any] | None, error: ApiException | None = None) -> None:
+    def __init__(self, queue: dict[str, Any] | None, error: Exception | None = None) -> None:
         self.queue, self.error = queue, error
 
     def get_local_queue(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -90,3 +91,6 @@ def test_reading_the_room_and_what_cannot_be_read() -> None:
         read_queue_room(FakeHook({"spec": {"clusterQueue": "gone"}}), "ns", "lq")  # type: ignore[arg-type]
     with pytest.raises(ForecastInputsUnavailable, match="403"):
         read_queue_room(FakeHook(None, ApiException(403, "Forbidden")), "ns", "lq")  # type: ignore[arg-type]
+    refused = MaxRetryError(None, "/apis", ConnectionRefusedError(111, "Connection refused"))  # type: ignore[arg-type]
+    with pytest.raises(ForecastInputsUnavailable, match="MaxRetryError"):
+        read_queue_room(FakeHook(None, refused), "ns", "lq")  # type: ignore[arg-type]
