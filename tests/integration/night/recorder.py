@@ -38,6 +38,8 @@ class PodRecord:
     ended: float | None = None
     phase: str = "Pending"
     disrupted: bool = False  # a DisruptionTarget condition (eviction, node loss, preemption)
+    stopping: bool = False  # evicted or deleted before its first terminal phase: told to stop
+    history: list[str] = field(default_factory=list)  # phases, DisruptionTarget and deletion, in order seen
     api_created: float = 0.0  # the pod's creationTimestamp (the apiserver's clock, whole seconds)
 
 
@@ -231,12 +233,22 @@ class ClusterRecorder:
             # A pod's outcome is its first terminal phase, as the Job controller counts it. On the bed, a pod
             # of a deleted node is marked Failed by the pod GC (and replaced), and KWOK's completion, already
             # scheduled, can still write Succeeded over it: that shard did not finish there.
-            if rec.phase not in ("Succeeded", "Failed") and (
-                not obj.get("_deleted") or phase in ("Succeeded", "Failed")
-            ):
+            was_terminal = rec.phase in ("Succeeded", "Failed")
+            if not was_terminal and (not obj.get("_deleted") or phase in ("Succeeded", "Failed")):
                 rec.phase = phase
-            if _is_true(obj, "DisruptionTarget"):
+            if _is_true(obj, "DisruptionTarget") and not rec.disrupted:
                 rec.disrupted = True
+                rec.history.append("DisruptionTarget")
+            if meta.get("deletionTimestamp") and "deleting" not in rec.history:
+                rec.history.append("deleting")
+            # Evicted or deleted while still running: told to stop (an eviction, the Job controller removing
+            # an extra pod), so an end it still reaches is not the shard's work run to the end on its own.
+            # Evicted or deleted once ended (the node's loss, the namespace's teardown): not told to stop.
+            told = _is_true(obj, "DisruptionTarget") or bool(meta.get("deletionTimestamp"))
+            if told and not was_terminal and phase not in ("Succeeded", "Failed"):
+                rec.stopping = True
+            if phase not in rec.history:
+                rec.history.append(phase)
 
     def _job(self, obj: dict[str, Any]) -> None:
         now = time.time()

@@ -6,7 +6,11 @@ Definitions (the docs quote them):
 - **ideal**: ``Night.ideal()``, the larger of the quota bound and the critical path;
 - **shards lost**: shards of a task that no Job of it completed (Job ``completedIndexes`` mapped to shard
   ids through the Job's own shard list); **completed twice**: shards completed by more than one Job of the
-  same task, plus indexes with more than one succeeded pod in one Job;
+  same task (a retry that ran a finished shard again), plus indexes of one Job that two pods each ran to the
+  end on their own (Succeeded, not evicted or deleted while running: two done records' worth of work);
+- **finished by two pods** (a figure, not a violation): an index of one Job whose evicted or deleted pod
+  still ended Succeeded beside its replacement. The Job counts the index once (``completedIndexes`` is a
+  set), and a real shard writes one done record (``if_none_match``; the second pod finds it or keeps it);
 - **redone shard-seconds**: running time of pods that ended without succeeding (evicted, preempted, lost
   with their node), per Spot eviction;
 - **where the time goes**, per task: scheduler (upstream end or run start -> the task's first start),
@@ -45,9 +49,23 @@ def _step_of(task_id: str) -> str:
     return task_id.rsplit(".", 1)[-1]
 
 
+def _pod_text(pod: dict[str, Any]) -> str:
+    told = ", disrupted" if pod.get("disrupted") else ""
+    told += ", told to stop while running" if pod.get("stopping") else ""
+    seen = " > ".join(pod.get("history") or [])
+    return f"{pod.get('name')} (node {pod.get('node')}{told}{', seen ' + seen if seen else ''})"
+
+
+def _on_its_own(pod: dict[str, Any]) -> bool:
+    """A Succeeded pod that ran to the end without being told to stop (evicted or deleted while running)."""
+    return not pod.get("stopping")
+
+
 def shard_accounting(night: Night, phase: dict[str, Any]) -> dict[str, Any]:
-    """Shards lost and completed twice, over every task of both runs."""
+    """Shards lost and completed twice, over every task of both runs; each finding names its Jobs and pods
+    in full (a test prints them whole: a message cut in its middle once read as two Jobs' pods in one)."""
     expected = {s.name: s.shards for s in night.shape.steps} | {"pfe": night.shape.risk_shards}
+    job_name = {job["uid"]: job.get("name") or job["uid"][:8] for job in phase["jobs"]}
     jobs_by_task: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
     for job in phase["jobs"]:
         jobs_by_task[(job["dag_id"], job["task_id"], job["map_index"])].append(job)
@@ -61,34 +79,40 @@ def shard_accounting(night: Night, phase: dict[str, Any]) -> dict[str, Any]:
     for ti in phase["task_instances"]:
         key = (ti["dag_id"], ti["task_id"], ti["map_index"])
         want = expected.get(_step_of(ti["task_id"]), 0)
-        done: dict[int, int] = defaultdict(int)
+        done: dict[int, list[str]] = defaultdict(list)
         for job in jobs_by_task.get(key, []):
             ids = job["shard_ids"]
             for index in IndexSet.parse(job["completed_indexes"] or ""):
                 if index < len(ids):
-                    done[ids[index]] += 1
+                    done[ids[index]].append(job_name[job["uid"]])
         missing = want - len([s for s in done if s < want])
         if missing:
             lost += missing
             lost_tasks.append(f"{ti['task_id']}[{ti['map_index']}] ({ti['state']}): {missing}")
-        again = [shard for shard, n in done.items() if n > 1]
+        again = {shard: jobs for shard, jobs in done.items() if len(jobs) > 1}
         twice += len(again)
         if again:
-            twice_in.append(f"{ti['task_id']}[{ti['map_index']}]: shards {again[:5]} in two Jobs")
+            names = sorted({name for jobs in again.values() for name in jobs})
+            twice_in.append(f"{ti['task_id']}[{ti['map_index']}]: shards {sorted(again)[:5]} in Jobs {names}")
+    two_pods = 0
+    two_pods_in: list[str] = []
     for (job_uid, index), pods in succeeded.items():
-        if len(pods) > 1:
+        if len(pods) < 2:
+            continue
+        entry = f"Job {job_name.get(job_uid, job_uid[:8])} index {index}: " + ", ".join(map(_pod_text, pods))
+        if len([p for p in pods if _on_its_own(p)]) > 1:
             twice += 1
-            twice_in.append(
-                f"Job {job_uid[:8]} index {index}: pods "
-                + ", ".join(
-                    f"{p.get('name')} (node {p.get('node')}, disrupted {p.get('disrupted')})" for p in pods
-                )
-            )
+            twice_in.append(entry)
+        else:
+            two_pods += 1
+            two_pods_in.append(entry)
     return {
         "shards_lost": lost,
         "completed_twice": twice,
+        "finished_by_two_pods": two_pods,
         "lost_in": lost_tasks[:20],
         "twice_in": twice_in[:20],
+        "finished_by_two_pods_in": two_pods_in[:20],
     }
 
 
@@ -335,9 +359,9 @@ def violations(night: Night, phase: dict[str, Any]) -> list[str]:
             found.append(f"{dag}: task states {states}")
     shards = shard_accounting(night, phase)
     if shards["shards_lost"]:
-        found.append(f"{shards['shards_lost']} shards lost: {shards['lost_in']}")
+        found.append(f"{shards['shards_lost']} shards lost: " + "; ".join(shards["lost_in"]))
     if shards["completed_twice"]:
-        found.append(f"{shards['completed_twice']} shards completed twice: {shards['twice_in']}")
+        found.append(f"{shards['completed_twice']} shards completed twice: " + "; ".join(shards["twice_in"]))
     # The apiserver's own times (whole seconds: a pod created after its admission is never in an earlier
     # second); the watches' times for records without them. Two watch streams can deliver seconds apart.
     reserved = {w["job_uid"]: w.get("api_reserved") or [] for w in phase["workloads"]}

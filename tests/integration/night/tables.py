@@ -68,6 +68,10 @@ def render_markdown(night: Night, rows: list[dict[str, Any]], meta: dict[str, An
     )
     row("shards lost", lambda r: r["shards_lost"])
     row("shards completed twice", lambda r: r["completed_twice"])
+    row(
+        "indexes finished by two pods (an evicted one and its replacement)",
+        lambda r: r.get("finished_by_two_pods"),
+    )
     row("Spot evictions", lambda r: r["spot_evictions"])
     row("shard-seconds redone per Spot eviction", lambda r: r["redone_per_eviction"])
     row("shard-seconds redone, other (preemption)", lambda r: r["redone_shard_seconds_other"])
