@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_kueue_provider.kueue.progress.deadline import DeadlinePlan
+from airflow_kueue_provider.kueue.progress.deadline_verdict import Verdict
 from airflow_kueue_provider.kueue.progress.eta import Estimate
 from airflow_kueue_provider.triggers import deadline_watch
 from airflow_kueue_provider.triggers.deadline_watch import DeadlineWatch
@@ -77,6 +78,14 @@ def test_after_an_escalation_the_next_trigger_starts_at_risk() -> None:
     plan = DeadlinePlan(DEADLINE, MARGIN, escalate=False, eta_history=history)  # as the worker hands it on
     line, _ = _check(DeadlineWatch(plan), None)
     assert line.endswith("AT RISK")
+
+
+def test_the_verdict_survives_the_triggers_serialization() -> None:
+    verdict = Verdict(at_risk=True, clear_since=NOW, clear_readings=2)
+    plan = DeadlinePlan(DEADLINE, MARGIN, escalate=False, verdict=verdict)
+    trigger = KueueJobTrigger(job_name="j", namespace="n", queue_name="q", deadline=plan.to_dict())
+    recreated = KueueJobTrigger(**trigger.serialize()[1])
+    assert recreated.deadline == plan and recreated._deadline.verdict == verdict
 
 
 def test_a_trigger_serialized_by_the_previous_version_resumes_with_its_verdict() -> None:
