@@ -13,13 +13,16 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
 
 from ..hooks.forecast_inputs import ForecastInputsUnavailable, pod_request, read_queue_room
 from ..hooks.kind_client import KindClient
+from ..kueue.api_time import parse_api_time
 from ..kueue.checkpoints.learned_lengths import LearnedLengths
 from ..kueue.checkpoints.shard_packing import ShardPacks, packs_of_job
 from ..kueue.errors import KueueProviderError
 from ..kueue.index_set import IndexSet
+from ..kueue.job_progress import finished_condition
 from ..kueue.progress.deadline import DeadlinePlan
 from ..kueue.progress.forecast import Forecast, forecast, job_work
 
@@ -69,6 +72,8 @@ class ForecastStep:
         def resolved_namespace(self) -> str: ...
 
         def _shard_count(self) -> int: ...
+
+        def _client(self) -> KindClient: ...
 
     def _before_create(self, client: KindClient, manifest: dict[str, Any]) -> None:
         """The kind's checks, then the forecast of the shaped Job (its packs, parallelism, pod requests)
@@ -135,18 +140,31 @@ class ForecastStep:
     def _forecast_outcome(
         self, context: Any, result: dict[str, Any], message: str
     ) -> tuple[dict[str, Any], str]:
-        """The final event's (result, message), the result with ``forecast`` and how far off it was (the run
-        ended now: the trigger's last event is a few seconds old at most)."""
+        """The final event's (result, message), the result with ``forecast`` and how far off it was."""
         record = self._forecast if self._forecast is not None else _pulled(context, self.task_id)
         if record is None:
             return result, message
         try:
-            record, line = with_outcome(record, datetime.now(UTC))
+            record, line = with_outcome(record, self._ended_at(result))
         except (KeyError, ValueError, TypeError) as exc:
             self.log.warning("forecast: the record is unreadable (%s)", exc)
             return result, message
         self.log.info("%s", line)
         return {**result, FORECAST_KEY: record}, message
+
+    def _ended_at(self, result: dict[str, Any]) -> datetime:
+        """When the Job ended (its finished condition), not when the worker resumed: a busy scheduler can take
+        minutes to hand the task back. Now when the Job cannot be read."""
+        name, namespace = result.get("job_name"), result.get("namespace")
+        job = None
+        if name and namespace:
+            try:
+                job = self._client().get(str(namespace), str(name))
+            except (ApiException, KueueProviderError, HTTPError, OSError) as exc:
+                self.log.warning("forecast: the Job's end unread (%s); measured to now", exc)
+        condition = finished_condition(job) if job is not None else None
+        ended = parse_api_time((condition or {}).get("lastTransitionTime"))
+        return ended or datetime.now(UTC)
 
 
 def _pulled(context: Any, task_id: str) -> dict[str, Any] | None:

@@ -144,6 +144,19 @@ def test_no_lengths_no_forecast_and_an_unreadable_queue_one_warning(caplog: pyte
     assert Step(stated=None)._forecast_outcome({"ti": Ti()}, {"a": 1}, "m") == ({"a": 1}, "m")
 
 
+def test_the_outcome_is_measured_to_the_jobs_end_not_the_workers_resume() -> None:
+    made = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
+    record = {"made_at": made.isoformat(), "finish": (made + timedelta(seconds=100)).isoformat()}
+    done = {"type": "Complete", "status": "True", "lastTransitionTime": "2026-12-01T01:01:50Z"}
+    step = Step(stated=None)
+    step._forecast = record
+    client: Any = SimpleNamespace(get=lambda ns, name: {"status": {"conditions": [done]}})
+    step._client = lambda: client  # type: ignore[method-assign]
+    result, _ = step._forecast_outcome({}, {"job_name": "j", "namespace": "ns"}, "m")
+    assert result["forecast"]["actual_finish"] == "2026-12-01T01:01:50+00:00"
+    assert result["forecast"]["error_seconds"] == 10.0
+
+
 def test_the_outcome_line_says_early_or_late_by_how_much() -> None:
     made = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
     record = {"made_at": made.isoformat(), "finish": (made + timedelta(seconds=600)).isoformat()}
