@@ -369,9 +369,13 @@ def test_the_tab_links_to_its_whole_dag_run_and_to_the_dags_nights_plotted(
         assert tips and all(t.startswith("manual__") for t in tips), tips  # a point per night, named
         box = chart.bounding_box()
         assert box is not None and box["width"] > 300 and box["height"] > 100, box
-        section = frame.locator('section[data-nights="per_sample"]')
-        assert "Newest night" in section.inner_text()
-        _element_screenshot(section, "kueue-nights")
+        assert "Newest night" in frame.locator('section[data-nights="per_sample"]').inner_text()
     finally:
         _screenshot(page, request)
         page.close()
+    alone = ui.browser.contexts[0].new_page()  # the page by itself: an element screenshot of it whole
+    try:
+        alone.goto(f"{ui.url}/kueue/nights?dag_id={DAG_ID}&task_id=per_sample")
+        _element_screenshot(alone.locator('section[data-nights="per_sample"]'), "kueue-nights")
+    finally:
+        alone.close()
