@@ -184,3 +184,13 @@ def test_cost_ticks_have_no_exponent_and_every_value_is_escaped() -> None:
     hostile = [record(1, task_id="<b>t</b>"), record(2, task_id="<b>t</b>")]
     html = _client(db=lambda: hostile).get("/nights", params={"dag_id": "nightly"}).text
     assert "&lt;b&gt;t&lt;/b&gt;" in html and "<b>t" not in html
+
+
+def test_a_dag_run_read_that_hit_its_row_cap_says_so() -> None:
+    from airflow_kueue_provider.plugins.run_history_source import DAG_RUN_ROWS
+
+    many = [record(3, task_id="per_sample", map_index=i) for i in range(DAG_RUN_ROWS)]
+    params = {"dag_id": "nightly", "run_id": "scheduled__3"}
+    page = _client(db=lambda: many).get("/dag-run", params=params).text
+    assert f"{DAG_RUN_ROWS} Kueue task instances" in page and "the read is capped" in page
+    assert "the read is capped" not in _client().get("/dag-run", params=params).text
