@@ -230,9 +230,11 @@ class ClusterRecorder:
                 rec.ended = now
             if obj.get("_deleted") and rec.ended is None:
                 rec.ended = now
-            # A pod's outcome is its first terminal phase, as the Job controller counts it. On the bed, a pod
-            # of a deleted node is marked Failed by the pod GC (and replaced), and KWOK's completion, already
-            # scheduled, can still write Succeeded over it: that shard did not finish there.
+            # A pod's outcome is its first terminal phase. On the bed a pod told to stop can get two: KWOK's
+            # completion, scheduled before the eviction, lands beside the Failed of the eviction or of the
+            # pod GC in either order (a short night saw Running > DisruptionTarget > deleting > Succeeded >
+            # Failed, and the Job replaced that pod): the Job controller counts whichever it sees at its sync.
+            # ``stopping`` marks such a pod: its end says nothing about its shard.
             was_terminal = rec.phase in ("Succeeded", "Failed")
             if not was_terminal and (not obj.get("_deleted") or phase in ("Succeeded", "Failed")):
                 rec.phase = phase
