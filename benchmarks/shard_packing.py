@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             forms = [("unpacked", ShardPacks(every)), ("packed", packed)]
             if args.history:
                 forms.append(("history", history_packs(case)))
-            for form, packs in forms:
+            for form, packs in [f for f in forms if f[0] in args.forms.split(",")]:
                 seconds = run_once(cluster, case, packs, args, delay)
                 outcomes.append(
                     Outcome(
@@ -231,8 +231,10 @@ def table(result: dict[str, Any]) -> str:
         versus = (
             f"{o['job_seconds'] / unpacked[key]:.3f}" if o["form"] != "unpacked" and key in unpacked else ""
         )
+        shape = o["shards_per_pod"]  # an ordered shape's ids stay in the JSON
+        shape = f"{shape.partition('/')[0]} (ordered)" if "/" in shape else shape
         rows.append(
-            f"| {o['case']} | {o['start_delay']:g} s | {o['form']} | {o['shards_per_pod']} | {o['pods']} | "
+            f"| {o['case']} | {o['start_delay']:g} s | {o['form']} | {shape} | {o['pods']} | "
             f"{o['job_seconds']} | {result['ideal_seconds'][o['case']]} | {o['ratio_to_ideal']} | {versus} |"
         )
     head = (
@@ -270,6 +272,9 @@ def main() -> int:
     )
     parser.add_argument(
         "--noise", type=float, default=0.05, help="tonight's lengths: learned x (1 +/- this), uniform"
+    )
+    parser.add_argument(
+        "--forms", default="unpacked,packed,history", help="which forms to run (comma-separated)"
     )
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--name", default="shard_packing")
