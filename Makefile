@@ -194,7 +194,8 @@ typecheck: venv
 
 # The README's pictures: copies of what the browser tests saved in the last `make test`.
 SHOTS := kueue-queues-waiting kueue-queues-admitted kueue-task-live kueue-task-finished kueue-queues-history \
-	kueue-task-trend kueue-queues-over-time kueue-queues-recent-runs test_another_operators_tab_says_it_has_no_kueue_job
+	kueue-task-trend kueue-queues-over-time kueue-queues-recent-runs test_another_operators_tab_says_it_has_no_kueue_job \
+	kueue-nights
 screenshots:
 	mkdir -p docs/screenshots
 	for s in $(SHOTS); do cp .test-reports/screenshots/$$s.png docs/screenshots/; done
