@@ -61,6 +61,11 @@ class Resources:
         return Resources(*(max(0.0, self.amount(r) - other.amount(r)) for r in RESOURCES))
 
 
+UNCOUNTED_SLOTS = 1_000_000
+"""The pods a flavor holds of a pod that asks for nothing it counts (no request, or none of its covered
+resources): Kueue admits such pods without limit, so only the Job's parallelism bounds them."""
+
+
 @dataclass(frozen=True)
 class FlavorRoom:
     """One ResourceFlavor of the ClusterQueue: its nominal quota, what the cohort can lend now (the
@@ -85,7 +90,7 @@ class FlavorRoom:
             for r in RESOURCES
             if request.amount(r) > 0 and r in self.covered
         ]
-        return min(counts) if counts else 0
+        return min(counts) if counts else UNCOUNTED_SLOTS
 
 
 @dataclass(frozen=True)

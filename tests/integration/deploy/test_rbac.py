@@ -472,3 +472,64 @@ def test_the_worker_identity_runs_a_jobset_task_with_checkpointing_and_reaches_n
     operator.kubernetes_conn_id = ui.conn_id
     with pytest.raises(AirflowException, match=r"apply the jobsets rule of deploy/rbac/worker-trigger"):
         operator.execute({"ti": _ti("jobset-ui")})  # type: ignore[arg-type]
+
+
+def test_the_optional_forecast_role_lets_the_worker_read_clusterqueues_and_forecast(
+    kueue_env_factory: Any,
+    identity: Any,
+    cluster: Cluster,
+    capfd: pytest.CaptureFixture[str],
+    devcluster_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """deploy/rbac/worker-forecast.yaml: without it the worker's task runs with one warning and no forecast;
+    with it (bound to the same ServiceAccount) the task's result carries the forecast; nothing else is
+    granted (no write to a ClusterQueue)."""
+    env = kueue_env_factory()
+    worker = identity("worker-triggerer.yaml", env.namespace)
+    blob = {
+        "conn_type": "wasb",
+        "extra": {"connection_string": devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_RBAC_BLOB", json.dumps(blob))
+    base = f"rbac-fc-{env.namespace[-6:]}"
+    stated = {"expected_shard_duration": 1.0, "checkpointing": Checkpointing("rbac_blob", base)}
+    plain = _operator(env, worker.conn_id, **stated).execute({"ti": _ti("no-forecast")})
+    logged = "".join(capfd.readouterr())
+    assert "forecast" not in plain and "forecast: left out (reading the queues: 403" in logged, logged[-3000:]
+
+    suffix = short_id()
+    rbac = client.RbacAuthorizationV1Api(cluster.api)
+    docs = list(yaml.safe_load_all((RBAC / "worker-forecast.yaml").read_text()))
+    role, binding = (
+        (d for d in docs if d["kind"] == "ClusterRole"),
+        (d for d in docs if d["kind"] != "ClusterRole"),
+    )
+    (role_doc,), (binding_doc,) = list(role), list(binding)
+    role_doc["metadata"]["name"] = binding_doc["roleRef"]["name"] = f"airflow-kueue-worker-forecast-{suffix}"
+    binding_doc["metadata"]["name"] = f"airflow-kueue-worker-forecast-{suffix}"
+    binding_doc["subjects"][0].update(name=worker.account, namespace=worker.account_namespace)
+    rbac.create_cluster_role(role_doc)
+    rbac.create_cluster_role_binding(binding_doc)
+    try:
+        wait_for(
+            "the ClusterQueue read allowed",
+            lambda: (
+                _allowed(worker, "list", "clusterqueues") and not _allowed(worker, "update", "clusterqueues")
+            ),
+            30,
+        )
+        forecast = _operator(env, worker.conn_id, **stated).execute({"ti": _ti("forecast")})
+        assert forecast["forecast"]["finish"] and forecast["forecast"]["nights"] == 0, forecast["forecast"]
+    finally:
+        rbac.delete_cluster_role_binding(binding_doc["metadata"]["name"])
+        rbac.delete_cluster_role(role_doc["metadata"]["name"])
+        service = BlobServiceClient.from_connection_string(devcluster_env["AZURE_STORAGE_CONNECTION_STRING"])
+        for container in service.list_containers(name_starts_with=base):
+            service.delete_container(container.name)
+
+
+def _allowed(who: Identity, verb: str, resource: str) -> bool:
+    review = {"spec": {"resourceAttributes": {"group": "kueue.x-k8s.io", "resource": resource, "verb": verb}}}
+    auth = client.AuthorizationV1Api(who.api)
+    return bool(auth.create_self_subject_access_review(review).status.allowed)

@@ -136,6 +136,16 @@ def test_a_pod_no_flavor_can_hold_gives_no_forecast() -> None:
     assert forecast(work, big, NOW) is None
 
 
+def test_a_pod_that_asks_for_nothing_the_flavor_counts_is_parallelism_bound() -> None:
+    """No request (or none the ClusterQueue covers): Kueue admits such pods without limit."""
+    packs = ShardPacks(IndexSet.range(0, 8))
+    work = job_work(packs, 4, Resources(pods=1), None, (60, 60))
+    assert work is not None
+    cpu_only = FlavorRoom("default", Resources(cpu=2), Resources(), Resources(), frozenset({"cpu", "memory"}))
+    f = forecast(work, QueueRoom((cpu_only,)), NOW)
+    assert f is not None and "4 pods at once (parallelism-bound)" in f.basis
+
+
 def test_the_first_flavor_with_room_now_is_taken() -> None:
     work = stated(60, count=4, parallelism=4)
     full = FlavorRoom("spot", Resources(cpu=4, memory=2**40, pods=100), Resources(), Resources(cpu=4, pods=4))
