@@ -73,7 +73,11 @@ COMPONENTS = {
     "dagProcessor": ("dagProcessor",),
 }
 # Which deploy/rbac manifest binds which components' ServiceAccount.
-RBAC_OF = {"worker-triggerer.yaml": ("workers", "triggerer"), "ui.yaml": ("apiServer",)}
+RBAC_OF = {
+    "worker-triggerer.yaml": ("workers", "triggerer"),
+    "worker-forecast.yaml": ("workers",),  # optional: the forecast at submit reads ClusterQueues
+    "ui.yaml": ("apiServer",),
+}
 TALKS_TO_CLUSTER_OR_BLOB = {"workers", "triggerer", "apiServer"}
 
 # Chart keys that would hold a secret's value (the file names Secrets instead).
