@@ -82,8 +82,8 @@ class ForecastStep:
         self._forecast, self._forecast_made = None, None
         spec = manifest.get("spec") or {}
         pod_spec = (spec.get("template") or {}).get("spec")
-        if manifest.get("kind") != "Job" or not pod_spec:
-            return  # a JobSet's replicated Jobs: not forecast yet
+        if not pod_spec:
+            return  # no one pod template (a JobSet's replicated Jobs): not forecast yet
         completions = int(spec.get("completions") or 1)
         packs = packs_of_job(manifest) or ShardPacks(
             IndexSet.range(0, completions)
