@@ -80,12 +80,7 @@ class ShardPacks:
     @classmethod
     def decreasing(cls, shards: IndexSet, sizes: PackRuns) -> ShardPacks:
         """Packs of ``sizes``, written in the even form when they are even (so the shape stays ``"5"``)."""
-        merged: list[tuple[int, int]] = []
-        for size, count in sizes:
-            if merged and merged[-1][0] == size:
-                merged[-1] = (size, merged[-1][1] + count)
-            elif count:
-                merged.append((size, count))
+        merged = _merged_runs(sizes)
         if not merged:
             return cls(shards)
         even = cls(shards, merged[0][0])
@@ -94,12 +89,7 @@ class ShardPacks:
     @classmethod
     def ordered(cls, shards: IndexSet, order: tuple[int, ...], sizes: PackRuns) -> ShardPacks:
         """Packs of ``sizes`` (any runs) over ``order``; ascending order is written without it."""
-        merged: list[tuple[int, int]] = []
-        for size, count in sizes:
-            if merged and merged[-1][0] == size:
-                merged[-1] = (size, merged[-1][1] + count)
-            elif count:
-                merged.append((size, count))
+        merged = _merged_runs(sizes)
         if not merged:
             return cls(shards)
         largest = max(size for size, _ in merged)
@@ -230,6 +220,17 @@ class ShardPacks:
                 f"{self.sizes[-1][0]}"
             )
         return f"{len(self.shards)} shards as {self.index_count} pods of up to {self.per_pod}"
+
+
+def _merged_runs(sizes: PackRuns) -> list[tuple[int, int]]:
+    """``sizes`` with neighbouring runs of one size joined and empty runs left out."""
+    merged: list[tuple[int, int]] = []
+    for size, count in sizes:
+        if merged and merged[-1][0] == size:
+            merged[-1] = (size, merged[-1][1] + count)
+        elif count:
+            merged.append((size, count))
+    return merged
 
 
 def packs_of_job(job: Mapping[str, Any]) -> ShardPacks | None:
