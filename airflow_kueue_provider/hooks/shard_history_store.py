@@ -61,12 +61,13 @@ class ShardHistoryStore:
         shard_count: int,
         durations: Mapping[int, float],
         resumed: IndexSet | None = None,
+        pod_start: float | None = None,
     ) -> ShardHistory:
         """Merge night ``run_id``'s shard lengths (``ShardHistory.merge_night``) and write it back."""
         for _ in range(MAX_HISTORY_CONFLICTS):
             current, etag = self._read()
             merged = (current or ShardHistory.empty(shard_count)).merge_night(
-                run_id, shard_count, durations, resumed
+                run_id, shard_count, durations, resumed, pod_start
             )
             if merged == current:
                 return merged  # a retry of a night already merged: nothing to write

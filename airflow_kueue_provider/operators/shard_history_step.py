@@ -12,6 +12,7 @@ used, so such a task packs as it always did.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -19,16 +20,18 @@ from typing import TYPE_CHECKING, Any
 from ..hooks.blob_store import BlobStoreHook
 from ..hooks.shard_history_store import ShardHistoryStore
 from ..kueue.checkpoints.learned_lengths import LearnedLengths
+from ..kueue.checkpoints.ledger import SUCCEEDED
 from ..kueue.checkpoints.packing_choice import PackingChoice
 from ..kueue.checkpoints.shard_blob_names import done_name
 from ..kueue.checkpoints.shard_history import MAX_HISTORY_SHARDS, ShardHistory
 from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet
+from ..kueue.progress.forecast import start_cost_of
 from ..storage.blob_errors import BlobStoreError
 from .checkpointing import CheckpointSession
 
 if TYPE_CHECKING:
-    from ..kueue.checkpoints.ledger import RunLedger
+    from ..kueue.checkpoints.ledger import Attempt, RunLedger
     from .checkpoint_config import Checkpointing
 
 HISTORY_READERS = 8
@@ -64,6 +67,21 @@ def read_durations(session: CheckpointSession, shard_ids: IndexSet) -> tuple[dic
             if doc.get("resumed") is True:
                 resumed.append(shard_id)
     return durations, IndexSet.from_indexes(resumed)
+
+
+def clean_pod_start(attempt: Attempt, durations: Mapping[int, float]) -> float | None:
+    """What each pod of ``attempt`` cost beside its shards' lengths (``start_cost_of``), from a clean
+    attempt only: it succeeded without an eviction, finished every shard it ran, and each one's length is
+    known; else None (the running time would measure the disruption, not the pods)."""
+    figures = attempt.figures
+    clean = attempt.status == SUCCEEDED and attempt.evictions == 0 and attempt.completed == attempt.shards
+    if not clean or figures is None or not figures.running_seconds or not figures.pods:
+        return None
+    if any(shard not in durations for shard in attempt.shards):
+        return None
+    packs = attempt.packs
+    works = [sum(durations[s] for s in packs.shards_of_index(i)) for i in range(packs.index_count)]
+    return start_cost_of(works, figures.pods, figures.running_seconds)
 
 
 class ShardHistoryStep:
@@ -139,7 +157,7 @@ class ShardHistoryStep:
                 read_durations(shards, attempt.completed) if count <= MAX_HISTORY_SHARDS else ({}, IndexSet())
             )
             store = ShardHistoryStore(shards.hook, identity.dag_id, identity.task_id, identity.map_index)
-            store.merge_night(identity.run_id, count, durations, resumed)
+            store.merge_night(identity.run_id, count, durations, resumed, clean_pod_start(attempt, durations))
         except Exception as exc:  # never the task's outcome
             self.log.warning(
                 "could not record the shard history of %s (%s); the run is unaffected", job_name, exc

@@ -47,7 +47,7 @@ def packs_from_history(
     length = {shard: learned.length_of(shard, fallback) for shard in shards}
     slots = max(1, min(parallelism or len(shards), len(shards)))
     by_length = sorted(shards, key=lambda shard: (-length[shard], shard))
-    tail_seconds = _tail_seconds(length, slots)
+    tail_seconds = _tail_seconds(length, slots, learned.pod_start_seconds)
     capacity = sum(length.values()) / slots - tail_seconds if tail_seconds else math.inf
     bins: list[tuple[float, int, list[int]]] = [(0.0, slot, []) for slot in range(slots)]
     tail: list[int] = []
@@ -89,13 +89,14 @@ def _consecutive_packs(
     return packs if longest <= balanced * (1 + CONSECUTIVE_SLACK) else None
 
 
-def _tail_seconds(length: dict[int, float], slots: int) -> float:
+def _tail_seconds(length: dict[int, float], slots: int, pod_start: float | None) -> float:
     """The work per slot kept for the tail: the slowest bin's expected overrun, when it is worth two pod
-    starts; else none (one wave)."""
+    starts (as learned, else ``POD_START_SECONDS``); else none (one wave)."""
     per_slot = len(length) / slots
     mean_square = sum(seconds * seconds for seconds in length.values()) / len(length)
     overrun = SPREAD_OF_SLOWEST * NIGHT_NOISE * math.sqrt(per_slot * mean_square)
-    return overrun if overrun > 2 * POD_START_SECONDS else 0.0
+    start = POD_START_SECONDS if pod_start is None else pod_start
+    return overrun if overrun > 2 * start else 0.0
 
 
 def _tail_packs(tail: list[int], length: dict[int, float], tail_seconds: float) -> list[list[int]]:

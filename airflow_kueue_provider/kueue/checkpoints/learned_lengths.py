@@ -19,6 +19,10 @@ class LearnedLengths:
     shard_count: int
     seconds: Mapping[int, float] = field(default_factory=dict)
     nights: tuple[str, ...] = ()
+    pod_start_seconds: float | None = None
+    """What a pod of this task cost before and between its shards on earlier nights (from creation to its
+    first shard, the SDK's per-shard round trips): learned from a clean attempt's running time against its
+    shards' lengths; None until one was seen."""
 
     def __post_init__(self) -> None:
         if self.shard_count < 1:
@@ -43,4 +47,5 @@ class LearnedLengths:
         span = self.nights[0] if len(self.nights) == 1 else f"{self.nights[0]} .. {self.nights[-1]}"
         count = len(self.nights)
         nights = f"{count} night{'s' if count != 1 else ''} ({span})" if self.nights else "earlier nights"
-        return f"learned from {nights}, {len(self.seconds)} of {self.shard_count} shards"
+        start = f", pods start in about {self.pod_start_seconds:g} s" if self.pod_start_seconds else ""
+        return f"learned from {nights}, {len(self.seconds)} of {self.shard_count} shards{start}"

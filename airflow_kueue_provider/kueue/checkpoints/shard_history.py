@@ -34,6 +34,8 @@ MAX_HISTORY_SHARDS = 20_000
 """Above this many shards a history keeps the nights but no lengths (the blob would outgrow its bound)."""
 MAX_SHARD_SECONDS = 7 * 24 * 3600.0
 """A figure above a week is taken as a week (keeps each figure, so the blob, bounded)."""
+MAX_POD_START_SECONDS = 3600.0
+"""A pod's learned cost beside its shards is taken as at most an hour."""
 MAX_RUN_ID_CHARS = 250
 """Airflow's run id limit; a longer one is cut."""
 MAX_HISTORY_BYTES = 400_000
@@ -60,6 +62,8 @@ class ShardHistory:
     nights: tuple[str, ...] = ()
     partial: IndexSet = field(default_factory=IndexSet)
     tonight: IndexSet = field(default_factory=IndexSet)
+    pod_start: float | None = None
+    """A pod's cost beside its shards' lengths (``LearnedLengths.pod_start_seconds``), weighted over nights."""
 
     @classmethod
     def empty(cls, shard_count: int) -> ShardHistory:
@@ -76,12 +80,20 @@ class ShardHistory:
         shard_count: int,
         durations: Mapping[int, float],
         resumed: IndexSet | None = None,
+        pod_start: float | None = None,
     ) -> ShardHistory:
-        """This history with night ``run_id``'s shard lengths (``resumed``: shards whose figure is a tail)."""
+        """This history with night ``run_id``'s shard lengths (``resumed``: shards whose figure is a tail)
+        and, from a clean attempt, what its pods cost beside them (``pod_start``)."""
         run_id = run_id[:MAX_RUN_ID_CHARS]
         base = self if shard_count == self.shard_count else ShardHistory.empty(shard_count)
         if run_id in base.nights[:-1]:
             return base  # an older night run again: its figures were counted then
+        if pod_start is not None and math.isfinite(pod_start) and pod_start >= 0:
+            old = base.pod_start
+            cost = min(pod_start, MAX_POD_START_SECONDS)
+            base = replace(
+                base, pod_start=round(cost if old is None else old + HISTORY_WEIGHT * (cost - old), 1)
+            )
         if bad := [i for i in durations if not 0 <= i < shard_count]:
             raise HistoryShardCountMismatch(f"shard ids {bad[:5]} are outside the night's {shard_count}")
         same = bool(base.nights) and base.nights[-1] == run_id
@@ -111,7 +123,7 @@ class ShardHistory:
         known = {i: s for i, s in enumerate(self.seconds) if s is not None}
         if not known or not self.keeps_lengths:
             return None
-        return LearnedLengths(self.shard_count, known, self.nights)
+        return LearnedLengths(self.shard_count, known, self.nights, self.pod_start)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -121,6 +133,7 @@ class ShardHistory:
             "seconds": list(self.seconds),
             "partial": str(self.partial),
             "tonight": str(self.tonight),
+            **({"pod_start_seconds": self.pod_start} if self.pod_start is not None else {}),
         }
 
     @classmethod
@@ -152,10 +165,16 @@ def _merged(
 
 
 _KEYS = {"version", "shard_count", "nights", "seconds", "partial", "tonight"}
+_OPTIONAL_KEYS = {"pod_start_seconds"}
 
 
 def _parsed(data: Any) -> ShardHistory | None:
-    if not isinstance(data, Mapping) or data.get("version") != HISTORY_VERSION or set(data) != _KEYS:
+    if not isinstance(data, Mapping) or data.get("version") != HISTORY_VERSION:
+        return None
+    if not _KEYS <= set(data) <= _KEYS | _OPTIONAL_KEYS:
+        return None
+    pod_start = data.get("pod_start_seconds")
+    if pod_start is not None and not (_is_figure(pod_start) and pod_start <= MAX_POD_START_SECONDS):
         return None
     count = data["shard_count"]
     nights, seconds = data["nights"], data["seconds"]
@@ -174,7 +193,8 @@ def _parsed(data: Any) -> ShardHistory | None:
     if any(s and not (s.min() >= 0 and s.max() < count) for s in (partial, tonight)):
         return None
     values = tuple(None if s is None else float(s) for s in seconds)
-    return ShardHistory(count, values, tuple(nights), partial, tonight)
+    start = float(pod_start) if pod_start is not None else None
+    return ShardHistory(count, values, tuple(nights), partial, tonight, start)
 
 
 def _is_figure(value: Any) -> bool:

@@ -163,7 +163,10 @@ def job_work(
         late = tuple(s * (1 + LEARNED_SPREAD) for s in seconds)
         count = len(usable.nights)
         source = f"from {count} night{'s' if count != 1 else ''} of shard history"
-        return JobWork(seconds, early, late, parallelism, request, source, count)
+        if (start := usable.pod_start_seconds) is None:
+            return JobWork(seconds, early, late, parallelism, request, source, count)
+        source += f" (pods start in about {start:g} s)"
+        return JobWork(seconds, early, late, parallelism, request, source, count, start)
     assert stated is not None
     shortest, longest = stated
     seconds = tuple((shortest + longest) / 2 * size for size in sizes)
@@ -192,6 +195,21 @@ def makespan(packs: Sequence[float], slots: int, start_cost: float) -> float:
         end = max(end, done)
         heapq.heappush(free, done)
     return end
+
+
+def start_cost_of(packs: Sequence[float], slots: int, measured: float) -> float | None:
+    """The per-pod cost that makes ``makespan(packs, slots, cost)`` the ``measured`` running time (the
+    inverse, by bisection: the makespan grows with the cost); 0 when the packs alone take that long, None
+    without packs or a positive measure."""
+    if not packs or not measured > 0:
+        return None
+    low, high = 0.0, measured
+    if makespan(packs, slots, low) >= measured:
+        return 0.0
+    for _ in range(40):
+        middle = (low + high) / 2
+        low, high = (middle, high) if makespan(packs, slots, middle) < measured else (low, middle)
+    return round((low + high) / 2, 1)
 
 
 def forecast(work: JobWork, room: QueueRoom, now: datetime) -> Forecast | None:
