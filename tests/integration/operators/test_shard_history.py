@@ -90,7 +90,16 @@ def test_the_second_night_packs_from_what_the_first_one_learned(
     learned = _history(blob)
     assert learned is not None and learned.nights == ("scheduled__1",), learned
     assert all(s is not None and 0 < s < 60 for s in learned.seconds), learned.seconds
-    assert set(learned.to_json()) == {"version", "shard_count", "nights", "seconds", "partial", "tonight"}
+    assert set(learned.to_json()) == {
+        "version",
+        "shard_count",
+        "nights",
+        "seconds",
+        "partial",
+        "tonight",
+        "pod_start_seconds",  # a clean first night: what a pod cost beside its shard
+    }
+    assert learned.pod_start is not None and 0 <= learned.pod_start < 60, learned.pod_start
 
     second = _night(queues, blob, tmp_path / "items-2", "scheduled__2", 8)
     assert SAID in capsys.readouterr().out
