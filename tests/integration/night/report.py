@@ -8,9 +8,10 @@ Definitions (the docs quote them):
   ids through the Job's own shard list); **completed twice**: shards completed by more than one Job of the
   same task (a retry that ran a finished shard again), plus indexes of one Job that two pods each ran to the
   end on their own (Succeeded, not evicted or deleted while running: two done records' worth of work);
-- **finished by two pods** (a figure, not a violation): an index of one Job whose evicted or deleted pod
-  still ended Succeeded beside its replacement. The Job counts the index once (``completedIndexes`` is a
-  set), and a real shard writes one done record (``if_none_match``; the second pod finds it or keeps it);
+- **finished by two pods** (a figure, not a violation): an index of one Job whose pod, evicted or deleted
+  while running (a Spot eviction, Kueue preempting the Workload), still ended Succeeded beside its
+  replacement. The Job counts the index once (``completedIndexes`` is a set), and a real shard writes one
+  done record (``if_none_match``; the second pod finds it or keeps it);
 - **redone shard-seconds**: running time of pods that ended without succeeding (evicted, preempted, lost
   with their node), per Spot eviction;
 - **where the time goes**, per task: scheduler (upstream end or run start -> the task's first start),

@@ -87,9 +87,13 @@ def test_the_recorder_keeps_that_a_pod_was_evicted_while_running_not_deleted_aft
             _event("b", RISK, 17, "Running"),
             _event("b", RISK, 17, "Succeeded"),
             _event("b", RISK, 17, "Succeeded", deleting=True),  # the namespace's teardown
+            _event("c", RISK, 18, "Running"),
+            _event("c", RISK, 18, "Running", deleting=True),  # Kueue preempted the Workload: no condition
+            _event("c", RISK, 18, "Succeeded", deleting=True),
         ]
     )
-    evicted, finished = pods
+    evicted, finished, preempted = pods
+    assert (preempted["phase"], preempted["disrupted"], preempted["stopping"]) == ("Succeeded", False, True)
     assert (evicted["phase"], evicted["disrupted"], evicted["stopping"]) == ("Succeeded", True, True)
     assert evicted["history"] == ["Running", "DisruptionTarget", "deleting", "Succeeded"]
     assert (finished["phase"], finished["disrupted"], finished["stopping"]) == ("Succeeded", False, False)
