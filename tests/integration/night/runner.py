@@ -365,6 +365,9 @@ def _results(
             "retried_shards",
             "queued_seconds",
             "running_seconds",
+            "forecast",
+            "deadline_outcome",
+            "shard_history",
         )
         out[f"{dag_id}|{ti['task_id']}|{ti['map_index']}"] = (
             {k: value.get(k) for k in keep} if isinstance(value, dict) else value
