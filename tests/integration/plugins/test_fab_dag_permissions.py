@@ -49,7 +49,16 @@ with get_application_builder() as appbuilder:
         assert sm.add_user("alice", "Alice", "A", "alice@example.invalid", role, password=sys.argv[1])
 """
 
-DAG_ROUTES = ("/task", "/api/task", "/api/task/stream", "/api/task/log")
+DAG_ROUTES = (
+    "/task",
+    "/api/task",
+    "/api/task/stream",
+    "/api/task/log",
+    "/nights",
+    "/api/nights",
+    "/dag-run",
+    "/api/dag-run",
+)
 """Every route of the app that serves a dag_id (the test below checks the list against the app)."""
 ALLOWED_STATUS = {"/api/task/log": 404}
 """An allowed request's status where it is not 200: the log tail of a Job the task instance does not have."""
