@@ -32,7 +32,10 @@ READS = 60
 USERS = ("alice", "bob", "carol", "dave", "erin", "frank")
 PER_USER, TOTAL = 8, 40
 """TOTAL: as many reads as the shared pool's 40 tokens, which would hold them all if the reads ran there."""
-HEALTH_P99_SECONDS = 1.0
+HEALTH_P99_SECONDS = 2.0
+"""Below the proxy's hold (``DELAY_SECONDS``): a health check that waited behind even one read fails, and one
+that only shared 2 cores with the parallel pass's other tests does not (1.34 s was seen there; 0.14-0.25 s
+alone, 9.3 s when the reads held the shared pool)."""
 
 
 @pytest.fixture
