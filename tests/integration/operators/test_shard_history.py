@@ -11,37 +11,23 @@ task, against Azurite.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from azure.storage.blob import BlobServiceClient
 
 from airflow_kueue_provider.hooks.shard_history_store import history_blob
 from airflow_kueue_provider.kueue.checkpoints.shard_history import ShardHistory
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator, KueueJobFailed
 
-from ..cluster import KueueEnv, short_id
+from ..cluster import KueueEnv
 from ..process_node import queues_on_process_nodes as queues  # noqa: F401 - the fixture
 from ..worker.eviction_bed import PRICER, pricer_arguments
+from .conftest import CONN_ID
 
-CONN_ID = "kueue_blob_history"
 SAID = "packing from shard history: learned from 1 night (scheduled__1), 8 of 8 shards"
-
-
-@pytest.fixture
-def blob(devcluster_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
-    conn_string = devcluster_env["AZURE_STORAGE_CONNECTION_STRING"]
-    conn = {"conn_type": "wasb", "extra": {"connection_string": conn_string}}
-    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", json.dumps(conn))
-    container = f"hist-{short_id()}"
-    service = BlobServiceClient.from_connection_string(conn_string)
-    yield SimpleNamespace(container=container, service=service)
-    for made in service.list_containers(name_starts_with=container):
-        service.delete_container(made.name)
 
 
 def _night(
