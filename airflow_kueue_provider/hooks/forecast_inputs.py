@@ -1,6 +1,6 @@
 """What the forecast at submit reads of Kueue (kueue/progress/forecast): the task's ClusterQueue with its
-cohort (one LIST of ClusterQueues) and the LocalQueue's pending Workloads (one visibility call), as typed
-values.
+cohort (one LIST of ClusterQueues), the LocalQueue's pending Workloads (one visibility call) and the task's
+priority (one GET of its WorkloadPriorityClass), as typed values.
 
 The reads go through ``KueueHook``'s retrying calls; anything that cannot be read raises
 ``ForecastInputsUnavailable`` naming what, and the forecast is left out (never the task)."""
@@ -8,23 +8,65 @@ The reads go through ``KueueHook``'s retrying calls; anything that cannot be rea
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from ..kueue.errors import KueueProviderError
+from ..kueue.names import PRIORITY_CLASS_LABEL
 from ..kueue.progress.forecast import RESOURCES, FlavorRoom, QueueRoom, Resources
 from ..kueue.quantity import parse_quantity
-from .sync_queues import SyncQueueCalls
 
 
 class ForecastInputsUnavailable(KueueProviderError):
     """The queue could not be read for a forecast; the message says which read and why."""
 
 
-def read_queue_room(hook: SyncQueueCalls, namespace: str, local_queue: str) -> QueueRoom:
-    """The ClusterQueue behind ``namespace/local_queue``: its flavors' room and the workloads ahead."""
+class ForecastReads(Protocol):
+    """The ``KueueHook`` calls the forecast reads with."""
+
+    def get_local_queue(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def list_cluster_queues(self) -> list[dict[str, Any]]: ...
+
+    def pending_workloads(self, namespace: str, local_queue: str) -> dict[str, Any] | None: ...
+
+    def get_workload_priority_class(self, name: str) -> dict[str, Any] | None: ...
+
+
+def read_priority(hook: ForecastReads, manifest: Mapping[str, Any]) -> int:
+    """The priority Kueue will give the Job's Workload: its ``kueue.x-k8s.io/priority-class`` label's
+    WorkloadPriorityClass ``value`` (one cluster-scoped GET), 0 with no label and no pod PriorityClass.
+    Raises ``ForecastInputsUnavailable`` when it cannot be known: the class unreadable (no read access:
+    deploy/rbac/worker-forecast.yaml grants it) or missing, or only a pod ``priorityClassName`` (a Kubernetes
+    PriorityClass, which the forecast does not read)."""
+    name = str(((manifest.get("metadata") or {}).get("labels") or {}).get(PRIORITY_CLASS_LABEL) or "")
+    if not name:
+        pod = ((manifest.get("spec") or {}).get("template") or {}).get("spec") or {}
+        if pod.get("priorityClassName"):
+            raise ForecastInputsUnavailable(f"the pods' PriorityClass {pod['priorityClassName']} is not read")
+        return 0
+    what = f"WorkloadPriorityClass {name}"
+    try:
+        found = hook.get_workload_priority_class(name)
+    except ApiException as exc:
+        raise ForecastInputsUnavailable(f"{what}: {exc.status} {exc.reason}") from None
+    except (HTTPError, OSError) as exc:  # the API server unreachable after the hook's retries
+        raise ForecastInputsUnavailable(f"{what}: {type(exc).__name__}: {exc}") from None
+    if found is None:
+        raise ForecastInputsUnavailable(f"{what} not found")
+    value = found.get("value")
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ForecastInputsUnavailable(f"{what}: value {value!r} is not a whole number")
+    return value
+
+
+def read_queue_room(
+    hook: ForecastReads, namespace: str, local_queue: str, priority: int | None = None
+) -> QueueRoom:
+    """The ClusterQueue behind ``namespace/local_queue``: its flavors' room and the workloads ahead of a new
+    Workload of ``priority`` (None: unknown, every pending workload is ahead)."""
     try:
         queue = hook.get_local_queue(namespace, local_queue)
         name = str(((queue or {}).get("spec") or {}).get("clusterQueue") or "")
@@ -39,7 +81,7 @@ def read_queue_room(hook: SyncQueueCalls, namespace: str, local_queue: str) -> Q
     mine = next((q for q in everything if (q.get("metadata") or {}).get("name") == name), None)
     if mine is None:
         raise ForecastInputsUnavailable(f"ClusterQueue {name} is not among those listed")
-    return QueueRoom(flavor_rooms(mine, everything), workloads_ahead(mine, pending))
+    return QueueRoom(flavor_rooms(mine, everything), workloads_ahead(mine, pending, priority))
 
 
 def flavor_rooms(queue: Mapping[str, Any], everything: Iterable[Mapping[str, Any]]) -> tuple[FlavorRoom, ...]:
@@ -71,13 +113,39 @@ def flavor_rooms(queue: Mapping[str, Any], everything: Iterable[Mapping[str, Any
     return tuple(rooms)
 
 
-def workloads_ahead(queue: Mapping[str, Any], pending: Mapping[str, Any] | None) -> int:
-    """Pending Workloads of the ClusterQueue (its status), at least as many as the visibility API places
-    before the last of this LocalQueue's: a new Workload of the same priority queues behind them all."""
+def workloads_ahead(
+    queue: Mapping[str, Any], pending: Mapping[str, Any] | None, priority: int | None = None
+) -> int:
+    """The pending Workloads of the ClusterQueue a new one of ``priority`` queues behind. Kueue orders them
+    by priority, then creation: every one pending now at ``priority`` or above is ahead.
+
+    ``priority`` None (unknown): all of them, the ClusterQueue's pending count (its status), at least as
+    many as the visibility API places before the last of this LocalQueue's. Known: of this LocalQueue's
+    Workloads (the visibility list, with their priorities) those at ``priority`` or above; the others
+    pending in the ClusterQueue (the status count less the list: other LocalQueues', whose priority a
+    namespaced reader cannot see, or this one's past the list's limit) all count. Two bounds from the
+    ClusterQueue positions the list gives: everything before one of this LocalQueue's at ``priority`` or
+    above is ahead too; nothing after one below ``priority`` is (the order puts there only what would come
+    after the new one too: lower, or with usage-based admission fair sharing of a LocalQueue that used more),
+    which also keeps a truncated list's unlisted tail and a stale status count out."""
     count = int((queue.get("status") or {}).get("pendingWorkloads") or 0)
-    items = (pending or {}).get("items") or []
-    positions = [int(i.get("positionInClusterQueue") or 0) for i in items if isinstance(i, Mapping)]
-    return max([count, *(p + 1 for p in positions)])
+    items = [i for i in (pending or {}).get("items") or [] if isinstance(i, Mapping)]
+    placed = [(_int(i.get("priority")), _int(i.get("positionInClusterQueue"))) for i in items]
+    if priority is None:
+        return max([count, *(p + 1 for _, p in placed)])
+    ahead = max(
+        [
+            sum(1 for q, _ in placed if q >= priority) + max(0, count - len(items)),
+            *(p + 1 for q, p in placed if q >= priority),
+        ]
+    )
+    below = [p for q, p in placed if q < priority]
+    return min([ahead, *below])
+
+
+def _int(value: object) -> int:
+    """An item's whole number (int32 in the API); 0 when absent or not a number."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def pod_request(pod_spec: Mapping[str, Any]) -> Resources:

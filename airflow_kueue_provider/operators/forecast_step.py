@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from ..hooks.forecast_inputs import ForecastInputsUnavailable, pod_request, read_queue_room
+from ..hooks.forecast_inputs import ForecastInputsUnavailable, pod_request, read_priority, read_queue_room
 from ..hooks.kind_client import KindClient
 from ..kueue.api_time import parse_api_time
 from ..kueue.checkpoints.learned_lengths import LearnedLengths
@@ -100,17 +100,29 @@ class ForecastStep:
         if work is None:
             return  # nothing says how long a shard runs: no forecast, and nothing to say
         now = datetime.now(UTC)
+        priority, unknown = self._forecast_priority(client, manifest)
         try:
-            room = read_queue_room(client.hook, self.resolved_namespace(), self.queue_name)
+            room = read_queue_room(client.hook, self.resolved_namespace(), self.queue_name, priority)
         except (ForecastInputsUnavailable, ApiException, KueueProviderError) as exc:
             self.log.warning("forecast: left out (%s)", exc)
             return
+        if unknown:  # said only when there is a forecast: one warning line at most
+            self.log.warning("forecast: priority unknown (%s); every pending workload counted ahead", unknown)
         made = forecast(work, room, now)
         if made is None:
             self.log.warning("forecast: left out (no flavor of the ClusterQueue holds one pod)")
             return
         self.log.info("%s", made.line())
         self._forecast, self._forecast_made = forecast_record(made, now), made
+
+    @staticmethod
+    def _forecast_priority(client: KindClient, manifest: dict[str, Any]) -> tuple[int | None, str]:
+        """The Job's Workload priority (its WorkloadPriorityClass's value, 0 without one), or None and why it
+        is unknown: the queue ahead is then every pending workload."""
+        try:
+            return read_priority(client.hook, manifest), ""
+        except (ForecastInputsUnavailable, ApiException, KueueProviderError, HTTPError, OSError) as exc:
+            return None, str(exc)
 
     def _learned_for_forecast(self, shard_count: int) -> LearnedLengths | None:
         """The operator's learned lengths (shard history) for this shard count, if it has any."""

@@ -12,6 +12,7 @@ from airflow_kueue_provider.hooks.forecast_inputs import (
     ForecastInputsUnavailable,
     flavor_rooms,
     pod_request,
+    read_priority,
     read_queue_room,
     workloads_ahead,
 )
@@ -57,6 +58,50 @@ def test_workloads_ahead_the_status_or_the_visibility_api_whichever_says_more() 
     assert workloads_ahead(queue, pending) == 5
 
 
+def listed(*workloads: tuple[int, int]) -> dict[str, Any]:
+    """This LocalQueue's pending Workloads as the visibility API lists them: (priority, position in CQ)."""
+    return {"items": [{"priority": q, "positionInClusterQueue": p} for q, p in workloads]}
+
+
+def pending_cq(count: int) -> dict[str, Any]:
+    queue = cq("a", "8")
+    queue["status"]["pendingWorkloads"] = count
+    return queue
+
+
+def test_a_higher_priority_workload_jumps_the_pending_lower_ones() -> None:
+    five_low = listed(*((100, p) for p in range(5)))
+    assert workloads_ahead(pending_cq(5), five_low, 300) == 0
+    # Kueue's order puts only lower ones after one below: a truncated list, a stale status count say no more.
+    assert workloads_ahead(pending_cq(1200), listed(*((100, p) for p in range(1000))), 300) == 0
+    mixed = listed((500, 0), (300, 1), (100, 2), (100, 3))
+    assert workloads_ahead(pending_cq(4), mixed, 300) == 2  # the 500 and the equal 300, not the two at 100
+
+
+def test_equal_priority_pending_workloads_are_ahead() -> None:
+    assert workloads_ahead(pending_cq(3), listed((100, 0), (100, 1), (100, 2)), 100) == 3
+    assert workloads_ahead(pending_cq(2), listed((0, 0), (0, 1)), 0) == 2  # no class: priority 0 each
+
+
+def test_an_unknown_priority_counts_every_pending_workload_as_before() -> None:
+    five_low = listed(*((100, p) for p in range(5)))
+    assert workloads_ahead(pending_cq(5), five_low, None) == 5
+    assert workloads_ahead(pending_cq(5), five_low) == 5
+    assert workloads_ahead(pending_cq(2), five_low, None) == 5  # the visibility list places more
+
+
+def test_other_local_queues_pending_workloads_are_counted_whatever_their_priority() -> None:
+    # Five of other LocalQueues first (their priority unseen), then this one's two lower ones.
+    assert workloads_ahead(pending_cq(7), listed((100, 5), (100, 6)), 300) == 5
+    # Nothing of this LocalQueue below the task: every workload not listed may be ahead.
+    assert workloads_ahead(pending_cq(7), listed((300, 0)), 300) == 7
+    truncated = listed(*((500, p) for p in range(1000)))  # the list's limit: the rest may be ahead too
+    assert workloads_ahead(pending_cq(1200), truncated, 300) == 1200
+    assert workloads_ahead(pending_cq(3), None, 300) == 3  # no visibility API: the status count
+    # Before one of this LocalQueue's at the task's priority or above: ahead, even with a stale status.
+    assert workloads_ahead(pending_cq(0), listed((300, 4)), 300) == 5
+
+
 def test_a_pod_request_sums_its_containers_requests_else_limits() -> None:
     pod = {
         "containers": [
@@ -69,8 +114,14 @@ def test_a_pod_request_sums_its_containers_requests_else_limits() -> None:
 
 
 class FakeHook:
-    def __init__(self, queue: dict[str, Any] | None, error: Exception | None = None) -> None:
-        self.queue, self.error = queue, error
+    def __init__(
+        self,
+        queue: dict[str, Any] | None,
+        error: Exception | None = None,
+        classes: dict[str, Any] | None = None,
+    ) -> None:
+        self.queue, self.error, self.classes = queue, error, classes or {}
+        self.class_reads: list[str] = []
 
     def get_local_queue(self, namespace: str, name: str) -> dict[str, Any] | None:
         if self.error is not None:
@@ -81,16 +132,48 @@ class FakeHook:
         return [cq("a", "8")]
 
     def pending_workloads(self, namespace: str, local_queue: str) -> dict[str, Any] | None:
-        return None
+        return listed((100, 0))
+
+    def get_workload_priority_class(self, name: str) -> dict[str, Any] | None:
+        self.class_reads.append(name)
+        found = self.classes.get(name)
+        if isinstance(found, Exception):
+            raise found
+        return found
 
 
 def test_reading_the_room_and_what_cannot_be_read() -> None:
-    room = read_queue_room(FakeHook({"spec": {"clusterQueue": "a"}}), "ns", "lq")  # type: ignore[arg-type]
+    room = read_queue_room(FakeHook({"spec": {"clusterQueue": "a"}}), "ns", "lq")
     assert room.ahead == 1 and room.flavors[0].nominal.cpu == 8
+    assert read_queue_room(FakeHook({"spec": {"clusterQueue": "a"}}), "ns", "lq", 300).ahead == 0
     with pytest.raises(ForecastInputsUnavailable, match="ClusterQueue gone is not among"):
-        read_queue_room(FakeHook({"spec": {"clusterQueue": "gone"}}), "ns", "lq")  # type: ignore[arg-type]
+        read_queue_room(FakeHook({"spec": {"clusterQueue": "gone"}}), "ns", "lq")
     with pytest.raises(ForecastInputsUnavailable, match="403"):
-        read_queue_room(FakeHook(None, ApiException(403, "Forbidden")), "ns", "lq")  # type: ignore[arg-type]
+        read_queue_room(FakeHook(None, ApiException(403, "Forbidden")), "ns", "lq")
     refused = MaxRetryError(None, "/apis", ConnectionRefusedError(111, "Connection refused"))  # type: ignore[arg-type]
     with pytest.raises(ForecastInputsUnavailable, match="MaxRetryError"):
-        read_queue_room(FakeHook(None, refused), "ns", "lq")  # type: ignore[arg-type]
+        read_queue_room(FakeHook(None, refused), "ns", "lq")
+
+
+def labelled(priority_class: str | None = None, pod_class: str | None = None) -> dict[str, Any]:
+    labels = {"kueue.x-k8s.io/priority-class": priority_class} if priority_class else {}
+    pod = {"priorityClassName": pod_class} if pod_class else {}
+    return {"metadata": {"labels": labels}, "spec": {"template": {"spec": pod}}}
+
+
+def test_the_task_priority_is_its_workload_priority_class_value_else_0() -> None:
+    hook = FakeHook(None, classes={"gather": {"value": 300}, "odd": {"value": "high"}})
+    assert read_priority(hook, labelled("gather")) == 300
+    assert read_priority(hook, labelled()) == 0 and hook.class_reads == ["gather"]  # no label: no read
+    with pytest.raises(ForecastInputsUnavailable, match="WorkloadPriorityClass gone not found"):
+        read_priority(hook, labelled("gone"))
+    with pytest.raises(ForecastInputsUnavailable, match="value 'high'"):
+        read_priority(hook, labelled("odd"))
+    with pytest.raises(ForecastInputsUnavailable, match="PriorityClass batch-high is not read"):
+        read_priority(hook, labelled(pod_class="batch-high"))  # Kueue would take the pods' class
+    forbidden = FakeHook(None, classes={"gather": ApiException(403, "Forbidden")})
+    with pytest.raises(ForecastInputsUnavailable, match="WorkloadPriorityClass gather: 403 Forbidden"):
+        read_priority(forbidden, labelled("gather"))
+    refused = MaxRetryError(None, "/apis", ConnectionRefusedError(111, "Connection refused"))  # type: ignore[arg-type]
+    with pytest.raises(ForecastInputsUnavailable, match="MaxRetryError"):
+        read_priority(FakeHook(None, classes={"gather": refused}), labelled("gather"))

@@ -83,16 +83,38 @@ class Step(ForecastStep, Kind):
         return 8
 
 
-def job(parallelism: int = 4) -> dict[str, Any]:
+class Busy(Hook):
+    """Two align Jobs (priority 100) of this LocalQueue pending in the ClusterQueue; the classes' values."""
+
+    def __init__(self, fail: bool = False, forbidden: bool = False) -> None:
+        super().__init__(fail)
+        self.forbidden = forbidden
+
+    def list_cluster_queues(self) -> list[dict[str, Any]]:
+        return [{**super().list_cluster_queues()[0], "status": {"pendingWorkloads": 2}}]
+
+    def pending_workloads(self, namespace: str, local_queue: str) -> dict[str, Any]:  # type: ignore[override]
+        return {"items": [{"priority": 100, "positionInClusterQueue": p} for p in (0, 1)]}
+
+    def get_workload_priority_class(self, name: str) -> dict[str, Any] | None:
+        if self.forbidden:
+            from kubernetes.client.rest import ApiException
+
+            raise ApiException(403, "Forbidden")
+        return {"metadata": {"name": name}, "value": {"align": 100, "gather": 300}[name]}
+
+
+def job(parallelism: int = 4, priority_class: str | None = None) -> dict[str, Any]:
     pod = {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}
     spec = {"completions": 8, "parallelism": parallelism, "template": {"spec": pod}}
-    return {"kind": "Job", "spec": spec}
+    labels = {"kueue.x-k8s.io/priority-class": priority_class} if priority_class else {}
+    return {"kind": "Job", "metadata": {"labels": labels}, "spec": spec}
 
 
-def submit(step: Step, hook: Hook) -> None:
+def submit(step: Step, hook: Hook, priority_class: str | None = None) -> None:
     """The step as ``_submit`` runs it (``_before_create``), on the shaped Job of 8 shards, one per pod."""
     client: Any = SimpleNamespace(hook=hook)
-    step._before_create(client, job())
+    step._before_create(client, job(priority_class=priority_class))
     assert step.checked  # the kind's checks still run
 
 
@@ -165,3 +187,40 @@ def test_the_outcome_line_says_early_or_late_by_how_much() -> None:
     assert line == "forecast was 12 s early (2% of 612 s)"
     _, line = with_outcome(record, made + timedelta(seconds=500))
     assert line == "forecast was 100 s late (20% of 500 s)"
+
+
+def test_the_queue_ahead_is_the_pending_workloads_at_the_tasks_priority_or_above(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # gather (300) jumps the two align Jobs (100); align counts them; no class is priority 0: counts them.
+    for priority_class, ahead in (("gather", 0), ("align", 2), (None, 2)):
+        step = Step(stated=60.0)
+        with caplog.at_level(logging.INFO, "test_forecast_step"):
+            caplog.clear()
+            submit(step, Busy(), priority_class)
+        assert len(caplog.messages) == 1, caplog.messages  # no warning
+        assert caplog.messages[0].endswith(f", {ahead} workloads ahead"), (priority_class, caplog.messages)
+        assert step._forecast is not None and step._forecast["basis"].endswith(f", {ahead} workloads ahead")
+    fast, slow = Step(stated=60.0), Step(stated=60.0)
+    submit(fast, Busy(), "gather")
+    submit(slow, Busy(), "align")
+    assert fast._forecast is not None and slow._forecast is not None
+    assert fast._forecast["start"] < slow._forecast["start"]
+
+
+def test_an_unread_priority_counts_every_pending_workload_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    step = Step(stated=60.0)
+    with caplog.at_level(logging.INFO, "test_forecast_step"):
+        submit(step, Busy(forbidden=True), "gather")
+    warning, line = caplog.messages
+    assert warning == (
+        "forecast: priority unknown (WorkloadPriorityClass gather: 403 Forbidden); "
+        "every pending workload counted ahead"
+    )
+    assert line.startswith("forecast: start ~") and line.endswith("2 workloads ahead")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, "test_forecast_step"):
+        submit(Step(stated=60.0), Busy(fail=True, forbidden=True), "gather")
+    assert caplog.messages == ["forecast: left out (reading the queues: 403 Forbidden)"]  # one line at most
