@@ -111,7 +111,7 @@ class IndexedJobKind(IndexedJobManifest, KueueOperator):
         read_job = functools.partial(client.get, self.resolved_namespace())
         result, ledger = shards.recorded_result(result, attempt_status(event.status), current, read_job)
         result.update(self._history_result(self._shard_count()))  # what packed it, before this night
-        self._record_history(identity, shards, ledger, event.name)
+        self._record_history(identity, shards, ledger, event)
         if current is not None:
             result.update(self._totals(identity, current, ledger))
             message = shard_summary(message, result, ledger, current.job_name)

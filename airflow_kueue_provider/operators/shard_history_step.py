@@ -2,8 +2,11 @@
 its DAG run's night, and the history read back to pack the next run's shards.
 
 Recording reads the done records of the shards the attempt completed (``run_seconds``, ``resumed``: the
-worker SDK writes them), in parallel as ``task_results`` does, and merges them into the task's history blob
-(``ShardHistoryStore``). It is a by-product: any failure is a warning and never changes the task's outcome.
+worker SDK writes them; one listing says which exist, then they are read in parallel as ``task_results``
+does). A shard without one (a program that does not use the SDK) takes its length from the pod that ran it
+alone (``pod_run_lengths``: one LIST of the Job's pods, bound by its uid). The lengths are merged into the
+task's history blob (``ShardHistoryStore``). It is a by-product: any failure is a warning and never changes
+the task's outcome.
 
 Loading happens at run time only (never when the DAG is parsed), once per task try, when checkpointing is
 on and the DAG did not pin a shape (``shards_per_pod`` unset); a history of another shard count is not
@@ -18,20 +21,26 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..hooks.blob_store import BlobStoreHook
+from ..hooks.kueue_api import pods_by_index
 from ..hooks.shard_history_store import ShardHistoryStore
 from ..kueue.checkpoints.learned_lengths import LearnedLengths
 from ..kueue.checkpoints.ledger import SUCCEEDED
 from ..kueue.checkpoints.packing_choice import PackingChoice
+from ..kueue.checkpoints.pod_run_lengths import shard_lengths_from_pods
 from ..kueue.checkpoints.shard_blob_names import done_name
 from ..kueue.checkpoints.shard_history import MAX_HISTORY_SHARDS, ShardHistory
 from ..kueue.identity.airflow_identity import AirflowIdentity
 from ..kueue.index_set import IndexSet
 from ..kueue.progress.forecast import start_cost_of
+from ..kueue.progress.trigger_event import KueueEvent
+from ..kueue.spec.job_template import template_main_container
 from ..storage.blob_errors import BlobStoreError
 from .checkpointing import CheckpointSession
 
 if TYPE_CHECKING:
+    from ..hooks.kind_client import KindClient
     from ..kueue.checkpoints.ledger import Attempt, RunLedger
+    from ..kueue.checkpoints.shard_packing import ShardPacks
     from .checkpoint_config import Checkpointing
 
 HISTORY_READERS = 8
@@ -46,8 +55,9 @@ def _key(identity: AirflowIdentity) -> _TryKey:
 
 
 def read_durations(session: CheckpointSession, shard_ids: IndexSet) -> tuple[dict[int, float], IndexSet]:
-    """``({shard id: run_seconds}, resumed ids)`` from the done records of ``shard_ids``; a record without
-    a usable figure (written by an SDK before ``run_seconds``, or forged) is left out."""
+    """``({shard id: run_seconds}, resumed ids)`` from the done records of ``shard_ids`` (only those the
+    listing shows: a program without the SDK writes none); a record without a usable figure (written by an
+    SDK before ``run_seconds``, or forged) is left out."""
 
     def read(shard_id: int) -> tuple[int, Any]:
         doc, _ = container.read_json(done_name(session.prefix, shard_id))
@@ -59,7 +69,7 @@ def read_durations(session: CheckpointSession, shard_ids: IndexSet) -> tuple[dic
         session.hook.container_hook(session.shard_container) as container,
         ThreadPoolExecutor(max_workers=HISTORY_READERS) as pool,
     ):
-        for shard_id, doc in pool.map(read, list(shard_ids)):
+        for shard_id, doc in pool.map(read, list(shard_ids & session.done_shards())):
             seconds = doc.get("run_seconds") if isinstance(doc, dict) else None
             if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
                 continue
@@ -94,6 +104,10 @@ class ShardHistoryStep:
         log: Any
         task_id: str
         _identity: AirflowIdentity | None
+
+        def _client(self) -> KindClient: ...
+
+        def _template(self) -> Mapping[str, Any] | None: ...
 
     def _shard_history(self) -> ShardHistory | None:
         """The task's history, read once per try (None before the try's identity is known: at parse time;
@@ -142,13 +156,13 @@ class ShardHistoryStep:
         return {HISTORY_RESULT_KEY: {"nights": list(learned.nights), "shards_learned": len(learned.seconds)}}
 
     def _record_history(
-        self, identity: AirflowIdentity, shards: object, ledger: RunLedger | None, job_name: str
+        self, identity: AirflowIdentity, shards: object, ledger: RunLedger | None, event: KueueEvent
     ) -> None:
-        """Merge the shards ``job_name``'s attempt completed into the history as this DAG run's night; a
-        failure is a warning (the history is a by-product of the run)."""
+        """Merge the shards the event's Job completed in its attempt into the history as this DAG run's
+        night; a failure is a warning (the history is a by-product of the run)."""
         if not isinstance(shards, CheckpointSession) or ledger is None:
             return
-        attempt = ledger.attempt(job_name)
+        attempt = ledger.attempt(event.name)
         if attempt is None:
             return
         try:
@@ -156,11 +170,28 @@ class ShardHistoryStep:
             durations, resumed = (
                 read_durations(shards, attempt.completed) if count <= MAX_HISTORY_SHARDS else ({}, IndexSet())
             )
+            from_pods = (
+                self._pod_lengths(event, attempt.packs, attempt.completed - resumed - IndexSet.from_indexes(durations))
+                if count <= MAX_HISTORY_SHARDS
+                else {}
+            )
+            durations = {**from_pods, **durations}
             store = ShardHistoryStore(shards.hook, identity.dag_id, identity.task_id, identity.map_index)
             store.merge_night(identity.run_id, count, durations, resumed, clean_pod_start(attempt, durations))
         except Exception as exc:  # never the task's outcome
             self.log.warning(
-                "could not record the shard history of %s (%s); the run is unaffected", job_name, exc
+                "could not record the shard history of %s (%s); the run is unaffected", event.name, exc
             )
             return
-        self.log.info("shard history: recorded %d shard lengths of %s", len(durations), job_name)
+        source = f" ({len(from_pods)} from pod times)" if from_pods else ""
+        self.log.info("shard history: recorded %d shard lengths of %s%s", len(durations), event.name, source)
+
+    def _pod_lengths(self, event: KueueEvent, packs: ShardPacks, wanted: IndexSet) -> dict[int, float]:
+        """Lengths of ``wanted`` shards from the pods that ran each alone (one LIST of the Job's pods, bound
+        by its uid); nothing to ask when no index runs a single wanted shard."""
+        if not wanted or not any(size == 1 for size, _ in packs.runs):
+            return {}
+        pods = self._client().hook.pods_of_job(event.namespace, event.name)
+        main = template_main_container(self._template()).get("name")
+        grouped = pods_by_index(pods, event.name, event.uid)
+        return shard_lengths_from_pods(grouped, packs, wanted, str(main) if main else None)

@@ -16,6 +16,7 @@ from airflow_kueue_provider.kueue.checkpoints.shard_blob_names import done_name
 from airflow_kueue_provider.kueue.checkpoints.shard_history import ShardHistory
 from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.index_set import IndexSet
+from airflow_kueue_provider.kueue.progress.trigger_event import KueueEvent
 from airflow_kueue_provider.operators import shard_history_step
 from airflow_kueue_provider.operators.checkpointing import CheckpointSession
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
@@ -144,7 +145,13 @@ def _session(blobs: Blobs, shard_count: int = 4) -> CheckpointSession:
     session = CheckpointSession.__new__(CheckpointSession)
     session.prefix, session.shard_count = "p", shard_count
     session.place = SimpleNamespace(hook=blobs, shard_container="shards-c")  # type: ignore[assignment]
+    listed = [int(name.split("/")[-2]) for name in blobs.shard_blobs]  # the shard folder's listing
+    session.done_shards = lambda: IndexSet.from_indexes(listed)  # type: ignore[method-assign]
     return session
+
+
+def _event(name: str = "job-1", uid: str = "uid-1") -> KueueEvent:
+    return KueueEvent("succeeded", "done", "Job", name, "team", uid)
 
 
 def _ledger(completed: str) -> RunLedger:
@@ -162,7 +169,8 @@ def test_an_attempt_records_the_done_shards_lengths_as_its_night(blobs: Blobs) -
     for shard, doc in records.items():
         blobs.shard_blobs[done_name("p", shard)] = (doc, "x")
     op = _op()
-    op._record_history(IDENTITY, _session(blobs), _ledger("0-2"), "job-1")
+    assert _pods_client(op, []) == []  # shard 2 has no figure: its pod would be asked (none here)
+    op._record_history(IDENTITY, _session(blobs), _ledger("0-2"), _event())
     history = ShardHistory.from_json(blobs.blobs[history_blob("nightly", "price")][0])
     assert history is not None and history.nights == ("scheduled__2",)
     assert history.seconds == (12.0, 3.0, None, None) and history.partial == IndexSet.parse("1")
@@ -171,13 +179,89 @@ def test_an_attempt_records_the_done_shards_lengths_as_its_night(blobs: Blobs) -
 def test_a_failure_to_record_is_only_a_warning(blobs: Blobs, capsys: Any) -> None:
     blobs.shard_blobs[done_name("p", 0)] = ({"run_seconds": 12.0}, "x")
     blobs.error = BlobUnavailable("Blob Storage is away")
-    _op()._record_history(IDENTITY, _session(blobs), _ledger("0"), "job-1")
+    op = _op()
+    _pods_client(op, [])
+    op._record_history(IDENTITY, _session(blobs), _ledger("0"), _event())
     assert "could not record the shard history of job-1 (Blob Storage is away)" in capsys.readouterr().out
 
 
 def test_nothing_is_recorded_without_checkpointing_or_a_ledger(blobs: Blobs) -> None:
     op = _op()
-    op._record_history(IDENTITY, object(), _ledger("0"), "job-1")
-    op._record_history(IDENTITY, _session(blobs), None, "job-1")
-    op._record_history(IDENTITY, _session(blobs), _ledger("0"), "another-job")
+    op._record_history(IDENTITY, object(), _ledger("0"), _event())
+    op._record_history(IDENTITY, _session(blobs), None, _event())
+    op._record_history(IDENTITY, _session(blobs), _ledger("0"), _event("another-job"))
     assert blobs.blobs == {} and blobs.reads == 0
+
+
+def _pod(
+    index: int, seconds: float, *, uid: str = "uid-1", phase: str = "Succeeded", code: int = 0
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"job-1-{index}-x",
+            "creationTimestamp": "2026-12-05T01:00:00Z",
+            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+            "ownerReferences": [{"controller": True, "kind": "Job", "name": "job-1", "uid": uid}],
+        },
+        "status": {
+            "phase": phase,
+            "containerStatuses": [
+                {
+                    "name": "main",
+                    "state": {
+                        "terminated": {
+                            "exitCode": code,
+                            "startedAt": "2026-12-05T01:00:00Z",
+                            "finishedAt": f"2026-12-05T01:00:{int(seconds):02d}Z",
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _pods_client(op: KueueIndexedJobOperator, pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    calls: list[tuple[str, str]] = []
+
+    def pods_of_job(namespace: str, name: str) -> list[dict[str, Any]]:
+        calls.append((namespace, name))
+        return pods
+
+    op._client = lambda: SimpleNamespace(hook=SimpleNamespace(pods_of_job=pods_of_job))  # type: ignore[method-assign,return-value,assignment]
+    return calls
+
+
+def test_a_program_without_the_sdk_teaches_its_lengths_from_its_pods(blobs: Blobs, capsys: Any) -> None:
+    op = _op()
+    pods = [
+        _pod(0, 12),
+        _pod(1, 7),
+        _pod(2, 30, uid="a-namesake-job"),  # not this Job's pod: bound by its controller uid
+        _pod(3, 9, phase="Failed", code=1),  # did not succeed
+    ]
+    calls = _pods_client(op, pods)
+    op._record_history(IDENTITY, _session(blobs), _ledger("0-3"), _event())
+    history = ShardHistory.from_json(blobs.blobs[history_blob("nightly", "price")][0])
+    assert history is not None and history.seconds == (12.0, 7.0, None, None)
+    assert calls == [("team", "job-1")], "one LIST of the Job's pods"
+    assert "recorded 2 shard lengths of job-1 (2 from pod times)" in capsys.readouterr().out
+
+
+def test_done_records_win_and_spare_the_pod_list(blobs: Blobs) -> None:
+    for shard in range(4):
+        blobs.shard_blobs[done_name("p", shard)] = ({"run_seconds": 2.5}, "x")
+    op = _op()
+    calls = _pods_client(op, [_pod(i, 40) for i in range(4)])
+    op._record_history(IDENTITY, _session(blobs), _ledger("0-3"), _event())
+    history = ShardHistory.from_json(blobs.blobs[history_blob("nightly", "price")][0])
+    assert history is not None and history.seconds == (2.5, 2.5, 2.5, 2.5) and calls == []
+
+
+def test_packed_pods_say_nothing_of_each_shard(blobs: Blobs) -> None:
+    attempt = Attempt(1, "job-1", IndexSet.range(0, 4), completed=IndexSet.range(0, 4), packing="2")
+    op = _op()
+    calls = _pods_client(op, [_pod(i, 40) for i in range(2)])
+    op._record_history(IDENTITY, _session(blobs), RunLedger(4, (attempt,)), _event())
+    history = ShardHistory.from_json(blobs.blobs[history_blob("nightly", "price")][0])
+    assert history is not None and history.seconds == (None,) * 4 and calls == []
