@@ -1,6 +1,6 @@
 """The forecast at submit on the bed: a deadline the forecast already puts out of reach escalates at the
 trigger's first check, before any pod of the Job has finished; the result keeps the forecast and how far
-off it was."""
+off it was; a higher-priority task does not count the lower-priority Jobs pending ahead."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow_kueue_provider.hooks.forecast_inputs import read_priority, read_queue_room
+from airflow_kueue_provider.hooks.kueue_hook import KueueHook
 from airflow_kueue_provider.kueue.checkpoints.learned_lengths import LearnedLengths
+from airflow_kueue_provider.kueue.names import PRIORITY_CLASS_LABEL
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 from ..airflow_runner import AirflowHome
-from ..cluster import KueueEnv
+from ..cluster import KueueEnv, indexed_job, wait_for
 from .test_indexed_job_queueing import returned_result
 
 
@@ -114,3 +117,32 @@ def test_the_forecast_crosses_the_deferral_into_the_result_with_how_far_off_it_w
     made, finish = (datetime.fromisoformat(forecast[k]) for k in ("made_at", "finish"))
     assert (finish - made).total_seconds() > 2 * (5 + 6), forecast  # 2 waves of a 6 s shard and a start
     assert isinstance(forecast["error_seconds"], float) and forecast["actual_finish"], forecast
+
+
+def test_a_higher_priority_forecast_does_not_count_the_lower_priority_jobs_pending(
+    kueue_env_factory: Any,
+) -> None:
+    env: KueueEnv = kueue_env_factory(cpu="2", memory="16Gi")
+    low, high = env.priority_class("align", 100), env.priority_class("gather", 300)
+    labels = {PRIORITY_CLASS_LABEL: low}
+    env.create_job(indexed_job("blocker", env.local_queue, completions=2, hold=True, labels=labels))
+    hook = KueueHook("kubernetes_default")
+    wait_for("the blocker admitted", lambda: env.running_pods("blocker"), 60)
+    for name in ("align-1", "align-2"):  # pending behind the blocker's 2 CPUs
+        env.create_job(indexed_job(name, env.local_queue, completions=1, labels=labels))
+
+    def pending() -> int:
+        queue = env.cluster.kueue_get("clusterqueues", env.cluster_queue)
+        listed = (hook.pending_workloads(env.namespace, env.local_queue) or {}).get("items") or []
+        status = int((queue.get("status") or {}).get("pendingWorkloads") or 0)
+        return status if status == len(listed) == 2 else 0
+
+    wait_for("two align Jobs pending, listed by the visibility API", pending, 60)
+
+    def ahead(priority_class: str) -> int:
+        manifest = {"metadata": {"labels": {PRIORITY_CLASS_LABEL: priority_class}}}
+        priority = read_priority(hook, manifest)
+        return read_queue_room(hook, env.namespace, env.local_queue, priority).ahead
+
+    assert ahead(high) == 0  # gather (300) jumps the two align Jobs (100)
+    assert ahead(low) == 2  # another align Job queues behind them
