@@ -63,7 +63,7 @@ class ShardHistory:
     partial: IndexSet = field(default_factory=IndexSet)
     tonight: IndexSet = field(default_factory=IndexSet)
     pod_start: float | None = None
-    """A pod's cost beside its shards' lengths (``LearnedLengths.pod_start_seconds``), weighted over nights."""
+    """A pod's cost beside its shards' lengths (``LearnedLengths.pod_start_seconds``), over nights."""
 
     @classmethod
     def empty(cls, shard_count: int) -> ShardHistory:
@@ -174,7 +174,7 @@ def _parsed(data: Any) -> ShardHistory | None:
     if not _KEYS <= set(data) <= _KEYS | _OPTIONAL_KEYS:
         return None
     pod_start = data.get("pod_start_seconds")
-    if pod_start is not None and not (_is_figure(pod_start) and pod_start <= MAX_POD_START_SECONDS):
+    if pod_start is not None and not _is_pod_start(pod_start):
         return None
     count = data["shard_count"]
     nights, seconds = data["nights"], data["seconds"]
@@ -195,6 +195,13 @@ def _parsed(data: Any) -> ShardHistory | None:
     values = tuple(None if s is None else float(s) for s in seconds)
     start = float(pod_start) if pod_start is not None else None
     return ShardHistory(count, values, tuple(nights), partial, tonight, start)
+
+
+def _is_pod_start(value: Any) -> bool:
+    """0 counts: pods whose running time their shards' lengths fill (``start_cost_of``) cost nothing more."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return 0 <= value <= MAX_POD_START_SECONDS
 
 
 def _is_figure(value: Any) -> bool:

@@ -144,12 +144,23 @@ def test_the_json_holds_only_ids_and_durations_and_round_trips() -> None:
         {"tonight": "x"},
         {"partial": None},
         {"output": {"result": 1}},  # nothing but ids and durations is read
+        {"pod_start_seconds": -1.0},
+        {"pod_start_seconds": True},
+        {"pod_start_seconds": "5"},
     ],
 )
 def test_anything_else_is_ignored_not_trusted(change: dict[str, object]) -> None:
     good = _night(ShardHistory.empty(3), "run-1", {0: 4.0}).to_json()
     assert ShardHistory.from_json(good) is not None
     assert ShardHistory.from_json({**good, **change}) is None
+
+
+def test_pods_that_cost_nothing_beside_their_shards_read_back() -> None:
+    """Found on the bed: whole-second pod times can fill an attempt's running time, so the learned pod cost
+    is 0.0; the reader refused the 0 its writer wrote, and the history was lost to the next night."""
+    history = ShardHistory.empty(2).merge_night("run-1", 2, {0: 3.0, 1: 2.0}, pod_start=0.0)
+    assert history.pod_start == 0.0
+    assert ShardHistory.from_json(json.loads(json.dumps(history.to_json()))) == history
 
 
 @pytest.mark.parametrize("data", [None, [], "{}", {"version": 1}, {"seconds": [1.0] * 10}])
