@@ -6,6 +6,7 @@ task, against Azurite.
 - Night 2 logs "packing from shard history", packs the shards into fewer pods than night 1, says so in its
   result, and adds itself to the history.
 - Night 3 of another shard count runs as today again, and starts the history over.
+- A program without the SDK (KWOK's fake pods) teaches the history from its pods' times.
 """
 
 from __future__ import annotations
@@ -150,3 +151,33 @@ def test_a_failed_attempt_records_the_shards_that_finished_and_its_retry_is_the_
     retried = _history(blob)
     assert retried is not None and retried.nights == ("scheduled__1",), "a retry is the same night"
     assert all(retried.seconds) and retried.seconds[:2] == failed.seconds[:2], retried.seconds
+
+
+def test_a_program_without_the_sdk_teaches_the_history_its_pods_lengths(
+    kueue_env: KueueEnv, blob: SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """KWOK's fake pods write no done records: each shard's length comes from the pod that ran it alone (its
+    container's terminated times), so a night of plain containers still teaches the next night."""
+    lengths = {0: 2, 1: 5, 2: 3, 3: 2}
+    operator = KueueIndexedJobOperator(
+        task_id="price",
+        namespace=kueue_env.namespace,
+        queue_name=kueue_env.local_queue,
+        image="example.invalid/plain:1",
+        completions=4,
+        parallelism=4,
+        annotations={f"kwok.airflow-kueue.io/run-duration-{i}": f"{s}s" for i, s in lengths.items()},
+        resources={"requests": {"cpu": "100m", "memory": "64Mi"}},
+        deferrable=False,
+        checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container),
+    )
+    ti = SimpleNamespace(dag_id="nightly", task_id="price", run_id="scheduled__1", try_number=1, map_index=-1)
+    result = operator.execute({"ti": ti})  # type: ignore[typeddict-item]
+    assert result["completed_indexes"] == "0-3", result
+    assert "recorded 4 shard lengths of" in capsys.readouterr().out
+    raw = blob.service.get_container_client(blob.container).download_blob(history_blob("nightly", "price"))
+    learned = ShardHistory.from_json(json.loads(raw.readall()))
+    assert learned is not None and learned.nights == ("scheduled__1",), raw
+    seconds = dict(enumerate(learned.seconds))
+    assert all(abs((seconds[i] or 0) - s) <= 1.5 for i, s in lengths.items()), seconds  # whole seconds
+    assert learned.pod_start is not None, "a clean night: the pods' cost beside their lengths"
