@@ -12,6 +12,7 @@ mid-night, the Kueue pages read through the peak.
     .venv/bin/python benchmarks/night.py                         # the full night, both systems (~30 min)
     .venv/bin/python benchmarks/night.py --samples 8 --compression 300 --genomics-cpu 24 --risk-shards 0
     .venv/bin/python benchmarks/night.py --render results/night.json.gz   # the table and picture again
+    .venv/bin/python benchmarks/night.py --systems ours --warm-up-nights 1 ...   # forecasts from history
 
 Writes ``results/<name>.json.gz`` (every record), ``.md`` (the tables) and ``.svg`` (the picture), and prints
 the table and the picture's path.
@@ -83,6 +84,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="seconds: evict one running genomics pod this often (Eviction API) instead of whole Spot nodes",
     )
     p.add_argument("--discover-pods-retry-number", type=int, default=500)
+    p.add_argument(
+        "--warm-up-nights",
+        type=int,
+        default=0,
+        help="nights each system runs first, unmeasured: ours learns shard lengths from them (issue 41's "
+        "forecast is measured on the night after)",
+    )
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--name", default="night")
     p.add_argument("--render", type=Path, help="rewrite the .md and .svg of a saved run's JSON")
@@ -154,28 +162,31 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(tempfile.mkdtemp(prefix="airflow-kueue-night-"))
     postgres = started_postgres(cluster_env)
     began = time.time()
-    phases = []
+    phases: list[dict[str, Any]] = []
+    warm_ups: list[dict[str, Any]] = []
     try:
         bed.create_nodes(night)
         for system in args.systems.split(","):
-            options = PhaseOptions(
-                system=system,
-                evictions=args.evictions_per_hour > 0,
-                kill_triggerer=not args.no_triggerer_kill,
-                discover_pods_retry_number=args.discover_pods_retry_number,
-                pod_evictions_every=args.pod_evictions_every,
-            )
-            record = run_phase(
-                night,
-                options,
-                cluster=cluster,
-                bed=bed,
-                postgres=postgres,
-                cluster_env=cluster_env,
-                home=home,
-                metrics=("https://127.0.0.1:26443/metrics", state / "pki"),
-            )
-            phases.append(record.to_json())
+            for number in range(1, args.warm_up_nights + 2):  # the warm-ups, then the measured night
+                options = PhaseOptions(
+                    system=system,
+                    evictions=args.evictions_per_hour > 0,
+                    kill_triggerer=not args.no_triggerer_kill,
+                    discover_pods_retry_number=args.discover_pods_retry_number,
+                    pod_evictions_every=args.pod_evictions_every,
+                    night=number,
+                )
+                record = run_phase(
+                    night,
+                    options,
+                    cluster=cluster,
+                    bed=bed,
+                    postgres=postgres,
+                    cluster_env=cluster_env,
+                    home=home,
+                    metrics=("https://127.0.0.1:26443/metrics", state / "pki"),
+                )
+                (phases if number > args.warm_up_nights else warm_ups).append(record.to_json())
     finally:
         bed.teardown()
         postgres.stop()
@@ -189,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         "args": {k: str(v) for k, v in vars(args).items()},
         "home": str(home),
     }
-    write(args.name, {"meta": meta, "shape": asdict(night.shape), "phases": phases})
+    raw = {"meta": meta, "shape": asdict(night.shape), "phases": phases}
+    if warm_ups:  # kept whole in the raw data; the tables are the measured nights'
+        raw["warm_up_phases"] = warm_ups
+    write(args.name, raw)
     return 0
 
 

@@ -88,9 +88,10 @@ class NightBed:
         wait_for("the night's nodes Ready", ready, timeout=120)
 
     # --- queues ---
-    def create_queues(self, night: Night, system: str) -> NightQueues:
-        """Both teams' namespaces and queues for one system's phase (fresh names per phase)."""
-        tag = f"{self.run_id}-{system}"
+    def create_queues(self, night: Night, system: str, night_number: int = 1) -> NightQueues:
+        """Both teams' namespaces and queues for one system's phase (fresh names per phase). The checkpoint
+        container is the system's across its nights: a later night reads the shard history of the earlier."""
+        tag = f"{self.run_id}-{system}" + (f"{night_number}" if night_number > 1 else "")
         flavors = {}
         for kind in ("spot", "ondemand"):
             name = f"night-{tag}-{kind}"
@@ -169,7 +170,8 @@ class NightBed:
                 },
             )
             self.priority_classes.append(name)
-        return NightQueues(made["genomics"][0], "night", made["risk"][0], "night", prefix, f"night-{tag}")
+        container = f"night-{self.run_id}-{system}"
+        return NightQueues(made["genomics"][0], "night", made["risk"][0], "night", prefix, container)
 
     # --- Airflow's identity, counted ---
     def airflow_identity(self, tmpdir: Path, system: str, account: str = "airflow") -> tuple[str, str]:

@@ -49,6 +49,7 @@ class PhaseOptions:
     discover_pods_retry_number: int = 500  # the cncf operator's immediate pod lists after create
     timeout_factor: float = 6.0  # the phase gives up at this times the ideal (and at least 15 min)
     parallelism: int = 16  # LocalExecutor's worker processes
+    night: int = 1  # the system's n-th night of the run: later nights keep the earlier nights' shard history
 
 
 @dataclass
@@ -131,7 +132,7 @@ def run_phase(
 ) -> PhaseRecord:
     system = options.system
     ideal = night.ideal()
-    queues = bed.create_queues(night, system)
+    queues = bed.create_queues(night, system, options.night)
     cqs = bed.cluster_queues[-2:]
     flow_schema, conn = bed.airflow_identity(home, system)
     ui_flow_schema, ui_conn = bed.airflow_identity(home, system, "airflow-ui")
@@ -144,7 +145,7 @@ def run_phase(
         "kueue.kubernetes_conn_id": "kueue_ui",  # the Kueue pages' own identity, counted apart
     }
     deployment = AirflowDeployment.create(
-        home / f"airflow-{system}", postgres, database, cluster_env, config=config
+        home / f"airflow-{system}-{options.night}", postgres, database, cluster_env, config=config
     )
     azurite = cluster_env["AZURE_STORAGE_CONNECTION_STRING"]
     blob_port = re.search(r"BlobEndpoint=http://[^:/]+:(\d+)/", azurite)
