@@ -60,6 +60,70 @@ def task_errors(phases: Iterable[Mapping[str, Any]]) -> list[TaskError]:
     return errors
 
 
+@dataclass(frozen=True)
+class WaitAndRun:
+    """One task's forecast split at the Job's admission: the wait (made -> unsuspended) and the run
+    (unsuspended -> complete), forecast against measured, seconds."""
+
+    task: str
+    wait_forecast: float
+    wait_actual: float
+    run_forecast: float
+    run_actual: float
+
+
+def wait_and_run(phase: Mapping[str, Any]) -> list[WaitAndRun]:
+    """Each forecast task's wait and run against its last Job's record (the one its last try created)."""
+    jobs: dict[tuple[str, str, int], Mapping[str, Any]] = {}
+    for job in phase.get("jobs") or []:
+        key = (str(job.get("dag_id")), str(job.get("task_id")), int(job.get("map_index", -1)))
+        if key not in jobs or float(job.get("created") or 0) > float(jobs[key].get("created") or 0):
+            jobs[key] = job
+    rows = []
+    for key, result in (phase.get("results") or {}).items():
+        forecast = (result or {}).get("forecast") if isinstance(result, Mapping) else None
+        parts = str(key).split("|")
+        if len(parts) != 3:
+            continue
+        dag_id, task_id, map_index = parts
+        job = jobs.get((dag_id, task_id, int(map_index)))
+        if not isinstance(forecast, Mapping) or job is None:
+            continue
+        if job.get("unsuspended") is None or job.get("complete") is None:
+            continue
+        made = datetime.fromisoformat(forecast["made_at"]).timestamp()
+        start = datetime.fromisoformat(forecast["start"]).timestamp()
+        finish = datetime.fromisoformat(forecast["finish"]).timestamp()
+        unsuspended, complete = float(job["unsuspended"]), float(job["complete"])
+        wait, run = (start - made, unsuspended - made), (finish - start, complete - unsuspended)
+        rows.append(WaitAndRun(task_id, *wait, *run))
+    return rows
+
+
+def split_section(phases: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Per step: the median forecast and measured wait and run (where the error is)."""
+    lines = [
+        "",
+        "Where the error is, per step (median seconds; the run from the Job's admission to its end):",
+        "",
+        "| system | step | tasks | wait: forecast / measured | run: forecast / measured |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for phase in phases:
+        rows = wait_and_run(phase)
+        for task in sorted({r.task for r in rows}):
+            mine = [r for r in rows if r.task == task]
+            med = {
+                name: percentile([getattr(r, name) for r in mine], 0.5)
+                for name in ("wait_forecast", "wait_actual", "run_forecast", "run_actual")
+            }
+            lines.append(
+                f"| {phase.get('system')} | {task} | {len(mine)} | {med['wait_forecast']:.0f} / "
+                f"{med['wait_actual']:.0f} | {med['run_forecast']:.0f} / {med['run_actual']:.0f} |"
+            )
+    return lines if len(lines) > 5 else []
+
+
 def percentile(values: list[float], share: float) -> float:
     """Nearest-rank percentile (``share`` in 0..1) of a non-empty list."""
     ordered = sorted(values)
@@ -68,6 +132,7 @@ def percentile(values: list[float], share: float) -> float:
 
 def section(phases: Iterable[Mapping[str, Any]]) -> str:
     """The report's "Forecast at submit" section (empty when no task had a forecast)."""
+    phases = list(phases)
     errors = task_errors(phases)
     if not errors:
         return ""
@@ -93,6 +158,7 @@ def section(phases: Iterable[Mapping[str, Any]]) -> str:
             f"{percentile(shares, 0.9):.1%} | {max(shares):.1%} | {signed:+.1f} | "
             f"{', '.join(map(str, nights))} |"
         )
+    lines += split_section(phases)
     for system in sorted({e.system for e in errors}):
         shares = [e.share for e in errors if e.system == system]
         median, p90 = percentile(shares, 0.5), percentile(shares, 0.9)
