@@ -62,12 +62,13 @@ class ShardHistoryStore:
         durations: Mapping[int, float],
         resumed: IndexSet | None = None,
         pod_start: float | None = None,
+        from_pods: bool = False,
     ) -> ShardHistory:
         """Merge night ``run_id``'s shard lengths (``ShardHistory.merge_night``) and write it back."""
         for _ in range(MAX_HISTORY_CONFLICTS):
             current, etag = self._read()
             merged = (current or ShardHistory.empty(shard_count)).merge_night(
-                run_id, shard_count, durations, resumed, pod_start
+                run_id, shard_count, durations, resumed, pod_start, from_pods
             )
             if merged == current:
                 return merged  # a retry of a night already merged: nothing to write

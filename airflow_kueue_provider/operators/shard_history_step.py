@@ -144,14 +144,22 @@ class ShardHistoryStep:
             return choice
         key = _key(self._identity) if self._identity is not None else None  # set: there is a history
         if getattr(self, "_history_logged", None) != key:
-            self.log.info("packing from shard history: %s", learned.describe())
             self._history_logged = key
-        return replace(choice, learned=learned)
+            if not learned.packable:
+                self.log.info(
+                    "shard history: %s, from pod times (the program writes no done records): for the "
+                    "forecast only; one shard per pod, as stated",
+                    learned.describe(),
+                )
+            else:
+                self.log.info("packing from shard history: %s", learned.describe())
+        return replace(choice, learned=learned) if learned.packable else choice
 
     def _history_result(self, shard_count: int) -> dict[str, Any]:
-        """``{"shard_history": {"nights": [...], "shards_learned": n}}`` when packing used history."""
+        """``{"shard_history": {"nights": [...], "shards_learned": n}}`` when packing used history (the
+        forecast's record says its own nights)."""
         learned = self._learned_lengths(shard_count)
-        if learned is None:
+        if learned is None or not learned.packable:
             return {}
         return {HISTORY_RESULT_KEY: {"nights": list(learned.nights), "shards_learned": len(learned.seconds)}}
 
@@ -170,14 +178,14 @@ class ShardHistoryStep:
             durations, resumed = (
                 read_durations(shards, attempt.completed) if count <= MAX_HISTORY_SHARDS else ({}, IndexSet())
             )
+            untimed = attempt.completed - resumed - IndexSet.from_indexes(durations)
             from_pods = (
-                self._pod_lengths(event, attempt.packs, attempt.completed - resumed - IndexSet.from_indexes(durations))
-                if count <= MAX_HISTORY_SHARDS
-                else {}
+                self._pod_lengths(event, attempt.packs, untimed) if count <= MAX_HISTORY_SHARDS else {}
             )
             durations = {**from_pods, **durations}
             store = ShardHistoryStore(shards.hook, identity.dag_id, identity.task_id, identity.map_index)
-            store.merge_night(identity.run_id, count, durations, resumed, clean_pod_start(attempt, durations))
+            pod_start = clean_pod_start(attempt, durations)
+            store.merge_night(identity.run_id, count, durations, resumed, pod_start, bool(from_pods))
         except Exception as exc:  # never the task's outcome
             self.log.warning(
                 "could not record the shard history of %s (%s); the run is unaffected", event.name, exc

@@ -23,6 +23,10 @@ class LearnedLengths:
     """What a pod of this task cost before and between its shards on earlier nights (from creation to its
     first shard, the SDK's per-shard round trips): learned from a clean attempt's running time against its
     shards' lengths; None until one was seen."""
+    packable: bool = True
+    """Whether packing may put several of these shards in one pod: the lengths came from the worker SDK's
+    done records. Lengths read from pod times (a program without the SDK runs one shard per index) serve
+    the forecast alone."""
 
     def __post_init__(self) -> None:
         if self.shard_count < 1:

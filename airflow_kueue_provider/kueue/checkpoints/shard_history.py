@@ -64,6 +64,9 @@ class ShardHistory:
     tonight: IndexSet = field(default_factory=IndexSet)
     pod_start: float | None = None
     """A pod's cost beside its shards' lengths (``LearnedLengths.pod_start_seconds``), over nights."""
+    from_pods: bool = False
+    """The last night's lengths came from pod times: the program wrote no done records (no worker SDK), so
+    it runs one shard per index and must not be packed (``LearnedLengths.packable``)."""
 
     @classmethod
     def empty(cls, shard_count: int) -> ShardHistory:
@@ -81,9 +84,11 @@ class ShardHistory:
         durations: Mapping[int, float],
         resumed: IndexSet | None = None,
         pod_start: float | None = None,
+        from_pods: bool = False,
     ) -> ShardHistory:
         """This history with night ``run_id``'s shard lengths (``resumed``: shards whose figure is a tail)
-        and, from a clean attempt, what its pods cost beside them (``pod_start``)."""
+        and, from a clean attempt, what its pods cost beside them (``pod_start``); ``from_pods``: some of
+        them were read from pod times (no done records: the program does not use the SDK)."""
         run_id = run_id[:MAX_RUN_ID_CHARS]
         base = self if shard_count == self.shard_count else ShardHistory.empty(shard_count)
         if run_id in base.nights[:-1]:
@@ -97,6 +102,8 @@ class ShardHistory:
         if bad := [i for i in durations if not 0 <= i < shard_count]:
             raise HistoryShardCountMismatch(f"shard ids {bad[:5]} are outside the night's {shard_count}")
         same = bool(base.nights) and base.nights[-1] == run_id
+        if durations:  # a retry of the same night that timed some from pods still runs without the SDK
+            base = replace(base, from_pods=from_pods or (same and base.from_pods))
         counted = base.tonight if same else IndexSet()
         nights = base.nights if same else (*base.nights, run_id)[-HISTORY_NIGHTS:]
         if not base.keeps_lengths:
@@ -123,7 +130,7 @@ class ShardHistory:
         known = {i: s for i, s in enumerate(self.seconds) if s is not None}
         if not known or not self.keeps_lengths:
             return None
-        return LearnedLengths(self.shard_count, known, self.nights, self.pod_start)
+        return LearnedLengths(self.shard_count, known, self.nights, self.pod_start, not self.from_pods)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -134,6 +141,7 @@ class ShardHistory:
             "partial": str(self.partial),
             "tonight": str(self.tonight),
             **({"pod_start_seconds": self.pod_start} if self.pod_start is not None else {}),
+            **({"from_pods": True} if self.from_pods else {}),
         }
 
     @classmethod
@@ -165,7 +173,7 @@ def _merged(
 
 
 _KEYS = {"version", "shard_count", "nights", "seconds", "partial", "tonight"}
-_OPTIONAL_KEYS = {"pod_start_seconds"}
+_OPTIONAL_KEYS = {"pod_start_seconds", "from_pods"}
 
 
 def _parsed(data: Any) -> ShardHistory | None:
@@ -194,7 +202,10 @@ def _parsed(data: Any) -> ShardHistory | None:
         return None
     values = tuple(None if s is None else float(s) for s in seconds)
     start = float(pod_start) if pod_start is not None else None
-    return ShardHistory(count, values, tuple(nights), partial, tonight, start)
+    from_pods = data.get("from_pods", False)
+    if not isinstance(from_pods, bool):
+        return None
+    return ShardHistory(count, values, tuple(nights), partial, tonight, start, from_pods)
 
 
 def _is_pod_start(value: Any) -> bool:

@@ -159,20 +159,24 @@ def test_a_program_without_the_sdk_teaches_the_history_its_pods_lengths(
     """KWOK's fake pods write no done records: each shard's length comes from the pod that ran it alone (its
     container's terminated times), so a night of plain containers still teaches the next night."""
     lengths = {0: 2, 1: 5, 2: 3, 3: 2}
-    operator = KueueIndexedJobOperator(
-        task_id="price",
-        namespace=kueue_env.namespace,
-        queue_name=kueue_env.local_queue,
-        image="example.invalid/plain:1",
-        completions=4,
-        parallelism=4,
-        annotations={f"kwok.airflow-kueue.io/run-duration-{i}": f"{s}s" for i, s in lengths.items()},
-        resources={"requests": {"cpu": "100m", "memory": "64Mi"}},
-        deferrable=False,
-        checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container),
-    )
-    ti = SimpleNamespace(dag_id="nightly", task_id="price", run_id="scheduled__1", try_number=1, map_index=-1)
-    result = operator.execute({"ti": ti})  # type: ignore[typeddict-item]
+
+    def night(run_id: str) -> dict[str, Any]:
+        operator = KueueIndexedJobOperator(
+            task_id="price",
+            namespace=kueue_env.namespace,
+            queue_name=kueue_env.local_queue,
+            image="example.invalid/plain:1",
+            completions=4,
+            parallelism=4,
+            annotations={f"kwok.airflow-kueue.io/run-duration-{i}": f"{s}s" for i, s in lengths.items()},
+            resources={"requests": {"cpu": "100m", "memory": "64Mi"}},
+            deferrable=False,
+            checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container),
+        )
+        ti = SimpleNamespace(dag_id="nightly", task_id="price", run_id=run_id, try_number=1, map_index=-1)
+        return operator.execute({"ti": ti})  # type: ignore[typeddict-item]
+
+    result = night("scheduled__1")
     assert result["completed_indexes"] == "0-3", result
     assert "recorded 4 shard lengths of" in capsys.readouterr().out
     raw = blob.service.get_container_client(blob.container).download_blob(history_blob("nightly", "price"))
@@ -181,3 +185,11 @@ def test_a_program_without_the_sdk_teaches_the_history_its_pods_lengths(
     seconds = dict(enumerate(learned.seconds))
     assert all(abs((seconds[i] or 0) - s) <= 1.5 for i, s in lengths.items()), seconds  # whole seconds
     assert learned.pod_start is not None, "a clean night: the pods' cost beside their lengths"
+    assert learned.from_pods, "no done records: the program runs one shard per index"
+
+    second = night("scheduled__2")
+    out = capsys.readouterr().out
+    assert second["completed_indexes"] == "0-3" and "shard_history" not in second, second
+    assert "for the forecast only" in out and "packing from shard history" not in out, out
+    assert "forecast: start" in out and "from 1 night of shard history" in out, out
+    assert all(j.spec.completions == 4 for j in kueue_env.jobs()), "never packed: one shard per pod"

@@ -243,7 +243,7 @@ def test_a_program_without_the_sdk_teaches_its_lengths_from_its_pods(blobs: Blob
     calls = _pods_client(op, pods)
     op._record_history(IDENTITY, _session(blobs), _ledger("0-3"), _event())
     history = ShardHistory.from_json(blobs.blobs[history_blob("nightly", "price")][0])
-    assert history is not None and history.seconds == (12.0, 7.0, None, None)
+    assert history is not None and history.seconds == (12.0, 7.0, None, None) and history.from_pods
     assert calls == [("team", "job-1")], "one LIST of the Job's pods"
     assert "recorded 2 shard lengths of job-1 (2 from pod times)" in capsys.readouterr().out
 
@@ -265,3 +265,18 @@ def test_packed_pods_say_nothing_of_each_shard(blobs: Blobs) -> None:
     op._record_history(IDENTITY, _session(blobs), RunLedger(4, (attempt,)), _event())
     history = ShardHistory.from_json(blobs.blobs[history_blob("nightly", "price")][0])
     assert history is not None and history.seconds == (None,) * 4 and calls == []
+
+
+def test_a_history_timed_from_pods_forecasts_but_never_packs(blobs: Blobs, capsys: Any) -> None:
+    lengths = {0: 30.0, 1: 1.0, 2: 1.0, 3: 1.0}
+    history = ShardHistory.empty(4).merge_night("scheduled__1", 4, lengths, from_pods=True)
+    blobs.blobs[history_blob("nightly", "price")] = (history.to_json(), "e0")
+    op = _op()
+    op._identity = IDENTITY
+    assert op._packing() == _op()._packing() and op._packing().learned is None, "one shard per pod"
+    learned = op._learned_lengths(4)
+    assert learned is not None and not learned.packable, "the forecast still reads it"
+    assert op._history_result(4) == {}
+    out = capsys.readouterr().out
+    assert "from pod times (the program writes no done records): for the forecast only" in out
+    assert "packing from shard history" not in out

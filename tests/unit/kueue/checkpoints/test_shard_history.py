@@ -147,6 +147,7 @@ def test_the_json_holds_only_ids_and_durations_and_round_trips() -> None:
         {"pod_start_seconds": -1.0},
         {"pod_start_seconds": True},
         {"pod_start_seconds": "5"},
+        {"from_pods": "yes"},
     ],
 )
 def test_anything_else_is_ignored_not_trusted(change: dict[str, object]) -> None:
@@ -172,3 +173,17 @@ def test_a_blob_over_the_byte_bound_is_ignored() -> None:
     data = _night(ShardHistory.empty(3), "run-1", {0: 4.0}).to_json()
     data["padding"] = "x" * MAX_HISTORY_BYTES
     assert ShardHistory.from_json(data) is None
+
+
+def test_lengths_from_pod_times_serve_the_forecast_but_never_packing() -> None:
+    """A program without the SDK runs one shard per index: its pods' times may forecast, never pack."""
+    pods = ShardHistory.empty(2).merge_night("run-1", 2, {0: 3.0, 1: 2.0}, from_pods=True)
+    learned = pods.learned()
+    assert learned is not None and not learned.packable and pods.to_json()["from_pods"] is True
+    assert ShardHistory.from_json(json.loads(json.dumps(pods.to_json()))) == pods
+    retried = pods.merge_night("run-1", 2, {1: 2.0})  # a retry of the same night, timed otherwise
+    assert retried.from_pods, "the same night still ran without the SDK"
+    sdk = pods.merge_night("run-2", 2, {0: 3.0, 1: 2.0})
+    assert not sdk.from_pods and "from_pods" not in sdk.to_json()
+    assert sdk.learned() is not None and sdk.learned().packable  # type: ignore[union-attr]
+    assert pods.merge_night("run-2", 2, {}).from_pods, "a night that timed nothing says nothing"
