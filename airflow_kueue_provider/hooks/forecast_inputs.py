@@ -1,6 +1,7 @@
 """What the forecast at submit reads of Kueue (kueue/progress/forecast): the task's ClusterQueue with its
-cohort (one LIST of ClusterQueues), the LocalQueue's pending Workloads (one visibility call) and the task's
-priority (one GET of its WorkloadPriorityClass), as typed values.
+cohort (one LIST of ClusterQueues), the LocalQueue's pending Workloads (one visibility call), the quota
+the namespace's admitted Workloads hold and since when (one page of Workloads) and the task's priority (one
+GET of its WorkloadPriorityClass), as typed values.
 
 The reads go through ``KueueHook``'s retrying calls; anything that cannot be read raises
 ``ForecastInputsUnavailable`` naming what, and the forecast is left out (never the task)."""
@@ -8,14 +9,16 @@ The reads go through ``KueueHook``'s retrying calls; anything that cannot be rea
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from ..kueue.api_time import parse_api_time
 from ..kueue.errors import KueueProviderError
 from ..kueue.names import PRIORITY_CLASS_LABEL
-from ..kueue.progress.forecast import RESOURCES, FlavorRoom, QueueRoom, Resources
+from ..kueue.progress.forecast import RESOURCES, FlavorRoom, HeldQuota, QueueRoom, Resources
 from ..kueue.quantity import parse_quantity
 
 
@@ -33,6 +36,12 @@ class ForecastReads(Protocol):
     def pending_workloads(self, namespace: str, local_queue: str) -> dict[str, Any] | None: ...
 
     def get_workload_priority_class(self, name: str) -> dict[str, Any] | None: ...
+
+    def workloads_page(self, namespace: str, limit: int) -> list[dict[str, Any]]: ...
+
+
+HELD_READ_LIMIT = 200
+"""Workloads of the namespace read for the quota they hold (one page): past it, the quota is "not seen"."""
 
 
 def read_priority(hook: ForecastReads, manifest: Mapping[str, Any]) -> int:
@@ -63,10 +72,15 @@ def read_priority(hook: ForecastReads, manifest: Mapping[str, Any]) -> int:
 
 
 def read_queue_room(
-    hook: ForecastReads, namespace: str, local_queue: str, priority: int | None = None
+    hook: ForecastReads,
+    namespace: str,
+    local_queue: str,
+    priority: int | None = None,
+    now: datetime | None = None,
 ) -> QueueRoom:
-    """The ClusterQueue behind ``namespace/local_queue``: its flavors' room and the workloads ahead of a new
-    Workload of ``priority`` (None: unknown, every pending workload is ahead)."""
+    """The ClusterQueue behind ``namespace/local_queue``: its flavors' room, the workloads ahead of a new
+    Workload of ``priority`` (None: unknown, every pending workload is ahead) and the quota the namespace's
+    admitted Workloads hold (unreadable: none seen, the forecast's "not seen" rule covers it)."""
     try:
         queue = hook.get_local_queue(namespace, local_queue)
         name = str(((queue or {}).get("spec") or {}).get("clusterQueue") or "")
@@ -81,7 +95,52 @@ def read_queue_room(
     mine = next((q for q in everything if (q.get("metadata") or {}).get("name") == name), None)
     if mine is None:
         raise ForecastInputsUnavailable(f"ClusterQueue {name} is not among those listed")
-    return QueueRoom(flavor_rooms(mine, everything), workloads_ahead(mine, pending, priority))
+    try:
+        page = hook.workloads_page(namespace, HELD_READ_LIMIT)
+    except (ApiException, HTTPError, OSError):
+        page = []
+    held = held_quota(page, name, now or datetime.now(UTC))
+    return QueueRoom(flavor_rooms(mine, everything), workloads_ahead(mine, pending, priority), held)
+
+
+def held_quota(
+    workloads: Iterable[Mapping[str, Any]], cluster_queue: str, now: datetime
+) -> tuple[HeldQuota, ...]:
+    """What each Workload admitted to ``cluster_queue`` and not finished holds, per flavor (its admission's
+    ``resourceUsage``), and for how long (since its QuotaReserved condition)."""
+    held = []
+    for workload in workloads:
+        status = workload.get("status") or {}
+        admission = status.get("admission") or {}
+        if admission.get("clusterQueue") != cluster_queue:
+            continue
+        conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
+        reserved = conditions.get("QuotaReserved") or {}
+        if reserved.get("status") != "True" or (conditions.get("Finished") or {}).get("status") == "True":
+            continue
+        since = parse_api_time(reserved.get("lastTransitionTime"))
+        if since is None:
+            continue
+        try:
+            usage = _assigned(admission)
+        except ForecastInputsUnavailable:
+            continue  # a quantity this reader cannot parse: the quota counts as not seen
+        seconds = max(0.0, (now - since).total_seconds())
+        held += [HeldQuota(flavor, _resources(amounts), seconds) for flavor, amounts in usage.items()]
+    return tuple(held)
+
+
+def _assigned(admission: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """flavor -> resource -> amount an admission holds (its pod sets' ``resourceUsage``)."""
+    usage: dict[str, dict[str, float]] = {}
+    for pod_set in admission.get("podSetAssignments") or []:
+        flavors = pod_set.get("flavors") or {}
+        for name, amount in (pod_set.get("resourceUsage") or {}).items():
+            kind, flavor = _kind(str(name)), flavors.get(name)
+            if kind and flavor:
+                per = usage.setdefault(str(flavor), {})
+                per[kind] = per.get(kind, 0.0) + _amount(amount)
+    return usage
 
 
 def flavor_rooms(queue: Mapping[str, Any], everything: Iterable[Mapping[str, Any]]) -> tuple[FlavorRoom, ...]:

@@ -3,6 +3,7 @@ WorkloadPriorityClass."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kubernetes import client
@@ -18,6 +19,19 @@ class SyncWorkloadCalls(SyncKueueClient):
 
     def get_workload_priority_class(self, name: str) -> dict[str, Any] | None:
         return self._get_custom("workloadpriorityclasses", name)
+
+    def workloads_page(self, namespace: str, limit: int) -> list[dict[str, Any]]:
+        """At most ``limit`` of the namespace's Workloads (one page: a bound on what one read costs)."""
+        custom = client.CustomObjectsApi(self.api)
+        call = functools.partial(
+            custom.list_namespaced_custom_object,
+            kueue_api.KUEUE_GROUP,
+            self.kueue_version,
+            namespace,
+            "workloads",
+            limit=limit,
+        )
+        return self._items(call, "list Workloads")
 
     def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
         custom = client.CustomObjectsApi(self.api)

@@ -102,7 +102,7 @@ class ForecastStep:
         now = datetime.now(UTC)
         priority, unknown = self._forecast_priority(client, manifest)
         try:
-            room = read_queue_room(client.hook, self.resolved_namespace(), self.queue_name, priority)
+            room = read_queue_room(client.hook, self.resolved_namespace(), self.queue_name, priority, now)
         except (ForecastInputsUnavailable, ApiException, KueueProviderError) as exc:
             self.log.warning("forecast: left out (%s)", exc)
             return

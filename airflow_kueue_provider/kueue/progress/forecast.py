@@ -11,9 +11,9 @@ The model, in three steps (docs/forecast.md):
   fits now (its nominal quota plus what the cohort can lend, less what is admitted) is taken, else the
   largest.
 - **The wait**: none when nothing is pending ahead and the Job fits now (``ADMISSION_SECONDS``). Otherwise
-  the lengths of the others are unknown, and the simplest honest rule is used: every workload ahead, and the
-  quota in use, is a Job like this one (the same quota for as long). Those admitted are half done on
-  average; the queue drains through as many of them at once as the quota holds.
+  the flavor is simulated in units of the Job's pods (``queue_wait``): each workload seen admitted in the
+  task's namespace frees its quota as long after its admission as this Job runs; quota held by workloads
+  not seen is Jobs like this one, half done on average; every workload ahead is a Job like this one.
 
 The range: the wait from half to twice the rule's; the run ``LEARNED_SPREAD`` either side with learned
 lengths, or from the stated shortest to the stated longest.
@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from ..checkpoints.learned_lengths import LearnedLengths
 from ..checkpoints.shard_packing import ShardPacks
 from .eta import Estimate
+from .queue_wait import Holder, simulated_wait, unseen_holders
 
 POD_START_SECONDS = 5.0
 """What a pod costs before its first shard runs (scheduling, container start, the first Blob round trip)."""
@@ -94,11 +95,23 @@ class FlavorRoom:
 
 
 @dataclass(frozen=True)
+class HeldQuota:
+    """A workload of the ClusterQueue seen admitted (in the task's namespace): the quota it holds in
+    ``flavor`` and for how many seconds it has held it."""
+
+    flavor: str
+    usage: Resources
+    held_for: float
+
+
+@dataclass(frozen=True)
 class QueueRoom:
-    """The ClusterQueue as the forecast reads it: its flavors in order, and the workloads pending ahead."""
+    """The ClusterQueue as the forecast reads it: its flavors in order, the workloads pending ahead, and
+    those seen holding quota."""
 
     flavors: tuple[FlavorRoom, ...]
     ahead: int = 0
+    held: tuple[HeldQuota, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -248,17 +261,24 @@ def _flavor(work: JobWork, room: QueueRoom) -> FlavorRoom | None:
 
 
 def _wait(work: JobWork, room: QueueRoom, flavor: FlavorRoom, slots: int, run: float) -> float:
-    """Seconds to admission: the "like this one" rule (module docstring)."""
-    if room.ahead == 0 and flavor.slots(work.request, free=True) >= slots:
+    """Seconds to admission (module docstring, "The wait")."""
+    free = flavor.slots(work.request, free=True)
+    if room.ahead == 0 and free >= slots:
         return ADMISSION_SECONDS
-    need = [
-        (work.request.amount(r) * slots, r)
+    seen = [(h, _pods(h.usage, work.request, flavor)) for h in room.held if h.flavor == flavor.name]
+    unseen = max(0.0, _pods(flavor.used, work.request, flavor) - sum(pods for _, pods in seen))
+    holders = [Holder(pods, run - h.held_for) for h, pods in seen] + unseen_holders(unseen, slots, run)
+    return ADMISSION_SECONDS + simulated_wait(free, slots, holders, room.ahead, run)
+
+
+def _pods(amounts: Resources, request: Resources, flavor: FlavorRoom) -> float:
+    """``amounts`` of the flavor's quota as pods of ``request`` (the scarcest resource it counts)."""
+    shares = [
+        amounts.amount(r) / request.amount(r)
         for r in RESOURCES
-        if work.request.amount(r) > 0 and r in flavor.covered
+        if request.amount(r) > 0 and r in flavor.covered
     ]
-    in_use = max((flavor.used.amount(r) / amount for amount, r in need if amount > 0), default=0.0)
-    lanes = max(1, flavor.slots(work.request, free=False) // max(1, slots))
-    return ADMISSION_SECONDS + (0.5 * in_use + room.ahead) * run / lanes
+    return max(shares, default=0.0)
 
 
 def _basis(work: JobWork, flavor: FlavorRoom, slots: int, ahead: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -9,14 +10,16 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import MaxRetryError
 
 from airflow_kueue_provider.hooks.forecast_inputs import (
+    HELD_READ_LIMIT,
     ForecastInputsUnavailable,
     flavor_rooms,
+    held_quota,
     pod_request,
     read_priority,
     read_queue_room,
     workloads_ahead,
 )
-from airflow_kueue_provider.kueue.progress.forecast import Resources
+from airflow_kueue_provider.kueue.progress.forecast import HeldQuota, Resources
 
 
 def cq(name: str, cpu: str, used: str = "0", cohort: str = "", **limits: str) -> dict[str, Any]:
@@ -122,6 +125,8 @@ class FakeHook:
     ) -> None:
         self.queue, self.error, self.classes = queue, error, classes or {}
         self.class_reads: list[str] = []
+        self.page_limits: list[int] = []
+        self.workloads: list[dict[str, Any]] | Exception = []
 
     def get_local_queue(self, namespace: str, name: str) -> dict[str, Any] | None:
         if self.error is not None:
@@ -133,6 +138,12 @@ class FakeHook:
 
     def pending_workloads(self, namespace: str, local_queue: str) -> dict[str, Any] | None:
         return listed((100, 0))
+
+    def workloads_page(self, namespace: str, limit: int) -> list[dict[str, Any]]:
+        self.page_limits.append(limit)
+        if isinstance(self.workloads, Exception):
+            raise self.workloads
+        return self.workloads
 
     def get_workload_priority_class(self, name: str) -> dict[str, Any] | None:
         self.class_reads.append(name)
@@ -177,3 +188,55 @@ def test_the_task_priority_is_its_workload_priority_class_value_else_0() -> None
     refused = MaxRetryError(None, "/apis", ConnectionRefusedError(111, "Connection refused"))  # type: ignore[arg-type]
     with pytest.raises(ForecastInputsUnavailable, match="MaxRetryError"):
         read_priority(FakeHook(None, classes={"gather": refused}), labelled("gather"))
+
+
+def workload(
+    queue: str = "a",
+    reserved_at: str | None = "2026-12-05T01:00:00Z",
+    finished: bool = False,
+    usage: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    conditions: list[dict[str, Any]] = []
+    if reserved_at:
+        conditions.append({"type": "QuotaReserved", "status": "True", "lastTransitionTime": reserved_at})
+    if finished:
+        conditions.append({"type": "Finished", "status": "True", "lastTransitionTime": reserved_at})
+    amounts = usage if usage is not None else {"cpu": "8", "memory": "8Gi"}
+    admission = {
+        "clusterQueue": queue,
+        "podSetAssignments": [
+            {"name": "main", "flavors": dict.fromkeys(amounts, "spot"), "resourceUsage": amounts}
+        ],
+    }
+    return {"status": {"admission": admission, "conditions": conditions}}
+
+
+def test_the_quota_admitted_workloads_hold_and_since_when() -> None:
+    now = datetime(2026, 12, 5, 1, 0, 30, tzinfo=UTC)
+    found = held_quota(
+        [
+            workload(),
+            workload(queue="another"),  # another ClusterQueue's
+            workload(finished=True),  # done: its quota is being released
+            workload(reserved_at=None),  # pending
+            workload(usage={"cpu": "lots"}),  # unreadable: not seen
+            workload(reserved_at="2026-12-05T01:00:20Z", usage={"cpu": "500m"}),
+        ],
+        "a",
+        now,
+    )
+    assert found == (
+        HeldQuota("spot", Resources(cpu=8, memory=8 * 2**30), 30.0),
+        HeldQuota("spot", Resources(cpu=0.5), 10.0),
+    )
+
+
+def test_the_room_reads_one_page_of_workloads_and_an_unreadable_one_is_none_seen() -> None:
+    hook = FakeHook({"spec": {"clusterQueue": "a"}})
+    hook.workloads = [workload()]
+    now = datetime(2026, 12, 5, 1, 1, tzinfo=UTC)
+    room = read_queue_room(hook, "ns", "lq", None, now)
+    assert room.held == (HeldQuota("spot", Resources(cpu=8, memory=8 * 2**30), 60.0),)
+    assert hook.page_limits == [HELD_READ_LIMIT]
+    hook.workloads = ApiException(403, "Forbidden")
+    assert read_queue_room(hook, "ns", "lq", None, now).held == ()

@@ -44,6 +44,9 @@ class Hook:
     def pending_workloads(self, namespace: str, local_queue: str) -> None:
         return None
 
+    def workloads_page(self, namespace: str, limit: int) -> list[dict[str, Any]]:
+        return []
+
 
 class Kind:
     """The kind's part of the template: its own checks before the create."""

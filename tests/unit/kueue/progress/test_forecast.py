@@ -13,6 +13,7 @@ from airflow_kueue_provider.kueue.progress.forecast import (
     ADMISSION_SECONDS,
     LEARNED_SPREAD,
     FlavorRoom,
+    HeldQuota,
     JobWork,
     QueueRoom,
     Resources,
@@ -163,3 +164,20 @@ def test_the_log_line() -> None:
     assert f.line().endswith(
         "from the stated shard duration, 2 CPU quota, 2 pods at once (quota-bound), 0 workloads ahead"
     )
+
+
+def test_admitted_workloads_seen_free_their_quota_as_long_after_admission_as_this_job_runs() -> None:
+    """At the start of a night every admitted Job has just started: none is half done, so the wait is a
+    whole run, not half of one (the older rule)."""
+    work = stated(60, count=8, parallelism=4)
+    run = 2 * 65
+    just = HeldQuota("on-demand", Resources(cpu=4), held_for=0.0)
+    busy = room(cpu=4, used=4)
+    f = forecast(work, QueueRoom(busy.flavors, 0, (just,)), NOW)
+    assert f is not None and seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS + run)
+    nearly = HeldQuota("on-demand", Resources(cpu=4), held_for=run - 10)
+    f = forecast(work, QueueRoom(busy.flavors, 0, (nearly,)), NOW)
+    assert f is not None and seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS + 10)
+    elsewhere = HeldQuota("spot", Resources(cpu=4), held_for=0.0)  # another flavor's: not this one's quota
+    f = forecast(work, QueueRoom(busy.flavors, 0, (elsewhere,)), NOW)
+    assert f is not None and seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS + run / 2)

@@ -1,0 +1,39 @@
+"""The wait for quota, simulated in units of the Job's pods: holders free theirs as they end, the workloads
+ahead go first in order, quota not seen is Jobs like this one half done."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_kueue_provider.kueue.progress.queue_wait import Holder, simulated_wait, unseen_holders
+
+
+def test_room_now_and_nothing_ahead_is_no_wait() -> None:
+    assert simulated_wait(8, 8, [Holder(8, 50)], 0, 100) == 0
+
+
+def test_the_job_waits_for_the_first_holder_that_frees_enough() -> None:
+    # 24 pods of quota: three Jobs of 8 admitted 0, 40 and 90 s ago; each runs 100 s.
+    holders = [Holder(8, 100), Holder(8, 60), Holder(8, 10)]
+    assert simulated_wait(0, 8, holders, 0, 100) == pytest.approx(10)
+    # Two like it ahead: they take the first two to free (10 and 60); this one the third (100).
+    assert simulated_wait(0, 8, holders, 2, 100) == pytest.approx(100)
+    # Three ahead: the third goes at 100, this one when the first of them ends (10 + 100).
+    assert simulated_wait(0, 8, holders, 3, 100) == pytest.approx(110)
+
+
+def test_pieces_of_quota_add_up_before_a_larger_job_fits() -> None:
+    assert simulated_wait(2, 8, [Holder(4, 5), Holder(2, 20), Holder(4, 30)], 0, 100) == pytest.approx(20)
+
+
+def test_a_queue_that_never_frees_enough_waits_for_the_last_holder() -> None:
+    assert simulated_wait(0, 8, [Holder(2, 5), Holder(2, 7)], 0, 100) == pytest.approx(7)
+
+
+def test_an_overrunning_holder_is_taken_to_free_now() -> None:
+    assert simulated_wait(0, 8, [Holder(8, -30)], 0, 100) == 0
+
+
+def test_unseen_quota_is_jobs_like_this_one_half_done() -> None:
+    assert unseen_holders(20, 8, 100) == [Holder(8, 50), Holder(8, 50), Holder(4, 50)]
+    assert unseen_holders(0, 8, 100) == [] and unseen_holders(5, 0, 100) == []
