@@ -146,3 +146,7 @@ def test_a_higher_priority_forecast_does_not_count_the_lower_priority_jobs_pendi
 
     assert ahead(high) == 0  # gather (300) jumps the two align Jobs (100)
     assert ahead(low) == 2  # another align Job queues behind them
+    room = read_queue_room(hook, env.namespace, env.local_queue, 0)
+    (held,) = room.held  # the blocker: admitted, holding its 2 CPUs; the pending ones hold nothing
+    assert held.usage.cpu == 2 and 0 <= held.held_for < 120, held
+    assert held.flavor in {f.name for f in room.flavors}, (held, room.flavors)
