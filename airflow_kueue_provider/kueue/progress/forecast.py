@@ -7,9 +7,9 @@ The model, in three steps (docs/forecast.md):
   packs are list-scheduled in index order, lowest first (as the Job controller starts them), onto
   ``min(parallelism, quota / pod request)`` slots, each pod paying ``POD_START_SECONDS`` first: a heap
   simulation, exact for those inputs.
-- **The room**: Kueue gives a Job's pods one flavor; the first of the ClusterQueue's flavors where the Job
-  fits now (its nominal quota plus what the cohort can lend, less what is admitted) is taken, else the
-  largest.
+- **The room**: Kueue gives a Job's pods one flavor, the first of the ClusterQueue's flavors (in order)
+  with room for it (its nominal quota plus what the cohort can lend, less what is admitted): now, or the
+  first to free enough in the wait's simulation.
 - **The wait**: none when nothing is pending ahead and the Job fits now (``ADMISSION_SECONDS``). Otherwise
   the flavor is simulated in units of the Job's pods (``queue_wait``): each workload seen admitted in the
   task's namespace frees its quota as long after its admission as this Job runs; quota held by workloads
@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from ..checkpoints.learned_lengths import LearnedLengths
 from ..checkpoints.shard_packing import ShardPacks
 from .eta import Estimate
-from .queue_wait import Holder, simulated_wait, unseen_holders
+from .queue_wait import Holder, Pool, simulated_admission, unseen_holders
 
 POD_START_SECONDS = 5.0
 """What a pod costs before its first shard runs (scheduling, container start, the first Blob round trip)."""
@@ -228,14 +228,16 @@ def start_cost_of(packs: Sequence[float], slots: int, measured: float) -> float 
 def forecast(work: JobWork, room: QueueRoom, now: datetime) -> Forecast | None:
     """The forecast for ``work`` submitted at ``now`` into ``room``; None when no flavor can ever hold one
     of its pods (Kueue would not admit it: the queue check says why)."""
-    flavor = _flavor(work, room)
-    if flavor is None:
+    flavors = [f for f in room.flavors if f.slots(work.request, free=False) > 0]
+    if not flavors:
         return None
-    slots = min(work.parallelism, flavor.slots(work.request, free=False))
-    run = makespan(work.seconds, slots, work.start_cost)
+    runs = [makespan(work.seconds, _slots(work, f), work.start_cost) for f in flavors]
+    pools = [_pool(work, room, f, run) for f, run in zip(flavors, runs, strict=True)]
+    queued, index = simulated_admission(pools, room.ahead)
+    flavor, run, slots = flavors[index], runs[index], pools[index].need
     run_early = makespan(work.early, slots, work.start_cost)
     run_late = makespan(work.late, slots, work.start_cost)
-    wait = _wait(work, room, flavor, slots, run)
+    wait = ADMISSION_SECONDS + queued
     early_wait = ADMISSION_SECONDS if wait <= ADMISSION_SECONDS else wait * WAIT_EARLY
     late_wait = wait if wait <= ADMISSION_SECONDS else wait * WAIT_LATE
     start = now + timedelta(seconds=wait)
@@ -250,25 +252,19 @@ def forecast(work: JobWork, room: QueueRoom, now: datetime) -> Forecast | None:
     )
 
 
-def _flavor(work: JobWork, room: QueueRoom) -> FlavorRoom | None:
-    """The first flavor where the whole Job fits now, else the one that holds the most of its pods."""
-    wanted = max(1, work.parallelism)
-    for flavor in room.flavors:
-        if flavor.slots(work.request, free=True) >= min(wanted, flavor.slots(work.request, free=False)) > 0:
-            return flavor
-    best = max(room.flavors, key=lambda f: f.slots(work.request, free=False), default=None)
-    return best if best is not None and best.slots(work.request, free=False) > 0 else None
+def _slots(work: JobWork, flavor: FlavorRoom) -> int:
+    """The Job's pods at once in ``flavor``: its parallelism, at most what the flavor's quota holds."""
+    return max(1, min(work.parallelism, flavor.slots(work.request, free=False)))
 
 
-def _wait(work: JobWork, room: QueueRoom, flavor: FlavorRoom, slots: int, run: float) -> float:
-    """Seconds to admission (module docstring, "The wait")."""
-    free = flavor.slots(work.request, free=True)
-    if room.ahead == 0 and free >= slots:
-        return ADMISSION_SECONDS
+def _pool(work: JobWork, room: QueueRoom, flavor: FlavorRoom, run: float) -> Pool:
+    """``flavor`` for the wait's simulation (module docstring, "The wait"): free now, and the quota held by
+    the workloads seen (freed a run after their admission) and not seen (half a run from now)."""
+    need = _slots(work, flavor)
     seen = [(h, _pods(h.usage, work.request, flavor)) for h in room.held if h.flavor == flavor.name]
     unseen = max(0.0, _pods(flavor.used, work.request, flavor) - sum(pods for _, pods in seen))
-    holders = [Holder(pods, run - h.held_for) for h, pods in seen] + unseen_holders(unseen, slots, run)
-    return ADMISSION_SECONDS + simulated_wait(free, slots, holders, room.ahead, run)
+    holders = [Holder(pods, run - h.held_for) for h, pods in seen] + unseen_holders(unseen, need, run)
+    return Pool(float(flavor.slots(work.request, free=True)), need, run, holders)
 
 
 def _pods(amounts: Resources, request: Resources, flavor: FlavorRoom) -> float:

@@ -1,5 +1,6 @@
-"""How long a new Job waits for its quota (pure): the ClusterQueue's flavor simulated in units of the Job's
-pods, the workloads holding quota freeing it as they end, those ahead admitted first in order.
+"""How long a new Job waits for its quota, and in which flavor (pure): the ClusterQueue's flavors simulated
+in units of the Job's pods, the workloads holding quota freeing it as they end, those ahead admitted first in
+order, each into the first flavor (in the ClusterQueue's order) with room for it, as Kueue tries them.
 
 What is known of the others is little (docs/forecast.md, "The wait"): a workload admitted in the task's own
 namespace is seen with its quota and how long it has held it; it is taken to run as long as this Job will
@@ -27,25 +28,45 @@ class Holder:
     ends_in: float
 
 
-def simulated_wait(free_pods: float, need: int, holders: Sequence[Holder], ahead: int, run: float) -> float:
-    """Seconds until a Job of ``need`` pods that runs ``run`` seconds gets its quota: ``free_pods`` free now,
-    ``holders`` freeing theirs as they end, ``ahead`` Jobs like it admitted first, in order. A queue that
-    never frees enough (held quota below the need) waits as long as the last holder, then is admitted."""
-    ends = [(max(0.0, h.ends_in), h.pods) for h in holders[:MAX_HOLDERS] if h.pods > 0]
+@dataclass(frozen=True)
+class Pool:
+    """One flavor as the simulation sees it, in the Job's pods: free now, what the Job needs there (its
+    parallelism, at most the flavor's quota), how long it runs there, and the quota held."""
+
+    free: float
+    need: int
+    run: float
+    holders: Sequence[Holder] = ()
+
+
+def simulated_admission(pools: Sequence[Pool], ahead: int) -> tuple[float, int]:
+    """(seconds until the Job gets its quota, the index of the pool it gets), with ``ahead`` Jobs like it
+    admitted first, in order, each into the first pool with room. A queue whose pools never free enough
+    waits as long as the last holder, then takes the first pool."""
+    ends: list[tuple[float, int, float]] = []
+    for index, pool in enumerate(pools):
+        ends += [(max(0.0, h.ends_in), index, h.pods) for h in pool.holders[:MAX_HOLDERS] if h.pods > 0]
     heapq.heapify(ends)
-    free, now, queue = free_pods, 0.0, ahead
+    free, now, queue = [pool.free for pool in pools], 0.0, ahead
     while True:
-        if free + 1e-9 >= need:
+        fit = next((i for i, pool in enumerate(pools) if free[i] + 1e-9 >= pool.need), None)
+        if fit is not None:
             if queue == 0:
-                return now
+                return now, fit
             queue -= 1
-            free -= need
-            heapq.heappush(ends, (now + run, float(need)))
+            free[fit] -= pools[fit].need
+            heapq.heappush(ends, (now + pools[fit].run, fit, float(pools[fit].need)))
             continue
         if not ends:
-            return now  # nothing left to free: Kueue admits it once the rest ends (or borrows)
-        now, pods = heapq.heappop(ends)
-        free += pods
+            return now, 0  # nothing left to free: Kueue admits it once the rest ends (or borrows)
+        now, index, pods = heapq.heappop(ends)
+        free[index] += pods
+
+
+def simulated_wait(free_pods: float, need: int, holders: Sequence[Holder], ahead: int, run: float) -> float:
+    """``simulated_admission`` with one flavor: seconds until a Job of ``need`` pods that runs ``run``
+    seconds gets its quota."""
+    return simulated_admission([Pool(free_pods, need, run, holders)], ahead)[0]
 
 
 def unseen_holders(pods: float, need: int, run: float) -> list[Holder]:

@@ -181,3 +181,26 @@ def test_admitted_workloads_seen_free_their_quota_as_long_after_admission_as_thi
     elsewhere = HeldQuota("spot", Resources(cpu=4), held_for=0.0)  # another flavor's: not this one's quota
     f = forecast(work, QueueRoom(busy.flavors, 0, (elsewhere,)), NOW)
     assert f is not None and seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS + run / 2)
+
+
+def _full(name: str, cpu: float) -> FlavorRoom:
+    return FlavorRoom(name, Resources(cpu=cpu, memory=2**40, pods=1000), Resources(), Resources(cpu=cpu))
+
+
+def test_the_job_waits_for_whichever_flavor_frees_first_not_the_largest() -> None:
+    """Found on the night: with both flavors full, the forecast took the larger (borrowed on-demand) one and
+    waited for it, while Kueue admitted the Job as soon as the Spot flavor freed."""
+    work = stated(60, count=8, parallelism=4)
+    run = 2 * 65
+    spot, ondemand = _full("spot", 4), _full("on-demand", 8)
+    held = (
+        HeldQuota("spot", Resources(cpu=4), held_for=run - 10),  # ends in 10 s
+        HeldQuota("on-demand", Resources(cpu=8), held_for=0.0),  # ends in a whole run
+    )
+    f = forecast(work, QueueRoom((spot, ondemand), 0, held), NOW)
+    assert f is not None and seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS + 10)
+    assert "4 pods at once" in f.basis
+    # One like it ahead takes the Spot flavor when it frees; this one the on-demand one, a run from now.
+    f = forecast(work, QueueRoom((spot, ondemand), 1, held), NOW)
+    assert f is not None and seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS + run)
+    assert "8 CPU quota" in f.basis

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kueue_provider.kueue.progress.queue_wait import Holder, simulated_wait, unseen_holders
+from airflow_kueue_provider.kueue.progress.queue_wait import (
+    Holder,
+    Pool,
+    simulated_admission,
+    simulated_wait,
+    unseen_holders,
+)
 
 
 def test_room_now_and_nothing_ahead_is_no_wait() -> None:
@@ -37,3 +43,11 @@ def test_an_overrunning_holder_is_taken_to_free_now() -> None:
 def test_unseen_quota_is_jobs_like_this_one_half_done() -> None:
     assert unseen_holders(20, 8, 100) == [Holder(8, 50), Holder(8, 50), Holder(4, 50)]
     assert unseen_holders(0, 8, 100) == [] and unseen_holders(5, 0, 100) == []
+
+
+def test_each_job_takes_the_first_flavor_in_order_with_room() -> None:
+    spot = Pool(0, 8, 100, [Holder(8, 30)])
+    ondemand = Pool(8, 8, 100)
+    assert simulated_admission([spot, ondemand], 0) == (0, 1), "room now in the second"
+    assert simulated_admission([spot, ondemand], 1) == (30, 0), "the one ahead took it"
+    assert simulated_admission([Pool(8, 8, 100), ondemand], 0) == (0, 0), "the first in order"
