@@ -125,7 +125,15 @@ def write(name: str, raw: dict[str, Any]) -> None:
     with gzip.open(RESULTS / f"{name}.json.gz", "wt") as out:  # every record: a few MB as text
         out.write(json.dumps(raw, separators=(",", ":")) + "\n")
     (RESULTS / f"{name}.svg").write_text(svg)
-    table = render_markdown(night, rows, raw["meta"]) + forecast_section(raw["phases"])
+    table = render_markdown(night, rows, raw["meta"])
+    if warm_ups := raw.get("warm_up_phases"):
+        count = len(warm_ups)
+        table += (
+            f"\nMeasured on the night after {count} warm-up night{'s' if count != 1 else ''} of the same "
+            "workload (unmeasured, raw data kept under `warm_up_phases`): the shard history they taught is "
+            "what the measured night packed and forecast from.\n"
+        )
+    table += forecast_section(raw["phases"])
     (RESULTS / f"{name}.md").write_text(table)
     print(table)
     print(f"picture: {RESULTS / (name + '.svg')}")
