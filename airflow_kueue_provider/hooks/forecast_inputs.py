@@ -100,7 +100,25 @@ def read_queue_room(
     except (ApiException, HTTPError, OSError):
         page = []
     held = held_quota(page, name, now or datetime.now(UTC))
-    return QueueRoom(flavor_rooms(mine, everything), workloads_ahead(mine, pending, priority), held)
+    ahead = max(workloads_ahead(mine, pending, priority), pending_in_page(page, local_queue, priority))
+    return QueueRoom(flavor_rooms(mine, everything), ahead, held)
+
+
+def pending_in_page(workloads: Iterable[Mapping[str, Any]], local_queue: str, priority: int | None) -> int:
+    """This LocalQueue's Workloads of the page that wait for quota at ``priority`` or above (None: all):
+    ahead of a new one. Fresher than the visibility list when Jobs were created in the same second (a
+    mapped task's instances start together): a Workload is in the page as soon as Kueue made it."""
+    count = 0
+    for workload in workloads:
+        if (workload.get("spec") or {}).get("queueName") != local_queue:
+            continue
+        status = workload.get("status") or {}
+        conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
+        if any((conditions.get(t) or {}).get("status") == "True" for t in ("QuotaReserved", "Finished")):
+            continue
+        if priority is None or _int((workload.get("spec") or {}).get("priority")) >= priority:
+            count += 1
+    return count
 
 
 def held_quota(

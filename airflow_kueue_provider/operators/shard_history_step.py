@@ -26,7 +26,7 @@ from ..hooks.shard_history_store import ShardHistoryStore
 from ..kueue.checkpoints.learned_lengths import LearnedLengths
 from ..kueue.checkpoints.ledger import SUCCEEDED
 from ..kueue.checkpoints.packing_choice import PackingChoice
-from ..kueue.checkpoints.pod_run_lengths import shard_lengths_from_pods
+from ..kueue.checkpoints.pod_run_lengths import observed_pod_start, shard_lengths_from_pods
 from ..kueue.checkpoints.shard_blob_names import done_name
 from ..kueue.checkpoints.shard_history import MAX_HISTORY_SHARDS, ShardHistory
 from ..kueue.identity.airflow_identity import AirflowIdentity
@@ -179,12 +179,14 @@ class ShardHistoryStep:
                 read_durations(shards, attempt.completed) if count <= MAX_HISTORY_SHARDS else ({}, IndexSet())
             )
             untimed = attempt.completed - resumed - IndexSet.from_indexes(durations)
-            from_pods = (
-                self._pod_lengths(event, attempt.packs, untimed) if count <= MAX_HISTORY_SHARDS else {}
-            )
+            pods = self._job_pods(event, attempt.packs, untimed) if count <= MAX_HISTORY_SHARDS else {}
+            main = self._main_container()
+            from_pods = shard_lengths_from_pods(pods, attempt.packs, untimed, main) if pods else {}
             durations = {**from_pods, **durations}
             store = ShardHistoryStore(shards.hook, identity.dag_id, identity.task_id, identity.map_index)
             pod_start = clean_pod_start(attempt, durations)
+            if pod_start is None and from_pods:  # an attempt with an eviction: the pods' own start
+                pod_start = observed_pod_start(pods, main)
             store.merge_night(identity.run_id, count, durations, resumed, pod_start, bool(from_pods))
         except Exception as exc:  # never the task's outcome
             self.log.warning(
@@ -194,12 +196,16 @@ class ShardHistoryStep:
         source = f" ({len(from_pods)} from pod times)" if from_pods else ""
         self.log.info("shard history: recorded %d shard lengths of %s%s", len(durations), event.name, source)
 
-    def _pod_lengths(self, event: KueueEvent, packs: ShardPacks, wanted: IndexSet) -> dict[int, float]:
-        """Lengths of ``wanted`` shards from the pods that ran each alone (one LIST of the Job's pods, bound
-        by its uid); nothing to ask when no index runs a single wanted shard."""
+    def _job_pods(
+        self, event: KueueEvent, packs: ShardPacks, wanted: IndexSet
+    ) -> dict[int, list[dict[str, Any]]]:
+        """The event's Job's own pods by index, newest first (one LIST, bound by its uid), when some index
+        runs a single wanted shard; else nothing is asked."""
         if not wanted or not any(size == 1 for size, _ in packs.runs):
             return {}
         pods = self._client().hook.pods_of_job(event.namespace, event.name)
+        return pods_by_index(pods, event.name, event.uid)
+
+    def _main_container(self) -> str | None:
         main = template_main_container(self._template()).get("name")
-        grouped = pods_by_index(pods, event.name, event.uid)
-        return shard_lengths_from_pods(grouped, packs, wanted, str(main) if main else None)
+        return str(main) if main else None

@@ -8,6 +8,7 @@ that shard ran: a pack's pod says nothing of each of its shards.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,9 +17,8 @@ from ..index_set import IndexSet
 from .shard_packing import ShardPacks
 
 
-def pod_run_seconds(pod: Mapping[str, Any], container: str | None) -> float | None:
-    """Seconds the main container (``container``, else the first) ran in a pod that succeeded; None when the
-    pod did not succeed or its times are missing, unreadable or not positive."""
+def _ended(pod: Mapping[str, Any], container: str | None) -> Mapping[str, Any] | None:
+    """The main container's (``container``, else the first) terminated state in a pod that succeeded."""
     status = pod.get("status") or {}
     if status.get("phase") != "Succeeded":
         return None
@@ -27,7 +27,14 @@ def pod_run_seconds(pod: Mapping[str, Any], container: str | None) -> float | No
     if main is None and statuses:
         main = statuses[0]
     ended = ((main or {}).get("state") or {}).get("terminated") or {}
-    if ended.get("exitCode") != 0:
+    return ended if ended.get("exitCode") == 0 else None
+
+
+def pod_run_seconds(pod: Mapping[str, Any], container: str | None) -> float | None:
+    """Seconds the main container (``container``, else the first) ran in a pod that succeeded; None when the
+    pod did not succeed or its times are missing, unreadable or not positive."""
+    ended = _ended(pod, container)
+    if ended is None:
         return None
     started, finished = parse_api_time(ended.get("startedAt")), parse_api_time(ended.get("finishedAt"))
     if started is None or finished is None:
@@ -58,3 +65,21 @@ def shard_lengths_from_pods(
         if seconds is not None:
             lengths[shard] = seconds
     return lengths
+
+
+def observed_pod_start(
+    pods_by_index: Mapping[int, Sequence[Mapping[str, Any]]], container: str | None = None
+) -> float | None:
+    """The median seconds from a pod's creation to its main container's start, over the newest pod of each
+    index that succeeded: what a pod cost before its shard, seen directly (an attempt with an eviction gives
+    no running time to infer it from). None without such a pod."""
+    waits = []
+    for pods in pods_by_index.values():
+        for pod in pods:
+            ended = _ended(pod, container)
+            created = parse_api_time((pod.get("metadata") or {}).get("creationTimestamp"))
+            started = parse_api_time(ended.get("startedAt")) if ended is not None else None
+            if created is not None and started is not None:
+                waits.append(max(0.0, (started - created).total_seconds()))
+                break
+    return round(statistics.median(waits), 1) if waits else None

@@ -262,9 +262,13 @@ def _pool(work: JobWork, room: QueueRoom, flavor: FlavorRoom, run: float) -> Poo
     the workloads seen (freed a run after their admission) and not seen (half a run from now)."""
     need = _slots(work, flavor)
     seen = [(h, _pods(h.usage, work.request, flavor)) for h in room.held if h.flavor == flavor.name]
-    unseen = max(0.0, _pods(flavor.used, work.request, flavor) - sum(pods for _, pods in seen))
+    held = sum(pods for _, pods in seen)
+    unseen = max(0.0, _pods(flavor.used, work.request, flavor) - held)
     holders = [Holder(pods, run - h.held_for) for h, pods in seen] + unseen_holders(unseen, need, run)
-    return Pool(float(flavor.slots(work.request, free=True)), need, run, holders)
+    # The ClusterQueue's status trails the admissions by up to its update period; the ones seen are now.
+    capacity = flavor.slots(work.request, free=False)
+    free = min(float(flavor.slots(work.request, free=True)), max(0.0, capacity - held))
+    return Pool(free, need, run, holders)
 
 
 def _pods(amounts: Resources, request: Resources, flavor: FlavorRoom) -> float:

@@ -14,6 +14,7 @@ from airflow_kueue_provider.hooks.forecast_inputs import (
     ForecastInputsUnavailable,
     flavor_rooms,
     held_quota,
+    pending_in_page,
     pod_request,
     read_priority,
     read_queue_room,
@@ -240,3 +241,19 @@ def test_the_room_reads_one_page_of_workloads_and_an_unreadable_one_is_none_seen
     assert hook.page_limits == [HELD_READ_LIMIT]
     hook.workloads = ApiException(403, "Forbidden")
     assert read_queue_room(hook, "ns", "lq", None, now).held == ()
+
+
+def test_workloads_made_in_the_same_second_are_ahead_before_the_visibility_list_has_them() -> None:
+    """A mapped task's instances start together: the page shows their Workloads waiting before any list."""
+
+    def waiting(queue: str, priority: int, reserved: bool = False) -> dict[str, Any]:
+        conditions = [{"type": "QuotaReserved", "status": "True"}] if reserved else []
+        return {"spec": {"queueName": queue, "priority": priority}, "status": {"conditions": conditions}}
+
+    page = [waiting("lq", 100), waiting("lq", 300), waiting("lq", 100, reserved=True), waiting("other", 500)]
+    assert pending_in_page(page, "lq", 100) == 2
+    assert pending_in_page(page, "lq", 300) == 1
+    assert pending_in_page(page, "lq", None) == 2
+    hook = FakeHook({"spec": {"clusterQueue": "a"}})
+    hook.workloads = page
+    assert read_queue_room(hook, "ns", "lq", 100).ahead == 2, "more than the visibility list's one"

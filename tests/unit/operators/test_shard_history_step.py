@@ -280,3 +280,16 @@ def test_a_history_timed_from_pods_forecasts_but_never_packs(blobs: Blobs, capsy
     out = capsys.readouterr().out
     assert "from pod times (the program writes no done records): for the forecast only" in out
     assert "packing from shard history" not in out
+
+
+def test_an_attempt_with_an_eviction_learns_the_pods_start_from_the_pods(blobs: Blobs) -> None:
+    """Its running time holds the eviction: the pods' own creation-to-start is taken instead."""
+    attempt = Attempt(1, "job-1", IndexSet.range(0, 2), completed=IndexSet.range(0, 2), evictions=1)
+    op = _op(completions=2)
+    pods = [_pod(0, 12), _pod(1, 7)]
+    for pod in pods:  # created 3 s before their container started
+        pod["metadata"]["creationTimestamp"] = "2026-12-05T00:59:57Z"
+    _pods_client(op, pods)
+    op._record_history(IDENTITY, _session(blobs, 2), RunLedger(2, (attempt,)), _event())
+    history = ShardHistory.from_json(blobs.blobs[history_blob("nightly", "price")][0])
+    assert history is not None and history.pod_start == 3.0 and history.seconds == (12.0, 7.0)

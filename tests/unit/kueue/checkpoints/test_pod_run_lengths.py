@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_kueue_provider.kueue.checkpoints.pod_run_lengths import pod_run_seconds, shard_lengths_from_pods
+from airflow_kueue_provider.kueue.checkpoints.pod_run_lengths import (
+    observed_pod_start,
+    pod_run_seconds,
+    shard_lengths_from_pods,
+)
 from airflow_kueue_provider.kueue.checkpoints.shard_packing import ShardPacks
 from airflow_kueue_provider.kueue.index_set import IndexSet
 
@@ -54,3 +58,18 @@ def test_the_newest_pod_that_succeeded_speaks_for_its_index() -> None:
     older = _pod(("main", T0, "2026-12-05T01:00:30Z", 0))
     packs = ShardPacks(IndexSet.range(0, 1))
     assert shard_lengths_from_pods({0: [failed, older]}, packs, IndexSet.range(0, 1)) == {0: 30.0}
+
+
+def test_the_pods_own_start_is_the_median_from_creation_to_the_container_start() -> None:
+    def created(at: str, pod: dict[str, Any]) -> dict[str, Any]:
+        return {**pod, "metadata": {"creationTimestamp": at}}
+
+    ok = _pod(("main", T0, T12, 0))
+    by_index = {
+        0: [created("2026-12-05T00:59:58Z", ok)],  # 2 s
+        1: [created("2026-12-05T00:59:59Z", ok), created("2026-12-05T00:59:00Z", ok)],  # the newest: 1 s
+        2: [created("2026-12-05T00:59:55Z", ok)],  # 5 s
+        3: [created("2026-12-05T00:59:00Z", _pod(("main", T0, T12, 1), phase="Failed"))],  # not counted
+    }
+    assert observed_pod_start(by_index, "main") == 2.0
+    assert observed_pod_start({}, "main") is None

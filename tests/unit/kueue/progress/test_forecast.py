@@ -204,3 +204,13 @@ def test_the_job_waits_for_whichever_flavor_frees_first_not_the_largest() -> Non
     f = forecast(work, QueueRoom((spot, ondemand), 1, held), NOW)
     assert f is not None and seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS + run)
     assert "8 CPU quota" in f.basis
+
+
+def test_admissions_seen_count_even_before_the_cluster_queue_status_has_them() -> None:
+    """The ClusterQueue's usage trails its admissions: quota seen held is not free."""
+    work = stated(60, count=8, parallelism=4)
+    run = 2 * 65
+    stale = room(cpu=4, used=0)  # the status says free
+    just = HeldQuota("on-demand", Resources(cpu=4), held_for=0.0)
+    f = forecast(work, QueueRoom(stale.flavors, 0, (just,)), NOW)
+    assert f is not None and seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS + run)
