@@ -17,7 +17,9 @@ from urllib3.exceptions import HTTPError
 
 from ..kueue.api_time import parse_api_time
 from ..kueue.errors import KueueProviderError
-from ..kueue.names import PRIORITY_CLASS_LABEL
+from ..kueue.identity.identity_seal import IdentitySeal
+from ..kueue.kinds import child_kind
+from ..kueue.names import FORECAST_RUN_ANNOTATION, PRIORITY_CLASS_LABEL
 from ..kueue.progress.forecast import RESOURCES, FlavorRoom, HeldQuota, QueueRoom, Resources
 from ..kueue.quantity import parse_quantity
 
@@ -77,6 +79,7 @@ def read_queue_room(
     local_queue: str,
     priority: int | None = None,
     now: datetime | None = None,
+    seal: IdentitySeal | None = None,
 ) -> QueueRoom:
     """The ClusterQueue behind ``namespace/local_queue``: its flavors' room, the workloads ahead of a new
     Workload of ``priority`` (None: unknown, every pending workload is ahead) and the quota the namespace's
@@ -99,7 +102,7 @@ def read_queue_room(
         page = hook.workloads_page(namespace, HELD_READ_LIMIT)
     except (ApiException, HTTPError, OSError):
         page = []
-    held = held_quota(page, name, now or datetime.now(UTC))
+    held = held_quota(page, name, now or datetime.now(UTC), seal)
     ahead = max(workloads_ahead(mine, pending, priority), pending_in_page(page, local_queue, priority))
     return QueueRoom(flavor_rooms(mine, everything), ahead, held)
 
@@ -122,10 +125,14 @@ def pending_in_page(workloads: Iterable[Mapping[str, Any]], local_queue: str, pr
 
 
 def held_quota(
-    workloads: Iterable[Mapping[str, Any]], cluster_queue: str, now: datetime
+    workloads: Iterable[Mapping[str, Any]],
+    cluster_queue: str,
+    now: datetime,
+    seal: IdentitySeal | None = None,
 ) -> tuple[HeldQuota, ...]:
     """What each Workload admitted to ``cluster_queue`` and not finished holds, per flavor (its admission's
-    ``resourceUsage``), and for how long (since its QuotaReserved condition)."""
+    ``resourceUsage``), for how long (since its QuotaReserved condition) and, for a Job of this provider
+    whose forecast is sealed under ``seal``'s key, how long it runs (``forecast_run_of``)."""
     held = []
     for workload in workloads:
         status = workload.get("status") or {}
@@ -144,8 +151,28 @@ def held_quota(
         except ForecastInputsUnavailable:
             continue  # a quantity this reader cannot parse: the quota counts as not seen
         seconds = max(0.0, (now - since).total_seconds())
-        held += [HeldQuota(flavor, _resources(amounts), seconds) for flavor, amounts in usage.items()]
+        runs = forecast_run_of(workload, seal)
+        held += [HeldQuota(flavor, _resources(amounts), seconds, runs) for flavor, amounts in usage.items()]
     return tuple(held)
+
+
+def forecast_run_of(workload: Mapping[str, Any], seal: IdentitySeal | None) -> float | None:
+    """The run its Job's forecast said, from the Workload's pod template (Kueue copies the Job's), if sealed
+    for the Job that owns the Workload; None otherwise (no key, no forecast, or not this provider's seal)."""
+    if seal is None:
+        return None
+    metadata, job = workload.get("metadata") or {}, child_kind().kind  # the kind whose forecast is written
+    owner = next(
+        (r for r in metadata.get("ownerReferences") or [] if r.get("controller") and r.get("kind") == job),
+        None,
+    )
+    pod_sets = (workload.get("spec") or {}).get("podSets") or []
+    if owner is None or not pod_sets:
+        return None
+    annotations = ((pod_sets[0].get("template") or {}).get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(FORECAST_RUN_ANNOTATION)
+    seconds = seal.read_forecast_run(str(metadata.get("namespace")), str(owner.get("name")), value)
+    return float(seconds) if seconds is not None else None
 
 
 def _assigned(admission: Mapping[str, Any]) -> dict[str, dict[str, float]]:

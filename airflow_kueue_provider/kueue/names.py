@@ -43,6 +43,10 @@ name and full identity (``kueue.identity.identity_seal``). Without it, an object
 not its."""
 UID_SEAL_ANNOTATION = "airflow-kueue.io/uid-seal"
 """On a Job, patched right after create: an HMAC over the uid the apiserver gave it (a copy has another)."""
+FORECAST_RUN_ANNOTATION = "airflow-kueue.io/forecast-run"
+"""On a Job's pod template (so Kueue's Workload carries it): ``<seconds>:<HMAC>``, how long the forecast at
+submit expects the Job to run once admitted, sealed over its namespace and name. Another task's forecast
+reads it, sealed only, for when this Job's quota frees."""
 
 # --- The pod environment contract: what the operator gives each shard container (the worker SDK reads it)
 

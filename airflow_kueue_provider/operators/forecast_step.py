@@ -16,13 +16,16 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from ..hooks.forecast_inputs import ForecastInputsUnavailable, pod_request, read_priority, read_queue_room
+from ..hooks.identity_key import IdentityKeyMissing, identity_seal
 from ..hooks.kind_client import KindClient
 from ..kueue.api_time import parse_api_time
 from ..kueue.checkpoints.learned_lengths import LearnedLengths
 from ..kueue.checkpoints.shard_packing import ShardPacks, packs_of_job
 from ..kueue.errors import KueueProviderError
+from ..kueue.identity.identity_seal import IdentitySeal
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import finished_condition
+from ..kueue.names import FORECAST_RUN_ANNOTATION
 from ..kueue.progress.deadline import DeadlinePlan
 from ..kueue.progress.forecast import Forecast, forecast, job_work
 
@@ -101,8 +104,11 @@ class ForecastStep:
             return  # nothing says how long a shard runs: no forecast, and nothing to say
         now = datetime.now(UTC)
         priority, unknown = self._forecast_priority(client, manifest)
+        seal = _seal()
         try:
-            room = read_queue_room(client.hook, self.resolved_namespace(), self.queue_name, priority, now)
+            room = read_queue_room(
+                client.hook, self.resolved_namespace(), self.queue_name, priority, now, seal
+            )
         except (ForecastInputsUnavailable, ApiException, KueueProviderError) as exc:
             self.log.warning("forecast: left out (%s)", exc)
             return
@@ -114,6 +120,8 @@ class ForecastStep:
             return
         self.log.info("%s", made.line())
         self._forecast, self._forecast_made = forecast_record(made, now), made
+        if seal is not None:  # what the next tasks' forecasts read of this Job (sealed: they trust no other)
+            _annotate_run(manifest, seal, (made.finish.at - made.start.at).total_seconds())
 
     @staticmethod
     def _forecast_priority(client: KindClient, manifest: dict[str, Any]) -> tuple[int | None, str]:
@@ -189,3 +197,21 @@ def _pulled(context: Any, task_id: str) -> dict[str, Any] | None:
     except Exception:  # an XCom backend's own errors: no outcome, never a failed task
         return None
     return value if isinstance(value, dict) and "finish" in value else None
+
+
+def _seal() -> IdentitySeal | None:
+    """The identity seal, or None without a configured key (the forecast run is then neither written nor
+    read: unsealed, another task would not trust it)."""
+    try:
+        return identity_seal()
+    except IdentityKeyMissing:
+        return None
+
+
+def _annotate_run(manifest: dict[str, Any], seal: IdentitySeal, seconds: float) -> None:
+    """The Job's pod template carries its forecast run (``FORECAST_RUN_ANNOTATION``), sealed for its name."""
+    metadata = manifest.get("metadata") or {}
+    template = manifest.setdefault("spec", {}).setdefault("template", {})
+    annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+    value = seal.forecast_run(str(metadata.get("namespace")), str(metadata.get("name")), round(seconds))
+    annotations[FORECAST_RUN_ANNOTATION] = value

@@ -25,6 +25,7 @@ from .airflow_identity import AirflowIdentity, identity_of
 _NAME_CONTEXT = "name/v1"
 _SEAL_CONTEXT = "seal/v1"
 _UID_CONTEXT = "uid/v1"
+_FORECAST_CONTEXT = "forecast-run/v1"
 
 
 def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -75,6 +76,21 @@ class IdentitySeal:
         """What is patched onto ``obj`` (as created: it has its uid) right after its create."""
         meta = obj["metadata"]
         return {UID_SEAL_ANNOTATION: self.uid_seal(kind, meta["namespace"], meta["name"], meta["uid"])}
+
+    def forecast_run(self, namespace: str, name: str, seconds: int) -> str:
+        """``FORECAST_RUN_ANNOTATION``'s value: the Job's forecast run, sealed over its namespace and name."""
+        return f"{seconds}:{self._mac(_FORECAST_CONTEXT, namespace, name, str(seconds))}"
+
+    def read_forecast_run(self, namespace: str, name: str, value: object) -> int | None:
+        """The seconds a ``forecast_run`` value says, only if sealed for that Job; else None (a tenant can set
+        any annotation on its own Jobs, not a seal)."""
+        if not isinstance(value, str) or value.count(":") != 1:
+            return None
+        seconds, given = value.split(":")
+        if not seconds.isdigit() or len(seconds) > 9:
+            return None
+        wanted = self._mac(_FORECAST_CONTEXT, namespace, name, seconds)
+        return int(seconds) if hmac.compare_digest(given, wanted) else None
 
     def is_sealed(self, kind: str, obj: Mapping[str, Any]) -> bool:
         """``obj`` carries a valid name seal over what it says it is (its annotated identity, its try)."""

@@ -102,6 +102,9 @@ class HeldQuota:
     flavor: str
     usage: Resources
     held_for: float
+    runs_for: float | None = None
+    """How long its own forecast said it runs once admitted (sealed, ``FORECAST_RUN_ANNOTATION``); None:
+    not known, it is taken to run as long as this Job."""
 
 
 @dataclass(frozen=True)
@@ -264,11 +267,16 @@ def _pool(work: JobWork, room: QueueRoom, flavor: FlavorRoom, run: float) -> Poo
     seen = [(h, _pods(h.usage, work.request, flavor)) for h in room.held if h.flavor == flavor.name]
     held = sum(pods for _, pods in seen)
     unseen = max(0.0, _pods(flavor.used, work.request, flavor) - held)
-    holders = [Holder(pods, run - h.held_for) for h, pods in seen] + unseen_holders(unseen, need, run)
+    holders = [Holder(pods, _runs(h, run) - h.held_for) for h, pods in seen]
+    holders += unseen_holders(unseen, need, run)
     # The ClusterQueue's status trails the admissions by up to its update period; the ones seen are now.
     capacity = flavor.slots(work.request, free=False)
     free = min(float(flavor.slots(work.request, free=True)), max(0.0, capacity - held))
     return Pool(free, need, run, holders)
+
+
+def _runs(held: HeldQuota, run: float) -> float:
+    return held.runs_for if held.runs_for is not None else run
 
 
 def _pods(amounts: Resources, request: Resources, flavor: FlavorRoom) -> float:

@@ -13,6 +13,7 @@ from airflow_kueue_provider.hooks.forecast_inputs import (
     HELD_READ_LIMIT,
     ForecastInputsUnavailable,
     flavor_rooms,
+    forecast_run_of,
     held_quota,
     pending_in_page,
     pod_request,
@@ -257,3 +258,30 @@ def test_workloads_made_in_the_same_second_are_ahead_before_the_visibility_list_
     hook = FakeHook({"spec": {"clusterQueue": "a"}})
     hook.workloads = page
     assert read_queue_room(hook, "ns", "lq", 100).ahead == 2, "more than the visibility list's one"
+
+
+def test_a_sealed_forecast_run_on_the_workloads_pod_template_says_how_long_it_holds_the_quota() -> None:
+    from airflow_kueue_provider.kueue.identity.identity_seal import IdentitySeal
+
+    seal = IdentitySeal(b"key")
+
+    def owned(name: str, annotation: str | None, kind: str = "Job") -> dict[str, Any]:
+        made = workload()
+        annotations = {"airflow-kueue.io/forecast-run": annotation} if annotation else {}
+        made["metadata"] = {
+            "namespace": "team",
+            "ownerReferences": [{"controller": True, "kind": kind, "name": name}],
+        }
+        made["spec"] = {"podSets": [{"template": {"metadata": {"annotations": annotations}}}]}
+        return made
+
+    sealed = owned("align-1", seal.forecast_run("team", "align-1", 40))
+    assert forecast_run_of(sealed, seal) == 40.0
+    assert forecast_run_of(sealed, None) is None, "no key: nothing is trusted"
+    assert forecast_run_of(owned("align-2", seal.forecast_run("team", "align-1", 40)), seal) is None
+    assert forecast_run_of(owned("align-1", "5:deadbeef"), seal) is None, "a tenant's own annotation"
+    assert forecast_run_of(owned("align-1", seal.forecast_run("team", "align-1", 40), "JobSet"), seal) is None
+    assert forecast_run_of(owned("align-1", None), seal) is None
+    now = datetime(2026, 12, 5, 1, 0, 30, tzinfo=UTC)
+    (held,) = held_quota([sealed], "a", now, seal)
+    assert (held.held_for, held.runs_for) == (30.0, 40.0)

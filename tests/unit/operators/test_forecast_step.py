@@ -227,3 +227,14 @@ def test_an_unread_priority_counts_every_pending_workload_with_one_warning(
     with caplog.at_level(logging.INFO, "test_forecast_step"):
         submit(Step(stated=60.0), Busy(fail=True, forbidden=True), "gather")
     assert caplog.messages == ["forecast: left out (reading the queues: 403 Forbidden)"]  # one line at most
+
+
+def test_the_job_carries_its_forecast_run_sealed_for_the_next_tasks_forecasts() -> None:
+    from airflow_kueue_provider.hooks.identity_key import identity_seal
+
+    step, manifest = Step(stated=60.0), job()
+    manifest["metadata"].update({"name": "price-1", "namespace": "ns"})
+    client: Any = SimpleNamespace(hook=Hook())
+    step._before_create(client, manifest)
+    value = manifest["spec"]["template"]["metadata"]["annotations"]["airflow-kueue.io/forecast-run"]
+    assert identity_seal().read_forecast_run("ns", "price-1", value) == 4 * 65  # 4 waves of 65 s on 2 CPUs

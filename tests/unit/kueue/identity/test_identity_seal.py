@@ -140,3 +140,16 @@ def test_a_uid_seal_over_another_uid_is_invalid() -> None:
     assert SEAL.uid_seal_state("Job", job) == "invalid"
     del job["metadata"]["annotations"][UID_SEAL_ANNOTATION]
     assert SEAL.uid_seal_state("Job", job) == "missing"
+
+
+def test_a_forecast_run_is_read_back_only_under_the_key_and_for_its_job() -> None:
+    seal, other = IdentitySeal(b"airflow's key"), IdentitySeal(b"a tenant's guess")
+    value = seal.forecast_run("team", "price-abc", 73)
+    assert value.startswith("73:") and seal.read_forecast_run("team", "price-abc", value) == 73
+    assert seal.read_forecast_run("team", "another-job", value) is None, "sealed for its own Job only"
+    assert seal.read_forecast_run("other-team", "price-abc", value) is None
+    assert seal.read_forecast_run("team", "price-abc", other.forecast_run("team", "price-abc", 73)) is None
+    forged = "5:" + value.split(":")[1]  # the seal of 73 under another figure
+    assert seal.read_forecast_run("team", "price-abc", forged) is None
+    for junk in (None, 73, "", "73", "73:x:y", "-5:ab", "1e9:ab", "9999999999:ab"):
+        assert seal.read_forecast_run("team", "price-abc", junk) is None

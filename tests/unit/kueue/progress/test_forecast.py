@@ -214,3 +214,17 @@ def test_admissions_seen_count_even_before_the_cluster_queue_status_has_them() -
     just = HeldQuota("on-demand", Resources(cpu=4), held_for=0.0)
     f = forecast(work, QueueRoom(stale.flavors, 0, (just,)), NOW)
     assert f is not None and seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS + run)
+
+
+def test_a_holder_that_said_how_long_it_runs_frees_its_quota_then() -> None:
+    """Found on the night: align Jobs (40 s) still running when a call step (73 s) was forecast were taken
+    to run 73 s; their own sealed forecasts say 40 s."""
+    work = stated(60, count=8, parallelism=4)
+    run = 2 * 65
+    busy = room(cpu=4, used=4)
+    short = HeldQuota("on-demand", Resources(cpu=4), held_for=30.0, runs_for=40.0)
+    f = forecast(work, QueueRoom(busy.flavors, 0, (short,)), NOW)
+    assert f is not None and seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS + 10)
+    unknown = HeldQuota("on-demand", Resources(cpu=4), held_for=30.0)
+    f = forecast(work, QueueRoom(busy.flavors, 0, (unknown,)), NOW)
+    assert f is not None and seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS + run - 30)
