@@ -12,6 +12,7 @@ from kubernetes.client.rest import ApiException
 
 from ..kueue.names import INDEX_LABEL, JOB_NAME_LABEL
 from . import kueue_api
+from .retry import call_with_retry
 from .sync_client import SyncKueueClient
 
 
@@ -26,6 +27,32 @@ class SyncPodCalls(SyncKueueClient):
             functools.partial(core.list_namespaced_pod, namespace, label_selector=selector), "list pods"
         )
         return [p for p in pods if kueue_api.controlled_by_job(p, job_name)]
+
+    def pods_of_job_bounded(
+        self, namespace: str, job_name: str, most: int, page: int = 500
+    ) -> list[dict[str, Any]]:
+        """The pods the Job controls, read in pages of ``page`` and no more than ``most`` (a Job of
+        thousands of pods is not read whole into one worker)."""
+        core = client.CoreV1Api(self.api)
+        selector = f"{JOB_NAME_LABEL}={job_name}"
+        token: str | None = None
+        found: list[dict[str, Any]] = []
+        while len(found) < most:
+            kwargs: dict[str, Any] = {
+                "label_selector": selector,
+                "limit": min(page, most - len(found)),
+                **({"_continue": token} if token else {}),
+            }
+            answer = call_with_retry(
+                functools.partial(core.list_namespaced_pod, namespace, _preload_content=False, **kwargs),
+                "list pods",
+            )
+            body = json.loads(answer.data)
+            found += list(body.get("items") or [])
+            token = (body.get("metadata") or {}).get("continue")
+            if not token:
+                break
+        return [p for p in found if kueue_api.controlled_by_job(p, job_name)]
 
     def failed_index_log_tails(
         self, namespace: str, job_name: str, indexes: list[int], lines: int = 20

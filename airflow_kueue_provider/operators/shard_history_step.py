@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 HISTORY_READERS = 8
 """Done records read at once when an attempt's lengths are recorded (as ``task_results.READERS``)."""
 HISTORY_RESULT_KEY = "shard_history"
+MAX_TIMED_PODS = 5_000
+"""Pods read at most (in pages of 500) to time a Job's shards from: the rest go unlearned that night."""
 
 _TryKey = tuple[str, str, str, int, int]
 
@@ -200,10 +202,10 @@ class ShardHistoryStep:
         self, event: KueueEvent, packs: ShardPacks, wanted: IndexSet
     ) -> dict[int, list[dict[str, Any]]]:
         """The event's Job's own pods by index, newest first (one LIST, bound by its uid), when some index
-        runs a single wanted shard; else nothing is asked."""
+        runs a single wanted shard; else nothing is asked. At most ``MAX_TIMED_PODS``."""
         if not wanted or not any(size == 1 for size, _ in packs.runs):
             return {}
-        pods = self._client().hook.pods_of_job(event.namespace, event.name)
+        pods = self._client().hook.pods_of_job_bounded(event.namespace, event.name, MAX_TIMED_PODS)
         return pods_by_index(pods, event.name, event.uid)
 
     def _main_container(self) -> str | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from airflow_kueue_provider.hooks.kueue_hook import KueueHook
 from airflow_kueue_provider.hooks.shard_history_store import history_blob
 from airflow_kueue_provider.kueue.checkpoints.shard_history import ShardHistory
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
@@ -186,6 +187,10 @@ def test_a_program_without_the_sdk_teaches_the_history_its_pods_lengths(
     assert all(abs((seconds[i] or 0) - s) <= 1.5 for i, s in lengths.items()), seconds  # whole seconds
     assert learned.pod_start is not None, "a clean night: the pods' cost beside their lengths"
     assert learned.from_pods, "no done records: the program runs one shard per index"
+    (job,) = kueue_env.jobs()
+    hook = KueueHook("kubernetes_default")
+    paged = hook.pods_of_job_bounded(kueue_env.namespace, job.metadata.name, 3, page=2)
+    assert len(paged) == 3, "read in pages of 2, no more than 3 of its 4 pods"
 
     second = night("scheduled__2")
     out = capsys.readouterr().out

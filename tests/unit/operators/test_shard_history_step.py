@@ -224,11 +224,12 @@ def _pod(
 def _pods_client(op: KueueIndexedJobOperator, pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
     calls: list[tuple[str, str]] = []
 
-    def pods_of_job(namespace: str, name: str) -> list[dict[str, Any]]:
+    def pods_of_job_bounded(namespace: str, name: str, most: int) -> list[dict[str, Any]]:
+        assert most == shard_history_step.MAX_TIMED_PODS
         calls.append((namespace, name))
         return pods
 
-    op._client = lambda: SimpleNamespace(hook=SimpleNamespace(pods_of_job=pods_of_job))  # type: ignore[method-assign,return-value,assignment]
+    op._client = lambda: SimpleNamespace(hook=SimpleNamespace(pods_of_job_bounded=pods_of_job_bounded))  # type: ignore[method-assign,return-value,assignment]
     return calls
 
 
