@@ -11,9 +11,10 @@ The model, in three steps (docs/forecast.md):
   with room for it (its nominal quota plus what the cohort can lend, less what is admitted): now, or the
   first to free enough in the wait's simulation.
 - **The wait**: none when nothing is pending ahead and the Job fits now (``ADMISSION_SECONDS``). Otherwise
-  the flavor is simulated in units of the Job's pods (``queue_wait``): each workload seen admitted in the
-  task's namespace frees its quota as long after its admission as this Job runs; quota held by workloads
-  not seen is Jobs like this one, half done on average; every workload ahead is a Job like this one.
+  the flavors are simulated in units of the Job's pods (``queue_wait``): each workload seen admitted in the
+  task's namespace frees its quota a run after its admission (its own sealed forecast run, else as long as
+  this Job runs); quota held by workloads not seen is Jobs like this one, half done on average; every
+  workload ahead is a Job like this one.
 
 The range: the wait from half to twice the rule's; the run ``LEARNED_SPREAD`` either side with learned
 lengths, or from the stated shortest to the stated longest.
