@@ -4,9 +4,9 @@ its DAG run's night, and the history read back to pack the next run's shards.
 Recording reads the done records of the shards the attempt completed (``run_seconds``, ``resumed``: the
 worker SDK writes them; one listing says which exist, then they are read in parallel as ``task_results``
 does). A shard without one (a program that does not use the SDK) takes its length from the pod that ran it
-alone (``pod_run_lengths``: one LIST of the Job's pods, bound by its uid). The lengths are merged into the
-task's history blob (``ShardHistoryStore``). It is a by-product: any failure is a warning and never changes
-the task's outcome.
+alone (``pod_run_lengths``: the Job's pods in pages, at most ``MAX_TIMED_PODS``, bound by its uid). The
+lengths are merged into the task's history blob (``ShardHistoryStore``). It is a by-product: any failure is
+a warning and never changes the task's outcome.
 
 Loading happens at run time only (never when the DAG is parsed), once per task try, when checkpointing is
 on and the DAG did not pin a shape (``shards_per_pod`` unset); a history of another shard count is not
