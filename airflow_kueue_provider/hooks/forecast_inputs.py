@@ -21,6 +21,12 @@ from ..kueue.identity.identity_seal import IdentitySeal
 from ..kueue.kinds import child_kind
 from ..kueue.names import FORECAST_RUN_ANNOTATION, PRIORITY_CLASS_LABEL
 from ..kueue.progress.forecast import RESOURCES, FlavorRoom, HeldQuota, QueueRoom, Resources
+from ..kueue.progress.workload_conditions import (
+    COND_FINISHED,
+    COND_QUOTA_RESERVED,
+    conditions_by_type,
+    true_condition,
+)
 from ..kueue.quantity import parse_quantity
 
 
@@ -116,8 +122,8 @@ def pending_in_page(workloads: Iterable[Mapping[str, Any]], local_queue: str, pr
         if (workload.get("spec") or {}).get("queueName") != local_queue:
             continue
         status = workload.get("status") or {}
-        conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
-        if any((conditions.get(t) or {}).get("status") == "True" for t in ("QuotaReserved", "Finished")):
+        conditions = conditions_by_type(status.get("conditions"))
+        if true_condition(conditions, COND_QUOTA_RESERVED) or true_condition(conditions, COND_FINISHED):
             continue
         if priority is None or _int((workload.get("spec") or {}).get("priority")) >= priority:
             count += 1
@@ -139,9 +145,9 @@ def held_quota(
         admission = status.get("admission") or {}
         if admission.get("clusterQueue") != cluster_queue:
             continue
-        conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
-        reserved = conditions.get("QuotaReserved") or {}
-        if reserved.get("status") != "True" or (conditions.get("Finished") or {}).get("status") == "True":
+        conditions = conditions_by_type(status.get("conditions"))
+        reserved = true_condition(conditions, COND_QUOTA_RESERVED)
+        if reserved is None or true_condition(conditions, COND_FINISHED):
             continue
         since = parse_api_time(reserved.get("lastTransitionTime"))
         if since is None:
