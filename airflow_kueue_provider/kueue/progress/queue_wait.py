@@ -63,12 +63,6 @@ def simulated_admission(pools: Sequence[Pool], ahead: int) -> tuple[float, int]:
         free[index] += pods
 
 
-def simulated_wait(free_pods: float, need: int, holders: Sequence[Holder], ahead: int, run: float) -> float:
-    """``simulated_admission`` with one flavor: seconds until a Job of ``need`` pods that runs ``run``
-    seconds gets its quota."""
-    return simulated_admission([Pool(free_pods, need, run, holders)], ahead)[0]
-
-
 def unseen_holders(pods: float, need: int, run: float) -> list[Holder]:
     """Quota held by workloads not seen, as Jobs of ``need`` pods half done (``run / 2`` left each)."""
     if pods <= 0 or need <= 0:

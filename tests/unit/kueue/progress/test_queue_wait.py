@@ -9,9 +9,13 @@ from airflow_kueue_provider.kueue.progress.queue_wait import (
     Holder,
     Pool,
     simulated_admission,
-    simulated_wait,
     unseen_holders,
 )
+
+
+def simulated_wait(free: float, need: int, holders: list[Holder], ahead: int, run: float) -> float:
+    """One flavor's wait."""
+    return simulated_admission([Pool(free, need, run, holders)], ahead)[0]
 
 
 def test_room_now_and_nothing_ahead_is_no_wait() -> None:
