@@ -77,7 +77,7 @@ class AsyncWorkloadCalls(AsyncKueueSession):
             "list the Job's Workloads",
         )
         items, _ = items_and_version(json.loads(await cast(Any, resp).read()))
-        return max(items, key=lambda w: str(w["metadata"].get("creationTimestamp", "")), default=None)
+        return kueue_api.first_owned_by(items, job_uid)
 
     async def list_workloads(
         self, namespace: str, keep: ItemFilter | None = None, max_items: int | None = None

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from ..kueue.errors import KueueProviderError
+from ..kueue.identity.workload_owner import workload_job_uid
 from ..kueue.kinds import child_kind
 from ..kueue.names import INDEX_ANNOTATION
 
@@ -55,12 +56,10 @@ def position_of(pending: dict[str, Any], workload_name: str) -> tuple[int, int] 
 
 
 def first_owned_by(workloads: list[dict[str, Any]], job_uid: str) -> dict[str, Any] | None:
-    """The Workload whose controller owner is the Job (the job-uid label already narrowed the list)."""
-    for wl in workloads:
-        for ref in wl.get("metadata", {}).get("ownerReferences", []):
-            if ref.get("uid") == job_uid:
-                return wl
-    return workloads[0] if workloads else None
+    """The Job's current Workload (the newest, for an elastic Job's slices): of those the job-uid label
+    selected, only one whose controller owner is the Job (``workload_job_uid``); None without one."""
+    owned = [w for w in workloads if workload_job_uid(w) == job_uid]
+    return max(owned, key=lambda w: str(w["metadata"].get("creationTimestamp", "")), default=None)
 
 
 def label_selector(labels: dict[str, str]) -> str:

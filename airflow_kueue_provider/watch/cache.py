@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kueue.identity.cached_metadata import slim_metadata
+from ..kueue.identity.workload_owner import workload_job_uid
 from ..kueue.kinds import KindDescription, by_plural, child_kind, parent_names, workload_owner_uid
-from ..kueue.names import JOB_UID_LABEL
 from .caps import HubCaps, json_size
 from .snapshots import KindSnapshot
 
@@ -184,8 +184,9 @@ def _labels(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _job_uid(workload: dict[str, Any]) -> str | None:
-    uid = _labels(workload).get(JOB_UID_LABEL)
-    return str(uid) if uid else None
+    """The uid of the object the Workload is Kueue's for: its label, bound by its controller owner (a copied
+    label alone does not make a Workload another object's)."""
+    return workload_job_uid(workload)
 
 
 def slim(obj: dict[str, Any]) -> dict[str, Any]:

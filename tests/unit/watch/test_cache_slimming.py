@@ -119,6 +119,7 @@ def test_a_workload_keeps_its_job_uid_label_and_the_bytes_are_counted_down_on_de
             "uid": "w1",
             "labels": {JOB_UID_LABEL: "uid-a", "x": BIG[:60]},
             "annotations": {"flood": BIG},
+            "ownerReferences": [{"kind": "Job", "name": "a", "uid": "uid-a", "controller": True}],
         },
         "spec": {"podSets": [{"name": "main", "count": 1, "template": {"spec": {"x": BIG}}}]},
     }

@@ -46,6 +46,7 @@ WORKLOAD = {
         "uid": "wl",
         "resourceVersion": "7",
         "labels": {"kueue.x-k8s.io/job-uid": "js-uid"},
+        "ownerReferences": [{"kind": "JobSet", "name": "genomics", "uid": "js-uid", "controller": True}],
     }
 }
 

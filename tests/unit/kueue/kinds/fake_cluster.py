@@ -49,7 +49,12 @@ class FakeCluster:
         obj = self.objects[kind.api.plural][name]
         uid = obj["metadata"]["uid"]
         workload = {
-            "metadata": {"name": f"wl-{name}", "uid": f"wl-{uid}", "labels": {JOB_UID_LABEL: uid}},
+            "metadata": {
+                "name": f"wl-{name}",
+                "uid": f"wl-{uid}",
+                "labels": {JOB_UID_LABEL: uid},
+                "ownerReferences": [{"kind": kind.kind, "name": name, "uid": uid, "controller": True}],
+            },
             "spec": {"queueName": "q"},
             "status": {
                 "conditions": [
