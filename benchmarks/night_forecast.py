@@ -1,9 +1,12 @@
 #!/usr/bin/env python
 """How far off the forecasts made at submit were, over a night's tasks (docs/forecast.md).
 
-Each task's result keeps ``forecast`` (made at submit) with ``actual_finish`` and ``error_seconds``; the
-error is measured against the time the task waited and ran after the forecast (``actual_finish -
-made_at``). The issue's bar: within 10 % at the median and 25 % at p90.
+Each task's result keeps ``forecast`` with ``actual_finish`` and ``error_seconds``; the error is measured
+against the time the task waited and ran after the forecast (``actual_finish - made_at``). The forecast is
+made twice at submit: before the create, and again once Kueue has tried the Job's Workload (its place in
+the queue exact, seconds later); the result's record is the second, with the first under ``at_submit``.
+Both are reported, and how long after the first the second was made. The issue's bar: within 10 % at the
+median and 25 % at p90.
 
     .venv/bin/python benchmarks/night_forecast.py results/night_small_ours.json.gz   # writes .md beside
 
@@ -35,10 +38,22 @@ class TaskError:
     error: float
     covered: float
     nights: int
+    first_error: float | None = None
+    """The forecast before the create (``at_submit``), when it was made again once queued."""
+    first_covered: float | None = None
+    later: float = 0.0
+    """Seconds from the first forecast to the one made once queued."""
 
     @property
     def share(self) -> float:
         return abs(self.error) / self.covered
+
+    @property
+    def first_share(self) -> float:
+        """The forecast before the create's share (the same as ``share`` when it was not made again)."""
+        if self.first_error is None or self.first_covered is None:
+            return self.share
+        return abs(self.first_error) / self.first_covered
 
 
 def task_errors(phases: Iterable[Mapping[str, Any]]) -> list[TaskError]:
@@ -54,8 +69,24 @@ def task_errors(phases: Iterable[Mapping[str, Any]]) -> list[TaskError]:
             covered = max((ended - made).total_seconds(), 1.0)
             task = "|".join(str(key).split("|")[:2])
             nights = int(forecast.get("nights") or 0)
+            first, later = forecast.get("at_submit"), 0.0
+            first_error = first_covered = None
+            if isinstance(first, Mapping) and "error_seconds" in first:
+                first_made = datetime.fromisoformat(first["made_at"])
+                first_error = float(first["error_seconds"])
+                first_covered = max((ended - first_made).total_seconds(), 1.0)
+                later = (made - first_made).total_seconds()
             errors.append(
-                TaskError(str(phase.get("system")), task, float(forecast["error_seconds"]), covered, nights)
+                TaskError(
+                    str(phase.get("system")),
+                    task,
+                    float(forecast["error_seconds"]),
+                    covered,
+                    nights,
+                    first_error,
+                    first_covered,
+                    later,
+                )
             )
     return errors
 
@@ -141,32 +172,40 @@ def section(phases: Iterable[Mapping[str, Any]]) -> str:
         "## Forecast at submit",
         "",
         "|error| / (actual finish - forecast made), per task; the bar: 10 % at the median, 25 % at p90.",
+        "Once queued: made again when Kueue had tried the Job's Workload (the record the deadline and the",
+        "result use); before the create: the first forecast, blind to Jobs created in the same second.",
         "",
-        "| system | step | tasks | median | p90 | max | mean signed error (s) | nights of history |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| system | step | tasks | once queued: median | p90 | max | before the create: median | p90 "
+        "| made again after (median s) | mean signed error (s) | nights of history |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     groups: dict[tuple[str, str], list[TaskError]] = {}
     for e in errors:
         groups.setdefault((e.system, e.task), []).append(e)
         groups.setdefault((e.system, "all"), []).append(e)
     for (system, task), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] == "all", kv[0])):
-        shares = [e.share for e in group]
+        shares, firsts = [e.share for e in group], [e.first_share for e in group]
         signed = sum(e.error for e in group) / len(group)
         nights = sorted({e.nights for e in group})
         lines.append(
             f"| {system} | {task} | {len(group)} | {percentile(shares, 0.5):.1%} | "
-            f"{percentile(shares, 0.9):.1%} | {max(shares):.1%} | {signed:+.1f} | "
-            f"{', '.join(map(str, nights))} |"
+            f"{percentile(shares, 0.9):.1%} | {max(shares):.1%} | {percentile(firsts, 0.5):.1%} | "
+            f"{percentile(firsts, 0.9):.1%} | {percentile([e.later for e in group], 0.5):.1f} | "
+            f"{signed:+.1f} | {', '.join(map(str, nights))} |"
         )
     lines += split_section(phases)
     for system in sorted({e.system for e in errors}):
-        shares = [e.share for e in errors if e.system == system]
-        median, p90 = percentile(shares, 0.5), percentile(shares, 0.9)
-        met = median <= MEDIAN_BAR and p90 <= P90_BAR
-        lines.append(
-            f"\n{system}: median {median:.1%}, p90 {p90:.1%} over {len(shares)} tasks: "
-            f"{'within' if met else 'outside'} the bar."
-        )
+        mine = [e for e in errors if e.system == system]
+        for label, shares in (
+            ("once queued", [e.share for e in mine]),
+            ("before the create", [e.first_share for e in mine]),
+        ):
+            median, p90 = percentile(shares, 0.5), percentile(shares, 0.9)
+            met = median <= MEDIAN_BAR and p90 <= P90_BAR
+            lines.append(
+                f"\n{system}, {label}: median {median:.1%}, p90 {p90:.1%} over {len(shares)} tasks: "
+                f"{'within' if met else 'outside'} the bar."
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -8,19 +8,22 @@ The reads go through ``KueueHook``'s retrying calls; anything that cannot be rea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from ..kueue.api_fields import count
 from ..kueue.api_time import parse_api_time
 from ..kueue.errors import KueueProviderError
 from ..kueue.identity.identity_seal import IdentitySeal
 from ..kueue.kinds import child_kind
 from ..kueue.names import FORECAST_RUN_ANNOTATION, PRIORITY_CLASS_LABEL
 from ..kueue.progress.forecast import RESOURCES, FlavorRoom, HeldQuota, QueueRoom, Resources
+from ..kueue.progress.queue_place import own_admission, place_of
 from ..kueue.progress.workload_conditions import (
     COND_FINISHED,
     COND_QUOTA_RESERVED,
@@ -47,9 +50,14 @@ class ForecastReads(Protocol):
 
     def workloads_page(self, namespace: str, limit: int) -> list[dict[str, Any]]: ...
 
+    def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None: ...
+
 
 HELD_READ_LIMIT = 200
 """Workloads of the namespace read for the quota they hold (one page): past it, the quota is "not seen"."""
+QUEUED_WAIT_SECONDS = 10.0
+"""How long the worker waits, after the create, for Kueue to have tried the Job's Workload (admitted it, or
+found no room): the forecast is then made again from its place in the queue. Past it, the first one stands."""
 
 
 def read_priority(hook: ForecastReads, manifest: Mapping[str, Any]) -> int:
@@ -79,6 +87,33 @@ def read_priority(hook: ForecastReads, manifest: Mapping[str, Any]) -> int:
     return value
 
 
+def queued_workload(
+    hook: ForecastReads,
+    namespace: str,
+    job_uid: str,
+    wait_seconds: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any] | None:
+    """The Job's Workload once Kueue has tried it (it has a QuotaReserved condition, true or not), read
+    every half second or so for at most ``wait_seconds`` (``QUEUED_WAIT_SECONDS``); None when it was not
+    tried by then or could not be read. Bound to the Job by its controller owner (``workload_for_job``)."""
+    limit = QUEUED_WAIT_SECONDS if wait_seconds is None else wait_seconds
+    deadline, pause = clock() + limit, 0.25
+    while True:
+        try:
+            workload = hook.workload_for_job(namespace, job_uid)
+        except (ApiException, HTTPError, OSError):
+            return None
+        conditions = conditions_by_type(((workload or {}).get("status") or {}).get("conditions"))
+        if workload is not None and COND_QUOTA_RESERVED in conditions:
+            return workload
+        if clock() + pause > deadline:
+            return None
+        sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
 def read_queue_room(
     hook: ForecastReads,
     namespace: str,
@@ -86,10 +121,14 @@ def read_queue_room(
     priority: int | None = None,
     now: datetime | None = None,
     seal: IdentitySeal | None = None,
+    own: Mapping[str, Any] | None = None,
 ) -> QueueRoom:
     """The ClusterQueue behind ``namespace/local_queue``: its flavors' room, the workloads ahead of a new
     Workload of ``priority`` (None: unknown, every pending workload is ahead) and the quota the namespace's
-    admitted Workloads hold (unreadable: none seen, the forecast's "not seen" rule covers it)."""
+    admitted Workloads hold (unreadable: none seen, the forecast's "not seen" rule covers it).
+
+    ``own``: the Job's Workload, queued (``queued_workload``): admitted, the room says so; else the workloads
+    ahead are those before it in Kueue's order (its visibility position, else the page's)."""
     try:
         queue = hook.get_local_queue(namespace, local_queue)
         name = str(((queue or {}).get("spec") or {}).get("clusterQueue") or "")
@@ -108,16 +147,22 @@ def read_queue_room(
         page = hook.workloads_page(namespace, HELD_READ_LIMIT)
     except (ApiException, HTTPError, OSError):
         page = []
-    held = held_quota(page, name, now or datetime.now(UTC), seal)
+    now = now or datetime.now(UTC)
+    held = held_quota(page, name, now, seal)
+    rooms = flavor_rooms(mine, everything)
+    if own is not None:
+        if admitted := own_admission(own, now):
+            return QueueRoom(rooms, 0, held, admitted)
+        return QueueRoom(rooms, place_of(own, pending, page, priority), held)
     ahead = max(workloads_ahead(mine, pending, priority), pending_in_page(page, local_queue, priority))
-    return QueueRoom(flavor_rooms(mine, everything), ahead, held)
+    return QueueRoom(rooms, ahead, held)
 
 
 def pending_in_page(workloads: Iterable[Mapping[str, Any]], local_queue: str, priority: int | None) -> int:
     """This LocalQueue's Workloads of the page that wait for quota at ``priority`` or above (None: all):
     ahead of a new one. Fresher than the visibility list when Jobs were created in the same second (a
     mapped task's instances start together): a Workload is in the page as soon as Kueue made it."""
-    count = 0
+    waiting = 0
     for workload in workloads:
         if (workload.get("spec") or {}).get("queueName") != local_queue:
             continue
@@ -125,9 +170,9 @@ def pending_in_page(workloads: Iterable[Mapping[str, Any]], local_queue: str, pr
         conditions = conditions_by_type(status.get("conditions"))
         if true_condition(conditions, COND_QUOTA_RESERVED) or true_condition(conditions, COND_FINISHED):
             continue
-        if priority is None or _int((workload.get("spec") or {}).get("priority")) >= priority:
-            count += 1
-    return count
+        if priority is None or count((workload.get("spec") or {}).get("priority")) >= priority:
+            waiting += 1
+    return waiting
 
 
 def held_quota(
@@ -238,24 +283,19 @@ def workloads_ahead(
     above is ahead too; nothing after one below ``priority`` is (the order puts there only what would come
     after the new one too: lower, or with usage-based admission fair sharing of a LocalQueue that used more),
     which also keeps a truncated list's unlisted tail and a stale status count out."""
-    count = int((queue.get("status") or {}).get("pendingWorkloads") or 0)
+    in_queue = int((queue.get("status") or {}).get("pendingWorkloads") or 0)
     items = [i for i in (pending or {}).get("items") or [] if isinstance(i, Mapping)]
-    placed = [(_int(i.get("priority")), _int(i.get("positionInClusterQueue"))) for i in items]
+    placed = [(count(i.get("priority")), count(i.get("positionInClusterQueue"))) for i in items]
     if priority is None:
-        return max([count, *(p + 1 for _, p in placed)])
+        return max([in_queue, *(p + 1 for _, p in placed)])
     ahead = max(
         [
-            sum(1 for q, _ in placed if q >= priority) + max(0, count - len(items)),
+            sum(1 for q, _ in placed if q >= priority) + max(0, in_queue - len(items)),
             *(p + 1 for q, p in placed if q >= priority),
         ]
     )
     below = [p for q, p in placed if q < priority]
     return min([ahead, *below])
-
-
-def _int(value: object) -> int:
-    """An item's whole number (int32 in the API); 0 when absent or not a number."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def pod_request(pod_spec: Mapping[str, Any]) -> Resources:

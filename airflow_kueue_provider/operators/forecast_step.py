@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from ..hooks.forecast_inputs import ForecastInputsUnavailable, pod_request, read_priority, read_queue_room
+from ..hooks.forecast_inputs import (
+    QUEUED_WAIT_SECONDS,
+    ForecastInputsUnavailable,
+    pod_request,
+    queued_workload,
+    read_priority,
+    read_queue_room,
+)
 from ..hooks.identity_key import IdentityKeyMissing, identity_seal
 from ..hooks.kind_client import KindClient
 from ..kueue.api_time import parse_api_time
@@ -27,7 +34,8 @@ from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import finished_condition
 from ..kueue.names import FORECAST_RUN_ANNOTATION
 from ..kueue.progress.deadline import DeadlinePlan
-from ..kueue.progress.forecast import Forecast, forecast, job_work
+from ..kueue.progress.forecast import Forecast, JobWork, forecast, job_work
+from .job_submission import Submission
 
 FORECAST_KEY = "forecast"
 """The result's key (and the XCom key it crosses the deferral under)."""
@@ -35,7 +43,8 @@ _XCOM_KEY = "kueue_forecast"
 
 
 def forecast_record(made: Forecast, made_at: datetime) -> dict[str, Any]:
-    """The result's ``forecast``: made_at, start, finish, finish_early, finish_late, nights, basis."""
+    """The result's ``forecast``: made_at, start, finish, finish_early, finish_late, nights, basis (and, once
+    made again from the queue, ``at_submit``: the first one's made_at, start and finish)."""
     return {
         "made_at": made_at.isoformat(timespec="seconds"),
         "start": made.start.at.isoformat(timespec="seconds"),
@@ -50,16 +59,24 @@ def forecast_record(made: Forecast, made_at: datetime) -> dict[str, Any]:
 def with_outcome(record: dict[str, Any], actual: datetime) -> tuple[dict[str, Any], str]:
     """The record with ``actual_finish`` and ``error_seconds`` (actual - forecast, signed), and the line
     that says it: ``forecast was 12 s early (2 %)`` (of the time from the forecast to the finish)."""
+    error, line = _off_by(record, actual)
+    outcome = {**record, "actual_finish": actual.isoformat(timespec="seconds"), "error_seconds": error}
+    first = record.get("at_submit")
+    if isinstance(first, dict) and "finish" in first and "made_at" in first:
+        first_error, first_line = _off_by(first, actual)
+        outcome["at_submit"] = {**first, "error_seconds": first_error}
+        line += f"; at submit it {first_line.removeprefix('forecast ')}"
+    return outcome, line
+
+
+def _off_by(record: dict[str, Any], actual: datetime) -> tuple[float, str]:
     forecast_at = datetime.fromisoformat(record["finish"])
     error = (actual - forecast_at).total_seconds()
     took = max((actual - datetime.fromisoformat(record["made_at"])).total_seconds(), 1.0)
     word = "early" if error > 0 else "late" if error < 0 else "on time"
-    line = f"forecast was {abs(error):.0f} s {word} ({abs(error) / took:.0%} of {took:.0f} s)"
-    return {
-        **record,
-        "actual_finish": actual.isoformat(timespec="seconds"),
-        "error_seconds": round(error, 1),
-    }, line
+    return round(
+        error, 1
+    ), f"forecast was {abs(error):.0f} s {word} ({abs(error) / took:.0%} of {took:.0f} s)"
 
 
 class ForecastStep:
@@ -67,6 +84,7 @@ class ForecastStep:
 
     _forecast: dict[str, Any] | None = None
     _forecast_made: Forecast | None = None
+    _forecast_inputs: tuple[JobWork, int | None] | None = None
     if TYPE_CHECKING:
         log: Any
         task_id: str
@@ -82,7 +100,7 @@ class ForecastStep:
         """The kind's checks, then the forecast of the shaped Job (its packs, parallelism, pod requests)
         into its queue as it is now, just before it is created."""
         super()._before_create(client, manifest)  # type: ignore[misc]
-        self._forecast, self._forecast_made = None, None
+        self._forecast, self._forecast_made, self._forecast_inputs = None, None, None
         spec = manifest.get("spec") or {}
         pod_spec = (spec.get("template") or {}).get("spec")
         if not pod_spec:
@@ -120,8 +138,40 @@ class ForecastStep:
             return
         self.log.info("%s", made.line())
         self._forecast, self._forecast_made = forecast_record(made, now), made
+        self._forecast_inputs = (work, priority)
         if seal is not None:  # what the next tasks' forecasts read of this Job (sealed: they trust no other)
             _annotate_run(manifest, seal, (made.finish.at - made.start.at).total_seconds())
+
+    def _forecast_once_queued(self, client: KindClient, job: dict[str, Any]) -> None:
+        """The forecast again once Kueue has tried the created Job's Workload: its place in the queue is then
+        exact (Jobs created in the same second as this one, a mapped task's instances, exist by then and
+        stand before or after it). Replaces the first one for the deadline and the result, which keep the
+        first as ``at_submit``; nothing changes when the Workload is not tried within
+        ``QUEUED_WAIT_SECONDS`` or the queue cannot be read."""
+        if self._forecast_inputs is None or self._forecast is None:
+            return
+        work, priority = self._forecast_inputs
+        uid = str((job.get("metadata") or {}).get("uid") or "")
+        own = queued_workload(client.hook, self.resolved_namespace(), uid) if uid else None
+        if own is None:
+            self.log.info(
+                "forecast: not made again (the Workload was not tried in %.0f s)", QUEUED_WAIT_SECONDS
+            )
+            return
+        now = datetime.now(UTC)
+        try:
+            room = read_queue_room(
+                client.hook, self.resolved_namespace(), self.queue_name, priority, now, _seal(), own
+            )
+        except (ForecastInputsUnavailable, ApiException, KueueProviderError) as exc:
+            self.log.warning("forecast: not made again (%s)", exc)
+            return
+        made = forecast(work, room, now)
+        if made is None:
+            return
+        first = {k: self._forecast[k] for k in ("made_at", "start", "finish")}
+        self.log.info("%s", made.line().replace("forecast:", "forecast once queued:", 1))
+        self._forecast, self._forecast_made = {**forecast_record(made, now), "at_submit": first}, made
 
     @staticmethod
     def _forecast_priority(client: KindClient, manifest: dict[str, Any]) -> tuple[int | None, str]:
@@ -144,9 +194,14 @@ class ForecastStep:
             return None
         return value if isinstance(value, LearnedLengths) and value.fits(shard_count) else None
 
-    def _with_forecast(self, context: Any, plan: DeadlinePlan | None) -> DeadlinePlan | None:
-        """The plan with the forecast's finish (the verdict's estimate until the run has one); the record
-        kept for the result across the deferral (an XCom of this task instance)."""
+    def _with_forecast(
+        self, context: Any, plan: DeadlinePlan | None, client: KindClient, submission: Submission
+    ) -> DeadlinePlan | None:
+        """The plan with the forecast's finish (the verdict's estimate until the run has one), made again
+        from the queue for a Job this try created; the record kept for the result across the deferral (an
+        XCom of this task instance)."""
+        if not submission.reattached:
+            self._forecast_once_queued(client, submission.job)
         if self._forecast is None or self._forecast_made is None:
             return plan
         try:

@@ -224,7 +224,7 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
         else:
             submission = adopted(client, submission, seal)
             self._reattached(client, shards, submission.job)
-        obj, plan = submission.job, self._with_forecast(context, plan)  # the trigger's first check sees it
+        obj, plan = submission.job, self._with_forecast(context, plan, client, submission)  # to the trigger
         self._name, self._uid = obj["metadata"]["name"], obj["metadata"].get("uid")
         if plan is not None:
             self._deadlines.record_on(client, obj, plan)

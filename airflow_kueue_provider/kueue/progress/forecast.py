@@ -109,13 +109,23 @@ class HeldQuota:
 
 
 @dataclass(frozen=True)
+class OwnAdmission:
+    """The Job's own Workload, already admitted when the forecast is made again once it is queued: the
+    flavor it was given and how many seconds ago."""
+
+    flavor: str
+    held_for: float
+
+
+@dataclass(frozen=True)
 class QueueRoom:
     """The ClusterQueue as the forecast reads it: its flavors in order, the workloads pending ahead, and
-    those seen holding quota."""
+    those seen holding quota; ``admitted``: the Job's own Workload already has its quota (no wait)."""
 
     flavors: tuple[FlavorRoom, ...]
     ahead: int = 0
     held: tuple[HeldQuota, ...] = ()
+    admitted: OwnAdmission | None = None
 
 
 @dataclass(frozen=True)
@@ -235,6 +245,8 @@ def forecast(work: JobWork, room: QueueRoom, now: datetime) -> Forecast | None:
     flavors = [f for f in room.flavors if f.slots(work.request, free=False) > 0]
     if not flavors:
         return None
+    if room.admitted is not None:
+        return _admitted(work, flavors, room.admitted, now)
     runs = [makespan(work.seconds, _slots(work, f), work.start_cost) for f in flavors]
     pools = [_pool(work, room, f, run) for f, run in zip(flavors, runs, strict=True)]
     queued, index = simulated_admission(pools, room.ahead)
@@ -252,6 +264,24 @@ def forecast(work: JobWork, room: QueueRoom, now: datetime) -> Forecast | None:
         finish=Estimate(finish, max(finish_late - finish, timedelta(0))),
         finish_early=min(now + timedelta(seconds=early_wait + run_early), finish),
         basis=_basis(work, flavor, slots, room.ahead),
+        nights=work.nights,
+    )
+
+
+def _admitted(work: JobWork, flavors: Sequence[FlavorRoom], own: OwnAdmission, now: datetime) -> Forecast:
+    """The forecast of a Job whose Workload has its quota: it started ``own.held_for`` seconds ago, in the
+    flavor it was given (unknown to the reader: the first that holds a pod), and runs there."""
+    flavor = next((f for f in flavors if f.name == own.flavor), flavors[0])
+    slots = _slots(work, flavor)
+    start = now - timedelta(seconds=own.held_for)
+    finish = start + timedelta(seconds=makespan(work.seconds, slots, work.start_cost))
+    late = start + timedelta(seconds=makespan(work.late, slots, work.start_cost))
+    early = start + timedelta(seconds=makespan(work.early, slots, work.start_cost))
+    return Forecast(
+        start=Estimate(start, timedelta(0)),
+        finish=Estimate(finish, max(late - finish, timedelta(0))),
+        finish_early=min(early, finish),
+        basis=f"{_basis(work, flavor, slots, 0).rsplit(', ', 1)[0]}, admitted",
         nights=work.nights,
     )
 

@@ -4,6 +4,7 @@ off it was; a higher-priority task does not count the lower-priority Jobs pendin
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,6 +13,7 @@ from airflow_kueue_provider.hooks.forecast_inputs import read_priority, read_que
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
 from airflow_kueue_provider.kueue.checkpoints.learned_lengths import LearnedLengths
 from airflow_kueue_provider.kueue.names import PRIORITY_CLASS_LABEL
+from airflow_kueue_provider.operators.forecast_step import with_outcome
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 from ..airflow_runner import AirflowHome
@@ -84,6 +86,7 @@ FORECAST_DAG = """
 from datetime import datetime
 from airflow.sdk import DAG
 from airflow_kueue_provider.kueue.checkpoints.learned_lengths import LearnedLengths
+from airflow_kueue_provider.operators.forecast_step import with_outcome
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 
@@ -114,8 +117,10 @@ def test_the_forecast_crosses_the_deferral_into_the_result_with_how_far_off_it_w
     assert "forecast: start ~" in run.output and "forecast was " in run.output, run.output[-6000:]
     forecast = returned_result(run)["forecast"]
     assert forecast["nights"] == 2, forecast
-    made, finish = (datetime.fromisoformat(forecast[k]) for k in ("made_at", "finish"))
-    assert (finish - made).total_seconds() > 2 * (5 + 6), forecast  # 2 waves of a 6 s shard and a start
+    start, finish = (datetime.fromisoformat(forecast[k]) for k in ("start", "finish"))
+    assert (finish - start).total_seconds() >= 2 * (5 + 6), forecast  # 2 waves of a 6 s shard and a start
+    assert forecast["basis"].endswith(", admitted"), forecast  # made again once Kueue admitted the Job
+    assert isinstance(forecast["at_submit"]["error_seconds"], float), forecast  # the first one, kept
     assert isinstance(forecast["error_seconds"], float) and forecast["actual_finish"], forecast
 
 
@@ -150,3 +155,72 @@ def test_a_higher_priority_forecast_does_not_count_the_lower_priority_jobs_pendi
     (held,) = room.held  # the blocker: admitted, holding its 2 CPUs; the pending ones hold nothing
     assert held.usage.cpu == 2 and 0 <= held.held_for < 120, held
     assert held.flavor in {f.name for f in room.flavors}, (held, room.flavors)
+
+
+def test_jobs_created_in_the_same_second_are_forecast_again_from_their_place_in_the_queue(
+    kueue_env_factory: Any,
+) -> None:
+    """Two tasks forecast at the same moment, each blind to the other's Job (neither exists yet); once
+    Kueue has tried their Workloads, the one admitted says so and the one left waiting counts the other
+    ahead, and is nearer its Job's real end than its first forecast was. (Each task submits only and hands
+    on, as with ``wait_for_completion=False``: Airflow runs every task in a process of its own.)"""
+    env: KueueEnv = kueue_env_factory(cpu="2", memory="16Gi")  # one Job of two 1-CPU pods at a time
+    both_forecast = threading.Barrier(2, timeout=60)
+
+    class Racing(KueueIndexedJobOperator):
+        def _learned_for_forecast(self, shard_count: int) -> LearnedLengths:
+            lengths = dict.fromkeys(range(shard_count), 8.0)
+            return LearnedLengths(shard_count, lengths, ("night-1",), pod_start_seconds=1.0)  # the bed's
+
+        def _before_create(self, client: Any, manifest: dict[str, Any]) -> None:
+            super()._before_create(client, manifest)
+            both_forecast.wait()  # neither Job is created before both forecasts are made
+
+    records: dict[str, dict[str, Any]] = {}
+
+    def submit(name: str) -> None:
+        task = Racing(
+            task_id=name,
+            namespace=env.namespace,
+            queue_name=env.local_queue,
+            image="example.invalid/shard:1",
+            completions=2,
+            parallelism=2,
+            resources={"requests": {"cpu": "1", "memory": "1Gi"}},
+            annotations={"kwok.airflow-kueue.io/run-duration": "8s"},
+            wait_for_completion=False,
+        )
+        ti = Ti()
+        ti.task_id = name
+        task.execute({"ti": ti})
+        records[task.task_id] = ti.xcom["kueue_forecast"]
+
+    threads = [threading.Thread(target=submit, args=(name,)) for name in ("align-a", "align-b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert set(records) == {"align-a", "align-b"}, records
+    first, second = sorted(records.values(), key=lambda r: r["start"])
+    assert first["basis"].endswith(", admitted"), first
+    for record in (first, second):
+        assert record["at_submit"]["made_at"] <= record["made_at"], record
+        waited = _seconds(record["at_submit"]["made_at"], record["at_submit"]["start"])
+        assert waited < 5, ("neither saw the other before the create", record)
+    # The one left waiting sees the other holding the quota: it starts once that one's run is over.
+    assert _seconds(second["made_at"], second["start"]) > 8, second
+
+    def ended() -> list[datetime]:
+        conditions = [c for j in env.jobs() for c in j.status.conditions or [] if c.type == "Complete"]
+        return [c.last_transition_time for c in conditions if c.status == "True"]
+
+    ends = wait_for("both Jobs complete", lambda: (e := ended()) and len(e) == 2 and e, 180)
+    later, _ = with_outcome(second, max(ends))
+    print(
+        "once queued", later["error_seconds"], "s off; before the create", later["at_submit"]["error_seconds"]
+    )
+    assert abs(later["error_seconds"]) < abs(later["at_submit"]["error_seconds"]), later
+
+
+def _seconds(earlier: str, later: str) -> float:
+    return (datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds()

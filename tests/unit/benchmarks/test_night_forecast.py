@@ -37,9 +37,27 @@ def test_errors_as_shares_of_the_time_covered_median_and_p90(night_forecast: Mod
     results["night_risk|risk|0"] = {"completed_indexes": "0"}  # no forecast: left out
     text = night_forecast.section([{"system": "ours", "results": results}])
     # align: 1 % .. 10 % of 600 s; median (nearest rank) 5 %, p90 9 %
-    assert "| ours | night_genomics|sample.align | 10 | 5.0% | 9.0% | 10.0% | +33.0 | 2 |" in text
-    assert "| ours | night_genomics|sample.call | 1 | 20.0% | 20.0% | 20.0% | -120.0 | 2 |" in text
-    assert "ours: median 6.0%, p90 10.0% over 11 tasks: within the bar." in text
+    assert (
+        "| ours | night_genomics|sample.align | 10 | 5.0% | 9.0% | 10.0% | 5.0% | 9.0% | 0.0 | +33.0 | 2 |"
+        in text
+    )
+    assert (
+        "| ours | night_genomics|sample.call | 1 | 20.0% | 20.0% | 20.0% | 20.0% | 20.0% | 0.0 | -120.0 | 2 |"
+        in text
+    )
+    assert "ours, once queued: median 6.0%, p90 10.0% over 11 tasks: within the bar." in text
+    assert "ours, before the create: median 6.0%, p90 10.0% over 11 tasks: within the bar." in text
+
+
+def test_the_forecast_made_again_once_queued_beside_the_one_before_the_create(
+    night_forecast: ModuleType,
+) -> None:
+    queued = result(6.0, 600)
+    first = {"made_at": "2026-12-01T00:59:58+00:00", "error_seconds": 301.0}  # 2 s before, 50 % off
+    queued["forecast"]["at_submit"] = first
+    text = night_forecast.section([{"system": "ours", "results": {"d|sample.align|0": queued}}])
+    assert "| ours | d|sample.align | 1 | 1.0% | 1.0% | 1.0% | 50.0% | 50.0% | 2.0 | +6.0 | 2 |" in text
+    assert "ours, before the create: median 50.0%, p90 50.0% over 1 tasks: outside the bar." in text
 
 
 def test_a_night_without_forecasts_adds_nothing(night_forecast: ModuleType) -> None:

@@ -17,6 +17,7 @@ from airflow_kueue_provider.hooks.forecast_inputs import (
     held_quota,
     pending_in_page,
     pod_request,
+    queued_workload,
     read_priority,
     read_queue_room,
     workloads_ahead,
@@ -285,3 +286,65 @@ def test_a_sealed_forecast_run_on_the_workloads_pod_template_says_how_long_it_ho
     now = datetime(2026, 12, 5, 1, 0, 30, tzinfo=UTC)
     (held,) = held_quota([sealed], "a", now, seal)
     assert (held.held_for, held.runs_for) == (30.0, 40.0)
+
+
+class Polled:
+    """``workload_for_job`` answering from a script: None (not made yet), a Workload, or an error."""
+
+    def __init__(self, *answers: dict[str, Any] | Exception | None) -> None:
+        self.answers, self.reads = list(answers), 0
+
+    def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
+        answer = self.answers[min(self.reads, len(self.answers) - 1)]
+        self.reads += 1
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now: float = 0.0
+        self.pauses: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+def test_the_job_s_workload_is_read_until_kueue_has_tried_it_within_a_bound() -> None:
+    made = {"metadata": {"name": "w"}, "status": {"conditions": []}}
+    tried = {
+        "metadata": {"name": "w"},
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "False"}]},
+    }
+    clock = Clock()
+    hook = Polled(None, made, tried)
+    assert queued_workload(hook, "ns", "uid", 10, clock.sleep, lambda: clock.now) is tried  # type: ignore[arg-type]
+    assert clock.pauses == [0.25, 0.5], "a quarter second, then doubling up to a second"
+    clock = Clock()
+    never = Polled(None)
+    assert queued_workload(never, "ns", "uid", 10, clock.sleep, lambda: clock.now) is None  # type: ignore[arg-type]
+    assert clock.now <= 10 and never.reads == 1 + len(clock.pauses) and max(clock.pauses) == 1.0
+    clock = Clock()
+    failing = Polled(ApiException(403, "Forbidden"))
+    assert queued_workload(failing, "ns", "uid", 10, clock.sleep, lambda: clock.now) is None  # type: ignore[arg-type]
+    assert failing.reads == 1 and clock.pauses == [], "an unreadable Workload: no forecast again, no wait"
+
+
+def test_once_queued_the_room_says_its_own_place_or_its_admission() -> None:
+    hook = FakeHook({"spec": {"clusterQueue": "a"}})
+    now = datetime(2026, 12, 5, 1, 0, 30, tzinfo=UTC)
+    own = {
+        "metadata": {"name": "own", "uid": "u", "creationTimestamp": "2026-12-05T01:00:10Z"},
+        "spec": {"queueName": "lq", "priority": 100},
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "False"}]},
+    }
+    hook.pending_workloads = lambda ns, lq: {  # type: ignore[method-assign]
+        "items": [{"metadata": {"name": "own"}, "priority": 100, "positionInClusterQueue": 3}]
+    }
+    assert read_queue_room(hook, "ns", "lq", 100, now, None, own).ahead == 3, "Kueue's own position"
+    admitted = workload(reserved_at="2026-12-05T01:00:20Z")
+    admitted["metadata"] = own["metadata"]
+    room = read_queue_room(hook, "ns", "lq", 100, now, None, admitted)
+    assert room.admitted is not None and room.admitted.flavor == "spot" and room.admitted.held_for == 10.0

@@ -12,6 +12,7 @@ import pytest
 from airflow_kueue_provider.kueue.checkpoints.learned_lengths import LearnedLengths
 from airflow_kueue_provider.kueue.progress.deadline import DeadlinePlan
 from airflow_kueue_provider.operators.forecast_step import ForecastStep, with_outcome
+from airflow_kueue_provider.operators.job_submission import Submission
 
 QUEUE = {
     "metadata": {"name": "cq"},
@@ -114,6 +115,11 @@ def job(parallelism: int = 4, priority_class: str | None = None) -> dict[str, An
     return {"kind": "Job", "metadata": {"labels": labels}, "spec": spec}
 
 
+REATTACHED = Submission({"metadata": {"uid": "u"}}, True, "a Job of this task is still running")
+"""An earlier try's Job: the forecast is not made again from the queue (its own is not this try's)."""
+NO_CLIENT: Any = SimpleNamespace(hook=None)
+
+
 def submit(step: Step, hook: Hook, priority_class: str | None = None) -> None:
     """The step as ``_submit`` runs it (``_before_create``), on the shaped Job of 8 shards, one per pod."""
     client: Any = SimpleNamespace(hook=hook)
@@ -133,7 +139,7 @@ def test_a_forecast_is_logged_put_in_the_plan_and_kept_for_the_result(
         submit(step, Hook())
     line = caplog.messages[-1]
     assert line.startswith("forecast: start ~") and "2 CPU quota, 2 pods at once (quota-bound)" in line
-    planned = step._with_forecast({"ti": ti}, plan())
+    planned = step._with_forecast({"ti": ti}, plan(), NO_CLIENT, REATTACHED)
     assert planned is not None and planned.forecast is not None
     assert planned.forecast.at - datetime.now(UTC) > timedelta(seconds=250)  # 4 waves of 65 s on 2 CPUs
     # A new worker after the deferral: the record comes back from the XCom, with how far off it was.
@@ -158,14 +164,14 @@ def test_learned_lengths_come_from_the_operator_when_it_has_them(caplog: pytest.
 def test_no_lengths_no_forecast_and_an_unreadable_queue_one_warning(caplog: pytest.LogCaptureFixture) -> None:
     quiet = Step(stated=None)
     submit(quiet, Hook())
-    assert quiet._forecast is None and quiet._with_forecast({"ti": Ti()}, None) is None
+    assert quiet._forecast is None and quiet._with_forecast({"ti": Ti()}, None, NO_CLIENT, REATTACHED) is None
     step = Step(stated=60.0)
     with caplog.at_level(logging.INFO, "test_forecast_step"):
         submit(step, Hook(fail=True))
     assert caplog.messages == ["forecast: left out (reading the queues: 403 Forbidden)"]
     assert step._forecast is None
     original = plan()
-    assert step._with_forecast({"ti": Ti()}, original) is original
+    assert step._with_forecast({"ti": Ti()}, original, NO_CLIENT, REATTACHED) is original
     assert Step(stated=None)._forecast_outcome({"ti": Ti()}, {"a": 1}, "m") == ({"a": 1}, "m")
 
 
@@ -238,3 +244,89 @@ def test_the_job_carries_its_forecast_run_sealed_for_the_next_tasks_forecasts() 
     step._before_create(client, manifest)
     value = manifest["spec"]["template"]["metadata"]["annotations"]["airflow-kueue.io/forecast-run"]
     assert identity_seal().read_forecast_run("ns", "price-1", value) == 4 * 65  # 4 waves of 65 s on 2 CPUs
+
+
+class Queued(Hook):
+    """The created Job's Workload as Kueue has it: waiting at ``position`` (the visibility API), or
+    admitted ``admitted_for`` seconds ago; None: never tried."""
+
+    def __init__(self, position: int | None = None, admitted_for: float | None = None) -> None:
+        super().__init__()
+        self.position, self.admitted_for = position, admitted_for
+
+    def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
+        if self.position is None and self.admitted_for is None:
+            return None
+        reserved = self.admitted_for is not None
+        since = datetime.now(UTC) - timedelta(seconds=self.admitted_for or 0)
+        condition = {
+            "type": "QuotaReserved",
+            "status": "True" if reserved else "False",
+            "lastTransitionTime": since.isoformat().replace("+00:00", "Z"),
+        }
+        admission = {"podSetAssignments": [{"name": "main", "flavors": {"cpu": "od"}}]}
+        return {
+            "metadata": {"name": "wl-own", "uid": "w", "creationTimestamp": condition["lastTransitionTime"]},
+            "spec": {"queueName": "lq", "priority": 0},
+            "status": {"conditions": [condition], **({"admission": admission} if reserved else {})},
+        }
+
+    def pending_workloads(self, namespace: str, local_queue: str) -> dict[str, Any] | None:  # type: ignore[override]
+        if self.position is None:
+            return None
+        return {"items": [{"metadata": {"name": "wl-own"}, "positionInClusterQueue": self.position}]}
+
+
+def test_once_queued_the_forecast_is_made_again_from_its_place_and_keeps_the_first(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    step, ti, hook = Step(stated=60.0), Ti(), Queued()
+    client: Any = SimpleNamespace(hook=hook)
+    created = Submission({"metadata": {"uid": "u"}}, False, "created")
+    with caplog.at_level(logging.INFO, "test_forecast_step"):
+        submit(step, hook)
+        first = step._forecast
+        hook.position = 2  # the create, and two Jobs made in the same second stand before it
+        planned = step._with_forecast({"ti": ti}, plan(), client, created)
+    assert first is not None and first["basis"].endswith("0 workloads ahead")
+    assert caplog.messages[-1].startswith("forecast once queued: start ~")
+    assert caplog.messages[-1].endswith("2 workloads ahead"), "Kueue's own position, not the page's guess"
+    record = ti.xcom["kueue_forecast"]
+    assert record["at_submit"] == {k: first[k] for k in ("made_at", "start", "finish")}
+    assert record["finish"] > first["finish"], "two Jobs like it ahead: later than the first said"
+    assert planned is not None and planned.forecast is not None
+    assert planned.forecast.at.isoformat(timespec="seconds") == record["finish"]
+    # Admitted 20 s ago: it started then, the queue ahead no longer matters.
+    admitted = Step(stated=60.0)
+    submit(admitted, Queued(admitted_for=20.0))
+    admitted._with_forecast({"ti": Ti()}, None, SimpleNamespace(hook=Queued(admitted_for=20.0)), created)
+    assert admitted._forecast is not None and admitted._forecast["basis"].endswith(", admitted")
+
+
+def test_a_workload_not_tried_in_time_leaves_the_first_forecast(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_kueue_provider.hooks import forecast_inputs
+
+    monkeypatch.setattr(forecast_inputs, "QUEUED_WAIT_SECONDS", 0.3)
+    step, hook = Step(stated=60.0), Queued()
+    submit(step, hook)
+    first = step._forecast
+    created = Submission({"metadata": {"uid": "u"}}, False, "created")
+    with caplog.at_level(logging.INFO, "test_forecast_step"):
+        step._with_forecast({"ti": Ti()}, None, SimpleNamespace(hook=hook), created)
+    assert step._forecast == first and "at_submit" not in first
+    assert caplog.messages[-1].startswith("forecast: not made again (the Workload was not tried in")
+
+
+def test_the_outcome_says_how_far_off_both_forecasts_were() -> None:
+    made = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
+    first = {"made_at": made.isoformat(), "finish": (made + timedelta(seconds=60)).isoformat()}
+    record = {
+        "made_at": (made + timedelta(seconds=2)).isoformat(),
+        "finish": (made + timedelta(seconds=118)).isoformat(),
+        "at_submit": first,
+    }
+    outcome, line = with_outcome(record, made + timedelta(seconds=120))
+    assert outcome["error_seconds"] == 2.0 and outcome["at_submit"]["error_seconds"] == 60.0
+    assert line == "forecast was 2 s early (2% of 118 s); at submit it was 60 s early (50% of 120 s)"

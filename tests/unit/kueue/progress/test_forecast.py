@@ -228,3 +228,19 @@ def test_a_holder_that_said_how_long_it_runs_frees_its_quota_then() -> None:
     unknown = HeldQuota("on-demand", Resources(cpu=4), held_for=30.0)
     f = forecast(work, QueueRoom(busy.flavors, 0, (unknown,)), NOW)
     assert f is not None and seconds_after(f.start.at) == pytest.approx(ADMISSION_SECONDS + run - 30)
+
+
+def test_a_job_already_admitted_starts_at_its_admission_in_its_flavor_with_no_wait() -> None:
+    from airflow_kueue_provider.kueue.progress.forecast import OwnAdmission
+
+    work = stated(60, count=8, parallelism=4)
+    spot = FlavorRoom("spot", Resources(cpu=2, memory=2**40, pods=100), Resources(), Resources(cpu=2))
+    on_demand = room(cpu=100).flavors[0]
+    queued = QueueRoom((on_demand, spot), ahead=5, admitted=OwnAdmission("spot", 30.0))
+    f = forecast(work, queued, NOW)
+    assert f is not None
+    assert seconds_after(f.start.at) == pytest.approx(-30)  # admitted 30 s ago; the queue ahead is moot
+    assert seconds_after(f.finish.at) == pytest.approx(-30 + 4 * 65)  # spot's 2 CPUs: four waves of 2
+    assert f.basis.endswith("2 CPU quota, 2 pods at once (quota-bound), admitted")
+    unknown = forecast(work, QueueRoom((on_demand,), admitted=OwnAdmission("", 0.0)), NOW)
+    assert unknown is not None and seconds_after(unknown.finish.at) == pytest.approx(2 * 65)

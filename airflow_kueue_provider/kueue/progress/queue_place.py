@@ -1,0 +1,61 @@
+"""Where the Job's own Workload stands once Kueue has tried it (pure): admitted (in which flavor, since
+when), or how many workloads Kueue orders before it. The forecast at submit is made again from here
+(``operators.forecast_step``): Jobs created in the same second as this one exist by then."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from ..api_fields import count
+from ..api_time import parse_api_time
+from .forecast import OwnAdmission
+from .workload_conditions import COND_FINISHED, COND_QUOTA_RESERVED, conditions_by_type, true_condition
+
+
+def own_admission(own: Mapping[str, Any], now: datetime) -> OwnAdmission | None:
+    """The Job's own Workload's admission (the flavor of its CPU, else of its first resource, and how long
+    ago), None while it waits."""
+    status = own.get("status") or {}
+    reserved = true_condition(conditions_by_type(status.get("conditions")), COND_QUOTA_RESERVED)
+    since = parse_api_time((reserved or {}).get("lastTransitionTime"))
+    if reserved is None or since is None:
+        return None
+    flavors: dict[str, str] = {}
+    for pod_set in (status.get("admission") or {}).get("podSetAssignments") or []:
+        flavors = {**{str(k): str(v) for k, v in (pod_set.get("flavors") or {}).items()}, **flavors}
+    flavor = flavors.get("cpu") or next(iter(flavors.values()), "")
+    return OwnAdmission(flavor, max(0.0, (now - since).total_seconds()))
+
+
+def place_of(
+    own: Mapping[str, Any],
+    pending: Mapping[str, Any] | None,
+    page: Iterable[Mapping[str, Any]],
+    priority: int | None,
+) -> int:
+    """The workloads ahead of the Job's own pending Workload: its position in the ClusterQueue (the
+    visibility API), else those of the page that Kueue orders before it (higher priority, or the same and
+    created earlier; ``priority`` None: its own). Kueue leaves the order of equal timestamps (whole seconds)
+    open; the page's count breaks such ties by name, a guess."""
+    meta = own.get("metadata") or {}
+    for item in (pending or {}).get("items") or []:
+        if isinstance(item, Mapping) and (item.get("metadata") or {}).get("name") == meta.get("name"):
+            return count(item.get("positionInClusterQueue"))
+    mine = priority if priority is not None else count((own.get("spec") or {}).get("priority"))
+    key = (str(meta.get("creationTimestamp") or ""), str(meta.get("name") or ""))
+    ahead = 0
+    for workload in page:
+        other = workload.get("metadata") or {}
+        conditions = conditions_by_type((workload.get("status") or {}).get("conditions"))
+        if other.get("uid") == meta.get("uid") or true_condition(conditions, COND_QUOTA_RESERVED):
+            continue
+        if true_condition(conditions, COND_FINISHED):
+            continue
+        if (workload.get("spec") or {}).get("queueName") != (own.get("spec") or {}).get("queueName"):
+            continue
+        theirs = count((workload.get("spec") or {}).get("priority"))
+        before = (str(other.get("creationTimestamp") or ""), str(other.get("name") or "")) < key
+        ahead += theirs > mine or (theirs == mine and before)
+    return ahead
