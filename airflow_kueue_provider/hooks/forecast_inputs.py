@@ -56,8 +56,11 @@ class ForecastReads(Protocol):
 HELD_READ_LIMIT = 200
 """Workloads of the namespace read for the quota they hold (one page): past it, the quota is "not seen"."""
 QUEUED_WAIT_SECONDS = 10.0
-"""How long the worker waits, after the create, for Kueue to have tried the Job's Workload (admitted it, or
-found no room): the forecast is then made again from its place in the queue. Past it, the first one stands."""
+"""How long the worker waits, after the create, for the Job's Workload to be in Kueue's queue: the forecast
+is then made again from its place there. Past it, the first one stands."""
+QUEUED_SETTLE_SECONDS = 1.0
+"""How long a Workload Kueue has not tried yet is read before it counts as queued: Kueue queues it as it
+makes it, and Jobs created in the same second have theirs by then."""
 
 
 def read_priority(hook: ForecastReads, manifest: Mapping[str, Any]) -> int:
@@ -95,21 +98,25 @@ def queued_workload(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any] | None:
-    """The Job's Workload once Kueue has tried it (it has a QuotaReserved condition, true or not), read
-    every half second or so for at most ``wait_seconds`` (``QUEUED_WAIT_SECONDS``); None when it was not
-    tried by then or could not be read. Bound to the Job by its controller owner (``workload_for_job``)."""
+    """The Job's Workload once it is in Kueue's queue: tried (it has a QuotaReserved condition, true or
+    not), or seen for ``QUEUED_SETTLE_SECONDS`` (Kueue tries only the head of a ClusterQueue: one behind
+    others stays untried, queued all the same). Read every half second or so for at most ``wait_seconds``
+    (``QUEUED_WAIT_SECONDS``); None when it did not exist by then or could not be read. Bound to the Job by
+    its controller owner (``workload_for_job``)."""
     limit = QUEUED_WAIT_SECONDS if wait_seconds is None else wait_seconds
-    deadline, pause = clock() + limit, 0.25
+    deadline, pause, seen = clock() + limit, 0.25, None
     while True:
         try:
             workload = hook.workload_for_job(namespace, job_uid)
         except (ApiException, HTTPError, OSError):
             return None
-        conditions = conditions_by_type(((workload or {}).get("status") or {}).get("conditions"))
-        if workload is not None and COND_QUOTA_RESERVED in conditions:
-            return workload
+        if workload is not None:
+            conditions = conditions_by_type((workload.get("status") or {}).get("conditions"))
+            seen = clock() if seen is None else seen
+            if COND_QUOTA_RESERVED in conditions or clock() - seen >= QUEUED_SETTLE_SECONDS:
+                return workload
         if clock() + pause > deadline:
-            return None
+            return workload
         sleep(pause)
         pause = min(pause * 2, 1.0)
 

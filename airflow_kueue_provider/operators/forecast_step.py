@@ -143,20 +143,18 @@ class ForecastStep:
             _annotate_run(manifest, seal, (made.finish.at - made.start.at).total_seconds())
 
     def _forecast_once_queued(self, client: KindClient, job: dict[str, Any]) -> None:
-        """The forecast again once Kueue has tried the created Job's Workload: its place in the queue is then
+        """The forecast again once the created Job's Workload is in Kueue's queue: its place there is then
         exact (Jobs created in the same second as this one, a mapped task's instances, exist by then and
         stand before or after it). Replaces the first one for the deadline and the result, which keep the
-        first as ``at_submit``; nothing changes when the Workload is not tried within
-        ``QUEUED_WAIT_SECONDS`` or the queue cannot be read."""
+        first as ``at_submit``; nothing changes when no Workload is made within ``QUEUED_WAIT_SECONDS`` or
+        the queue cannot be read."""
         if self._forecast_inputs is None or self._forecast is None:
             return
         work, priority = self._forecast_inputs
         uid = str((job.get("metadata") or {}).get("uid") or "")
         own = queued_workload(client.hook, self.resolved_namespace(), uid) if uid else None
         if own is None:
-            self.log.info(
-                "forecast: not made again (the Workload was not tried in %.0f s)", QUEUED_WAIT_SECONDS
-            )
+            self.log.info("forecast: not made again (no Workload in %.0f s)", QUEUED_WAIT_SECONDS)
             return
         now = datetime.now(UTC)
         try:

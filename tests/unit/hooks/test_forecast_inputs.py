@@ -312,7 +312,7 @@ class Clock:
         self.now += seconds
 
 
-def test_the_job_s_workload_is_read_until_kueue_has_tried_it_within_a_bound() -> None:
+def test_the_job_s_workload_is_read_until_it_is_in_kueue_s_queue_within_a_bound() -> None:
     made = {"metadata": {"name": "w"}, "status": {"conditions": []}}
     tried = {
         "metadata": {"name": "w"},
@@ -322,6 +322,9 @@ def test_the_job_s_workload_is_read_until_kueue_has_tried_it_within_a_bound() ->
     hook = Polled(None, made, tried)
     assert queued_workload(hook, "ns", "uid", 10, clock.sleep, lambda: clock.now) is tried  # type: ignore[arg-type]
     assert clock.pauses == [0.25, 0.5], "a quarter second, then doubling up to a second"
+    clock = Clock()  # behind others: Kueue tries only a queue's head, so it is queued but never tried
+    assert queued_workload(Polled(None, made), "ns", "uid", 10, clock.sleep, lambda: clock.now) is made  # type: ignore[arg-type]
+    assert clock.now == 1.75, "a second after it was first seen"
     clock = Clock()
     never = Polled(None)
     assert queued_workload(never, "ns", "uid", 10, clock.sleep, lambda: clock.now) is None  # type: ignore[arg-type]

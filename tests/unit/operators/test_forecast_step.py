@@ -303,7 +303,7 @@ def test_once_queued_the_forecast_is_made_again_from_its_place_and_keeps_the_fir
     assert admitted._forecast is not None and admitted._forecast["basis"].endswith(", admitted")
 
 
-def test_a_workload_not_tried_in_time_leaves_the_first_forecast(
+def test_no_workload_in_time_leaves_the_first_forecast(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from airflow_kueue_provider.hooks import forecast_inputs
@@ -316,7 +316,7 @@ def test_a_workload_not_tried_in_time_leaves_the_first_forecast(
     with caplog.at_level(logging.INFO, "test_forecast_step"):
         step._with_forecast({"ti": Ti()}, None, SimpleNamespace(hook=hook), created)
     assert step._forecast == first and "at_submit" not in first
-    assert caplog.messages[-1].startswith("forecast: not made again (the Workload was not tried in")
+    assert caplog.messages[-1].startswith("forecast: not made again (no Workload in")
 
 
 def test_the_outcome_says_how_far_off_both_forecasts_were() -> None:
