@@ -32,7 +32,7 @@ from ..kueue.errors import KueueProviderError
 from ..kueue.identity.identity_seal import IdentitySeal
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import finished_condition
-from ..kueue.names import FORECAST_RUN_ANNOTATION
+from ..kueue.names import FORECAST_RUN_ANNOTATION, MIN_PARALLELISM_ANNOTATION
 from ..kueue.progress.deadline import DeadlinePlan
 from ..kueue.progress.forecast import Forecast, JobWork, forecast, job_work
 from .job_submission import Submission
@@ -120,6 +120,10 @@ class ForecastStep:
         )
         if work is None:
             return  # nothing says how long a shard runs: no forecast, and nothing to say
+        least = str(
+            ((manifest.get("metadata") or {}).get("annotations") or {}).get(MIN_PARALLELISM_ANNOTATION, "")
+        )
+        work = dataclasses.replace(work, least_pods=int(least) if least.isdigit() else None)
         now = datetime.now(UTC)
         priority, unknown = self._forecast_priority(client, manifest)
         seal = _seal()

@@ -9,7 +9,8 @@ The model, in three steps (docs/forecast.md):
   simulation, exact for those inputs.
 - **The room**: Kueue gives a Job's pods one flavor, the first of the ClusterQueue's flavors (in order)
   with room for it (its nominal quota plus what the cohort can lend, less what is admitted): now, or the
-  first to free enough in the wait's simulation.
+  first to free enough in the wait's simulation. A flavor that could never hold the whole Job (or its
+  partial admission's ``min_parallelism``) is passed over, as Kueue passes it over.
 - **The wait**: none when nothing is pending ahead and the Job fits now (``ADMISSION_SECONDS``). Otherwise
   the flavors are simulated in units of the Job's pods (``queue_wait``): each workload seen admitted in the
   task's namespace frees its quota a run after its admission (its own sealed forecast run, else as long as
@@ -140,6 +141,16 @@ class JobWork:
     source: str
     nights: int = 0
     start_cost: float = POD_START_SECONDS
+    least_pods: int | None = None
+    """Kueue's partial admission (``min_parallelism``): the fewest pods it admits the Job with. None: it
+    admits the Job whole or not at all."""
+
+    @property
+    def least(self) -> int:
+        """The pods a flavor must hold for Kueue to give it the Job: all of them (its parallelism, at most
+        one per pack), or the partial admission's least."""
+        whole = max(1, min(self.parallelism, len(self.seconds)))
+        return min(whole, self.least_pods) if self.least_pods else whole
 
 
 @dataclass(frozen=True)
@@ -242,11 +253,14 @@ def start_cost_of(packs: Sequence[float], slots: int, measured: float) -> float 
 def forecast(work: JobWork, room: QueueRoom, now: datetime) -> Forecast | None:
     """The forecast for ``work`` submitted at ``now`` into ``room``; None when no flavor can ever hold one
     of its pods (Kueue would not admit it: the queue check says why)."""
-    flavors = [f for f in room.flavors if f.slots(work.request, free=False) > 0]
-    if not flavors:
+    holding = [f for f in room.flavors if f.slots(work.request, free=False) > 0]
+    if not holding:
         return None
-    if room.admitted is not None:
-        return _admitted(work, flavors, room.admitted, now)
+    if room.admitted is not None:  # a fact: the flavor Kueue gave it, whatever it holds
+        return _admitted(work, holding, room.admitted, now)
+    # Kueue gives a Job a flavor that holds it whole (or its partial admission's least): one that cannot
+    # is passed over, whatever its order; when none can now, the cohort may lend more later.
+    flavors = [f for f in holding if f.slots(work.request, free=False) >= work.least] or holding
     runs = [makespan(work.seconds, _slots(work, f), work.start_cost) for f in flavors]
     pools = [_pool(work, room, f, run) for f, run in zip(flavors, runs, strict=True)]
     queued, index = simulated_admission(pools, room.ahead)

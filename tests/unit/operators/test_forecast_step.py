@@ -330,3 +330,13 @@ def test_the_outcome_says_how_far_off_both_forecasts_were() -> None:
     outcome, line = with_outcome(record, made + timedelta(seconds=120))
     assert outcome["error_seconds"] == 2.0 and outcome["at_submit"]["error_seconds"] == 60.0
     assert line == "forecast was 2 s early (2% of 118 s); at submit it was 60 s early (50% of 120 s)"
+
+
+def test_the_partial_admission_s_least_pods_reach_the_forecast() -> None:
+    step, manifest = Step(stated=60.0), job()
+    manifest["metadata"]["annotations"] = {"kueue.x-k8s.io/job-min-parallelism": "2"}
+    step._before_create(SimpleNamespace(hook=Hook()), manifest)
+    assert step._forecast_inputs is not None and step._forecast_inputs[0].least == 2
+    whole = Step(stated=60.0)
+    submit(whole, Hook())
+    assert whole._forecast_inputs is not None and whole._forecast_inputs[0].least == 4  # its parallelism

@@ -244,3 +244,21 @@ def test_a_job_already_admitted_starts_at_its_admission_in_its_flavor_with_no_wa
     assert f.basis.endswith("2 CPU quota, 2 pods at once (quota-bound), admitted")
     unknown = forecast(work, QueueRoom((on_demand,), admitted=OwnAdmission("", 0.0)), NOW)
     assert unknown is not None and seconds_after(unknown.finish.at) == pytest.approx(2 * 65)
+
+
+def test_a_flavor_that_cannot_hold_the_whole_job_is_passed_over_as_kueue_passes_it_over() -> None:
+    """The night's risk queue: Spot first with no quota of its own and 16 CPU the cohort lends now, then 32
+    CPU on-demand. A Job of 32 pods (no partial admission) goes on-demand, 32 at once; with
+    ``min_parallelism`` 16 Spot holds it, 16 at once."""
+    import dataclasses
+
+    spot = FlavorRoom("spot", Resources(memory=2**40, pods=1000), Resources(cpu=16), Resources())
+    on_demand = FlavorRoom("on-demand", Resources(cpu=32, memory=2**40, pods=1000), Resources(), Resources())
+    work = stated(10, count=64, parallelism=32)
+    whole = forecast(work, QueueRoom((spot, on_demand)), NOW)
+    assert whole is not None and "32 CPU quota, 32 pods at once" in whole.basis
+    assert seconds_after(whole.finish.at) == pytest.approx(ADMISSION_SECONDS + 2 * 15)
+    partial = forecast(dataclasses.replace(work, least_pods=16), QueueRoom((spot, on_demand)), NOW)
+    assert partial is not None and "16 CPU quota, 16 pods at once (quota-bound)" in partial.basis
+    small = forecast(stated(10, count=64, parallelism=64), QueueRoom((spot,)), NOW)
+    assert small is not None and "16 pods at once" in small.basis, "none holds it whole now: as before"
