@@ -108,8 +108,8 @@ def queued_workload(
     while True:
         try:
             workload = hook.workload_for_job(namespace, job_uid)
-        except (ApiException, HTTPError, OSError):
-            return None
+        except (ApiException, HTTPError, OSError, KueueProviderError):
+            return None  # the first forecast stands: never the task
         if workload is not None:
             conditions = conditions_by_type((workload.get("status") or {}).get("conditions"))
             seen = clock() if seen is None else seen

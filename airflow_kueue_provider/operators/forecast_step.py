@@ -74,9 +74,8 @@ def _off_by(record: dict[str, Any], actual: datetime) -> tuple[float, str]:
     error = (actual - forecast_at).total_seconds()
     took = max((actual - datetime.fromisoformat(record["made_at"])).total_seconds(), 1.0)
     word = "early" if error > 0 else "late" if error < 0 else "on time"
-    return round(
-        error, 1
-    ), f"forecast was {abs(error):.0f} s {word} ({abs(error) / took:.0%} of {took:.0f} s)"
+    line = f"forecast was {abs(error):.0f} s {word} ({abs(error) / took:.0%} of {took:.0f} s)"
+    return round(error, 1), line
 
 
 class ForecastStep:
