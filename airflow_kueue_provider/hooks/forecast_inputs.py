@@ -23,7 +23,7 @@ from ..kueue.identity.identity_seal import IdentitySeal
 from ..kueue.kinds import child_kind
 from ..kueue.names import FORECAST_RUN_ANNOTATION, PRIORITY_CLASS_LABEL
 from ..kueue.progress.forecast import RESOURCES, FlavorRoom, HeldQuota, QueueRoom, Resources
-from ..kueue.progress.queue_place import own_admission, place_of
+from ..kueue.progress.queue_place import own_admission, place_of, waiting_in
 from ..kueue.progress.workload_conditions import (
     COND_FINISHED,
     COND_QUOTA_RESERVED,
@@ -169,17 +169,12 @@ def pending_in_page(workloads: Iterable[Mapping[str, Any]], local_queue: str, pr
     """This LocalQueue's Workloads of the page that wait for quota at ``priority`` or above (None: all):
     ahead of a new one. Fresher than the visibility list when Jobs were created in the same second (a
     mapped task's instances start together): a Workload is in the page as soon as Kueue made it."""
-    waiting = 0
-    for workload in workloads:
-        if (workload.get("spec") or {}).get("queueName") != local_queue:
-            continue
-        status = workload.get("status") or {}
-        conditions = conditions_by_type(status.get("conditions"))
-        if true_condition(conditions, COND_QUOTA_RESERVED) or true_condition(conditions, COND_FINISHED):
-            continue
-        if priority is None or count((workload.get("spec") or {}).get("priority")) >= priority:
-            waiting += 1
-    return waiting
+    return sum(
+        1
+        for workload in workloads
+        if waiting_in(workload, local_queue)
+        and (priority is None or count((workload.get("spec") or {}).get("priority")) >= priority)
+    )
 
 
 def held_quota(

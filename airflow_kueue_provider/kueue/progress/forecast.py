@@ -277,7 +277,7 @@ def forecast(work: JobWork, room: QueueRoom, now: datetime) -> Forecast | None:
         start=Estimate(start, timedelta(seconds=late_wait - wait)),
         finish=Estimate(finish, max(finish_late - finish, timedelta(0))),
         finish_early=min(now + timedelta(seconds=early_wait + run_early), finish),
-        basis=_basis(work, flavor, slots, room.ahead),
+        basis=_basis(work, flavor, slots, f"{room.ahead} workload{'s' if room.ahead != 1 else ''} ahead"),
         nights=work.nights,
     )
 
@@ -295,7 +295,7 @@ def _admitted(work: JobWork, flavors: Sequence[FlavorRoom], own: OwnAdmission, n
         start=Estimate(start, timedelta(0)),
         finish=Estimate(finish, max(late - finish, timedelta(0))),
         finish_early=min(early, finish),
-        basis=f"{_basis(work, flavor, slots, 0).rsplit(', ', 1)[0]}, admitted",
+        basis=_basis(work, flavor, slots, "admitted"),
         nights=work.nights,
     )
 
@@ -334,10 +334,10 @@ def _pods(amounts: Resources, request: Resources, flavor: FlavorRoom) -> float:
     return max(shares, default=0.0)
 
 
-def _basis(work: JobWork, flavor: FlavorRoom, slots: int, ahead: int) -> str:
+def _basis(work: JobWork, flavor: FlavorRoom, slots: int, queued: str) -> str:
+    """What the forecast rests on; ``queued``: the workloads ahead, or that it is admitted."""
     quota = f"{_figure(flavor.capacity.cpu)} CPU quota" if flavor.capacity.cpu else f"flavor {flavor.name}"
     bound = "quota-bound" if slots < work.parallelism else "parallelism-bound"
-    queued = f"{ahead} workload{'s' if ahead != 1 else ''} ahead"
     return f"{work.source}, {quota}, {slots} pods at once ({bound}), {queued}"
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from ..api_fields import count
 from ..api_time import parse_api_time
 from .forecast import OwnAdmission
+from .workload_admission import flavors
 from .workload_conditions import COND_FINISHED, COND_QUOTA_RESERVED, conditions_by_type, true_condition
 
 
@@ -22,11 +23,17 @@ def own_admission(own: Mapping[str, Any], now: datetime) -> OwnAdmission | None:
     since = parse_api_time((reserved or {}).get("lastTransitionTime"))
     if reserved is None or since is None:
         return None
-    flavors: dict[str, str] = {}
-    for pod_set in (status.get("admission") or {}).get("podSetAssignments") or []:
-        flavors = {**{str(k): str(v) for k, v in (pod_set.get("flavors") or {}).items()}, **flavors}
-    flavor = flavors.get("cpu") or next(iter(flavors.values()), "")
+    given = flavors(status)
+    flavor = given.get("cpu") or next(iter(given.values()), "")
     return OwnAdmission(flavor, max(0.0, (now - since).total_seconds()))
+
+
+def waiting_in(workload: Mapping[str, Any], local_queue: str) -> bool:
+    """Whether the Workload waits for quota in ``local_queue``: neither holding quota nor finished."""
+    if (workload.get("spec") or {}).get("queueName") != local_queue:
+        return False
+    conditions = conditions_by_type((workload.get("status") or {}).get("conditions"))
+    return not (true_condition(conditions, COND_QUOTA_RESERVED) or true_condition(conditions, COND_FINISHED))
 
 
 def place_of(
@@ -45,15 +52,10 @@ def place_of(
             return count(item.get("positionInClusterQueue"))
     mine = priority if priority is not None else count((own.get("spec") or {}).get("priority"))
     key = (str(meta.get("creationTimestamp") or ""), str(meta.get("name") or ""))
-    ahead = 0
+    queue, ahead = str((own.get("spec") or {}).get("queueName") or ""), 0
     for workload in page:
         other = workload.get("metadata") or {}
-        conditions = conditions_by_type((workload.get("status") or {}).get("conditions"))
-        if other.get("uid") == meta.get("uid") or true_condition(conditions, COND_QUOTA_RESERVED):
-            continue
-        if true_condition(conditions, COND_FINISHED):
-            continue
-        if (workload.get("spec") or {}).get("queueName") != (own.get("spec") or {}).get("queueName"):
+        if other.get("uid") == meta.get("uid") or not waiting_in(workload, queue):
             continue
         theirs = count((workload.get("spec") or {}).get("priority"))
         before = (str(other.get("creationTimestamp") or ""), str(other.get("name") or "")) < key
