@@ -41,6 +41,7 @@ class PodRecord:
     stopping: bool = False  # evicted or deleted before its first terminal phase: told to stop
     history: list[str] = field(default_factory=list)  # phases, DisruptionTarget and deletion, in order seen
     api_created: float = 0.0  # the pod's creationTimestamp (the apiserver's clock, whole seconds)
+    deleting: float | None = None  # when its deletionTimestamp was first seen
 
 
 @dataclass
@@ -56,6 +57,7 @@ class JobRecord:
     shard_ids: list[int]  # Job index i runs shard shard_ids[i] (a checkpointed retry runs the unfinished)
     created: float
     unsuspended: float | None = None
+    suspended: list[float] = field(default_factory=list)  # each time spec.suspend went true again (preempted)
     complete: float | None = None
     failed: float | None = None
     completed_indexes: str = ""
@@ -133,6 +135,7 @@ class ClusterRecorder:
         self.pods: dict[str, PodRecord] = {}
         self.jobs: dict[str, JobRecord] = {}
         self.workloads: dict[str, WorkloadRecord] = {}
+        self._suspended: dict[str, bool] = {}  # Job uid -> spec.suspend last seen
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -243,6 +246,7 @@ class ClusterRecorder:
                 rec.history.append("DisruptionTarget")
             if meta.get("deletionTimestamp") and "deleting" not in rec.history:
                 rec.history.append("deleting")
+                rec.deleting = now
             # Evicted or deleted while still running: told to stop (an eviction, the Job controller removing
             # an extra pod), so an end it still reaches is not the shard's work run to the end on its own.
             # Evicted or deleted once ended (the node's loss, the namespace's teardown): not told to stop.
@@ -267,6 +271,9 @@ class ClusterRecorder:
                 )  # fmt: skip
             if spec.get("suspend") is False and rec.unsuspended is None:
                 rec.unsuspended = now
+            if spec.get("suspend") and rec.unsuspended is not None and not self._suspended.get(meta["uid"]):
+                rec.suspended.append(now)  # Kueue evicted its Workload: the Job controller removes its pods
+            self._suspended[meta["uid"]] = bool(spec.get("suspend"))
             if _is_true(obj, "Complete") and rec.complete is None:
                 rec.complete = now
             if _is_true(obj, "Failed") and rec.failed is None:

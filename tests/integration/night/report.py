@@ -10,8 +10,10 @@ Definitions (the docs quote them):
   end on their own (Succeeded, not evicted or deleted while running: two done records' worth of work);
 - **finished by two pods** (a figure, not a violation): an index of one Job whose pod, evicted or deleted
   while running (a Spot eviction, Kueue preempting the Workload), still ended Succeeded beside its
-  replacement. The Job counts the index once (``completedIndexes`` is a set), and a real shard writes one
-  done record (``if_none_match``; the second pod finds it or keeps it);
+  replacement; or whose pod Succeeded as Kueue suspended the Job (its Workload preempted) and the Job
+  controller, not yet seeing the Succeeded, deleted it uncounted (``_uncounted_at_suspend``). The Job counts
+  the index once (``completedIndexes`` is a set), and a real shard writes one done record (``if_none_match``;
+  the second pod finds it or keeps it);
 - **redone shard-seconds**: running time of pods that ended without succeeding (evicted, preempted, lost
   with their node), per Spot eviction;
 - **where the time goes**, per task: scheduler (upstream end or run start -> the task's first start),
@@ -50,16 +52,34 @@ def _step_of(task_id: str) -> str:
     return task_id.rsplit(".", 1)[-1]
 
 
+STALE_VIEW_S = 5.0
+"""How far the Job controller's view of a pod may trail the pod (a sync's informer lag on a loaded bed)."""
+
+
 def _pod_text(pod: dict[str, Any]) -> str:
     told = ", disrupted" if pod.get("disrupted") else ""
     told += ", told to stop while running" if pod.get("stopping") else ""
+    told += ", uncounted as its Job was suspended" if pod.get("uncounted_at_suspend") else ""
     seen = " > ".join(pod.get("history") or [])
     return f"{pod.get('name')} (node {pod.get('node')}{told}{', seen ' + seen if seen else ''})"
 
 
 def _on_its_own(pod: dict[str, Any]) -> bool:
     """A Succeeded pod that ran to the end without being told to stop (evicted or deleted while running)."""
-    return not pod.get("stopping")
+    return not pod.get("stopping") and not pod.get("uncounted_at_suspend")
+
+
+def _uncounted_at_suspend(pod: dict[str, Any], suspended: list[float]) -> bool:
+    """A pod that Succeeded as Kueue suspended its Job (its Workload preempted) and that the Job controller
+    then deleted: ``manageJob`` deletes a suspended Job's active pods from its informer's view, and its
+    ``deleteJobPods`` removes their completion finalizer first, so a pod whose Succeeded the view did not
+    hold yet is never counted and its index runs again on readmission (kubernetes pkg/controller/job,
+    v1.36). The Job's ``completedIndexes`` holds the index once; a real shard writes one done record and its
+    second pod finds it. Kubernetes' race, not this provider's retry: a figure, never a violation."""
+    ended, deleting = pod.get("ended"), pod.get("deleting")
+    if pod.get("phase") != "Succeeded" or ended is None or deleting is None or deleting < ended:
+        return False
+    return any(at - STALE_VIEW_S <= ended and at <= deleting <= at + 6 * STALE_VIEW_S for at in suspended)
 
 
 def shard_accounting(night: Night, phase: dict[str, Any]) -> dict[str, Any]:
@@ -70,10 +90,12 @@ def shard_accounting(night: Night, phase: dict[str, Any]) -> dict[str, Any]:
     jobs_by_task: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
     for job in phase["jobs"]:
         jobs_by_task[(job["dag_id"], job["task_id"], job["map_index"])].append(job)
+    suspended = {job["uid"]: job.get("suspended") or [] for job in phase["jobs"]}
     succeeded: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for pod in phase["pods"]:
         if pod["phase"] == "Succeeded":
-            succeeded[(pod["job_uid"], pod["index"])].append(pod)
+            race = _uncounted_at_suspend(pod, suspended.get(pod["job_uid"], []))
+            succeeded[(pod["job_uid"], pod["index"])].append({**pod, "uncounted_at_suspend": race})
     lost = twice = 0
     lost_tasks: list[str] = []
     twice_in: list[str] = []

@@ -143,3 +143,48 @@ def test_a_finding_names_each_job_and_its_own_pods_in_full() -> None:
     assert risk.startswith(f"Job {RISK} index 16: {RISK}-16-r1") and f"{RISK}-16-r2" in risk
     assert gather.startswith(f"Job {GATHER} index 6: {GATHER}-6-g1") and f"{GATHER}-6-g2" in gather
     assert GATHER not in risk and RISK not in gather
+
+
+def _job_event(uid: str, suspend: bool) -> dict[str, Any]:
+    ann = {"airflow-kueue.io/dag-id": "night_risk", "airflow-kueue.io/task-id": "pfe"}
+    return {
+        "metadata": {"uid": uid, "namespace": "ns", "name": RISK, "annotations": ann},
+        "spec": {"suspend": suspend},
+    }
+
+
+def test_the_recorder_keeps_each_time_a_running_job_is_suspended_again() -> None:
+    recorder = ClusterRecorder(None, ["ns"])
+    for suspend in (True, False, False, True, True, False, True):  # created, admitted, preempted twice
+        recorder._job({**_job_event("j", suspend)})
+    (job,) = recorder.jobs.values()
+    assert job.unsuspended is not None and len(job.suspended) == 2
+
+
+def test_a_pod_that_succeeded_as_its_job_was_suspended_is_the_job_controllers_race_not_a_double() -> None:
+    """The local short night of 2026-12-05: risk's Workload was preempted (seen at t), index 16's pod went
+    Succeeded 0.3 s later and was then deleted by the Job controller, which had not seen the Succeeded and
+    took the finalizer off first; the Job ran index 16 again on readmission. The Job counts it once and a
+    real shard's second pod finds the done record: a figure. A pod deleted long after a suspension (the
+    namespace's teardown) beside a second completion stays a double."""
+    night = _night()
+    pods = _recorded(
+        [
+            _event("old", RISK, 16, "Running"),
+            _event("old", RISK, 16, "Succeeded"),
+            _event("old", RISK, 16, "Succeeded", deleting=True),
+            _event("new", RISK, 16, "Succeeded", node="aks-nightspot-73ddab-003"),
+        ]
+    )
+    old = next(p for p in pods if p["name"].endswith("-old"))
+    assert old["history"] == ["Running", "Succeeded", "deleting"] and old["deleting"] is not None
+    old["ended"], old["deleting"] = 100.3, 100.4
+    jobs = _jobs(night)
+    jobs[0]["suspended"] = [100.0]
+    found = shard_accounting(night, _phase(pods, jobs))
+    assert (found["completed_twice"], found["finished_by_two_pods"]) == (0, 1)
+    assert "uncounted as its Job was suspended" in found["finished_by_two_pods_in"][0]
+
+    jobs[0]["suspended"] = [60.0]  # suspended and readmitted long before: nothing stopped this pod
+    found = shard_accounting(night, _phase(pods, jobs))
+    assert (found["completed_twice"], found["finished_by_two_pods"]) == (1, 0)
