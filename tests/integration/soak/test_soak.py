@@ -52,6 +52,9 @@ AIRFLOW_CONFIG = {
     **FAST_TRIGGERER_FAILOVER,
     # A task process killed with the Airflow scheduler is failed (and retried) after 30 s, not 5 minutes.
     "scheduler.task_instance_heartbeat_timeout": "30",
+    # Tasks a killed scheduler had queued are reset by the next scheduler's orphan check, every 300 s by
+    # default: the short soak then idled about 4 minutes after its scheduler kill, every task ended.
+    "scheduler.orphaned_tasks_check_interval": "15",
     "core.max_active_tasks_per_dag": "16",
 }
 RUN_EVERY = 100.0  # seconds between rounds of DAG runs while the faults go on
