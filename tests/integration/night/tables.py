@@ -69,7 +69,7 @@ def render_markdown(night: Night, rows: list[dict[str, Any]], meta: dict[str, An
     row("shards lost", lambda r: r["shards_lost"])
     row("shards completed twice", lambda r: r["completed_twice"])
     row(
-        "indexes finished by two pods (an evicted one and its replacement)",
+        "indexes finished by two pods (an evicted or uncounted one and its replacement)",
         lambda r: r.get("finished_by_two_pods"),
     )
     row("Spot evictions", lambda r: r["spot_evictions"])
