@@ -120,8 +120,16 @@ class BackgroundDagRun:
         return Path(self.log.name).read_text()
 
     def wait(self, timeout: float = 600) -> DagRun:
+        """The run's exit and output; a run past ``timeout`` fails the test with its output's tail (a bare
+        TimeoutExpired once left a loaded CI run with nothing to read)."""
         try:
             code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            tail = self.output()[-8000:]
+            raise AssertionError(
+                f"`airflow dags test` still ran after {timeout:.0f} s; its output ends:\n{tail}"
+            ) from None
         finally:
             self.kill()
         return DagRun(code, self.output())
