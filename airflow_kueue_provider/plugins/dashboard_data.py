@@ -207,7 +207,7 @@ def task_panels(
     return [_panel(hook, job) for job in jobs]
 
 
-PANEL_READS_AT_ONCE = 2
+PANEL_READ_THREADS = 2
 """A panel's reads that do not wait on each other go out together, in two rounds (the Workload beside the
 Job's Events, then the Workload's Events beside its queue position): at the night's peak each read waits on a
 busy API server, and four in a row made the task page's slowest loads. Two threads a panel, so a page's
@@ -227,7 +227,7 @@ def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
     meta = job["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     parent = child_of(job)
-    with ThreadPoolExecutor(PANEL_READS_AT_ONCE, thread_name_prefix="kueue-panel") as reads:
+    with ThreadPoolExecutor(PANEL_READ_THREADS, thread_name_prefix="kueue-panel") as reads:
         job_events = _beside(reads, hook.events_of, namespace, child_kind().kind, name)
         workload = hook.workload_for_job(namespace, workload_owner_uid(job) or meta["uid"])
         workload_events: Future[list[dict[str, Any]]] | None = None
