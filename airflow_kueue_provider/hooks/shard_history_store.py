@@ -11,7 +11,7 @@ Content this version did not write is ignored and replaced, never acted on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ..kueue.checkpoints.ledger import path_segment
 from ..kueue.checkpoints.shard_history import ShardHistory
@@ -65,11 +65,20 @@ class ShardHistoryStore:
         from_pods: bool = False,
     ) -> ShardHistory:
         """Merge night ``run_id``'s shard lengths (``ShardHistory.merge_night``) and write it back."""
+        return self._merge(
+            shard_count,
+            lambda h: h.merge_night(run_id, shard_count, durations, resumed, pod_start, from_pods),
+        )
+
+    def merge_wait_error(self, run_id: str, shard_count: int, seconds: float) -> ShardHistory:
+        """Merge night ``run_id``'s forecast error (``ShardHistory.merge_wait_error``) and write it back."""
+        return self._merge(shard_count, lambda h: h.merge_wait_error(run_id, shard_count, seconds))
+
+    def _merge(self, shard_count: int, merge: Callable[[ShardHistory], ShardHistory]) -> ShardHistory:
+        """Read, ``merge``, write if the ETag still matches (else read theirs and merge again)."""
         for _ in range(MAX_HISTORY_CONFLICTS):
             current, etag = self._read()
-            merged = (current or ShardHistory.empty(shard_count)).merge_night(
-                run_id, shard_count, durations, resumed, pod_start, from_pods
-            )
+            merged = merge(current or ShardHistory.empty(shard_count))
             if merged == current:
                 return merged  # a retry of a night already merged: nothing to write
             try:

@@ -39,13 +39,16 @@ from .job_submission import Submission
 
 FORECAST_KEY = "forecast"
 """The result's key (and the XCom key it crosses the deferral under)."""
+MODEL_WAIT_KEY, WAIT_BIAS_KEY = "model_wait_seconds", "wait_bias_seconds"
 _XCOM_KEY = "kueue_forecast"
 
 
 def forecast_record(made: Forecast, made_at: datetime) -> dict[str, Any]:
     """The result's ``forecast``: made_at, start, finish, finish_early, finish_late, nights, basis (and, once
-    made again from the queue, ``at_submit``: the first one's made_at, start and finish)."""
-    return {
+    made again from the queue, ``at_submit``: the first one's made_at, start and finish); made while the Job
+    waited for quota, ``model_wait_seconds`` (the model's wait) and ``wait_bias_seconds`` (what the learned
+    bias added to it)."""
+    record: dict[str, Any] = {
         "made_at": made_at.isoformat(timespec="seconds"),
         "start": made.start.at.isoformat(timespec="seconds"),
         "finish": made.finish.at.isoformat(timespec="seconds"),
@@ -54,6 +57,21 @@ def forecast_record(made: Forecast, made_at: datetime) -> dict[str, Any]:
         "nights": made.nights,
         "basis": made.basis,
     }
+    if made.model_wait is not None:
+        record[MODEL_WAIT_KEY] = round(made.model_wait, 1)
+        record[WAIT_BIAS_KEY] = round(made.wait_bias, 1)
+    return record
+
+
+def model_error(record: dict[str, Any]) -> float | None:
+    """How much later than the model (without the learned bias) the run finished, in seconds: what the next
+    nights learn (``ShardHistory.merge_wait_error``); None for a record made once the Job was admitted (its
+    wait was a fact) or without an outcome."""
+    error, bias = record.get("error_seconds"), record.get(WAIT_BIAS_KEY)
+    if MODEL_WAIT_KEY not in record or not isinstance(error, (int, float)) or isinstance(error, bool):
+        return None
+    applied = float(bias) if isinstance(bias, (int, float)) and not isinstance(bias, bool) else 0.0
+    return round(float(error) + applied, 1)
 
 
 def with_outcome(record: dict[str, Any], actual: datetime) -> tuple[dict[str, Any], str]:
@@ -214,9 +232,10 @@ class ForecastStep:
         return dataclasses.replace(plan, forecast=self._forecast_made.finish)
 
     def _forecast_outcome(
-        self, context: Any, result: dict[str, Any], message: str
+        self, context: Any, result: dict[str, Any], message: str, status: str = ""
     ) -> tuple[dict[str, Any], str]:
-        """The final event's (result, message), the result with ``forecast`` and how far off it was."""
+        """The final event's (result, message), the result with ``forecast`` and how far off it was; a run
+        that succeeded (``status``) teaches the shard history how far off the model was (``model_error``)."""
         record = self._forecast if self._forecast is not None else _pulled(context, self.task_id)
         if record is None:
             return result, message
@@ -226,7 +245,13 @@ class ForecastStep:
             self.log.warning("forecast: the record is unreadable (%s)", exc)
             return result, message
         self.log.info("%s", line)
+        if status == "success" and (error := model_error(record)) is not None:
+            self._learn_wait_error(error)
         return {**result, FORECAST_KEY: record}, message
+
+    def _learn_wait_error(self, seconds: float) -> None:
+        """Keep how far off the model was for the next nights: a kind with a shard history overrides this
+        (``ShardHistoryStep``); one without keeps nothing."""
 
     def _ended_at(self, result: dict[str, Any]) -> datetime:
         """When the Job ended (its finished condition), not when the worker resumed: a busy scheduler can take

@@ -292,16 +292,16 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
         typed = KueueEvent.from_dict(event)
         if typed.status == "deadline_risk":
             return self._escalate(context, typed, entry)
-        identity, shards = entry.identity, entry.shards
-        result, message = self._forecast_outcome(context, *self._result(identity, typed, shards))
+        result, message = self._result(entry.identity, typed, entry.shards)
+        result, message = self._forecast_outcome(context, result, message, typed.status)
         self._deadlines.ended(result, typed.status)  # deadline_outcome (met or missed by how much), logged
-        send_run_metrics(result, typed.status, identity, self.queue_name, self.kind)
+        send_run_metrics(result, typed.status, entry.identity, self.queue_name, self.kind)
         if typed.status == "success":
             self._fail_tolerated_before_last_try(context, result, typed)  # max_failed_indexes: the last try's
             self.log.info("%s; result: %s", message, json.dumps(result, sort_keys=True))
-            result = self._succeeded(result, shards)
+            result = self._succeeded(result, entry.shards)
             if not self._keeps_records(result):  # the result points at the shards' done records
-                shards.clean_up_after_success()
+                entry.shards.clean_up_after_success()
             return result
         if typed.status == "failed":
             message += self._log_tails(typed)

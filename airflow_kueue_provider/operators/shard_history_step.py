@@ -111,6 +111,8 @@ class ShardHistoryStep:
 
         def _template(self) -> Mapping[str, Any] | None: ...
 
+        def _shard_count(self) -> int: ...
+
     def _shard_history(self) -> ShardHistory | None:
         """The task's history, read once per try (None before the try's identity is known: at parse time;
         without checkpointing; with a pinned ``shards_per_pod``; when it cannot be read)."""
@@ -131,6 +133,24 @@ class ShardHistoryStep:
             self.log.warning("could not read the shard history (%s); packing without it", exc)
         self._history_read = (_key(identity), history)
         return history
+
+    def _learn_wait_error(self, seconds: float) -> None:
+        """Night ``identity.run_id``'s forecast error (``forecast_step.model_error``) into the history, which
+        the next nights' forecasts add to a wait; a failure is a warning (a by-product of the run)."""
+        identity: AirflowIdentity | None = getattr(self, "_identity", None)
+        config = self._checkpointing
+        if identity is None or config is None or self.shards_per_pod is not None:
+            return  # no history is kept for this task (``_shard_history``)
+        try:
+            with BlobStoreHook(config.conn_id, config.container) as hook:
+                store = ShardHistoryStore(hook, identity.dag_id, identity.task_id, identity.map_index)
+                store.merge_wait_error(identity.run_id, self._shard_count(), seconds)
+        except Exception as exc:  # never the task's outcome
+            self.log.warning("could not record the forecast's error in the shard history (%s)", exc)
+            return
+        self.log.info(
+            "shard history: the forecast's model finished %+.0f s off; the next nights add it", seconds
+        )
 
     def _learned_lengths(self, shard_count: int) -> LearnedLengths | None:
         """What earlier nights taught about this task's ``shard_count`` shards, or None (no history, or one

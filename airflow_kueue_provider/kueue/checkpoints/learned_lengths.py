@@ -27,6 +27,10 @@ class LearnedLengths:
     """Whether packing may put several of these shards in one pod: the lengths came from the worker SDK's
     done records. Lengths read from pod times (a program without the SDK runs one shard per index) serve
     the forecast alone."""
+    wait_bias_seconds: float | None = None
+    """How much later than the forecast's model this task finished on earlier nights when its Job waited
+    for quota (seconds, signed): what the queue did that no read at submit could see (Jobs created later
+    at a higher priority, preemption). The forecast adds it to a wait; None until a night had one."""
 
     def __post_init__(self) -> None:
         if self.shard_count < 1:

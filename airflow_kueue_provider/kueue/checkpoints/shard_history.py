@@ -1,9 +1,10 @@
 """How long each shard of a task ran on earlier nights (pure value object, kept in Blob by the history store).
 
 One history per (dag, task, map index), across DAG runs: the shard count, per shard id a learned length (an
-exponentially weighted mean over nights, to 0.1 s), and the run ids it was learned from (the last
-``HISTORY_NIGHTS``). Nothing else: no names, no outputs, no paths. Packing and the forecast read it as
-``LearnedLengths``.
+exponentially weighted mean over nights, to 0.1 s), the run ids it was learned from (the last
+``HISTORY_NIGHTS``) and, per night, how late the forecast's model finished against the run (seconds, the
+queue's wait it could not see: ``merge_wait_error``). Nothing else: no names, no outputs, no paths.
+Packing and the forecast read it as ``LearnedLengths``.
 
 Merge rules (``merge_night``): a night of another shard count starts over (the old ids mean other work); a
 shard's figure from a resumed run (only its tail) never replaces a full one; the same run id merged again
@@ -34,6 +35,8 @@ MAX_HISTORY_SHARDS = 20_000
 """Above this many shards a history keeps the nights but no lengths (the blob would outgrow its bound)."""
 MAX_SHARD_SECONDS = 7 * 24 * 3600.0
 """A figure above a week is taken as a week (keeps each figure, so the blob, bounded)."""
+MAX_WAIT_ERROR_SECONDS = 7 * 24 * 3600.0
+"""A night's forecast error beyond a week either way is taken as a week."""
 MAX_POD_START_SECONDS = 3600.0
 """A pod's learned cost beside its shards is taken as at most an hour."""
 MAX_RUN_ID_CHARS = 250
@@ -67,6 +70,9 @@ class ShardHistory:
     from_pods: bool = False
     """The last night's lengths came from pod times: the program wrote no done records (no worker SDK), so
     it runs one shard per index and must not be packed (``LearnedLengths.packable``)."""
+    wait_errors: tuple[float | None, ...] = ()
+    """Per night (aligned with ``nights``; shorter: the rest None): the forecast model's finish error on that
+    night, actual - forecast, of a forecast made while the Job waited for quota."""
 
     @classmethod
     def empty(cls, shard_count: int) -> ShardHistory:
@@ -105,9 +111,10 @@ class ShardHistory:
         if durations:  # a retry of the same night that timed some from pods still runs without the SDK
             base = replace(base, from_pods=from_pods or (same and base.from_pods))
         counted = base.tonight if same else IndexSet()
-        nights = base.nights if same else (*base.nights, run_id)[-HISTORY_NIGHTS:]
+        if not same:
+            base = base._with_night(run_id)
         if not base.keeps_lengths:
-            return replace(base, nights=nights, tonight=IndexSet())
+            return replace(base, tonight=IndexSet())
         tails = resumed or IndexSet()
         seconds, partial, now = list(base.seconds), base.partial, []
         for shard_id, value in durations.items():
@@ -120,19 +127,53 @@ class ShardHistory:
         return replace(
             base,
             seconds=tuple(seconds),
-            nights=nights,
             partial=partial,
             tonight=counted | IndexSet.from_indexes(now),
         )
+
+    def _with_night(self, run_id: str) -> ShardHistory:
+        """This history with ``run_id`` as its newest night (the oldest past ``HISTORY_NIGHTS`` dropped)."""
+        errors = _canonical((*self._aligned_errors(), None)[-HISTORY_NIGHTS:])
+        return replace(self, nights=(*self.nights, run_id)[-HISTORY_NIGHTS:], wait_errors=errors)
+
+    def _aligned_errors(self) -> tuple[float | None, ...]:
+        return (*self.wait_errors, *(None,) * len(self.nights))[: len(self.nights)]
+
+    def merge_wait_error(self, run_id: str, shard_count: int, seconds: float) -> ShardHistory:
+        """This history with night ``run_id``'s forecast error (actual - the model's finish, seconds): the
+        newest night's replaces what it had (a retry of the night), an older night's is not taken, a new
+        night is added; a night of another shard count starts over, as ``merge_night`` does."""
+        run_id = run_id[:MAX_RUN_ID_CHARS]
+        if not math.isfinite(seconds):
+            return self
+        base = self if shard_count == self.shard_count else ShardHistory.empty(shard_count)
+        if run_id in base.nights[:-1]:
+            return base
+        if not base.nights or base.nights[-1] != run_id:
+            base = replace(base._with_night(run_id), tonight=IndexSet())
+        error = round(max(-MAX_WAIT_ERROR_SECONDS, min(MAX_WAIT_ERROR_SECONDS, seconds)), 1)
+        return replace(base, wait_errors=(*base._aligned_errors()[:-1], error))
+
+    def wait_bias(self) -> float | None:
+        """The forecast's learned correction to a queued Job's wait: the nights' errors as an exponentially
+        weighted mean (``HISTORY_WEIGHT``, the oldest first); None before any night had one."""
+        bias: float | None = None
+        for error in self._aligned_errors():
+            if error is not None:
+                bias = error if bias is None else bias + HISTORY_WEIGHT * (error - bias)
+        return None if bias is None else round(bias, 1)
 
     def learned(self) -> LearnedLengths | None:
         """What packing and the forecast read; None without any length."""
         known = {i: s for i, s in enumerate(self.seconds) if s is not None}
         if not known or not self.keeps_lengths:
             return None
-        return LearnedLengths(self.shard_count, known, self.nights, self.pod_start, not self.from_pods)
+        return LearnedLengths(
+            self.shard_count, known, self.nights, self.pod_start, not self.from_pods, self.wait_bias()
+        )
 
     def to_json(self) -> dict[str, Any]:
+        errors = self._aligned_errors()
         return {
             "version": HISTORY_VERSION,
             "shard_count": self.shard_count,
@@ -142,6 +183,7 @@ class ShardHistory:
             "tonight": str(self.tonight),
             **({"pod_start_seconds": self.pod_start} if self.pod_start is not None else {}),
             **({"from_pods": True} if self.from_pods else {}),
+            **({"wait_errors": list(errors)} if any(e is not None for e in errors) else {}),
         }
 
     @classmethod
@@ -173,7 +215,7 @@ def _merged(
 
 
 _KEYS = {"version", "shard_count", "nights", "seconds", "partial", "tonight"}
-_OPTIONAL_KEYS = {"pod_start_seconds", "from_pods"}
+_OPTIONAL_KEYS = {"pod_start_seconds", "from_pods", "wait_errors"}
 
 
 def _parsed(data: Any) -> ShardHistory | None:
@@ -205,7 +247,24 @@ def _parsed(data: Any) -> ShardHistory | None:
     from_pods = data.get("from_pods", False)
     if not isinstance(from_pods, bool):
         return None
-    return ShardHistory(count, values, tuple(nights), partial, tonight, start, from_pods)
+    errors = data.get("wait_errors", [])
+    if not isinstance(errors, list) or len(errors) != (len(nights) if errors else 0):
+        return None
+    if not all(e is None or _is_wait_error(e) for e in errors):
+        return None
+    waits = _canonical(tuple(None if e is None else float(e) for e in errors))
+    return ShardHistory(count, values, tuple(nights), partial, tonight, start, from_pods, waits)
+
+
+def _canonical(errors: tuple[float | None, ...]) -> tuple[float | None, ...]:
+    """No night's error known is kept as none at all (so equal histories compare equal)."""
+    return errors if any(e is not None for e in errors) else ()
+
+
+def _is_wait_error(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) and abs(value) <= MAX_WAIT_ERROR_SECONDS
 
 
 def _is_pod_start(value: Any) -> bool:

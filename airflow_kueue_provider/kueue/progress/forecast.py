@@ -19,6 +19,11 @@ The model, in three steps (docs/forecast.md):
 
 The range: the wait from half to twice the rule's; the run ``LEARNED_SPREAD`` either side with learned
 lengths, or from the stated shortest to the stated longest.
+
+**What the queue does later** (Jobs created after the forecast at a higher priority, preemption) no read
+at submit can see. When earlier nights finished later (or sooner) than this model said while the Job
+waited, by a learned bias (``LearnedLengths.wait_bias_seconds``), a Job that must wait waits that much more
+(or less, to no wait at all); one that fits now starts now, whatever the nights say.
 """
 
 from __future__ import annotations
@@ -144,6 +149,9 @@ class JobWork:
     least_pods: int | None = None
     """Kueue's partial admission (``min_parallelism``): the fewest pods it admits the Job with. None: it
     admits the Job whole or not at all."""
+    wait_bias: float = 0.0
+    """Seconds earlier nights waited beyond this model's wait (module docstring, "What the queue does
+    later"): added to a wait the model says there is."""
 
     @property
     def least(self) -> int:
@@ -163,6 +171,10 @@ class Forecast:
     finish_early: datetime
     basis: str
     nights: int = 0
+    model_wait: float | None = None
+    """The model's wait in seconds, before the learned bias; None: made once the Job was admitted."""
+    wait_bias: float = 0.0
+    """What the learned bias added to the wait (its share that applied)."""
 
     @property
     def finish_late(self) -> datetime:
@@ -201,10 +213,11 @@ def job_work(
         late = tuple(s * (1 + LEARNED_SPREAD) for s in seconds)
         count = len(usable.nights)
         source = f"from {count} night{'s' if count != 1 else ''} of shard history"
+        bias = usable.wait_bias_seconds or 0.0
         if (start := usable.pod_start_seconds) is None:
-            return JobWork(seconds, early, late, parallelism, request, source, count)
+            return JobWork(seconds, early, late, parallelism, request, source, count, wait_bias=bias)
         source += f" (pods start in about {start:g} s)"
-        return JobWork(seconds, early, late, parallelism, request, source, count, start)
+        return JobWork(seconds, early, late, parallelism, request, source, count, start, wait_bias=bias)
     assert stated is not None
     shortest, longest = stated
     seconds = tuple((shortest + longest) / 2 * size for size in sizes)
@@ -263,10 +276,11 @@ def forecast(work: JobWork, room: QueueRoom, now: datetime) -> Forecast | None:
     flavors = [f for f in holding if f.slots(work.request, free=False) >= work.least] or holding
     runs = [makespan(work.seconds, _slots(work, f), work.start_cost) for f in flavors]
     pools = [_pool(work, room, f, run) for f, run in zip(flavors, runs, strict=True)]
-    queued, index = simulated_admission(pools, room.ahead)
+    modelled, index = simulated_admission(pools, room.ahead)
     flavor, run, slots = flavors[index], runs[index], pools[index].need
     run_early = makespan(work.early, slots, work.start_cost)
     run_late = makespan(work.late, slots, work.start_cost)
+    queued = max(0.0, modelled + work.wait_bias) if modelled > 0 else 0.0
     wait = ADMISSION_SECONDS + queued
     early_wait = ADMISSION_SECONDS if wait <= ADMISSION_SECONDS else wait * WAIT_EARLY
     late_wait = wait if wait <= ADMISSION_SECONDS else wait * WAIT_LATE
@@ -277,9 +291,16 @@ def forecast(work: JobWork, room: QueueRoom, now: datetime) -> Forecast | None:
         start=Estimate(start, timedelta(seconds=late_wait - wait)),
         finish=Estimate(finish, max(finish_late - finish, timedelta(0))),
         finish_early=min(now + timedelta(seconds=early_wait + run_early), finish),
-        basis=_basis(work, flavor, slots, f"{room.ahead} workload{'s' if room.ahead != 1 else ''} ahead"),
+        basis=_basis(work, flavor, slots, _ahead(room.ahead, queued - modelled)),
         nights=work.nights,
+        model_wait=ADMISSION_SECONDS + modelled,
+        wait_bias=queued - modelled,
     )
+
+
+def _ahead(ahead: int, bias: float) -> str:
+    said = f"{ahead} workload{'s' if ahead != 1 else ''} ahead"
+    return f"{said}, waits {bias:+.0f} s as learned" if round(bias) else said
 
 
 def _admitted(work: JobWork, flavors: Sequence[FlavorRoom], own: OwnAdmission, now: datetime) -> Forecast:

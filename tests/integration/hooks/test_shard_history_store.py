@@ -83,3 +83,20 @@ def test_clearing_forgets_the_history(hook: BlobStoreHook) -> None:
     store = ShardHistoryStore(hook, "d", "t")
     store.merge_night("run-1", 2, {1: 3.0})
     assert store.clear() and store.read() is None and not store.clear()
+
+
+def test_a_nights_forecast_error_joins_its_lengths_and_a_writer_between_loses_nothing(
+    hook: BlobStoreHook,
+) -> None:
+    store = ShardHistoryStore(hook, "d", "t")
+    store.merge_night("run-1", 2, {0: 5.0, 1: 6.0})
+    _, etag = hook.read_json(store.name)
+    merged = store.merge_wait_error("run-1", 2, 42.0)
+    assert hook.read_json(store.name)[1] != etag
+    read = store.read()
+    assert read == merged and read is not None and read.wait_errors == (42.0,)
+    assert read.seconds == (5.0, 6.0) and read.learned() is not None
+    assert read.learned().wait_bias_seconds == 42.0  # type: ignore[union-attr]
+    _, etag = hook.read_json(store.name)
+    store.merge_wait_error("run-1", 2, 42.0)  # the same figure again: nothing new to write
+    assert hook.read_json(store.name)[1] == etag

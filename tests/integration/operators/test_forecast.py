@@ -1,23 +1,32 @@
 """The forecast at submit on the bed: a deadline the forecast already puts out of reach escalates at the
 trigger's first check, before any pod of the Job has finished; the result keeps the forecast and how far
-off it was; a higher-priority task does not count the lower-priority Jobs pending ahead."""
+off it was; a higher-priority task does not count the lower-priority Jobs pending ahead; a night that waited
+longer than the model said teaches the next night's forecast that wait."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from airflow_kueue_provider.hooks.forecast_inputs import read_priority, read_queue_room
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
+from airflow_kueue_provider.hooks.shard_history_store import history_blob
 from airflow_kueue_provider.kueue.checkpoints.learned_lengths import LearnedLengths
+from airflow_kueue_provider.kueue.checkpoints.shard_history import ShardHistory
 from airflow_kueue_provider.kueue.names import PRIORITY_CLASS_LABEL
+from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.forecast_step import with_outcome
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 
 from ..airflow_runner import AirflowHome
 from ..cluster import KueueEnv, indexed_job, wait_for
+from .conftest import CONN_ID
 from .test_indexed_job_queueing import returned_result
 
 
@@ -224,3 +233,76 @@ def test_jobs_created_in_the_same_second_are_forecast_again_from_their_place_in_
 
 def _seconds(earlier: str, later: str) -> float:
     return (datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds()
+
+
+RELEASED_AFTER = 30.0
+"""Each night, the quota is held by another team's Job the forecast cannot know the end of, this long."""
+
+
+def test_a_night_that_waited_longer_than_the_model_said_teaches_the_next_nights_forecast(
+    kueue_env_factory: Any, blob: SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Night 1 forecasts from the stated duration while another Job holds the quota, and waits far longer
+    than its model said; the history keeps that error beside the night's lengths. Night 2, held the same
+    way, forecasts the wait the nights taught ("waits +N s as learned") and lands nearer its real end."""
+    env: KueueEnv = kueue_env_factory(cpu="2", memory="16Gi")  # one Job of two 1-CPU pods at a time
+
+    def night(number: int) -> dict[str, Any]:
+        blocker = f"other-team-{number}"
+        env.create_job(indexed_job(blocker, env.local_queue, completions=2, hold=True))
+        wait_for("the other team's Job admitted", lambda: env.running_pods(blocker), 60)
+        releaser = threading.Timer(RELEASED_AFTER, env.release_until_finished, args=(blocker,))
+        releaser.start()
+        task = KueueIndexedJobOperator(
+            task_id="shards",
+            namespace=env.namespace,
+            queue_name=env.local_queue,
+            image="example.invalid/shard:1",
+            completions=2,
+            parallelism=2,
+            resources={"requests": {"cpu": "1", "memory": "1Gi"}},
+            annotations={"kwok.airflow-kueue.io/run-duration": "3s"},
+            expected_shard_duration=3,
+            checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container),
+            deferrable=False,
+        )
+        ti = Ti()
+        ti.dag_id, ti.run_id = "nightly", f"scheduled__{number}"
+        try:
+            result = task.execute({"ti": ti})
+        finally:
+            releaser.join()
+        return dict(result["forecast"])
+
+    first = night(1)
+    out = capsys.readouterr().out
+    assert first["model_wait_seconds"] > 2 and first["wait_bias_seconds"] == 0.0, first
+    assert first["error_seconds"] > 10, ("the other team's Job held the quota far longer", first)
+    assert "the next nights add it" in out, out[-3000:]
+    raw = blob.service.get_container_client(blob.container).download_blob(history_blob("nightly", "shards"))
+    history = ShardHistory.from_json(json.loads(raw.readall()))
+    assert history is not None and history.nights == ("scheduled__1",), history
+    (taught,) = history.wait_errors
+    assert taught == pytest.approx(first["error_seconds"], abs=0.2), (taught, first)
+
+    second = night(2)
+    out = capsys.readouterr().out
+    assert f"waits {taught:+.0f} s as learned" in second["basis"], second
+    assert second["wait_bias_seconds"] == pytest.approx(taught, abs=0.2), second
+    print(
+        "night 1 off by",
+        first["error_seconds"],
+        "s; night 2, with the wait learned:",
+        second["error_seconds"],
+    )
+    assert abs(second["error_seconds"]) < abs(first["error_seconds"]), (first, second)
+    after = ShardHistory.from_json(
+        json.loads(
+            blob.service.get_container_client(blob.container)
+            .download_blob(history_blob("nightly", "shards"))
+            .readall()
+        )
+    )
+    assert (
+        after is not None and after.nights == ("scheduled__1", "scheduled__2") and len(after.wait_errors) == 2
+    )

@@ -11,7 +11,7 @@ import pytest
 
 from airflow_kueue_provider.kueue.checkpoints.learned_lengths import LearnedLengths
 from airflow_kueue_provider.kueue.progress.deadline import DeadlinePlan
-from airflow_kueue_provider.operators.forecast_step import ForecastStep, with_outcome
+from airflow_kueue_provider.operators.forecast_step import ForecastStep, model_error, with_outcome
 from airflow_kueue_provider.operators.job_submission import Submission
 
 QUEUE = {
@@ -340,3 +340,38 @@ def test_the_partial_admission_s_least_pods_reach_the_forecast() -> None:
     whole = Step(stated=60.0)
     submit(whole, Hook())
     assert whole._forecast_inputs is not None and whole._forecast_inputs[0].least == 4  # its parallelism
+
+
+def test_a_queued_forecast_keeps_the_models_wait_and_a_success_teaches_the_history_its_error() -> None:
+    learned = LearnedLengths(8, dict.fromkeys(range(8), 60.0), ("a",), None, True, 100.0)
+    step, ti = Step(stated=None, learned=learned), Ti()
+    submit(step, Busy(), "align")  # two like it ahead: it waits, and the learned 100 s are added
+    record = step._forecast
+    assert record is not None and record["wait_bias_seconds"] == 100.0 and record["model_wait_seconds"] > 2
+    assert record["basis"].endswith("2 workloads ahead, waits +100 s as learned"), record["basis"]
+    step._with_forecast({"ti": ti}, None, NO_CLIENT, REATTACHED)
+    taught: list[float] = []
+    resumed = Step(stated=None)
+    resumed._learn_wait_error = taught.append  # type: ignore[method-assign]
+    result, _ = resumed._forecast_outcome({"ti": ti}, {}, "done", status="success")
+    error = result["forecast"]["error_seconds"]
+    assert taught == [pytest.approx(error + 100.0, abs=0.11)], "the model's own error: the bias added back"
+    failed: list[float] = []
+    resumed._learn_wait_error = failed.append  # type: ignore[method-assign]
+    resumed._forecast_outcome({"ti": ti}, {}, "failed", status="failed")
+    assert failed == [], "a failed run's end is not a finish to learn from"
+
+
+def test_the_models_error_is_learned_only_from_a_forecast_made_while_the_job_waited() -> None:
+    assert (
+        model_error({"error_seconds": 12.0, "model_wait_seconds": 300.0, "wait_bias_seconds": 50.0}) == 62.0
+    )
+    assert model_error({"error_seconds": 12.0, "model_wait_seconds": 2.0}) == 12.0
+    assert model_error({"error_seconds": 12.0}) is None, "admitted, or a record of an older version"
+    assert model_error({"model_wait_seconds": 2.0}) is None, "no outcome"
+    assert model_error({"error_seconds": True, "model_wait_seconds": 2.0}) is None
+    admitted = Step(stated=60.0)
+    submit(admitted, Queued(admitted_for=20.0))
+    created = Submission({"metadata": {"uid": "u"}}, False, "created")
+    admitted._with_forecast({"ti": Ti()}, None, SimpleNamespace(hook=Queued(admitted_for=20.0)), created)
+    assert admitted._forecast is not None and "model_wait_seconds" not in admitted._forecast

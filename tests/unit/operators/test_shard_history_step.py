@@ -294,3 +294,35 @@ def test_an_attempt_with_an_eviction_learns_the_pods_start_from_the_pods(blobs: 
     op._record_history(IDENTITY, _session(blobs, 2), RunLedger(2, (attempt,)), _event())
     history = ShardHistory.from_json(blobs.blobs[history_blob("nightly", "price")][0])
     assert history is not None and history.pod_start == 3.0 and history.seconds == (12.0, 7.0)
+
+
+def test_the_forecasts_error_joins_its_night_and_reaches_the_next_nights_lengths(
+    blobs: Blobs, capsys: Any
+) -> None:
+    _with_history(blobs, s0=30.0, s1=1.0, s2=1.0, s3=1.0)
+    op = _op()
+    op._identity = AirflowIdentity("nightly", "price", "scheduled__1", try_number=1)
+    op._learn_wait_error(160.0)
+    assert "the forecast's model finished +160 s off; the next nights add it" in capsys.readouterr().out
+    history = ShardHistory.from_json(blobs.blobs[history_blob("nightly", "price")][0])
+    assert history is not None and history.nights == ("scheduled__1",) and history.wait_errors == (160.0,)
+    op._identity = IDENTITY  # the next night reads it
+    learned = op._learned_lengths(4)
+    assert learned is not None and learned.wait_bias_seconds == 160.0
+
+
+@pytest.mark.parametrize("kwargs", [{"shards_per_pod": 2}, {"checkpointing": None}])
+def test_no_history_kept_no_forecast_error_kept(blobs: Blobs, kwargs: dict[str, Any]) -> None:
+    op = _op(**kwargs)
+    op._identity = IDENTITY
+    op._learn_wait_error(10.0)
+    assert blobs.blobs == {} and blobs.opened == 0
+
+
+def test_a_failure_to_keep_the_forecasts_error_is_only_a_warning(blobs: Blobs, capsys: Any) -> None:
+    blobs.error = BlobUnavailable("Blob Storage is away")
+    op = _op()
+    op._identity = IDENTITY
+    op._learn_wait_error(10.0)
+    out = capsys.readouterr().out
+    assert "could not record the forecast's error in the shard history (Blob Storage is away)" in out

@@ -13,6 +13,7 @@ from airflow_kueue_provider.kueue.checkpoints.shard_history import (
     MAX_HISTORY_SHARDS,
     MAX_RUN_ID_CHARS,
     MAX_SHARD_SECONDS,
+    MAX_WAIT_ERROR_SECONDS,
     HistoryShardCountMismatch,
     ShardHistory,
     history_bytes,
@@ -101,7 +102,8 @@ def test_the_largest_history_stays_under_its_byte_bound() -> None:
         run = f"{night:02d}".ljust(MAX_RUN_ID_CHARS + 40, "x")
         history = history.merge_night(run, count, dict.fromkeys(range(count), MAX_SHARD_SECONDS * 3))
     odd = IndexSet.from_indexes(range(1, count, 2))
-    worst = ShardHistory(count, history.seconds, history.nights, odd, odd)
+    errors = (-MAX_WAIT_ERROR_SECONDS,) * HISTORY_NIGHTS  # every night's forecast error at its cap
+    worst = ShardHistory(count, history.seconds, history.nights, odd, odd, 3600.0, False, errors)
     assert all(s == MAX_SHARD_SECONDS for s in worst.seconds)
     assert all(len(n) == MAX_RUN_ID_CHARS for n in worst.nights)
     size = history_bytes(worst)
@@ -187,3 +189,54 @@ def test_lengths_from_pod_times_serve_the_forecast_but_never_packing() -> None:
     assert not sdk.from_pods and "from_pods" not in sdk.to_json()
     assert sdk.learned() is not None and sdk.learned().packable  # type: ignore[union-attr]
     assert pods.merge_night("run-2", 2, {}).from_pods, "a night that timed nothing says nothing"
+
+
+def test_a_nights_forecast_error_is_kept_beside_it_and_learned_as_a_weighted_mean() -> None:
+    history = _night(ShardHistory.empty(2), "run-1", {0: 10.0, 1: 10.0})
+    assert history.wait_bias() is None and "wait_errors" not in history.to_json()
+    history = history.merge_wait_error("run-1", 2, 160.04)
+    assert history.wait_errors == (160.0,) and history.wait_bias() == 160.0
+    learned = history.learned()
+    assert learned is not None and learned.wait_bias_seconds == 160.0
+    again = history.merge_wait_error("run-1", 2, 100.0)  # a retry of the same night replaces its figure
+    assert again.wait_errors == (100.0,) and again.nights == ("run-1",)
+    history = _night(history, "run-2", {0: 10.0})
+    assert history.wait_errors == (160.0, None) and history.wait_bias() == 160.0
+    history = history.merge_wait_error("run-2", 2, 60.0)
+    assert history.wait_bias() == pytest.approx(160.0 + 0.3 * (60.0 - 160.0))
+    assert history.merge_wait_error("run-1", 2, 0.0) == history, "an older night is not taken again"
+    assert ShardHistory.from_json(json.loads(json.dumps(history.to_json()))) == history
+
+
+def test_a_forecast_error_of_a_night_not_recorded_yet_adds_it_and_another_count_starts_over() -> None:
+    history = _night(ShardHistory.empty(2), "run-1", {0: 10.0})
+    later = history.merge_wait_error("run-2", 2, -20.0)
+    assert later.nights == ("run-1", "run-2") and later.wait_errors == (None, -20.0)
+    assert later.tonight == IndexSet(), "the new night has counted no shard yet"
+    merged = _night(later, "run-2", {0: 20.0})  # the night's lengths, after: the same night
+    assert merged.nights == ("run-1", "run-2") and merged.wait_errors == (None, -20.0)
+    assert merged.seconds[0] == 13.0
+    other = merged.merge_wait_error("run-3", 3, 5.0)
+    assert (other.shard_count, other.nights, other.wait_errors) == (3, ("run-3",), (5.0,))
+    assert merged.merge_wait_error("run-2", 2, float("nan")) == merged
+
+
+def test_forecast_errors_stay_aligned_with_the_capped_nights_and_are_capped() -> None:
+    history = ShardHistory.empty(1)
+    for night in range(HISTORY_NIGHTS + 3):
+        history = _night(history, f"run-{night}", {0: 1.0}).merge_wait_error(f"run-{night}", 1, 1e12)
+    assert len(history.nights) == len(history.wait_errors) == HISTORY_NIGHTS
+    assert set(history.wait_errors) == {MAX_WAIT_ERROR_SECONDS}
+
+
+@pytest.mark.parametrize(
+    "errors",
+    [[1.0], [1.0, 2.0, 3.0], ["1"], [True, None], [MAX_WAIT_ERROR_SECONDS * 2, None], {"a": 1}],
+)
+def test_forecast_errors_that_break_a_rule_make_the_history_unread(errors: object) -> None:
+    data = _night(ShardHistory.empty(1), "run-1", {0: 1.0})
+    data = _night(data, "run-2", {0: 1.0}).to_json()
+    data["wait_errors"] = errors
+    assert ShardHistory.from_json(data) is None
+    data["wait_errors"] = [None, None]  # nothing known: read as none at all
+    assert ShardHistory.from_json(data) is not None and ShardHistory.from_json(data).wait_errors == ()  # type: ignore[union-attr]

@@ -262,3 +262,42 @@ def test_a_flavor_that_cannot_hold_the_whole_job_is_passed_over_as_kueue_passes_
     assert partial is not None and "16 CPU quota, 16 pods at once (quota-bound)" in partial.basis
     small = forecast(stated(10, count=64, parallelism=64), QueueRoom((spot,)), NOW)
     assert small is not None and "16 pods at once" in small.basis, "none holds it whole now: as before"
+
+
+def _learned_bias(bias: float | None) -> JobWork:
+    packs = ShardPacks(IndexSet.range(0, 8))
+    learned = LearnedLengths(8, dict.fromkeys(range(8), 60.0), ("run-a", "run-b"), 5.0, True, bias)
+    work = job_work(packs, 4, POD, learned, None)
+    assert work is not None
+    return work
+
+
+def test_a_learned_wait_bias_moves_a_queued_jobs_start_and_finish() -> None:
+    run = 2 * 65
+    plain = forecast(_learned_bias(None), room(cpu=4, used=4, ahead=2), NOW)
+    later = forecast(_learned_bias(160.0), room(cpu=4, used=4, ahead=2), NOW)
+    assert plain is not None and later is not None
+    modelled = ADMISSION_SECONDS + 2.5 * run
+    assert (plain.model_wait, plain.wait_bias) == (pytest.approx(modelled), 0.0)
+    assert seconds_after(later.start.at) == pytest.approx(modelled + 160)
+    assert seconds_after(later.finish.at) == pytest.approx(modelled + 160 + run)
+    assert later.model_wait == pytest.approx(modelled) and later.wait_bias == pytest.approx(160)
+    assert later.basis.endswith("2 workloads ahead, waits +160 s as learned"), later.basis
+    assert "as learned" not in plain.basis
+
+
+def test_a_learned_bias_never_makes_a_wait_negative_nor_delays_a_job_that_fits_now() -> None:
+    sooner = forecast(_learned_bias(-10_000.0), room(cpu=4, used=4, ahead=2), NOW)
+    assert sooner is not None and seconds_after(sooner.start.at) == pytest.approx(ADMISSION_SECONDS)
+    assert sooner.wait_bias == pytest.approx(-(sooner.model_wait or 0) + ADMISSION_SECONDS)
+    fits = forecast(_learned_bias(160.0), room(cpu=100), NOW)
+    assert fits is not None and seconds_after(fits.start.at) == pytest.approx(ADMISSION_SECONDS)
+    assert fits.wait_bias == 0.0 and "as learned" not in fits.basis
+
+
+def test_an_admitted_job_has_no_model_wait_and_no_bias() -> None:
+    from airflow_kueue_provider.kueue.progress.forecast import OwnAdmission
+
+    f = forecast(_learned_bias(160.0), QueueRoom(room(cpu=4).flavors, admitted=OwnAdmission("", 3.0)), NOW)
+    assert f is not None and f.model_wait is None and f.wait_bias == 0.0
+    assert seconds_after(f.start.at) == pytest.approx(-3)
