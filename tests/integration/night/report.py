@@ -25,6 +25,7 @@ Definitions (the docs quote them):
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections import defaultdict
 from datetime import datetime
@@ -164,6 +165,27 @@ def redone(phase: dict[str, Any]) -> dict[str, Any]:
         "pods_lost_to_spot": pods_spot,
         "redone_shard_seconds_other": round(other, 1),
         "pods_lost_other": pods_other,
+    }
+
+
+def replacement_waits(phase: dict[str, Any]) -> dict[str, Any]:
+    """From a disrupted pod's end to its index's next pod, per such pod: the Job controller's pod failure
+    backoff (10 s for an index's first failure, ignored ones included; docs/evictions.md), which the time
+    compression does not shrink."""
+    by_index: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for pod in phase["pods"]:
+        by_index.setdefault((pod["job_uid"], pod["index"]), []).append(pod)
+    gaps = []
+    for pods in by_index.values():
+        pods.sort(key=lambda p: p["created"])
+        for ended, after in itertools.pairwise(pods):
+            if ended.get("disrupted") and ended["phase"] != "Succeeded" and ended["ended"] is not None:
+                gaps.append(max(0.0, after["created"] - ended["ended"]))
+    median = pct(gaps, 50)
+    return {
+        "replacement_wait_median": round(median, 1) if median is not None else None,
+        "replacement_wait_sum": round(sum(gaps), 1),
+        "replacements": len(gaps),
     }
 
 
@@ -349,6 +371,7 @@ def summarize(night: Night, phase: dict[str, Any]) -> dict[str, Any]:
         "task_states": dict(states),
         **shard_accounting(night, phase),
         **redone(phase),
+        **replacement_waits(phase),
         "quota_utilisation_pct": quota_figures(phase, last_end),
         "apiserver_requests_total": phase["apiserver"]["total"],
         "apiserver_requests_airflow": phase["apiserver"]["airflow"],

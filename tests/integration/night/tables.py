@@ -75,6 +75,10 @@ def render_markdown(night: Night, rows: list[dict[str, Any]], meta: dict[str, An
     row("Spot evictions", lambda r: r["spot_evictions"])
     row("shard-seconds redone per Spot eviction", lambda r: r["redone_per_eviction"])
     row("shard-seconds redone, other (preemption)", lambda r: r["redone_shard_seconds_other"])
+    row(
+        "a disrupted pod's index: its next pod created after, median / sum (s)",
+        lambda r: f"{_v(r.get('replacement_wait_median'))} / {_v(r.get('replacement_wait_sum'))}",
+    )
     row("Jobs / pods", lambda r: f"{r['jobs']:,} / {r['pods']:,}")
     row("quota used, cohort (% of nominal)", lambda r: r["quota_utilisation_pct"].get("cohort"))
     row("apiserver requests, Airflow's workers and triggerers", lambda r: r["apiserver_requests_airflow"])
