@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -35,6 +36,8 @@ MAX_HISTORY_SHARDS = 20_000
 """Above this many shards a history keeps the nights but no lengths (the blob would outgrow its bound)."""
 MAX_SHARD_SECONDS = 7 * 24 * 3600.0
 """A figure above a week is taken as a week (keeps each figure, so the blob, bounded)."""
+WAIT_ERROR_NIGHTS = 5
+"""The newest nights' forecast errors whose median the forecast adds to a wait."""
 MAX_WAIT_ERROR_SECONDS = 7 * 24 * 3600.0
 """A night's forecast error beyond a week either way is taken as a week."""
 MAX_POD_START_SECONDS = 3600.0
@@ -155,13 +158,10 @@ class ShardHistory:
         return replace(base, wait_errors=(*base._aligned_errors()[:-1], error))
 
     def wait_bias(self) -> float | None:
-        """The forecast's learned correction to a queued Job's wait: the nights' errors as an exponentially
-        weighted mean (``HISTORY_WEIGHT``, the oldest first); None before any night had one."""
-        bias: float | None = None
-        for error in self._aligned_errors():
-            if error is not None:
-                bias = error if bias is None else bias + HISTORY_WEIGHT * (error - bias)
-        return None if bias is None else round(bias, 1)
+        """The forecast's learned correction to a queued Job's wait: the median error of the last
+        ``WAIT_ERROR_NIGHTS`` nights that had one (one night's outage does not move it); None before any."""
+        errors = [e for e in self._aligned_errors() if e is not None][-WAIT_ERROR_NIGHTS:]
+        return round(statistics.median(errors), 1) if errors else None
 
     def learned(self) -> LearnedLengths | None:
         """What packing and the forecast read; None without any length."""

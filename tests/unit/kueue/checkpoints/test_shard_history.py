@@ -191,7 +191,7 @@ def test_lengths_from_pod_times_serve_the_forecast_but_never_packing() -> None:
     assert pods.merge_night("run-2", 2, {}).from_pods, "a night that timed nothing says nothing"
 
 
-def test_a_nights_forecast_error_is_kept_beside_it_and_learned_as_a_weighted_mean() -> None:
+def test_a_nights_forecast_error_is_kept_beside_it_and_learned_as_the_nights_median() -> None:
     history = _night(ShardHistory.empty(2), "run-1", {0: 10.0, 1: 10.0})
     assert history.wait_bias() is None and "wait_errors" not in history.to_json()
     history = history.merge_wait_error("run-1", 2, 160.04)
@@ -203,7 +203,7 @@ def test_a_nights_forecast_error_is_kept_beside_it_and_learned_as_a_weighted_mea
     history = _night(history, "run-2", {0: 10.0})
     assert history.wait_errors == (160.0, None) and history.wait_bias() == 160.0
     history = history.merge_wait_error("run-2", 2, 60.0)
-    assert history.wait_bias() == pytest.approx(160.0 + 0.3 * (60.0 - 160.0))
+    assert history.wait_bias() == 110.0, "the median of two: their mean"
     assert history.merge_wait_error("run-1", 2, 0.0) == history, "an older night is not taken again"
     assert ShardHistory.from_json(json.loads(json.dumps(history.to_json()))) == history
 
@@ -240,3 +240,10 @@ def test_forecast_errors_that_break_a_rule_make_the_history_unread(errors: objec
     assert ShardHistory.from_json(data) is None
     data["wait_errors"] = [None, None]  # nothing known: read as none at all
     assert ShardHistory.from_json(data) is not None and ShardHistory.from_json(data).wait_errors == ()  # type: ignore[union-attr]
+
+
+def test_the_learned_wait_is_the_median_of_the_last_nights_so_one_outage_does_not_move_it() -> None:
+    history = ShardHistory.empty(1)
+    for night, error in enumerate([500.0, 30.0, 40.0, 3600.0, 35.0, 45.0]):
+        history = _night(history, f"run-{night}", {0: 1.0}).merge_wait_error(f"run-{night}", 1, error)
+    assert history.wait_bias() == 40.0, "the last five: 30, 40, 3600, 35, 45 (the first is past them)"
