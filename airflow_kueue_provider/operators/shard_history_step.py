@@ -113,13 +113,21 @@ class ShardHistoryStep:
 
         def _shard_count(self) -> int: ...
 
-    def _shard_history(self) -> ShardHistory | None:
-        """The task's history, read once per try (None before the try's identity is known: at parse time;
-        without checkpointing; with a pinned ``shards_per_pod``; when it cannot be read)."""
+    def _history_place(self) -> tuple[AirflowIdentity, Checkpointing] | None:
+        """Whose history and where, when this try keeps one: None before the try's identity is known (at
+        parse time), without checkpointing, or with a pinned ``shards_per_pod``."""
         identity: AirflowIdentity | None = getattr(self, "_identity", None)
         config = self._checkpointing
         if identity is None or config is None or self.shards_per_pod is not None:
             return None
+        return identity, config
+
+    def _shard_history(self) -> ShardHistory | None:
+        """The task's history, read once per try (None without a place, ``_history_place``, or when it
+        cannot be read)."""
+        if (place := self._history_place()) is None:
+            return None
+        identity, config = place
         cached: tuple[_TryKey, ShardHistory | None] | None = getattr(self, "_history_read", None)
         if cached is not None and cached[0] == _key(identity):
             return cached[1]
@@ -137,10 +145,9 @@ class ShardHistoryStep:
     def _learn_wait_error(self, seconds: float) -> None:
         """Night ``identity.run_id``'s forecast error (``forecast_step.model_error``) into the history, which
         the next nights' forecasts add to a wait; a failure is a warning (a by-product of the run)."""
-        identity: AirflowIdentity | None = getattr(self, "_identity", None)
-        config = self._checkpointing
-        if identity is None or config is None or self.shards_per_pod is not None:
-            return  # no history is kept for this task (``_shard_history``)
+        if (place := self._history_place()) is None:
+            return  # no history is kept for this task
+        identity, config = place
         try:
             with BlobStoreHook(config.conn_id, config.container) as hook:
                 store = ShardHistoryStore(hook, identity.dag_id, identity.task_id, identity.map_index)
