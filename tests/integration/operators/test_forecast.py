@@ -188,17 +188,7 @@ def test_jobs_created_in_the_same_second_are_forecast_again_from_their_place_in_
     records: dict[str, dict[str, Any]] = {}
 
     def submit(name: str) -> None:
-        task = Racing(
-            task_id=name,
-            namespace=env.namespace,
-            queue_name=env.local_queue,
-            image="example.invalid/shard:1",
-            completions=2,
-            parallelism=2,
-            resources={"requests": {"cpu": "1", "memory": "1Gi"}},
-            annotations={"kwok.airflow-kueue.io/run-duration": "8s"},
-            wait_for_completion=False,
-        )
+        task = _two_pods(Racing, env, name, "8s", wait_for_completion=False)
         ti = Ti()
         ti.task_id = name
         task.execute({"ti": ti})
@@ -231,6 +221,23 @@ def test_jobs_created_in_the_same_second_are_forecast_again_from_their_place_in_
     assert abs(later["error_seconds"]) < abs(later["at_submit"]["error_seconds"]), later
 
 
+def _two_pods(
+    kind: type[KueueIndexedJobOperator], env: KueueEnv, task_id: str, runs: str, **more: Any
+) -> KueueIndexedJobOperator:
+    """A task of two 1-CPU shards at once, each fake pod running ``runs``."""
+    return kind(
+        task_id=task_id,
+        namespace=env.namespace,
+        queue_name=env.local_queue,
+        image="example.invalid/shard:1",
+        completions=2,
+        parallelism=2,
+        resources={"requests": {"cpu": "1", "memory": "1Gi"}},
+        annotations={"kwok.airflow-kueue.io/run-duration": runs},
+        **more,
+    )
+
+
 def _seconds(earlier: str, later: str) -> float:
     return (datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds()
 
@@ -253,15 +260,11 @@ def test_a_night_that_waited_longer_than_the_model_said_teaches_the_next_nights_
         wait_for("the other team's Job admitted", lambda: env.running_pods(blocker), 60)
         releaser = threading.Timer(RELEASED_AFTER, env.release_until_finished, args=(blocker,))
         releaser.start()
-        task = KueueIndexedJobOperator(
-            task_id="shards",
-            namespace=env.namespace,
-            queue_name=env.local_queue,
-            image="example.invalid/shard:1",
-            completions=2,
-            parallelism=2,
-            resources={"requests": {"cpu": "1", "memory": "1Gi"}},
-            annotations={"kwok.airflow-kueue.io/run-duration": "3s"},
+        task = _two_pods(
+            KueueIndexedJobOperator,
+            env,
+            "shards",
+            "3s",
             expected_shard_duration=3,
             checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container),
             deferrable=False,
