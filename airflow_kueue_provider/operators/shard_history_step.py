@@ -155,8 +155,12 @@ class ShardHistoryStep:
         except Exception as exc:  # never the task's outcome
             self.log.warning("could not record the forecast's error in the shard history (%s)", exc)
             return
+        word = "later" if seconds >= 0 else "sooner"
         self.log.info(
-            "shard history: the forecast's model finished %+.0f s off; the next nights add it", seconds
+            "shard history: the run ended %.0f s %s than the forecast's model said; the next nights' "
+            "forecasts add that to their wait",
+            abs(seconds),
+            word,
         )
 
     def _learned_lengths(self, shard_count: int) -> LearnedLengths | None:

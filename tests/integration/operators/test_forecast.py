@@ -281,7 +281,7 @@ def test_a_night_that_waited_longer_than_the_model_said_teaches_the_next_nights_
     out = capsys.readouterr().out
     assert first["model_wait_seconds"] > 2 and first["wait_bias_seconds"] == 0.0, first
     assert first["error_seconds"] > 10, ("the other team's Job held the quota far longer", first)
-    assert "the next nights add it" in out, out[-3000:]
+    assert "later than the forecast's model said" in out, out[-3000:]
     raw = blob.service.get_container_client(blob.container).download_blob(history_blob("nightly", "shards"))
     history = ShardHistory.from_json(json.loads(raw.readall()))
     assert history is not None and history.nights == ("scheduled__1",), history

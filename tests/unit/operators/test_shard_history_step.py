@@ -303,7 +303,10 @@ def test_the_forecasts_error_joins_its_night_and_reaches_the_next_nights_lengths
     op = _op()
     op._identity = AirflowIdentity("nightly", "price", "scheduled__1", try_number=1)
     op._learn_wait_error(160.0)
-    assert "the forecast's model finished +160 s off; the next nights add it" in capsys.readouterr().out
+    assert (
+        "the run ended 160 s later than the forecast's model said; the next nights' forecasts add"
+        in capsys.readouterr().out
+    )
     history = ShardHistory.from_json(blobs.blobs[history_blob("nightly", "price")][0])
     assert history is not None and history.nights == ("scheduled__1",) and history.wait_errors == (160.0,)
     op._identity = IDENTITY  # the next night reads it
