@@ -17,24 +17,17 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from ..kueue.api_fields import count
-from ..kueue.api_time import parse_api_time
 from ..kueue.errors import KueueProviderError
 from ..kueue.identity.identity_seal import IdentitySeal
-from ..kueue.kinds import child_kind
-from ..kueue.names import FORECAST_RUN_ANNOTATION, PRIORITY_CLASS_LABEL
-from ..kueue.progress.forecast import RESOURCES, FlavorRoom, HeldQuota, QueueRoom, Resources
-from ..kueue.progress.queue_place import own_admission, place_of, waiting_in
-from ..kueue.progress.workload_conditions import (
-    COND_FINISHED,
-    COND_QUOTA_RESERVED,
-    conditions_by_type,
-    true_condition,
-)
-from ..kueue.quantity import parse_quantity
-
-
-class ForecastInputsUnavailable(KueueProviderError):
-    """The queue could not be read for a forecast; the message says which read and why."""
+from ..kueue.names import PRIORITY_CLASS_LABEL
+from ..kueue.progress.forecast import RESOURCES, FlavorRoom, QueueRoom
+from ..kueue.progress.queue_place import own_admission, place_of, waiting_ahead, waiting_in
+from ..kueue.progress.workload_conditions import COND_QUOTA_RESERVED, conditions_by_type
+from .workload_quota import ForecastInputsUnavailable as ForecastInputsUnavailable
+from .workload_quota import forecast_run_of as forecast_run_of
+from .workload_quota import held_quota as held_quota
+from .workload_quota import kind_of, quantity, resources_of, waiting_quota
+from .workload_quota import pod_request as pod_request
 
 
 class ForecastReads(Protocol):
@@ -131,8 +124,9 @@ def read_queue_room(
     own: Mapping[str, Any] | None = None,
 ) -> QueueRoom:
     """The ClusterQueue behind ``namespace/local_queue``: its flavors' room, the workloads ahead of a new
-    Workload of ``priority`` (None: unknown, every pending workload is ahead) and the quota the namespace's
-    admitted Workloads hold (unreadable: none seen, the forecast's "not seen" rule covers it).
+    Workload of ``priority`` (None: unknown, every pending workload is ahead), what those of them waiting in
+    the namespace ask for, and the quota the namespace's admitted Workloads hold (unreadable: none seen, the
+    forecast's "not seen" rule covers it).
 
     ``own``: the Job's Workload, queued (``queued_workload``): admitted, the room says so; else the workloads
     ahead are those before it in Kueue's order (its visibility position, else the page's)."""
@@ -157,12 +151,13 @@ def read_queue_room(
     now = now or datetime.now(UTC)
     held = held_quota(page, name, now, seal)
     rooms = flavor_rooms(mine, everything)
+    waiting = tuple(waiting_quota(w, seal) for w in waiting_ahead(page, local_queue, priority, own))
     if own is not None:
         if admitted := own_admission(own, now):
             return QueueRoom(rooms, 0, held, admitted)
-        return QueueRoom(rooms, place_of(own, pending, page, priority), held)
+        return QueueRoom(rooms, place_of(own, pending, page, priority), held, waiting=waiting)
     ahead = max(workloads_ahead(mine, pending, priority), pending_in_page(page, local_queue, priority))
-    return QueueRoom(rooms, ahead, held)
+    return QueueRoom(rooms, ahead, held, waiting=waiting)
 
 
 def pending_in_page(workloads: Iterable[Mapping[str, Any]], local_queue: str, priority: int | None) -> int:
@@ -177,70 +172,6 @@ def pending_in_page(workloads: Iterable[Mapping[str, Any]], local_queue: str, pr
     )
 
 
-def held_quota(
-    workloads: Iterable[Mapping[str, Any]],
-    cluster_queue: str,
-    now: datetime,
-    seal: IdentitySeal | None = None,
-) -> tuple[HeldQuota, ...]:
-    """What each Workload admitted to ``cluster_queue`` and not finished holds, per flavor (its admission's
-    ``resourceUsage``), for how long (since its QuotaReserved condition) and, for a Job of this provider
-    whose forecast is sealed under ``seal``'s key, how long it runs (``forecast_run_of``)."""
-    held = []
-    for workload in workloads:
-        status = workload.get("status") or {}
-        admission = status.get("admission") or {}
-        if admission.get("clusterQueue") != cluster_queue:
-            continue
-        conditions = conditions_by_type(status.get("conditions"))
-        reserved = true_condition(conditions, COND_QUOTA_RESERVED)
-        if reserved is None or true_condition(conditions, COND_FINISHED):
-            continue
-        since = parse_api_time(reserved.get("lastTransitionTime"))
-        if since is None:
-            continue
-        try:
-            usage = _assigned(admission)
-        except ForecastInputsUnavailable:
-            continue  # a quantity this reader cannot parse: the quota counts as not seen
-        seconds = max(0.0, (now - since).total_seconds())
-        runs = forecast_run_of(workload, seal)
-        held += [HeldQuota(flavor, _resources(amounts), seconds, runs) for flavor, amounts in usage.items()]
-    return tuple(held)
-
-
-def forecast_run_of(workload: Mapping[str, Any], seal: IdentitySeal | None) -> float | None:
-    """The run its Job's forecast said, from the Workload's pod template (Kueue copies the Job's), if sealed
-    for the Job that owns the Workload; None otherwise (no key, no forecast, or not this provider's seal)."""
-    if seal is None:
-        return None
-    metadata, job = workload.get("metadata") or {}, child_kind().kind  # the kind whose forecast is written
-    owner = next(
-        (r for r in metadata.get("ownerReferences") or [] if r.get("controller") and r.get("kind") == job),
-        None,
-    )
-    pod_sets = (workload.get("spec") or {}).get("podSets") or []
-    if owner is None or not pod_sets:
-        return None
-    annotations = ((pod_sets[0].get("template") or {}).get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(FORECAST_RUN_ANNOTATION)
-    seconds = seal.read_forecast_run(str(metadata.get("namespace")), str(owner.get("name")), value)
-    return float(seconds) if seconds is not None else None
-
-
-def _assigned(admission: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """flavor -> resource -> amount an admission holds (its pod sets' ``resourceUsage``)."""
-    usage: dict[str, dict[str, float]] = {}
-    for pod_set in admission.get("podSetAssignments") or []:
-        flavors = pod_set.get("flavors") or {}
-        for name, amount in (pod_set.get("resourceUsage") or {}).items():
-            kind, flavor = _kind(str(name)), flavors.get(name)
-            if kind and flavor:
-                per = usage.setdefault(str(flavor), {})
-                per[kind] = per.get(kind, 0.0) + _amount(amount)
-    return usage
-
-
 def flavor_rooms(queue: Mapping[str, Any], everything: Iterable[Mapping[str, Any]]) -> tuple[FlavorRoom, ...]:
     """The flavors of the resource group that covers CPU (else the first), in order: nominal quota, what the
     cohort can lend (at most the borrowing limit, at most what the others have free within their lending
@@ -249,7 +180,7 @@ def flavor_rooms(queue: Mapping[str, Any], everything: Iterable[Mapping[str, Any
     group = next(
         (g for g in groups if "cpu" in (g.get("coveredResources") or [])), groups[0] if groups else {}
     )
-    covered = frozenset(r for r in (_kind(n) for n in group.get("coveredResources") or []) if r)
+    covered = frozenset(r for r in (kind_of(n) for n in group.get("coveredResources") or []) if r)
     used = _usage(queue)
     cohort = _cohort(queue)
     others = [q for q in everything if cohort and _cohort(q) == cohort and q is not queue]
@@ -258,14 +189,16 @@ def flavor_rooms(queue: Mapping[str, Any], everything: Iterable[Mapping[str, Any
         name = str(flavor.get("name"))
         nominal, limit = {}, {}
         for res in flavor.get("resources") or []:
-            if kind := _kind(str(res.get("name"))):
-                nominal[kind] = _amount(res.get("nominalQuota"))
+            if kind := kind_of(str(res.get("name"))):
+                nominal[kind] = quantity(res.get("nominalQuota"))
                 if res.get("borrowingLimit") is not None:
-                    limit[kind] = _amount(res.get("borrowingLimit"))
+                    limit[kind] = quantity(res.get("borrowingLimit"))
         free = _lendable(others, name) if cohort else {}
         lend = {k: min(free.get(k, 0.0), limit.get(k, float("inf"))) for k in RESOURCES}
         rooms.append(
-            FlavorRoom(name, _resources(nominal), _resources(lend), _resources(used.get(name, {})), covered)
+            FlavorRoom(
+                name, resources_of(nominal), resources_of(lend), resources_of(used.get(name, {})), covered
+            )
         )
     return tuple(rooms)
 
@@ -300,37 +233,6 @@ def workloads_ahead(
     return min([ahead, *below])
 
 
-def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
-    """One pod's requests as Kueue counts them (the containers' requests, else their limits), one pod."""
-    total = dict.fromkeys(RESOURCES, 0.0)
-    for container in pod_spec.get("containers") or []:
-        resources = container.get("resources") or {}
-        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        for name, value in asked.items():
-            if kind := _kind(str(name)):
-                total[kind] += _amount(value)
-    total["pods"] = 1.0
-    return _resources(total)
-
-
-def _kind(name: str) -> str | None:
-    """The forecast's name for a Kubernetes resource (GPUs of any vendor are ``gpu``); None: not counted."""
-    if name in ("cpu", "memory", "pods"):
-        return name
-    return "gpu" if name.endswith("/gpu") else None
-
-
-def _amount(value: object) -> float:
-    try:
-        return float(parse_quantity(value))
-    except ValueError:
-        raise ForecastInputsUnavailable(f"{value!r} is not a quantity") from None
-
-
-def _resources(amounts: Mapping[str, float]) -> Resources:
-    return Resources(*(float(amounts.get(r, 0.0)) for r in RESOURCES))
-
-
 def _cohort(queue: Mapping[str, Any]) -> str:
     spec = queue.get("spec") or {}
     return str(spec.get("cohortName") or spec.get("cohort") or "")  # v1beta2 renamed it
@@ -343,8 +245,8 @@ def _usage(queue: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     for flavor in status.get("flavorsReservation") or status.get("flavorsUsage") or []:
         per = usage.setdefault(str(flavor.get("name")), {})
         for res in flavor.get("resources") or []:
-            if kind := _kind(str(res.get("name"))):
-                per[kind] = per.get(kind, 0.0) + _amount(res.get("total") or 0)
+            if kind := kind_of(str(res.get("name"))):
+                per[kind] = per.get(kind, 0.0) + quantity(res.get("total") or 0)
     return usage
 
 
@@ -358,10 +260,10 @@ def _lendable(others: Iterable[Mapping[str, Any]], flavor: str) -> dict[str, flo
                 if fl.get("name") != flavor:
                     continue
                 for res in fl.get("resources") or []:
-                    if not (kind := _kind(str(res.get("name")))):
+                    if not (kind := kind_of(str(res.get("name")))):
                         continue
-                    spare = max(0.0, _amount(res.get("nominalQuota")) - used.get(kind, 0.0))
+                    spare = max(0.0, quantity(res.get("nominalQuota")) - used.get(kind, 0.0))
                     if res.get("lendingLimit") is not None:
-                        spare = min(spare, _amount(res.get("lendingLimit")))
+                        spare = min(spare, quantity(res.get("lendingLimit")))
                     free[kind] = free.get(kind, 0.0) + spare
     return free

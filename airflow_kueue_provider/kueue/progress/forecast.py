@@ -14,8 +14,8 @@ The model, in three steps (docs/forecast.md):
 - **The wait**: none when nothing is pending ahead and the Job fits now (``ADMISSION_SECONDS``). Otherwise
   the flavors are simulated in units of the Job's pods (``queue_wait``): each workload seen admitted in the
   task's namespace frees its quota a run after its admission (its own sealed forecast run, else as long as
-  this Job runs); quota held by workloads not seen is Jobs like this one, half done on average; every
-  workload ahead is a Job like this one.
+  this Job runs); quota held by workloads not seen is Jobs like this one, half done on average; a workload
+  seen waiting ahead (in the task's namespace) asks for its own pods, every other one is a Job like this.
 
 The range: the wait from half to twice the rule's; the run ``LEARNED_SPREAD`` either side with learned
 lengths, or from the stated shortest to the stated longest.
@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from ..checkpoints.learned_lengths import LearnedLengths
 from ..checkpoints.shard_packing import ShardPacks
 from .eta import Estimate
-from .queue_wait import Holder, Pool, simulated_admission, unseen_holders
+from .queue_wait import LIKE_THE_JOB, Ahead, Holder, Pool, simulated_admission, unseen_holders
 
 POD_START_SECONDS = 5.0
 """What a pod costs before its first shard runs (scheduling, container start, the first Blob round trip)."""
@@ -124,14 +124,26 @@ class OwnAdmission:
 
 
 @dataclass(frozen=True)
+class WaitingQuota:
+    """A workload seen waiting ahead of the Job (in the task's namespace): the quota it asks for, all its
+    pods (None: not known, a Job like this one), and how long its sealed forecast says it runs once admitted
+    (None: not known)."""
+
+    usage: Resources | None
+    runs_for: float | None = None
+
+
+@dataclass(frozen=True)
 class QueueRoom:
     """The ClusterQueue as the forecast reads it: its flavors in order, the workloads pending ahead, and
-    those seen holding quota; ``admitted``: the Job's own Workload already has its quota (no wait)."""
+    those seen holding quota; ``admitted``: the Job's own Workload already has its quota (no wait).
+    ``waiting``: the first of the ``ahead``, seen, in Kueue's order; the others are Jobs like this one."""
 
     flavors: tuple[FlavorRoom, ...]
     ahead: int = 0
     held: tuple[HeldQuota, ...] = ()
     admitted: OwnAdmission | None = None
+    waiting: tuple[WaitingQuota, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -276,7 +288,7 @@ def forecast(work: JobWork, room: QueueRoom, now: datetime) -> Forecast | None:
     flavors = [f for f in holding if f.slots(work.request, free=False) >= work.least] or holding
     runs = [makespan(work.seconds, _slots(work, f), work.start_cost) for f in flavors]
     pools = [_pool(work, room, f, run) for f, run in zip(flavors, runs, strict=True)]
-    modelled, index = simulated_admission(pools, room.ahead)
+    modelled, index = simulated_admission(pools, _ahead_of(work, room, flavors[0]))
     flavor, run, slots = flavors[index], runs[index], pools[index].need
     run_early = makespan(work.early, slots, work.start_cost)
     run_late = makespan(work.late, slots, work.start_cost)
@@ -339,6 +351,15 @@ def _pool(work: JobWork, room: QueueRoom, flavor: FlavorRoom, run: float) -> Poo
     capacity = flavor.slots(work.request, free=False)
     free = min(float(flavor.slots(work.request, free=True)), max(0.0, capacity - held))
     return Pool(free, need, run, holders)
+
+
+def _ahead_of(work: JobWork, room: QueueRoom, flavor: FlavorRoom) -> list[Ahead]:
+    """The workloads ahead for the wait's simulation: those seen as they ask, the rest like this Job."""
+    seen = [
+        Ahead(None if w.usage is None else _pods(w.usage, work.request, flavor), w.runs_for)
+        for w in room.waiting[: room.ahead]
+    ]
+    return seen + [LIKE_THE_JOB] * (room.ahead - len(seen))
 
 
 def _runs(held: HeldQuota, run: float) -> float:

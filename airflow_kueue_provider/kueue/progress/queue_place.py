@@ -61,3 +61,31 @@ def place_of(
         before = (str(other.get("creationTimestamp") or ""), str(other.get("name") or "")) < key
         ahead += theirs > mine or (theirs == mine and before)
     return ahead
+
+
+def waiting_ahead(
+    page: Iterable[Mapping[str, Any]],
+    local_queue: str,
+    priority: int | None,
+    own: Mapping[str, Any] | None = None,
+) -> list[Mapping[str, Any]]:
+    """This LocalQueue's Workloads of the page that wait ahead, in Kueue's order (higher priority, then the
+    earlier created; equal timestamps by name, as ``place_of`` guesses): of a new Workload of ``priority``,
+    every one at ``priority`` or above (None: every one waiting); of ``own``, those ordered before it."""
+    waiting = [w for w in page if waiting_in(w, local_queue)]
+    if own is not None:
+        meta = own.get("metadata") or {}
+        mine = priority if priority is not None else count((own.get("spec") or {}).get("priority"))
+        key = (-mine, str(meta.get("creationTimestamp") or ""), str(meta.get("name") or ""))
+        waiting = [
+            w for w in waiting if (w.get("metadata") or {}).get("uid") != meta.get("uid") and _order(w) < key
+        ]
+    elif priority is not None:
+        waiting = [w for w in waiting if count((w.get("spec") or {}).get("priority")) >= priority]
+    return sorted(waiting, key=_order)
+
+
+def _order(workload: Mapping[str, Any]) -> tuple[int, str, str]:
+    meta = workload.get("metadata") or {}
+    created, name = str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
+    return (-count((workload.get("spec") or {}).get("priority")), created, name)

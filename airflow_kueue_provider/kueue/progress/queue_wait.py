@@ -5,8 +5,10 @@ order, each into the first flavor (in the ClusterQueue's order) with room for it
 What is known of the others is little (docs/forecast.md, "The wait"): a workload admitted in the task's own
 namespace is seen with its quota and how long it has held it; it is taken to run as long as this Job will
 (its own length is not known), so it ends that long after its admission. Quota held by workloads not seen
-(other namespaces of the ClusterQueue) is taken as Jobs like this one, half done on average. Each workload
-ahead is a Job like this one. With nothing seen this is the older "like this one" rule exactly.
+(other namespaces of the ClusterQueue) is taken as Jobs like this one, half done on average. A workload
+waiting ahead in the task's namespace is seen with what it asks for (and its sealed forecast run, if any);
+every other workload ahead is a Job like this one. With nothing seen this is the older "like this one" rule
+exactly.
 """
 
 from __future__ import annotations
@@ -39,28 +41,55 @@ class Pool:
     holders: Sequence[Holder] = ()
 
 
-def simulated_admission(pools: Sequence[Pool], ahead: int) -> tuple[float, int]:
-    """(seconds until the Job gets its quota, the index of the pool it gets), with ``ahead`` Jobs like it
-    admitted first, in order, each into the first pool with room. A queue whose pools never free enough
-    waits as long as the last holder, then takes the first pool."""
+@dataclass(frozen=True)
+class Ahead:
+    """A workload ahead of the Job: as many of the Job's pods as it asks for and how long it holds them once
+    admitted (None: like the Job, its need and its run in each pool)."""
+
+    pods: float | None = None
+    run: float | None = None
+
+
+LIKE_THE_JOB = Ahead()
+
+
+def simulated_admission(pools: Sequence[Pool], ahead: int | Sequence[Ahead]) -> tuple[float, int]:
+    """(seconds until the Job gets its quota, the index of the pool it gets), with the workloads ``ahead``
+    (a count: Jobs like it) admitted first, in order, each into the first pool with room for it (one asking
+    more than a pool ever holds counts as all of it). A queue whose pools never free enough waits as long as
+    the last holder, then takes the first pool."""
     ends: list[tuple[float, int, float]] = []
     for index, pool in enumerate(pools):
         ends += [(max(0.0, h.ends_in), index, h.pods) for h in pool.holders[:MAX_HOLDERS] if h.pods > 0]
+    ceiling = [pool.free for pool in pools]  # all a pool ever has free: now, and each holder's pods
+    for _, index, pods in ends:
+        ceiling[index] += pods
     heapq.heapify(ends)
-    free, now, queue = [pool.free for pool in pools], 0.0, ahead
+    queue = [LIKE_THE_JOB] * ahead if isinstance(ahead, int) else list(ahead)
+    free, now, at = [pool.free for pool in pools], 0.0, 0
     while True:
-        fit = next((i for i, pool in enumerate(pools) if free[i] + 1e-9 >= pool.need), None)
+        head = queue[at] if at < len(queue) else None
+        size = [_size(head, pool, ceiling[i]) for i, pool in enumerate(pools)]
+        fit = next((i for i in range(len(pools)) if free[i] + 1e-9 >= size[i]), None)
         if fit is not None:
-            if queue == 0:
+            if head is None:
                 return now, fit
-            queue -= 1
-            free[fit] -= pools[fit].need
-            heapq.heappush(ends, (now + pools[fit].run, fit, float(pools[fit].need)))
+            at += 1
+            free[fit] -= size[fit]
+            run = pools[fit].run if head.run is None else head.run
+            heapq.heappush(ends, (now + run, fit, size[fit]))
             continue
         if not ends:
             return now, 0  # nothing left to free: Kueue admits it once the rest ends (or borrows)
         now, index, pods = heapq.heappop(ends)
         free[index] += pods
+
+
+def _size(head: Ahead | None, pool: Pool, ceiling: float) -> float:
+    """The pods ``head`` takes in ``pool`` (None: the Job itself, its need)."""
+    if head is None or head.pods is None:
+        return float(pool.need)
+    return min(head.pods, max(ceiling, float(pool.need)))
 
 
 def unseen_holders(pods: float, need: int, run: float) -> list[Holder]:

@@ -1,6 +1,7 @@
 """The forecast at submit on the bed: a deadline the forecast already puts out of reach escalates at the
 trigger's first check, before any pod of the Job has finished; the result keeps the forecast and how far
-off it was; a higher-priority task does not count the lower-priority Jobs pending ahead; a night that waited
+off it was; a higher-priority task does not count the lower-priority Jobs pending ahead, and sees those it
+does count with what they ask for; a Job's reclaimed indexes hold no quota; a night that waited
 longer than the model said teaches the next night's forecast that wait."""
 
 from __future__ import annotations
@@ -164,6 +165,33 @@ def test_a_higher_priority_forecast_does_not_count_the_lower_priority_jobs_pendi
     (held,) = room.held  # the blocker: admitted, holding its 2 CPUs; the pending ones hold nothing
     assert held.usage.cpu == 2 and 0 <= held.held_for < 120, held
     assert held.flavor in {f.name for f in room.flavors}, (held, room.flavors)
+    # The two waiting are seen with what they ask for (one 1-CPU pod each), not as Jobs like the task's.
+    assert [(w.usage.cpu, w.usage.pods) for w in room.waiting if w.usage] == [(1, 1), (1, 1)], room.waiting
+
+
+def test_the_quota_of_a_jobs_finished_indexes_that_kueue_reclaimed_is_not_held(
+    kueue_env_factory: Any,
+) -> None:
+    """Kueue admits others into the quota of a Job's finished indexes (its Workload's reclaimablePods) while
+    the Job runs on: the forecast counts only the pods left, as Kueue does."""
+    env: KueueEnv = kueue_env_factory(cpu="4", memory="16Gi")
+    env.create_job(
+        indexed_job(
+            "tail",
+            env.local_queue,
+            completions=3,
+            annotations={"kwok.airflow-kueue.io/run-duration-2": "600s"},
+        )
+    )
+    hook = KueueHook("kubernetes_default")
+
+    def reclaimed() -> int:
+        found = env.workload(env.job("tail") or {"metadata": {"uid": ""}}) or {}
+        return sum(int(r.get("count") or 0) for r in (found.get("status") or {}).get("reclaimablePods") or [])
+
+    wait_for("Kueue counting the two finished indexes as reclaimable", lambda: reclaimed() == 2, 60)
+    (held,) = read_queue_room(hook, env.namespace, env.local_queue, 0).held
+    assert (held.usage.cpu, held.usage.memory) == (1, 2**30), held
 
 
 def test_jobs_created_in_the_same_second_are_forecast_again_from_their_place_in_the_queue(

@@ -13,16 +13,14 @@ from airflow_kueue_provider.hooks.forecast_inputs import (
     HELD_READ_LIMIT,
     ForecastInputsUnavailable,
     flavor_rooms,
-    forecast_run_of,
-    held_quota,
     pending_in_page,
-    pod_request,
     queued_workload,
     read_priority,
     read_queue_room,
     workloads_ahead,
 )
-from airflow_kueue_provider.kueue.progress.forecast import HeldQuota, Resources
+from airflow_kueue_provider.kueue.progress.forecast import HeldQuota, Resources, WaitingQuota
+from tests.unit.hooks.test_workload_quota import workload
 
 
 def cq(name: str, cpu: str, used: str = "0", cohort: str = "", **limits: str) -> dict[str, Any]:
@@ -108,17 +106,6 @@ def test_other_local_queues_pending_workloads_are_counted_whatever_their_priorit
     assert workloads_ahead(pending_cq(0), listed((300, 4)), 300) == 5
 
 
-def test_a_pod_request_sums_its_containers_requests_else_limits() -> None:
-    pod = {
-        "containers": [
-            {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
-            {"resources": {"limits": {"cpu": "1", "nvidia.com/gpu": "1"}}},
-            {},
-        ]
-    }
-    assert pod_request(pod) == Resources(cpu=1.5, memory=2**30, gpu=1, pods=1)
-
-
 class FakeHook:
     def __init__(
         self,
@@ -193,47 +180,6 @@ def test_the_task_priority_is_its_workload_priority_class_value_else_0() -> None
         read_priority(FakeHook(None, classes={"gather": refused}), labelled("gather"))
 
 
-def workload(
-    queue: str = "a",
-    reserved_at: str | None = "2026-12-05T01:00:00Z",
-    finished: bool = False,
-    usage: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    conditions: list[dict[str, Any]] = []
-    if reserved_at:
-        conditions.append({"type": "QuotaReserved", "status": "True", "lastTransitionTime": reserved_at})
-    if finished:
-        conditions.append({"type": "Finished", "status": "True", "lastTransitionTime": reserved_at})
-    amounts = usage if usage is not None else {"cpu": "8", "memory": "8Gi"}
-    admission = {
-        "clusterQueue": queue,
-        "podSetAssignments": [
-            {"name": "main", "flavors": dict.fromkeys(amounts, "spot"), "resourceUsage": amounts}
-        ],
-    }
-    return {"status": {"admission": admission, "conditions": conditions}}
-
-
-def test_the_quota_admitted_workloads_hold_and_since_when() -> None:
-    now = datetime(2026, 12, 5, 1, 0, 30, tzinfo=UTC)
-    found = held_quota(
-        [
-            workload(),
-            workload(queue="another"),  # another ClusterQueue's
-            workload(finished=True),  # done: its quota is being released
-            workload(reserved_at=None),  # pending
-            workload(usage={"cpu": "lots"}),  # unreadable: not seen
-            workload(reserved_at="2026-12-05T01:00:20Z", usage={"cpu": "500m"}),
-        ],
-        "a",
-        now,
-    )
-    assert found == (
-        HeldQuota("spot", Resources(cpu=8, memory=8 * 2**30), 30.0),
-        HeldQuota("spot", Resources(cpu=0.5), 10.0),
-    )
-
-
 def test_the_room_reads_one_page_of_workloads_and_an_unreadable_one_is_none_seen() -> None:
     hook = FakeHook({"spec": {"clusterQueue": "a"}})
     hook.workloads = [workload()]
@@ -261,31 +207,27 @@ def test_workloads_made_in_the_same_second_are_ahead_before_the_visibility_list_
     assert read_queue_room(hook, "ns", "lq", 100).ahead == 2, "more than the visibility list's one"
 
 
-def test_a_sealed_forecast_run_on_the_workloads_pod_template_says_how_long_it_holds_the_quota() -> None:
-    from airflow_kueue_provider.kueue.identity.identity_seal import IdentitySeal
-
-    seal = IdentitySeal(b"key")
-
-    def owned(name: str, annotation: str | None, kind: str = "Job") -> dict[str, Any]:
-        made = workload()
-        annotations = {"airflow-kueue.io/forecast-run": annotation} if annotation else {}
-        made["metadata"] = {
-            "namespace": "team",
-            "ownerReferences": [{"controller": True, "kind": kind, "name": name}],
+def test_the_workloads_waiting_ahead_in_the_namespace_are_read_with_what_they_ask_for() -> None:
+    def waiting(name: str, pods: int, cpu: str, priority: int = 100) -> dict[str, Any]:
+        template = {"spec": {"containers": [{"resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}
+        return {
+            "metadata": {"name": name, "uid": name, "creationTimestamp": f"2026-12-05T01:00:{pods:02d}Z"},
+            "spec": {
+                "queueName": "lq",
+                "priority": priority,
+                "podSets": [{"count": pods, "template": template}],
+            },
+            "status": {"conditions": []},
         }
-        made["spec"] = {"podSets": [{"template": {"metadata": {"annotations": annotations}}}]}
-        return made
 
-    sealed = owned("align-1", seal.forecast_run("team", "align-1", 40))
-    assert forecast_run_of(sealed, seal) == 40.0
-    assert forecast_run_of(sealed, None) is None, "no key: nothing is trusted"
-    assert forecast_run_of(owned("align-2", seal.forecast_run("team", "align-1", 40)), seal) is None
-    assert forecast_run_of(owned("align-1", "5:deadbeef"), seal) is None, "a tenant's own annotation"
-    assert forecast_run_of(owned("align-1", seal.forecast_run("team", "align-1", 40), "JobSet"), seal) is None
-    assert forecast_run_of(owned("align-1", None), seal) is None
-    now = datetime(2026, 12, 5, 1, 0, 30, tzinfo=UTC)
-    (held,) = held_quota([sealed], "a", now, seal)
-    assert (held.held_for, held.runs_for) == (30.0, 40.0)
+    hook = FakeHook({"spec": {"clusterQueue": "a"}})
+    hook.workloads = [waiting("b", 24, "1"), waiting("a", 2, "lots"), waiting("c", 50, "500m", 10)]
+    room = read_queue_room(hook, "ns", "lq", 100)
+    assert room.ahead == 2
+    assert room.waiting == (
+        WaitingQuota(None),  # its CPU unreadable: a Job like the task's
+        WaitingQuota(Resources(cpu=24, memory=24 * 2**30, pods=24)),
+    ), "in Kueue's order (created first), the lower priority one not ahead"
 
 
 class Polled:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -17,6 +18,7 @@ from airflow_kueue_provider.kueue.progress.forecast import (
     JobWork,
     QueueRoom,
     Resources,
+    WaitingQuota,
     forecast,
     job_work,
     makespan,
@@ -250,7 +252,6 @@ def test_a_flavor_that_cannot_hold_the_whole_job_is_passed_over_as_kueue_passes_
     """The night's risk queue: Spot first with no quota of its own and 16 CPU the cohort lends now, then 32
     CPU on-demand. A Job of 32 pods (no partial admission) goes on-demand, 32 at once; with
     ``min_parallelism`` 16 Spot holds it, 16 at once."""
-    import dataclasses
 
     spot = FlavorRoom("spot", Resources(memory=2**40, pods=1000), Resources(cpu=16), Resources())
     on_demand = FlavorRoom("on-demand", Resources(cpu=32, memory=2**40, pods=1000), Resources(), Resources())
@@ -301,3 +302,19 @@ def test_an_admitted_job_has_no_model_wait_and_no_bias() -> None:
     f = forecast(_learned_bias(160.0), QueueRoom(room(cpu=4).flavors, admitted=OwnAdmission("", 3.0)), NOW)
     assert f is not None and f.model_wait is None and f.wait_bias == 0.0
     assert seconds_after(f.start.at) == pytest.approx(-3)
+
+
+def test_workloads_seen_waiting_ahead_count_with_the_quota_they_ask_for() -> None:
+    """16 CPU, a Job of 8 pods of 60 s: four of 4 CPU ahead, seen, fill the quota together once; four like it
+    would take two rounds."""
+    work = stated(60, count=8, parallelism=8)
+    full = room(16, used=16, ahead=4)
+    seen = (WaitingQuota(Resources(cpu=4, memory=4 * 2**30, pods=4), 30.0),) * 4
+    sized = forecast(work, dataclasses.replace(full, waiting=seen), NOW)
+    like = forecast(work, full, NOW)
+    assert sized is not None and like is not None
+    assert sized.model_wait is not None and like.model_wait is not None
+    assert sized.model_wait < like.model_wait
+    two_seen = forecast(work, dataclasses.replace(full, waiting=seen[:2]), NOW)
+    assert two_seen is not None and two_seen.model_wait is not None
+    assert sized.model_wait <= two_seen.model_wait <= like.model_wait, "the unseen rest like the Job"

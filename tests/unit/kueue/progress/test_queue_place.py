@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kueue_provider.kueue.progress.forecast import OwnAdmission
-from airflow_kueue_provider.kueue.progress.queue_place import own_admission, place_of
+from airflow_kueue_provider.kueue.progress.queue_place import own_admission, place_of, waiting_ahead
 
 NOW = datetime(2026, 12, 5, 1, 0, 30, tzinfo=UTC)
 
@@ -57,3 +57,20 @@ def test_without_the_list_those_kueue_orders_before_it_in_the_page() -> None:
     ]
     assert place_of(own, None, page, 100) == 3
     assert place_of(own, {"items": []}, page, None) == 3, "its own priority when the task's is unknown"
+
+
+def test_the_waiting_ahead_in_kueues_order_of_a_new_workload_and_of_the_own() -> None:
+    page = [
+        wl("late", "20"),
+        wl("early", "05"),
+        wl("urgent", "25", priority=500),
+        wl("low", "01", priority=10),
+        wl("running", "00", reserved=True),
+        wl("elsewhere", "00", queue="other"),
+    ]
+    names = lambda found: [w["metadata"]["name"] for w in found]  # noqa: E731
+    assert names(waiting_ahead(page, "lq", 100)) == ["urgent", "early", "late"]
+    assert names(waiting_ahead(page, "lq", None)) == ["urgent", "early", "late", "low"]
+    own = wl("own", "10")
+    assert names(waiting_ahead([*page, own], "lq", None, own)) == ["urgent", "early"]
+    assert names(waiting_ahead([*page, own], "lq", 600, own)) == [], "its priority from the caller"

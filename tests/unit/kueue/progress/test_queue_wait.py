@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_kueue_provider.kueue.progress.queue_wait import (
+    Ahead,
     Holder,
     Pool,
     simulated_admission,
@@ -55,3 +56,20 @@ def test_each_job_takes_the_first_flavor_in_order_with_room() -> None:
     assert simulated_admission([spot, ondemand], 0) == (0, 1), "room now in the second"
     assert simulated_admission([spot, ondemand], 1) == (30, 0), "the one ahead took it"
     assert simulated_admission([Pool(8, 8, 100), ondemand], 0) == (0, 0), "the first in order"
+
+
+def test_workloads_ahead_seen_with_their_size_go_in_together() -> None:
+    """A 50-pod Job behind four of 24 pods in 96 pods of quota: the four run at once (one run of theirs),
+    where four Jobs like it would go one at a time (two never fit in 96)."""
+    pool = Pool(96, 50, 40)
+    small = [Ahead(24.0, 30.0)] * 4
+    assert simulated_admission([pool], small)[0] == pytest.approx(30)
+    assert simulated_admission([pool], 4)[0] == pytest.approx(160)
+    assert simulated_admission([pool], [Ahead()] * 4)[0] == pytest.approx(160), "unsized: like the Job"
+    mixed = [Ahead(24.0), Ahead(50.0), Ahead(24.0)]  # runs like the Job's (40 s) when not known
+    assert simulated_admission([pool], mixed)[0] == pytest.approx(40)
+
+
+def test_a_workload_ahead_asking_more_than_the_pool_ever_holds_takes_all_of_it() -> None:
+    pool = Pool(4, 10, 5, [Holder(6, 2)])
+    assert simulated_admission([pool], [Ahead(500.0, 7.0)])[0] == pytest.approx(9), "all 10, for 7 s"
