@@ -35,6 +35,7 @@ import os
 import platform
 import random
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -46,7 +47,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bed_env import load_devcluster_env, write_results  # noqa: E402
-from kubernetes import config  # noqa: E402
+from kubernetes import config, watch  # noqa: E402
 
 from airflow_kueue_provider.kueue.checkpoints.learned_lengths import LearnedLengths  # noqa: E402
 from airflow_kueue_provider.kueue.checkpoints.packing_choice import PackingChoice, ShardDuration  # noqa: E402
@@ -91,6 +92,48 @@ class Outcome:
     pods: int
     job_seconds: float
     ratio_to_ideal: float
+    phases: dict[str, float] | None = None
+    """Seconds after the create (``PodPhases``): the last pod created, the last one running, the last one
+    succeeded, the Job's Complete condition seen; and the longest index's run as annotated."""
+
+
+class PodPhases:
+    """When the Job's pods reach each phase, seen by a watch of the namespace (this process's clock)."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.first: dict[str, dict[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, args=(cluster, namespace), daemon=True)
+        self._thread.start()
+
+    def _watch(self, cluster: Cluster, namespace: str) -> None:
+        stream = watch.Watch().stream(cluster.core.list_namespaced_pod, namespace, timeout_seconds=3600)
+        for event in stream:
+            pod, now = event["object"], time.monotonic()
+            seen = self.first.setdefault(pod.metadata.name, {})
+            seen.setdefault("created", now)
+            if pod.status.phase in ("Running", "Succeeded"):
+                seen.setdefault("running", now)
+            if pod.status.phase == "Succeeded":
+                seen.setdefault("succeeded", now)
+            if self._stop.is_set():
+                return
+
+    def summary(self, created: float, complete: float, longest_run: float) -> dict[str, float]:
+        self._stop.set()
+
+        def last(phase: str) -> float:
+            return round(
+                max((p[phase] for p in self.first.values() if phase in p), default=created) - created, 2
+            )
+
+        return {
+            "last_pod_created": last("created"),
+            "last_pod_running": last("running"),
+            "last_pod_succeeded": last("succeeded"),
+            "complete_seen": round(complete - created, 2),
+            "longest_index_run": round(longest_run, 2),
+        }
 
 
 def cases(args: argparse.Namespace) -> list[Case]:
@@ -148,14 +191,17 @@ def pod_annotations(case: Case, packs: ShardPacks, overhead: float, start_delay:
 
 def run_once(
     cluster: Cluster, case: Case, packs: ShardPacks, args: argparse.Namespace, delay: float
-) -> float:
-    """Seconds from the Job's creation to its Complete condition."""
+) -> tuple[float, dict[str, float]]:
+    """Seconds from the Job's creation to its Complete condition, and where they went (``PodPhases``)."""
     cpu_per_pod = 0.25
     env = create_kueue_env(
         cluster, f"pack-{case.name}", cpu=str(case.parallelism * cpu_per_pod + 1), memory="1Ti"
     )
     try:
         pods = packs.index_count
+        annotations = pod_annotations(case, packs, args.per_shard_overhead, delay)
+        runs = [float(v[:-1]) for k, v in annotations.items() if k.startswith(RUN)]
+        phases = PodPhases(cluster, env.namespace)
         manifest = build_indexed_job(
             IndexedJobSpec(
                 name="packing",
@@ -167,7 +213,7 @@ def run_once(
                 resources={"requests": {"cpu": f"{int(cpu_per_pod * 1000)}m", "memory": "64Mi"}},
                 backoff_limit_per_index=1,
                 spot=True,
-                annotations=pod_annotations(case, packs, args.per_shard_overhead, delay),
+                annotations=annotations,
             )
         )
         created = time.monotonic()
@@ -178,7 +224,8 @@ def run_once(
             timeout=args.timeout,
             interval=0.2,
         )
-        return time.monotonic() - created
+        complete = time.monotonic()
+        return complete - created, phases.summary(created, complete, max(runs, default=0.0))
     finally:
         delete_kueue_env(env)
 
@@ -196,7 +243,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if args.history:
                 forms.append(("history", history_packs(case)))
             for form, packs in [f for f in forms if f[0] in args.forms.split(",")]:
-                seconds = run_once(cluster, case, packs, args, delay)
+                seconds, phases = run_once(cluster, case, packs, args, delay)
                 outcomes.append(
                     Outcome(
                         case.name,
@@ -206,6 +253,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         packs.index_count,
                         round(seconds, 1),
                         round(seconds / case.ideal, 3),
+                        phases,
                     )
                 )
                 print(outcomes[-1], flush=True)
@@ -247,7 +295,27 @@ def table(result: dict[str, Any]) -> str:
         )
         + ".\n\n"
     )
-    return head + "\n".join(rows) + "\n"
+    return head + "\n".join(rows) + "\n" + phase_table(result)
+
+
+def phase_table(result: dict[str, Any]) -> str:
+    """Where each run's seconds went, after the create (runs made before the phases were recorded: none)."""
+    timed = [o for o in result["outcomes"] if o.get("phases")]
+    if not timed:
+        return ""
+    rows = [
+        "| case | start delay | form | last pod created | last pod running | longest index run (annotated) "
+        "| last pod succeeded | Complete seen |",
+        "|---" * 8 + "|",
+    ]
+    for o in timed:
+        p = o["phases"]
+        rows.append(
+            f"| {o['case']} | {o['start_delay']:g} s | {o['form']} | {p['last_pod_created']} | "
+            f"{p['last_pod_running']} | {p['longest_index_run']} | {p['last_pod_succeeded']} | "
+            f"{p['complete_seen']} |"
+        )
+    return "\nSeconds after the Job's create, seen by a watch of the pods:\n\n" + "\n".join(rows) + "\n"
 
 
 def main() -> int:
