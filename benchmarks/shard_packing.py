@@ -4,9 +4,12 @@
 Each case runs twice in the same run, one after the other, in a ClusterQueue that admits it at once: the Job
 as the operator builds it unpacked (one index per shard), then packed (index ``i`` runs the ``i``-th group of
 ``choose_per_pod(...)`` shards, the operator's own choice from the expected shard duration). A fake pod runs
-for its index's shards' seconds in a row (``kwok.airflow-kueue.io/run-duration[-N]``), plus a per-shard SDK
-cost both forms pay (``--per-shard-overhead``, default 0.05 s: the done-marker read and write, two Blob
-round trips of about 20 ms in the same Azure region, rounded up).
+for its index's shards' seconds in a row (``kwok.airflow-kueue.io/run-duration[-N]``), plus the worker SDK's
+Blob round trips on its path, every form alike (``--round-trip``, default 0.025 s: about 20 ms in the same
+Azure region, rounded up). With the SDK now (``--sdk read-ahead``) an index of k shards waits on k + 1: each
+shard's ``mark_done`` write, and the first shard's done-marker read (the others are read while the shard
+before runs, ``worker/done_lookahead.py``); before it (``--sdk in-line``), on 2k: each shard's read and
+write. One shard a pod costs 0.05 s either way; ``sdk_pack_cost.py`` measures both forms of the SDK.
 
 The anchor is the ideal, the shards' seconds / parallelism. Cases:
 
@@ -172,19 +175,28 @@ def packs_of(case: Case, even_skewed: bool) -> ShardPacks:
     return PackingChoice(None, duration, case.parallelism).packs(IndexSet.range(0, len(case.seconds)))
 
 
-def pod_annotations(case: Case, packs: ShardPacks, overhead: float, start_delay: float) -> dict[str, str]:
-    """Each index runs its shards' seconds in a row, plus the SDK's per-shard cost."""
+def sdk_seconds(shards: int, round_trip: float, sdk: str) -> float:
+    """The SDK's Blob round trips on the path of an index of ``shards`` shards (module docstring)."""
+    return round_trip * (shards + 1 if sdk == "read-ahead" else 2 * shards)
+
+
+def pod_annotations(
+    case: Case, packs: ShardPacks, round_trip: float, start_delay: float, sdk: str = "read-ahead"
+) -> dict[str, str]:
+    """Each index runs its shards' seconds in a row, plus the SDK's round trips on its path."""
     per_pod = packs.per_pod
     annotations = {START: f"{start_delay}s"}
     if case.uniform and case.tonight is None and not packs.sizes and not packs.order:
-        full = per_pod * (case.seconds[0] + overhead)
+        full = per_pod * case.seconds[0] + sdk_seconds(per_pod, round_trip, sdk)
         annotations[RUN] = f"{full:.3f}s"
         last = len(packs.shards_of_index(packs.index_count - 1))
         if last != per_pod:
-            annotations[f"{RUN}-{packs.index_count - 1}"] = f"{last * (case.seconds[0] + overhead):.3f}s"
+            tail = last * case.seconds[0] + sdk_seconds(last, round_trip, sdk)
+            annotations[f"{RUN}-{packs.index_count - 1}"] = f"{tail:.3f}s"
         return annotations
     for i in range(packs.index_count):
-        run = sum(case.actual[s] + overhead for s in packs.shards_of_index(i))
+        shards = packs.shards_of_index(i)
+        run = sum(case.actual[s] for s in shards) + sdk_seconds(len(shards), round_trip, sdk)
         annotations[f"{RUN}-{i}"] = f"{run:.3f}s"
     return annotations
 
@@ -199,7 +211,7 @@ def run_once(
     )
     try:
         pods = packs.index_count
-        annotations = pod_annotations(case, packs, args.per_shard_overhead, delay)
+        annotations = pod_annotations(case, packs, args.round_trip, delay, args.sdk)
         runs = [float(v[:-1]) for k, v in annotations.items() if k.startswith(RUN)]
         phases = PodPhases(cluster, env.namespace)
         manifest = build_indexed_job(
@@ -260,7 +272,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "per_shard_overhead_seconds": args.per_shard_overhead,
+        "round_trip_seconds": args.round_trip,
+        "sdk": args.sdk,
         "aks_start_delay_seconds": args.aks_start_delay,
         "night_to_night_noise": args.noise if args.history else None,
         "ideal_seconds": {c.name: round(c.ideal, 1) for c in cases(args)},
@@ -286,8 +299,8 @@ def table(result: dict[str, Any]) -> str:
             f"{o['job_seconds']} | {result['ideal_seconds'][o['case']]} | {o['ratio_to_ideal']} | {versus} |"
         )
     head = (
-        f"{result['when']}, {result['machine']}; per-shard SDK cost {result['per_shard_overhead_seconds']} s "
-        f"in both forms; AKS start delay {result['aks_start_delay_seconds']} s"
+        f"{result['when']}, {result['machine']}; SDK {result['sdk']}, Blob round trip "
+        f"{result['round_trip_seconds']} s; AKS start delay {result['aks_start_delay_seconds']} s"
         + (
             f"; tonight's lengths = learned x (1 +/- {result['night_to_night_noise']})"
             if result.get("night_to_night_noise")
@@ -322,7 +335,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="scenario_a,many_small,skewed_tail")
     parser.add_argument("--small-shards", type=int, default=10_000)
-    parser.add_argument("--per-shard-overhead", type=float, default=0.05)
+    parser.add_argument("--round-trip", type=float, default=0.025, help="one Blob round trip (s)")
+    parser.add_argument(
+        "--sdk",
+        choices=("read-ahead", "in-line"),
+        default="read-ahead",
+        help="the SDK's done-marker reads: ahead of each shard (now) or in line (before)",
+    )
     parser.add_argument("--aks-start-delay", type=float, default=5.0)
     parser.add_argument(
         "--delays",
