@@ -5,11 +5,11 @@ Each case runs twice in the same run, one after the other, in a ClusterQueue tha
 as the operator builds it unpacked (one index per shard), then packed (index ``i`` runs the ``i``-th group of
 ``choose_per_pod(...)`` shards, the operator's own choice from the expected shard duration). A fake pod runs
 for its index's shards' seconds in a row (``kwok.airflow-kueue.io/run-duration[-N]``), plus the worker SDK's
-Blob round trips on its path, every form alike (``--round-trip``, default 0.025 s: about 20 ms in the same
-Azure region, rounded up). With the SDK now (``--sdk read-ahead``) an index of k shards waits on k + 1: each
-shard's ``mark_done`` write, and the first shard's done-marker read (the others are read while the shard
-before runs, ``worker/done_lookahead.py``); before it (``--sdk in-line``), on 2k: each shard's read and
-write. One shard a pod costs 0.05 s either way; ``sdk_pack_cost.py`` measures both forms of the SDK.
+cost on its path, every form alike, as ``sdk_pack_cost.py`` measured it against Azurite with every answer
+held 20 ms (a Blob round trip in one Azure region; ``results/sdk_pack_cost.md``, 2026-12-05): with the SDK
+now (``--sdk read-ahead``) 32.2 ms a shard (its ``mark_done``) plus one done-marker read of 27 ms a pod (the
+others are read while the shard before runs, ``worker/done_lookahead.py``); before it (``--sdk in-line``)
+53.9 ms a shard (its read and its write).
 
 The anchor is the ideal, the shards' seconds / parallelism. Cases:
 
@@ -175,28 +175,33 @@ def packs_of(case: Case, even_skewed: bool) -> ShardPacks:
     return PackingChoice(None, duration, case.parallelism).packs(IndexSet.range(0, len(case.seconds)))
 
 
-def sdk_seconds(shards: int, round_trip: float, sdk: str) -> float:
-    """The SDK's Blob round trips on the path of an index of ``shards`` shards (module docstring)."""
-    return round_trip * (shards + 1 if sdk == "read-ahead" else 2 * shards)
+SDK_COST = {"read-ahead": (0.0322, 0.027), "in-line": (0.0539, 0.0)}
+"""The SDK's cost in seconds, (per shard, per pod), as ``sdk_pack_cost.py`` measured it (module docstring)."""
+
+
+def sdk_seconds(shards: int, sdk: str) -> float:
+    """The SDK's cost on the path of an index of ``shards`` shards."""
+    per_shard, per_pod = SDK_COST[sdk]
+    return per_shard * shards + per_pod
 
 
 def pod_annotations(
-    case: Case, packs: ShardPacks, round_trip: float, start_delay: float, sdk: str = "read-ahead"
+    case: Case, packs: ShardPacks, start_delay: float, sdk: str = "read-ahead"
 ) -> dict[str, str]:
-    """Each index runs its shards' seconds in a row, plus the SDK's round trips on its path."""
+    """Each index runs its shards' seconds in a row, plus the SDK's cost on its path."""
     per_pod = packs.per_pod
     annotations = {START: f"{start_delay}s"}
     if case.uniform and case.tonight is None and not packs.sizes and not packs.order:
-        full = per_pod * case.seconds[0] + sdk_seconds(per_pod, round_trip, sdk)
+        full = per_pod * case.seconds[0] + sdk_seconds(per_pod, sdk)
         annotations[RUN] = f"{full:.3f}s"
         last = len(packs.shards_of_index(packs.index_count - 1))
         if last != per_pod:
-            tail = last * case.seconds[0] + sdk_seconds(last, round_trip, sdk)
+            tail = last * case.seconds[0] + sdk_seconds(last, sdk)
             annotations[f"{RUN}-{packs.index_count - 1}"] = f"{tail:.3f}s"
         return annotations
     for i in range(packs.index_count):
         shards = packs.shards_of_index(i)
-        run = sum(case.actual[s] for s in shards) + sdk_seconds(len(shards), round_trip, sdk)
+        run = sum(case.actual[s] for s in shards) + sdk_seconds(len(shards), sdk)
         annotations[f"{RUN}-{i}"] = f"{run:.3f}s"
     return annotations
 
@@ -211,7 +216,7 @@ def run_once(
     )
     try:
         pods = packs.index_count
-        annotations = pod_annotations(case, packs, args.round_trip, delay, args.sdk)
+        annotations = pod_annotations(case, packs, delay, args.sdk)
         runs = [float(v[:-1]) for k, v in annotations.items() if k.startswith(RUN)]
         phases = PodPhases(cluster, env.namespace)
         manifest = build_indexed_job(
@@ -272,8 +277,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "round_trip_seconds": args.round_trip,
         "sdk": args.sdk,
+        "sdk_cost_seconds": {"per_shard": SDK_COST[args.sdk][0], "per_pod": SDK_COST[args.sdk][1]},
         "aks_start_delay_seconds": args.aks_start_delay,
         "night_to_night_noise": args.noise if args.history else None,
         "ideal_seconds": {c.name: round(c.ideal, 1) for c in cases(args)},
@@ -298,9 +303,10 @@ def table(result: dict[str, Any]) -> str:
             f"| {o['case']} | {o['start_delay']:g} s | {o['form']} | {shape} | {o['pods']} | "
             f"{o['job_seconds']} | {result['ideal_seconds'][o['case']]} | {o['ratio_to_ideal']} | {versus} |"
         )
+    cost = result["sdk_cost_seconds"]
     head = (
-        f"{result['when']}, {result['machine']}; SDK {result['sdk']}, Blob round trip "
-        f"{result['round_trip_seconds']} s; AKS start delay {result['aks_start_delay_seconds']} s"
+        f"{result['when']}, {result['machine']}; SDK {result['sdk']} (cost {cost['per_shard']} s a shard, "
+        f"{cost['per_pod']} s a pod); AKS start delay {result['aks_start_delay_seconds']} s"
         + (
             f"; tonight's lengths = learned x (1 +/- {result['night_to_night_noise']})"
             if result.get("night_to_night_noise")
@@ -335,7 +341,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="scenario_a,many_small,skewed_tail")
     parser.add_argument("--small-shards", type=int, default=10_000)
-    parser.add_argument("--round-trip", type=float, default=0.025, help="one Blob round trip (s)")
     parser.add_argument(
         "--sdk",
         choices=("read-ahead", "in-line"),
