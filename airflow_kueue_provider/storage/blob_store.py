@@ -12,6 +12,7 @@ with capped exponential backoff, so a caller decides how long a call may block (
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -41,6 +42,7 @@ class BlobStore(BlobStoreBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._client: ContainerClient | None = None
+        self._building = threading.Lock()  # a shard pack uses one store from three threads
 
     def __enter__(self: S) -> S:
         return self
@@ -65,18 +67,21 @@ class BlobStore(BlobStoreBase):
         return container_url_of(self.get_auth(), self.container)
 
     def get_conn(self) -> ContainerClient:
-        """The container client (built once; building does no I/O)."""
-        if self._client is None:
-            auth = self.get_auth()
-            if auth.kind == "connection_string":
-                assert auth.connection_string is not None
-                self._client = ContainerClient.from_connection_string(
-                    auth.connection_string, self.container, retry_total=0
-                )
-            else:
-                credential = credential_for(auth, aio=False)
-                self._client = ContainerClient(auth.account_url, self.container, credential, retry_total=0)
-        return self._client
+        """The container client (built once, by one thread; building does no I/O)."""
+        with self._building:
+            if self._client is None:
+                self._client = self._build()
+            return self._client
+
+    def _build(self) -> ContainerClient:
+        auth = self.get_auth()
+        if auth.kind == "connection_string":
+            assert auth.connection_string is not None
+            return ContainerClient.from_connection_string(
+                auth.connection_string, self.container, retry_total=0
+            )
+        credential = credential_for(auth, aio=False)
+        return ContainerClient(auth.account_url, self.container, credential, retry_total=0)
 
     def _run(self, what: str, op: Callable[[dict[str, Any]], T], budget: float | None = None) -> T:
         attempts = _Attempts(self.retry, what, self.where, budget)

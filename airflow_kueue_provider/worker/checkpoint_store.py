@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Protocol
 
 from ..kueue.checkpoints.checkpoint_retention import BlobInfo
@@ -35,6 +36,7 @@ from ..storage.blob_retry import RetryPolicy
 from ..storage.blob_store import BlobStore
 from ..storage.sas_file import FileSasCredential
 from . import naming
+from .done_writes import DoneWrites
 from .env import ShardEnv
 
 log = logging.getLogger("airflow_kueue_provider.worker")
@@ -97,10 +99,13 @@ class CheckpointStore:
         prefix: str,
         keep: int = 3,
         skip_if_done: bool = True,
+        writes: DoneWrites | None = None,
     ) -> None:
+        """``writes``: a pack's done-marker writes (``done_writes``), where ``mark_done`` hands its write."""
         naming.stale_seqs((), keep)  # validates keep
         self.shard_id, self.index, self.prefix = shard_id, index, prefix
         self.store, self.keep, self.skip_if_done = store, keep, skip_if_done
+        self.done_writes = writes
         self._lock = threading.Lock()  # the counters below
         self._seq = 0  # the highest checkpoint number known to be taken
         # checkpoints known to exist -> (progress, ETag): what pruning ranks, and deletes only if unchanged
@@ -157,7 +162,8 @@ class CheckpointStore:
         """Record that the shard finished, with a small JSON ``output`` (``done.json``). The first record
         is kept (another pod of the index may have finished first); with ``skip_if_done=False`` it is
         replaced. ``run_seconds``: how long this process ran the shard (the shard history learns lengths
-        from it); ``resumed``: it started from a checkpoint, so that is only the tail of the shard."""
+        from it); ``resumed``: it started from a checkpoint, so that is only the tail of the shard. With
+        ``done_writes`` the write goes out while the pack's next shard runs, and the pod waits for it."""
         doc: dict[str, Any] = {
             "format": CHECKPOINT_FORMAT,
             "shard_id": self.shard_id,
@@ -169,6 +175,12 @@ class CheckpointStore:
             doc["run_seconds"] = round(max(0.0, run_seconds), 3)
         if resumed:
             doc["resumed"] = True
+        if self.done_writes is not None:  # a pack's: written while its next shard runs
+            self.done_writes.submit(self.shard_id, partial(self._write_done, doc))
+        else:
+            self._write_done(doc)
+
+    def _write_done(self, doc: dict[str, Any]) -> None:
         name = naming.done_name(self.prefix, self.shard_id)
         try:
             self.store.write_json(name, doc, if_none_match=self.skip_if_done)

@@ -78,6 +78,7 @@ from .checkpoint_store import (
     Progress,
     check_progress,
 )
+from .done_writes import DoneWrites
 from .env import ShardEnv
 from .shard_items import NoShardItem, ShardItems
 from .shard_pack import ShardEnding, ShardPack
@@ -123,13 +124,14 @@ class Shard:
         ending: ShardEnding | None = None,
         owns_stores: bool = True,
         items: ShardItems | None = None,
+        done_writes: DoneWrites | None = None,
     ) -> None:
         """``flush_store`` (default ``store``) serves the SIGTERM flush; ``from_env`` gives it its own client
-        so the flush never waits on a lock or connection the interrupted main thread holds. The shards of a
-        pack share their stores (``owns_stores=False``: ``close`` leaves them open), their ``ending`` and
-        their ``items`` (``shard_items=``: ``item`` reads this shard's)."""
+        so the flush never waits on a lock or connection the interrupted main thread holds. A pack's shards
+        share their stores (``owns_stores=False``: ``close`` leaves them open), ``ending``, ``items`` (read
+        by ``item``) and ``done_writes`` (``mark_done`` hands its write there: written behind)."""
         self.checkpoints = CheckpointStore(
-            shard_id, index, store, prefix=prefix, keep=keep, skip_if_done=skip_if_done
+            shard_id, index, store, prefix=prefix, keep=keep, skip_if_done=skip_if_done, writes=done_writes
         )
         self.shard_id, self.index, self.prefix = shard_id, index, prefix
         self.store, self.flush_store = store, flush_store or store

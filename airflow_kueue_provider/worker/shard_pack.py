@@ -30,6 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from .checkpoint_store import JsonStore
 from .done_lookahead import DoneLookahead
+from .done_writes import DRAIN_ON_EXIT_SECONDS, DoneWrites
 from .env import ShardEnv
 from .shard_items import ShardItems
 from .sigterm_flush import EXIT_SIGTERM, SigtermFlush
@@ -76,7 +77,7 @@ class ShardEnding:
 S = TypeVar("S", bound=PackMember)
 MakeShard = Callable[..., S]
 """``Shard``'s constructor: ``(shard_id, index, store, *, prefix, grace_seconds, keep, flush_store, ending,
-owns_stores, items)``."""
+owns_stores, items, done_writes)``."""
 
 
 class ShardPack(ShardEnding, Generic[S]):
@@ -99,6 +100,7 @@ class ShardPack(ShardEnding, Generic[S]):
         self.done_before: list[int] = []
         self._ended: set[int] = set()
         self._stop = threading.Event()
+        self._writes = DoneWrites()
         self.items = ShardItems.for_env(env)
         """``shard_items=``: one reader for the pod, so a pack's shards share the staged chunk it read."""
 
@@ -129,11 +131,13 @@ class ShardPack(ShardEnding, Generic[S]):
     def shards(self) -> Iterator[S]:
         """Yield every shard of the pod not done yet; raise ``ShardsFailed`` at the end if any failed.
 
-        Each shard's done marker is read while the shard before it runs (``DoneLookahead``), so a shard
-        waits on one Blob round trip (its own ``mark_done``), not two."""
+        Each shard's done marker is read while the shard before it runs (``DoneLookahead``) and written
+        while the shard after it runs (``DoneWrites``): no Blob round trip is left between two shards. The
+        pod waits for the writes before it ends; a marker not written makes its shard count as failed."""
         store, flush_store = self._stores or stores_for(self.env)
         previous = self._catch_sigterm_between_shards()
         lookahead = DoneLookahead(store, self.env.prefix, list(self.env.shard_ids))
+        self._writes, drained = DoneWrites(), False
         try:
             for shard_id in self.env.shard_ids:
                 self._exit_if_told_to_stop()
@@ -155,7 +159,13 @@ class ShardPack(ShardEnding, Generic[S]):
                     self.ended(shard, None)
                 if shard.sigterm.signalled:
                     raise SystemExit(EXIT_SIGTERM)
+            drained = True
+            for shard_id, why in sorted(self._writes.drain().items()):
+                log.error("shard %d (index %d): %s; it runs again", shard_id, self.env.index, why)
+                self.failed[shard_id] = why
         finally:
+            if not drained:  # ended early: the markers written by then count, the others run again
+                self._writes.drain(min(DRAIN_ON_EXIT_SECONDS, self.env.grace_seconds / 2))
             lookahead.close()
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
@@ -183,6 +193,7 @@ class ShardPack(ShardEnding, Generic[S]):
             ending=self,
             owns_stores=False,
             items=self.items,
+            done_writes=self._writes,
         )
 
     def _catch_sigterm_between_shards(self) -> Any:
