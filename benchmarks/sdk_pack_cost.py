@@ -5,9 +5,10 @@ a network round trip would delay it.
 A pack of ``--shards`` shards (index 0 runs them all) goes through ``Shard.each_from_env``'s loop
 (``ShardPack``) with the shards' work a ``--work`` second sleep. The SDK's cost per shard is the pack's
 wall time less the work, divided by the shards. Two programs: ``mark_done`` only, and ``load()`` then
-``mark_done`` (what the sample programs do). Two forms in the same run: the done markers read ahead (the SDK
-now) and read in line before each shard (the SDK before ``worker/done_lookahead.py``: the loop is given an
-in-line reader in place of the look-ahead, the only difference).
+``mark_done`` (what the sample programs do). Three forms in the same run: the done markers read and written
+in line (the SDK before ``worker/done_lookahead.py``), read ahead and written in line (before
+``worker/done_writes.py``), read ahead and written behind (the SDK now). The older forms are the loop given
+an in-line reader or writer in place of the new one, the only difference.
 
 The delay: a local proxy in front of Azurite holds every answer ``--round-trip`` seconds (default 0.02: a
 Blob call from an AKS node to a storage account in the same region, about 10-20 ms for small blobs, rounded
@@ -48,6 +49,7 @@ from airflow_kueue_provider.storage.blob_store import BlobStore  # noqa: E402
 from airflow_kueue_provider.worker import Shard, ShardEnv, ShardPack, shard_pack  # noqa: E402
 from airflow_kueue_provider.worker.checkpoint_store import JsonStore  # noqa: E402
 from airflow_kueue_provider.worker.done_lookahead import DoneLookahead  # noqa: E402
+from airflow_kueue_provider.worker.done_writes import DoneWrites  # noqa: E402
 from airflow_kueue_provider.worker.naming import done_name  # noqa: E402
 
 
@@ -62,6 +64,16 @@ class InLineDone:
 
     def close(self) -> None:
         pass
+
+
+class InLineWrites:
+    """The SDK before the write-behind: each done marker written when ``mark_done`` is called."""
+
+    def submit(self, shard_id: int, write: Any) -> None:
+        write()
+
+    def drain(self, timeout: float | None = None) -> dict[int, str]:
+        return {}
 
 
 class DelayingProxy:
@@ -100,6 +112,13 @@ class DelayingProxy:
         await asyncio.gather(pump(reader, up_writer, 0.0), pump(up_reader, writer, self.delay))
 
 
+FORMS: list[tuple[str, Any, Any]] = [
+    ("read and written in line (before)", InLineDone, InLineWrites),
+    ("read ahead, written in line", DoneLookahead, InLineWrites),
+    ("read ahead, written behind (now)", DoneLookahead, DoneWrites),
+]
+
+
 def run_pack(store: BlobStore, account: str, container: str, args: argparse.Namespace, load: bool) -> float:
     """Seconds of SDK cost per shard: the pack's wall time less its shards' work, over the shards."""
     environ = {
@@ -133,12 +152,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         store.get_conn().create_container()
         try:
             for program, load in (("mark_done", False), ("load + mark_done", True)):
-                for form, reader in (("read in line (before)", InLineDone), ("read ahead", DoneLookahead)):
+                for form, reader, writer in FORMS:
                     shard_pack.DoneLookahead = reader  # type: ignore[misc,assignment]
+                    shard_pack.DoneWrites = writer  # type: ignore[misc,assignment]
                     try:
                         costs = [run_pack(store, account, container, args, load) for _ in range(args.repeats)]
                     finally:
                         shard_pack.DoneLookahead = DoneLookahead  # type: ignore[misc]
+                        shard_pack.DoneWrites = DoneWrites  # type: ignore[misc]
                     outcomes.append(
                         {
                             "program": program,
