@@ -6,10 +6,11 @@ as the operator builds it unpacked (one index per shard), then packed (index ``i
 ``choose_per_pod(...)`` shards, the operator's own choice from the expected shard duration). A fake pod runs
 for its index's shards' seconds in a row (``kwok.airflow-kueue.io/run-duration[-N]``), plus the worker SDK's
 cost on its path, every form alike, as ``sdk_pack_cost.py`` measured it against Azurite with every answer
-held 20 ms (a Blob round trip in one Azure region; ``results/sdk_pack_cost.md``, 2026-12-05): with the SDK
-now (``--sdk read-ahead``) 32.2 ms a shard (its ``mark_done``) plus one done-marker read of 27 ms a pod (the
-others are read while the shard before runs, ``worker/done_lookahead.py``); before it (``--sdk in-line``)
-53.9 ms a shard (its read and its write).
+held 20 ms (a Blob round trip in one Azure region; ``results/sdk_pack_cost.md``, 2026-12-05 23:45 UTC). With
+the SDK now (``--sdk read-ahead``: done markers read ahead and written behind, ``worker/done_lookahead.py``,
+``worker/done_writes.py``) a pack of 20 costs 8.5 ms a shard, modelled as 6 ms a shard plus 54 ms a pod
+(its first read and its last write's wait); before (``--sdk in-line``) 56.9 ms a shard (its read and its
+write).
 
 The anchor is the ideal, the shards' seconds / parallelism. Cases:
 
@@ -175,7 +176,7 @@ def packs_of(case: Case, even_skewed: bool) -> ShardPacks:
     return PackingChoice(None, duration, case.parallelism).packs(IndexSet.range(0, len(case.seconds)))
 
 
-SDK_COST = {"read-ahead": (0.0322, 0.027), "in-line": (0.0539, 0.0)}
+SDK_COST = {"read-ahead": (0.006, 0.054), "in-line": (0.0569, 0.0)}
 """The SDK's cost in seconds, (per shard, per pod), as ``sdk_pack_cost.py`` measured it (module docstring)."""
 
 
@@ -345,7 +346,7 @@ def main() -> int:
         "--sdk",
         choices=("read-ahead", "in-line"),
         default="read-ahead",
-        help="the SDK's done-marker reads: ahead of each shard (now) or in line (before)",
+        help="the SDK's done markers: read ahead and written behind (now) or in line (before)",
     )
     parser.add_argument("--aks-start-delay", type=float, default=5.0)
     parser.add_argument(
