@@ -88,11 +88,13 @@ def finished(cluster: Cluster, namespace: str, name: str, timeout: float = 60) -
 
 
 def printed(cluster: Cluster, namespace: str, name: str, text: str) -> dict[str, Any]:
-    """The pod once its main container has printed ``text`` (it runs and got past its setup)."""
+    """The pod once its main container has printed ``text`` (it runs and got past its setup), read with its
+    node: a read made before the binding shows no ``nodeName`` though the log (found on any node) has it."""
 
     def check() -> dict[str, Any] | None:
         pod = pod_of(cluster, namespace, name)
-        return pod if pod and text in pod_log(pod, "main") else None
+        bound = pod is not None and (pod.get("spec") or {}).get("nodeName")
+        return pod if pod and bound and text in pod_log(pod, "main") else None
 
     return wait_for(f"{namespace}/{name} printed {text!r}", check, timeout=60)
 
