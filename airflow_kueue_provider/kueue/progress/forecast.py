@@ -37,7 +37,15 @@ from datetime import UTC, datetime, timedelta
 from ..checkpoints.learned_lengths import LearnedLengths
 from ..checkpoints.shard_packing import ShardPacks
 from .eta import Estimate
-from .queue_wait import LIKE_THE_JOB, Ahead, Holder, Pool, simulated_admission, unseen_holders
+from .queue_wait import (
+    LIKE_THE_JOB,
+    Ahead,
+    Pool,
+    held_releases,
+    release_pattern,
+    simulated_admission,
+    unseen_holders,
+)
 
 POD_START_SECONDS = 5.0
 """What a pod costs before its first shard runs (scheduling, container start, the first Blob round trip)."""
@@ -249,15 +257,18 @@ def _pack_sums(lengths: Sequence[float], sizes: Sequence[int]) -> tuple[float, .
 def makespan(packs: Sequence[float], slots: int, start_cost: float) -> float:
     """Seconds from the first pod's start to the last pack's end: packs in index order, each to the slot
     that frees first, each pod paying ``start_cost`` (O(packs log slots))."""
+    return max(slot_ends(packs, slots, start_cost), default=0.0)
+
+
+def slot_ends(packs: Sequence[float], slots: int, start_cost: float) -> list[float]:
+    """When each slot's last pack ends, ascending (``makespan``'s schedule): when Kueue frees each of the
+    Job's pods' quota (its finished indexes are reclaimable)."""
     if not packs:
-        return 0.0
+        return []
     free = [0.0] * max(1, min(slots, len(packs)))
-    end = 0.0
     for work in packs:
-        done = heapq.heappop(free) + start_cost + work
-        end = max(end, done)
-        heapq.heappush(free, done)
-    return end
+        heapq.heappush(free, heapq.heappop(free) + start_cost + work)
+    return sorted(free)
 
 
 def start_cost_of(packs: Sequence[float], slots: int, measured: float) -> float | None:
@@ -345,12 +356,13 @@ def _pool(work: JobWork, room: QueueRoom, flavor: FlavorRoom, run: float) -> Poo
     seen = [(h, _pods(h.usage, work.request, flavor)) for h in room.held if h.flavor == flavor.name]
     held = sum(pods for _, pods in seen)
     unseen = max(0.0, _pods(flavor.used, work.request, flavor) - held)
-    holders = [Holder(pods, _runs(h, run) - h.held_for) for h, pods in seen]
-    holders += unseen_holders(unseen, need, run)
     # The ClusterQueue's status trails the admissions by up to its update period; the ones seen are now.
     capacity = flavor.slots(work.request, free=False)
     free = min(float(flavor.slots(work.request, free=True)), max(0.0, capacity - held))
-    return Pool(free, need, run, holders)
+    releases = release_pattern(slot_ends(work.seconds, need, work.start_cost), need, run)
+    pattern = Pool(free, need, run, (), releases)
+    holders = [freed for h, pods in seen for freed in held_releases(pods, h.held_for, _runs(h, run), pattern)]
+    return Pool(free, need, run, holders + unseen_holders(unseen, need, run), releases)
 
 
 def _ahead_of(work: JobWork, room: QueueRoom, flavor: FlavorRoom) -> list[Ahead]:

@@ -19,7 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 MAX_HOLDERS = 10_000
-"""Holders simulated at most (a bound on the work per forecast; more are merged into the last)."""
+"""Holders simulated at most (a bound on the work per forecast; more are left out)."""
+MAX_RELEASES = 16
+"""Points of a Job's release pattern at most (``release_pattern``): the work per holder is bounded."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,9 @@ class Pool:
     need: int
     run: float
     holders: Sequence[Holder] = ()
+    releases: Sequence[float] = ()
+    """When each of the Job's ``need`` pods frees its quota, in seconds after the admission (Kueue reclaims
+    a finished index's quota while the Job runs on); empty: all of them at ``run``."""
 
 
 @dataclass(frozen=True)
@@ -77,12 +82,35 @@ def simulated_admission(pools: Sequence[Pool], ahead: int | Sequence[Ahead]) -> 
             at += 1
             free[fit] -= size[fit]
             run = pools[fit].run if head.run is None else head.run
-            heapq.heappush(ends, (now + run, fit, size[fit]))
+            for freed in held_releases(size[fit], 0.0, run, pools[fit]):
+                heapq.heappush(ends, (now + freed.ends_in, fit, freed.pods))
             continue
         if not ends:
             return now, 0  # nothing left to free: Kueue admits it once the rest ends (or borrows)
         now, index, pods = heapq.heappop(ends)
         free[index] += pods
+
+
+def held_releases(pods: float, held_for: float, run: float, pool: Pool) -> list[Holder]:
+    """Quota ``pods`` that a workload running ``run`` seconds has held for ``held_for``, as it frees it: in
+    the Job's own pattern (``pool.releases``) stretched to that run, the part still to come. Past the end it
+    frees now; with no pattern, all of it at the end."""
+    if not pool.releases or pool.run <= 0 or run <= held_for:
+        return [Holder(pods, run - held_for)]
+    stretch = run / pool.run
+    left = [after * stretch - held_for for after in pool.releases if after * stretch > held_for + 1e-9]
+    if not left:
+        return [Holder(pods, run - held_for)]
+    return [Holder(pods / len(left), after) for after in left]
+
+
+def release_pattern(slot_ends: Sequence[float], need: int, run: float) -> tuple[float, ...]:
+    """``Pool.releases`` from the Job's list schedule: each of its ``need`` pods frees its quota when its
+    slot's last pack ends (a slot with no pack at ``run``), as at most ``MAX_RELEASES`` equal shares."""
+    ends = sorted(slot_ends)[:need] + [run] * max(0, need - len(slot_ends))
+    if len(ends) <= MAX_RELEASES:
+        return tuple(ends)
+    return tuple(ends[int((i + 0.5) * len(ends) / MAX_RELEASES)] for i in range(MAX_RELEASES))
 
 
 def _size(head: Ahead | None, pool: Pool, ceiling: float) -> float:

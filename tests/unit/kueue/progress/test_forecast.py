@@ -22,6 +22,7 @@ from airflow_kueue_provider.kueue.progress.forecast import (
     forecast,
     job_work,
     makespan,
+    slot_ends,
 )
 
 NOW = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
@@ -318,3 +319,8 @@ def test_workloads_seen_waiting_ahead_count_with_the_quota_they_ask_for() -> Non
     two_seen = forecast(work, dataclasses.replace(full, waiting=seen[:2]), NOW)
     assert two_seen is not None and two_seen.model_wait is not None
     assert sized.model_wait <= two_seen.model_wait <= like.model_wait, "the unseen rest like the Job"
+
+
+def test_each_slot_ends_with_its_last_pack() -> None:
+    assert slot_ends([10, 1, 1, 1], 2, 1.0) == [6.0, 11.0]
+    assert slot_ends([], 3, 1.0) == [] and makespan([], 3, 1.0) == 0.0

@@ -6,9 +6,12 @@ from __future__ import annotations
 import pytest
 
 from airflow_kueue_provider.kueue.progress.queue_wait import (
+    MAX_RELEASES,
     Ahead,
     Holder,
     Pool,
+    held_releases,
+    release_pattern,
     simulated_admission,
     unseen_holders,
 )
@@ -73,3 +76,38 @@ def test_workloads_ahead_seen_with_their_size_go_in_together() -> None:
 def test_a_workload_ahead_asking_more_than_the_pool_ever_holds_takes_all_of_it() -> None:
     pool = Pool(4, 10, 5, [Holder(6, 2)])
     assert simulated_admission([pool], [Ahead(500.0, 7.0)])[0] == pytest.approx(9), "all 10, for 7 s"
+
+
+def test_a_job_ahead_frees_its_quota_pod_by_pod_as_its_indexes_finish() -> None:
+    """Kueue reclaims a finished index's quota while the Job runs on: the next Job goes in once enough of
+    the one before has finished, not when its last pod does."""
+    whole = Pool(10, 10, 100)
+    spread = Pool(10, 10, 100, releases=[10.0 * k for k in range(1, 11)])  # one pod free every 10 s
+    assert simulated_admission([whole], 1)[0] == pytest.approx(100)
+    assert simulated_admission([spread], 1)[0] == pytest.approx(100), "all 10 pods: the last frees at 100"
+    half = Pool(15, 10, 100, releases=[10.0 * k for k in range(1, 11)])
+    assert simulated_admission([half], 1)[0] == pytest.approx(50), "5 free + 5 freed by 50 s"
+    # A workload ahead of its own size and run frees in the Job's pattern, stretched to its run.
+    assert simulated_admission([half], [Ahead(10.0, 200.0)])[0] == pytest.approx(100)
+
+
+def test_quota_held_frees_the_part_of_the_pattern_still_to_come() -> None:
+    pattern = Pool(0, 4, 100, releases=[25.0, 50.0, 75.0, 100.0])
+    # Held for 60 s of a 100 s run: its last two pods free at 75 and 100, 15 and 40 s from now.
+    assert held_releases(2.0, 60.0, 100.0, pattern) == [Holder(1.0, 15.0), Holder(1.0, 40.0)]
+    # A run twice as long stretches the pattern: 100, 150 and 200 s are still to come.
+    third = 2.0 / 3
+    assert held_releases(2.0, 60.0, 200.0, pattern) == [
+        Holder(third, 40.0),
+        Holder(third, 90.0),
+        Holder(third, 140.0),
+    ]
+    assert held_releases(2.0, 130.0, 100.0, pattern) == [Holder(2.0, -30.0)], "past its end: frees now"
+    assert held_releases(2.0, 60.0, 100.0, Pool(0, 4, 100)) == [Holder(2.0, 40.0)], "no pattern: at its end"
+
+
+def test_a_release_pattern_has_one_point_per_pod_up_to_its_bound() -> None:
+    assert release_pattern([30.0, 10.0], 4, 40.0) == (10.0, 30.0, 40.0, 40.0), "an empty slot: at the end"
+    many = release_pattern([float(k) for k in range(1, 101)], 100, 100.0)
+    assert len(many) == MAX_RELEASES and many == tuple(sorted(many))
+    assert many[0] < 10 and many[-1] > 90, "equal shares across the whole schedule"
