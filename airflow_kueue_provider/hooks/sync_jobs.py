@@ -1,5 +1,5 @@
 """``KueueHook``'s Job calls: finding Jobs by label, a task instance's Jobs for the UI (only the sealed ones
-and the children a sealed parent proves, docs/tenancy.md), a Job's Events, and deleting a Job."""
+and the children a sealed parent proves, docs/tenancy.md), and deleting a Job."""
 
 from __future__ import annotations
 
@@ -129,11 +129,3 @@ class SyncJobCalls(SyncKueueClient):
             if exc.status == 404 or (exc.status == 409 and preconditions is not None):
                 return False
             raise
-
-    def events_of(self, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
-        """The (core/v1) Events recorded on one object, e.g. a Job or its Workload."""
-        core = client.CoreV1Api(self.api)
-        selector = f"involvedObject.kind={kind},involvedObject.name={name}"
-        return self._items(
-            functools.partial(core.list_namespaced_event, namespace, field_selector=selector), "list Events"
-        )

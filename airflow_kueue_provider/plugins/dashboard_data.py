@@ -22,8 +22,9 @@ from ..kueue.names import TRY_NUMBER_LABEL
 from ..kueue.progress.deadline import deadline_of
 from ..kueue.progress.eta import Estimate, FinishClock, average_finish
 from ..kueue.progress.workload_state import WorkloadPhase, WorkloadState
+from ..watch.event_index import EventIndex
 from .pending_positions import SHARED
-from .views.admission_timeline import TimelineStep, admission_timeline
+from .views.admission_timeline import NOISY_REASONS, TimelineStep, admission_timeline
 from .views.index_grid import IndexGrid, index_grid, likely_running, shard_grid
 from .views.queue_overview import QueueRow, queue_rows
 from .views.run_trends import QueueSampleRing
@@ -33,6 +34,8 @@ KUEUE_OPERATORS = operator_names()
 every registered kind's ``operator_names``; ``@task.kueue`` tasks are ``KueueDecoratedOperator``)."""
 
 QUEUE_SAMPLES = QueueSampleRing()
+EVENTS = EventIndex(skip_reasons=NOISY_REASONS)
+"""The Events of the Jobs and Workloads the task pages show, one feed per namespace and kind."""
 """Each ClusterQueue's status over time in this API server process: a sample of every read of the
 ClusterQueues below (the queue page's loads and live stream), no read of its own."""
 
@@ -223,17 +226,19 @@ def _beside(reads: ThreadPoolExecutor, read: Callable[..., T], *args: Any) -> Fu
 
 def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
     """At most four reads, however many pods the Job has: its Workload, its queue position while it waits
-    (Kueue's visibility API), and the Events of the Job and of the Workload; two rounds of them."""
+    (Kueue's visibility API), and the Events of the Job and of the Workload (``EVENTS``: from memory while
+    their namespace's feeds are current); two rounds of them."""
     meta = job["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     parent = child_of(job)
     with ThreadPoolExecutor(PANEL_READ_THREADS, thread_name_prefix="kueue-panel") as reads:
-        job_events = _beside(reads, hook.events_of, namespace, child_kind().kind, name)
+        job_events = _beside(reads, EVENTS.events_of, hook, namespace, child_kind().kind, name, meta.get("uid", ""))
         workload = hook.workload_for_job(namespace, workload_owner_uid(job) or meta["uid"])
         workload_events: Future[list[dict[str, Any]]] | None = None
         if workload is not None:
+            held = workload["metadata"]
             workload_events = _beside(
-                reads, hook.events_of, namespace, "Workload", workload["metadata"]["name"]
+                reads, EVENTS.events_of, hook, namespace, "Workload", held["name"], held.get("uid", "")
             )
         view = view_of(job, workload)
         position, state = None, view.workload

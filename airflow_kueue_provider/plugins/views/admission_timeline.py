@@ -18,7 +18,7 @@ from ...kueue.api_time import parse_api_time
 from ...kueue.kinds import child_kind
 
 _SAME_MOMENT = timedelta(seconds=2)
-_NOISY_REASONS = frozenset({"SuccessfulCreate", "SuccessfulDelete"})
+NOISY_REASONS = frozenset({"SuccessfulCreate", "SuccessfulDelete"})
 """One per pod: thousands for a big Job, and the index grid already shows the pods."""
 _WORKLOAD_CONDITIONS = (
     "QuotaReserved",
@@ -80,7 +80,7 @@ def admission_timeline(
 
 def _from_event(event: Mapping[str, Any]) -> TimelineStep | None:
     reason = str(event.get("reason") or "")
-    if not reason or reason in _NOISY_REASONS:
+    if not reason or reason in NOISY_REASONS:
         return None
     at = parse_api_time(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp"))
     if at is None:

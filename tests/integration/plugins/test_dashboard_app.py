@@ -17,6 +17,7 @@ from airflow_kueue_provider.kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALU
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
 from airflow_kueue_provider.plugins.dashboard_app import create_app
+from airflow_kueue_provider.plugins.dashboard_data import EVENTS
 from airflow_kueue_provider.plugins.pending_positions import SHARED
 
 from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
@@ -78,6 +79,10 @@ def test_task_view_shows_each_try_with_its_index_grid_and_timeline(
     assert html.status_code == 200 and first["job_name"] in html.text
     assert html.text.count('class="cell ') == 6 and "Admission timeline" in html.text
 
+    # Pages read the Events from the namespace's feeds once they are current (watch/event_index.py)
+    conn = KueueHook().kubernetes_conn_id
+    wait_for("the Events feeds current", lambda: all(_events_current(conn, env.namespace)), timeout=30)
+    lists = EVENTS.lists
     second = _run_task(env, 2, fail="")  # the retry: the failed index's Job is not reused
     jobs = _client([]).get("/api/task", params=TI).json()["jobs"]  # every namespace
     assert [(j["name"], j["try_number"]) for j in jobs] == [
@@ -85,9 +90,17 @@ def test_task_view_shows_each_try_with_its_index_grid_and_timeline(
         (second["job_name"], "2"),
     ]
     assert jobs[1]["grid"]["counts"]["done"] == 6
+    if all(_events_current(conn, env.namespace)):  # a watch round may end in between: then it LISTs
+        assert EVENTS.lists == lists, "no LIST of Events"
+    steps = [step["what"] for step in jobs[1]["timeline"]]
+    assert "created workload" in steps, f"Kueue's Event on the new Job, from the watch: {steps}"
     html = _client([env.namespace]).get("/task", params=TI).text
     assert html.index(second["job_name"]) < html.index(first["job_name"]), "newest try first"
     assert _client([env.namespace]).get("/api/task", params={**TI, "run_id": "other"}).json() == {"jobs": []}
+
+
+def _events_current(conn: str, namespace: str) -> list[bool]:
+    return [EVENTS.current(conn, namespace, kind) for kind in ("Job", "Workload")]
 
 
 def test_queue_dashboard_shows_waiting_and_admitted_work(kueue_env_factory: Callable[..., KueueEnv]) -> None:
@@ -141,6 +154,8 @@ def test_a_task_page_costs_a_few_requests_whatever_its_jobs_pod_count(
         app = _unauthenticated_app(counted.conn_id, env.namespace)
         params = {"dag_id": "ui", "run_id": run_id}
         app.get("/task", params={**params, "task_id": "small"})  # the first page makes the client
+        current = lambda: all(_events_current(counted.conn_id, env.namespace))  # noqa: E731
+        wait_for("the Events feeds current", current, timeout=30)
         costs = {}
         for task in sizes:
             before = counted.counts()
@@ -150,6 +165,8 @@ def test_a_task_page_costs_a_few_requests_whatever_its_jobs_pod_count(
     print(f"requests per task page load: {dict(costs['small'])} (4 pods), {dict(costs['big'])} (600 pods)")
     assert costs["small"] == costs["big"], costs
     assert costs["big"]["pods"] == 0 and sum(costs["big"].values()) <= 4, costs
+    if current():  # a feed's watch round may end in between: then its page LISTs the Events
+        assert sum(costs["big"].values()) <= 2, f"the Job and its Workload, the Events from memory: {costs}"
 
 
 def test_login_is_required() -> None:
