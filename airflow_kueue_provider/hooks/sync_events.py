@@ -35,18 +35,25 @@ class SyncEventCalls(SyncKueueClient):
         )
 
     def kind_events(
-        self, namespace: str, kind: str, skip_reasons: Iterable[str] = ()
-    ) -> tuple[list[dict[str, Any]], str]:
+        self, namespace: str, kind: str, skip_reasons: Iterable[str] = (), limit: int | None = None
+    ) -> tuple[list[dict[str, Any]], str, bool]:
         """(the Events recorded on objects of ``kind`` in ``namespace``, but those of ``skip_reasons``; the
-        list's resourceVersion)."""
+        list's resourceVersion; whether there are more than ``limit``, which are then not read)."""
         core = client.CoreV1Api(self.api)
         selector = kind_selector(kind, skip_reasons)
         answer = call_with_retry(
-            lambda: core.list_namespaced_event(namespace, field_selector=selector, _preload_content=False),
+            lambda: core.list_namespaced_event(
+                namespace, field_selector=selector, limit=limit, _preload_content=False
+            ),
             "list Events",
         )
         body = json.loads(answer.data)
-        return list(body.get("items") or []), str((body.get("metadata") or {}).get("resourceVersion") or "")
+        meta = body.get("metadata") or {}
+        return (
+            list(body.get("items") or []),
+            str(meta.get("resourceVersion") or ""),
+            bool(meta.get("continue")),
+        )
 
     def watch_kind_events(
         self, namespace: str, kind: str, resource_version: str, seconds: int, skip_reasons: Iterable[str] = ()

@@ -232,7 +232,9 @@ def _panel(hook: KueueHook, job: dict[str, Any]) -> JobPanel:
     namespace, name = meta["namespace"], meta["name"]
     parent = child_of(job)
     with ThreadPoolExecutor(PANEL_READ_THREADS, thread_name_prefix="kueue-panel") as reads:
-        job_events = _beside(reads, EVENTS.events_of, hook, namespace, child_kind().kind, name, meta.get("uid", ""))
+        job_events = _beside(
+            reads, EVENTS.events_of, hook, namespace, child_kind().kind, name, meta.get("uid", "")
+        )
         workload = hook.workload_for_job(namespace, workload_owner_uid(job) or meta["uid"])
         workload_events: Future[list[dict[str, Any]]] | None = None
         if workload is not None:

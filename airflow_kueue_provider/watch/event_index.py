@@ -53,8 +53,8 @@ class EventSource(Protocol):
     def events_of(self, namespace: str, kind: str, name: str) -> list[dict[str, Any]]: ...
 
     def kind_events(
-        self, namespace: str, kind: str, skip_reasons: Iterable[str] = ()
-    ) -> tuple[list[dict[str, Any]], str]: ...
+        self, namespace: str, kind: str, skip_reasons: Iterable[str] = (), limit: int | None = None
+    ) -> tuple[list[dict[str, Any]], str, bool]: ...
 
     def watch_kind_events(
         self, namespace: str, kind: str, resource_version: str, seconds: int, skip_reasons: Iterable[str] = ()
@@ -231,7 +231,12 @@ class EventIndex:
                     del self._feeds[key]
 
     def _list_and_watch(self, feed: _Feed) -> None:
-        items, version = feed.source.kind_events(feed.namespace, feed.kind, self._skip)
+        # One page, one more than the bound: a namespace flooded with Events is not read whole.
+        items, version, more = feed.source.kind_events(
+            feed.namespace, feed.kind, self._skip, MAX_PER_FEED + 1
+        )
+        if more:
+            raise _OverBound
         with self._lock:
             feed.load(items)
             feed.synced = True

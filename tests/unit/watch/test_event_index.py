@@ -47,14 +47,15 @@ class Source:
         return [e for e in self.items if e["involvedObject"]["name"] == name]
 
     def kind_events(
-        self, namespace: str, kind: str, skip_reasons: Iterable[str] = ()
-    ) -> tuple[list[dict[str, Any]], str]:
+        self, namespace: str, kind: str, skip_reasons: Iterable[str] = (), limit: int | None = None
+    ) -> tuple[list[dict[str, Any]], str, bool]:
         self.selectors.append((kind, tuple(skip_reasons)))
         self.lists += 1
         if self.fail_next_list:
             self.fail_next_list = False
             raise ConnectionError("refused")
-        return list(self.items), "1"
+        more = limit is not None and len(self.items) > limit
+        return list(self.items)[:limit], "1", more
 
     def watch_kind_events(
         self, namespace: str, kind: str, resource_version: str, seconds: int, skip_reasons: Iterable[str] = ()
@@ -175,6 +176,16 @@ def test_a_namespace_past_its_bound_reads_with_lists_and_the_others_keep_their_f
     index.events_of(calm, "ns", "Workload", "obj-wl-c", "wl-c")
     assert index.lists == lists + 1, "the other one still reads its feed"
     calm.put(END)
+
+
+def test_a_namespace_flooded_before_its_first_list_is_not_read_whole(
+    index: EventIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(event_index, "MAX_PER_FEED", 3)
+    flooded = Source([event(str(k), f"wl-{k}") for k in range(10)])
+    index.events_of(flooded, "ns", "Workload", "obj-wl-1", "wl-1")
+    until(lambda: ("test", "ns", "Workload") in index._over_until)
+    assert flooded.lists == 1 and not index.current("test", "ns", "Workload")
 
 
 def test_an_object_keeps_its_newest_events_up_to_its_bound(
