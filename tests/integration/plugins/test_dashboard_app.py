@@ -16,9 +16,11 @@ from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdenti
 from airflow_kueue_provider.kueue.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.jobset import KueueJobSetOperator, KueueReplicatedJob
+from airflow_kueue_provider.plugins import dashboard_data
 from airflow_kueue_provider.plugins.dashboard_app import create_app
-from airflow_kueue_provider.plugins.dashboard_data import EVENTS
 from airflow_kueue_provider.plugins.pending_positions import SHARED
+from airflow_kueue_provider.plugins.views.admission_timeline import NOISY_REASONS
+from airflow_kueue_provider.watch.event_index import EventIndex
 
 from ..cluster import Cluster, KueueEnv, indexed_job, is_true, short_id, wait_for
 from ..request_count import counted_client
@@ -26,6 +28,14 @@ from ..request_count import counted_client
 RUN_1S = {"kwok.airflow-kueue.io/run-duration": "1s"}
 TI = {"dag_id": "ui", "run_id": f"manual__2026-11-30-{short_id()}", "task_id": "shards"}
 """Unique per session, so the every-namespace lookup finds this session's Jobs only."""
+
+
+@pytest.fixture(autouse=True)
+def events(monkeypatch: pytest.MonkeyPatch) -> EventIndex:
+    """The pages' shared Events, fresh: the process's own holds feeds of other tests' namespaces."""
+    fresh = EventIndex(skip_reasons=NOISY_REASONS)
+    monkeypatch.setattr(dashboard_data, "EVENTS", fresh)
+    return fresh
 
 
 def _client(namespaces: list[str]) -> TestClient:
@@ -57,7 +67,7 @@ def _run_task(env: KueueEnv, try_number: int, fail: str) -> dict[str, Any]:
 
 
 def test_task_view_shows_each_try_with_its_index_grid_and_timeline(
-    kueue_env_factory: Callable[..., KueueEnv],
+    kueue_env_factory: Callable[..., KueueEnv], events: EventIndex
 ) -> None:
     env = kueue_env_factory(cpu="4")
     first = _run_task(env, 1, fail="4")
@@ -81,8 +91,8 @@ def test_task_view_shows_each_try_with_its_index_grid_and_timeline(
 
     # Pages read the Events from the namespace's feeds once they are current (watch/event_index.py)
     conn = KueueHook().kubernetes_conn_id
-    wait_for("the Events feeds current", lambda: all(_events_current(conn, env.namespace)), timeout=30)
-    lists = EVENTS.lists
+    wait_for("the Events feeds current", lambda: all(_events_current(events, conn, env.namespace)), 30)
+    lists = events.lists
     second = _run_task(env, 2, fail="")  # the retry: the failed index's Job is not reused
     jobs = _client([]).get("/api/task", params=TI).json()["jobs"]  # every namespace
     assert [(j["name"], j["try_number"]) for j in jobs] == [
@@ -90,8 +100,8 @@ def test_task_view_shows_each_try_with_its_index_grid_and_timeline(
         (second["job_name"], "2"),
     ]
     assert jobs[1]["grid"]["counts"]["done"] == 6
-    if all(_events_current(conn, env.namespace)):  # a watch round may end in between: then it LISTs
-        assert EVENTS.lists == lists, "no LIST of Events"
+    if all(_events_current(events, conn, env.namespace)):  # a watch round may end between: then a LIST
+        assert events.lists == lists, "no LIST of Events"
     steps = [step["what"] for step in jobs[1]["timeline"]]
     assert "created workload" in steps, f"Kueue's Event on the new Job, from the watch: {steps}"
     html = _client([env.namespace]).get("/task", params=TI).text
@@ -99,8 +109,8 @@ def test_task_view_shows_each_try_with_its_index_grid_and_timeline(
     assert _client([env.namespace]).get("/api/task", params={**TI, "run_id": "other"}).json() == {"jobs": []}
 
 
-def _events_current(conn: str, namespace: str) -> list[bool]:
-    return [EVENTS.current(conn, namespace, kind) for kind in ("Job", "Workload")]
+def _events_current(events: EventIndex, conn: str, namespace: str) -> list[bool]:
+    return [events.current(conn, namespace, kind) for kind in ("Job", "Workload")]
 
 
 def test_queue_dashboard_shows_waiting_and_admitted_work(kueue_env_factory: Callable[..., KueueEnv]) -> None:
@@ -123,7 +133,7 @@ def test_queue_dashboard_shows_waiting_and_admitted_work(kueue_env_factory: Call
 
 
 def test_a_task_page_costs_a_few_requests_whatever_its_jobs_pod_count(
-    kueue_env_factory: Callable[..., KueueEnv], cluster: Cluster, tmp_path: Path
+    kueue_env_factory: Callable[..., KueueEnv], cluster: Cluster, tmp_path: Path, events: EventIndex
 ) -> None:
     """Counted by the API server, for the client the page uses: the same for 4 pods and for 600."""
     env = kueue_env_factory(cpu="64", memory="256Gi")
@@ -154,7 +164,7 @@ def test_a_task_page_costs_a_few_requests_whatever_its_jobs_pod_count(
         app = _unauthenticated_app(counted.conn_id, env.namespace)
         params = {"dag_id": "ui", "run_id": run_id}
         app.get("/task", params={**params, "task_id": "small"})  # the first page makes the client
-        current = lambda: all(_events_current(counted.conn_id, env.namespace))  # noqa: E731
+        current = lambda: all(_events_current(events, counted.conn_id, env.namespace))  # noqa: E731
         wait_for("the Events feeds current", current, timeout=30)
         costs = {}
         for task in sizes:
