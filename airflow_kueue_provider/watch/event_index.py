@@ -188,6 +188,7 @@ class EventIndex:
             return feed
         if self._over_until.get(key, 0.0) > now or (feed is None and len(self._feeds) >= self._max_feeds):
             return None
+        self._over_until.pop(key, None)
         feed = _Feed(source, key[1], key[2], self._skip, now)
         self._feeds[key] = feed
         threading.Thread(
