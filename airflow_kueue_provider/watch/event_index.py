@@ -168,9 +168,10 @@ class EventIndex:
         with self._lock:
             feed = self._feed(key, source) if uid else None
             found = None if feed is None else feed.of(uid)
+            if found is None:
+                self.lists += 1
         if found is not None:
             return found
-        self.lists += 1
         listed = source.events_of(namespace, kind, name)
         return [e for e in listed if not uid or (e.get("involvedObject") or {}).get("uid") in (uid, None)]
 
