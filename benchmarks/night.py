@@ -76,6 +76,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=d.spot_evictions_per_hour,
         help="share of the Spot pool's nodes evicted per real hour (0: none)",
     )
+    p.add_argument(
+        "--pack-shards",
+        action="store_true",
+        help="ours: shards_per_pod as the operator chooses it for each step's median length (about a "
+        "minute of shards a pod); the cncf path runs one shard a pod",
+    )
     p.add_argument("--no-triggerer-kill", action="store_true")
     p.add_argument(
         "--pod-evictions-every",
@@ -109,6 +115,7 @@ def shape_of(args: argparse.Namespace) -> NightShape:
         parallelism=args.parallelism,
         min_parallelism_share=args.min_parallelism_share,
         step_order=args.step_order,
+        pack_shards=args.pack_shards,
         risk_parallelism=min(args.risk_cpu, risk),
         spot_evictions_per_hour=args.evictions_per_hour,
         seed=args.seed,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .workload import Night
+from .workload import Night, packed
 
 PRIORITIES = {"align": 100, "call": 200, "gather": 300, "risk": 500}  # WorkloadPriorityClass values
 PATH_FIRST = {"align": 300, "call": 200, "gather": 100, "risk": 500}
@@ -69,8 +69,8 @@ _OURS_STEP = """
             arguments=["--sample", "{{{{ ti.map_index }}}}"],
             completions={shards}, parallelism={parallelism}, spot=True, backoff_limit_per_index=4,
             resources={{"requests": {{"cpu": "1", "memory": "1Gi"}}}},
-            annotations=fake_lengths({name!r}, {shards}),
-            checkpointing=CHECKPOINTS,{deadline}{min_parallelism}
+            annotations=fake_lengths({name!r}, {indexes}),
+            checkpointing=CHECKPOINTS,{deadline}{min_parallelism}{packing}
         )"""
 
 _CNCF_STEP = """
@@ -91,7 +91,10 @@ _CNCF_STEP = """
 
 def genomics_dag(night: Night, queues: NightQueues, system: str, *, discover_pods_retry_number: int) -> str:
     """The genomics DAG file of ``system`` ("ours" or "cncf")."""
-    durations = json.dumps(night.genomics, separators=(",", ":"))
+    # ours packs (``pack_shards``): a fake pod runs its index's shards one after another
+    ours = system == "ours"
+    table = {s.name: night.index_lengths(s) for s in night.shape.steps} if ours else night.genomics
+    durations = json.dumps(table, separators=(",", ":"))
     steps = []
     for step in night.shape.steps:
         fields = {
@@ -103,12 +106,21 @@ def genomics_dag(night: Night, queues: NightQueues, system: str, *, discover_pod
             "shards": step.shards,
             "parallelism": night.shape.parallelism_of(step),
         }
+        per_pod = night.shape.shards_per_pod_of(step)
         low = night.shape.min_parallelism_of(step)
         if system == "ours":
             last = step is night.shape.steps[-1]
             deadline = f" deadline={night.deadline_seconds()}," if last else ""
             partial = f" min_parallelism={low}," if low else ""
-            steps.append(_OURS_STEP.format(**fields, deadline=deadline, min_parallelism=partial))
+            packing = f" shards_per_pod={per_pod}," if per_pod > 1 else ""
+            steps.append(
+                _OURS_STEP.format(
+                    **{**fields, "indexes": -(-step.shards // per_pod)},
+                    deadline=deadline,
+                    min_parallelism=partial,
+                    packing=packing,
+                )
+            )
         else:
             steps.append(
                 _CNCF_STEP.format(
@@ -146,13 +158,19 @@ def risk_dag(night: Night, queues: NightQueues, system: str, *, discover_pods_re
     shape = night.shape
     length = f"{night.risk[0]}s"
     if system == "ours":
+        per_pod = shape.risk_shards_per_pod()
+        packs = packed(night.risk, per_pod)
+        fake = {"kwok.airflow-kueue.io/run-duration": f"{packs[0]}s"}
+        if packs[-1] != packs[0]:  # a shorter last pack
+            fake[f"kwok.airflow-kueue.io/run-duration-{len(packs) - 1}"] = f"{packs[-1]}s"
+        packing = f" shards_per_pod={per_pod}," if per_pod > 1 else ""
         task = f"""
     KueueIndexedJobOperator(
         task_id="pfe", namespace={queues.risk_namespace!r}, queue_name={queues.risk_queue!r},
         priority_class={queues.priority("risk")!r}, image={IMAGE!r}, cmds=["python", "-m", "risk.pfe"],
         completions={shape.risk_shards}, parallelism={shape.risk_parallelism}, backoff_limit_per_index=4,
         resources={{"requests": {{"cpu": "1", "memory": "1Gi"}}}},
-        annotations={{"kwok.airflow-kueue.io/run-duration": {length!r}}}, checkpointing=CHECKPOINTS,
+        annotations={fake!r}, checkpointing=CHECKPOINTS,{packing}
     )"""
     else:
         task = f"""

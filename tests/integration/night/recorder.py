@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import packs_of_job
 from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.names import (
     DAG_ID_LABEL,
@@ -61,6 +62,7 @@ class JobRecord:
     complete: float | None = None
     failed: float | None = None
     completed_indexes: str = ""
+    index_shards: list[list[int]] = field(default_factory=list)  # packed: index i runs these (else shard_ids)
 
     @property
     def task_key(self) -> tuple[str, str, int]:
@@ -114,6 +116,14 @@ def task_identity(job: dict[str, Any]) -> tuple[str, str, int, int] | None:
             int(labels.get("try_number", "0")),
         )
     return None
+
+
+def index_shards_of(job: dict[str, Any]) -> list[list[int]]:
+    """What each index of a packed Job runs (the operator's ``SHARDS_PER_POD_ENV``); [] unpacked."""
+    packs = packs_of_job(job)
+    if packs is None or not packs.is_packed:
+        return []
+    return [list(packs.shards_of_index(i)) for i in range(packs.index_count)]
 
 
 def shard_ids_of(job: dict[str, Any]) -> list[int]:
@@ -268,6 +278,7 @@ class ClusterRecorder:
                 rec = self.jobs[meta["uid"]] = JobRecord(
                     meta["namespace"], meta["name"], meta["uid"], ident[0], ident[1], ident[2], ident[3],
                     int(spec.get("completions") or 1), shard_ids_of(obj), now,
+                    index_shards=index_shards_of(obj),
                 )  # fmt: skip
             if spec.get("suspend") is False and rec.unsuspended is None:
                 rec.unsuspended = now

@@ -105,10 +105,10 @@ def shard_accounting(night: Night, phase: dict[str, Any]) -> dict[str, Any]:
         want = expected.get(_step_of(ti["task_id"]), 0)
         done: dict[int, list[str]] = defaultdict(list)
         for job in jobs_by_task.get(key, []):
-            ids = job["shard_ids"]
+            runs = job.get("index_shards") or [[shard] for shard in job["shard_ids"]]
             for index in IndexSet.parse(job["completed_indexes"] or ""):
-                if index < len(ids):
-                    done[ids[index]].append(job_name[job["uid"]])
+                for shard in runs[index] if index < len(runs) else []:
+                    done[shard].append(job_name[job["uid"]])
         missing = want - len([s for s in done if s < want])
         if missing:
             lost += missing

@@ -45,7 +45,8 @@ def render_markdown(night: Night, rows: list[dict[str, Any]], meta: dict[str, An
         f"a new node {night.replacement_seconds():.0f} s "
         f"later. Genomics Jobs: parallelism {s.parallelism or '= shards'}"
         f"{f', partial admission at {s.min_parallelism_share:.0%}' if s.min_parallelism_share else ''}, "
-        f"steps' priorities {s.step_order}. "
+        f"steps' priorities {s.step_order}"
+        f"{'; ours packs shards, about a minute a pod' if s.pack_shards else ''}. "
         f"Machine: {meta.get('machine', '')}; commit {meta.get('commit', '')}; wall time "
         f"{meta.get('wall_minutes', '')} min.",
         "",
