@@ -1,7 +1,11 @@
 """Keep the run ledger current from the trigger, without ever blocking or failing the trigger.
 
 ``offer`` stores the newest progress and returns at once; a background task writes it (an ETag-conditional
-merge).  When Blob Storage is unreachable the writer keeps the newest progress and retries with backoff, so
+merge), at most once every ``WRITE_INTERVAL`` seconds: a Job's pods end one after another and each moved the
+progress, so a write per pod was a Blob GET and PUT per shard in the triggerer, its busiest work on a night of
+thousands of shards. ``flush`` (the Job's end) writes at once. What the interval delays is only this view of a
+running Job: the Job's status says which indexes completed, and the operator records the end itself. When
+Blob Storage is unreachable the writer keeps the newest progress and retries with backoff, so
 the ledger catches up as soon as storage is back; the task's outcome never depends on it.
 """
 
@@ -25,6 +29,8 @@ if TYPE_CHECKING:  # imported in a worker thread by LedgerWriter._open(): azure 
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0
+WRITE_INTERVAL = 10.0
+"""Seconds between two progress writes of one Job (``flush`` does not wait for it)."""
 
 
 @dataclass(frozen=True)
@@ -36,14 +42,16 @@ class Progress:
 
 
 class LedgerWriter:
-    def __init__(self, config: dict[str, Any], job_name: str) -> None:
+    def __init__(self, config: dict[str, Any], job_name: str, interval: float = WRITE_INTERVAL) -> None:
         self.job_name = job_name
+        self._interval = interval
         self._config = config
         self._hook: AsyncBlobStoreHook | None = None
         self._store: AsyncLedgerStore | None = None
         self._pending: Progress | None = None
         self._written: Progress | None = None
         self._wake = asyncio.Event()
+        self._now = asyncio.Event()  # flush: end the interval's wait
         self._idle = asyncio.Event()
         self._idle.set()
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"ledger-{job_name}")
@@ -56,7 +64,9 @@ class LedgerWriter:
         self._wake.set()
 
     async def flush(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the newest progress to be written; True if it was."""
+        """Wait up to ``timeout`` seconds for the newest progress to be written (at once, not after the
+        interval); True if it was."""
+        self._now.set()
         with suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout)
         return self._idle.is_set()
@@ -111,6 +121,9 @@ class LedgerWriter:
             if self._pending == progress:
                 self._pending = None
                 self._idle.set()
+            if not self._now.is_set():  # the next write waits out the interval, unless a flush comes
+                with suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._now.wait(), self._interval)
 
     def _apply(self, current: RunLedger | None, *, progress: Progress) -> RunLedger:
         if current is None or current.attempt(self.job_name) is None:

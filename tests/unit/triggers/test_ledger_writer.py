@@ -27,3 +27,40 @@ def test_the_triggers_progress_keeps_the_shard_containers_salt() -> None:
     written = asyncio.run(write())
     assert str(written.completed) == "0,1" and written.container_salt == SALT
     assert RunLedger.from_dict(written.to_dict()).container_salt == SALT
+
+
+class _CountingStore:
+    """Stands in for the Blob ledger store: counts the writes and keeps what each one wrote."""
+
+    def __init__(self) -> None:
+        self.written: list[str] = []
+
+    async def update(self, apply: object) -> None:
+        ledger = RunLedger(10).with_attempt(Attempt(1, "j-1", IndexSet.range(0, 10)))
+        self.written.append(str(apply(ledger).completed))  # type: ignore[operator]
+
+
+def test_progress_is_written_at_most_once_an_interval_and_a_flush_writes_at_once() -> None:
+    """A Job's pods end one after another: one write per interval, not per pod; the end is not delayed."""
+
+    async def run() -> list[str]:
+        writer = LedgerWriter({"conn_id": "blob", "container": "c", "prefix": "p"}, "j-1", interval=30.0)
+        store = _CountingStore()
+
+        async def opened() -> _CountingStore:
+            return store
+
+        writer._open = opened  # type: ignore[method-assign,assignment]
+        try:
+            writer.offer(Progress(IndexSet.parse("0"), IndexSet(), 0))
+            await asyncio.sleep(0.05)  # the first progress is written at once
+            for done in ("0-1", "0-2", "0-3"):  # ... the next ones wait out the interval, the newest kept
+                writer.offer(Progress(IndexSet.parse(done), IndexSet(), 0))
+                await asyncio.sleep(0.05)
+            assert store.written == ["0"]
+            assert await writer.flush(5.0), "a flush writes the newest progress without the interval"
+            return store.written
+        finally:
+            await writer.close()
+
+    assert asyncio.run(run()) == ["0", "0-3"]
