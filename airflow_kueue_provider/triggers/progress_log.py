@@ -5,7 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-LINE_EVERY = 10.0  # "running 5/9 done" -> "6/9 done" at most this often
+LINE_EVERY = 30.0
+"""Seconds between two "running N/M done" lines of one Job. Each line is a message from the triggerer's
+runner to its supervisor, and each message runs the supervisor's loop (its trigger table queries) once
+more: on the night (docs/benchmarks.md) the triggers' 3,300 lines were most of its loops beyond one a second.
+The UI shows the progress live; the log keeps its story."""
 
 
 def human_duration(seconds: float) -> str:

@@ -20,7 +20,7 @@ class Recorder:
 def test_running_lines_are_rate_limited_but_others_and_the_last_are_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    clock = iter([0.0, 1.0, 2.0, 3.0, 4.0, 15.0, 16.0])
+    clock = iter([0.0, 1.0, 2.0, 3.0, 4.0, 35.0, 36.0])
     monkeypatch.setattr(progress_log.time, "monotonic", lambda: next(clock))
     rec = Recorder()
     log = progress_log.ProgressLog(rec, "ns/job")
@@ -30,8 +30,8 @@ def test_running_lines_are_rate_limited_but_others_and_the_last_are_not(
     log.offer("admitted to cq [cpu: spot]")  # 2
     log.offer("running 0/9 done, 0 failed, 9 active")  # 3
     log.offer("running 1/9 done, 0 failed, 8 active")  # 4: too soon
-    log.offer("running 5/9 done, 0 failed, 4 active")  # 15: 10 s later
-    log.offer("running 9/9 done, 0 failed, 0 active", force=True)  # 16: the end
+    log.offer("running 5/9 done, 0 failed, 4 active")  # 35: an interval later
+    log.offer("running 9/9 done, 0 failed, 0 active", force=True)  # 36: the end
 
     assert [line.split(": ", 1)[1] for line in rec.lines] == [
         "queued in lq: waiting for quota",
@@ -52,7 +52,7 @@ def test_a_held_back_line_is_due_once_the_interval_passed(monkeypatch: pytest.Mo
     assert log.due_in() is None  # nothing held
     now[0] = 4.0
     log.offer("running 6/9 done, 0 failed, 3 active")  # held back: the last line is 4 s old
-    assert log.due_in() == 6.0  # the trigger wakes then, with no news, and offers it again
-    now[0] = 10.0
+    assert log.due_in() == progress_log.LINE_EVERY - 4.0  # the trigger wakes then and offers it again
+    now[0] = progress_log.LINE_EVERY
     log.offer("running 6/9 done, 0 failed, 3 active")
     assert rec.lines[-1].endswith("running 6/9 done, 0 failed, 3 active") and log.due_in() is None
