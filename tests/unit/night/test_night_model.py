@@ -205,3 +205,31 @@ def test_a_pods_outcome_is_its_first_terminal_phase() -> None:
     for phase in ("Running", "Failed", "Succeeded"):
         recorder._pod({"metadata": meta, "spec": {"nodeName": "spot-1"}, "status": {"phase": phase}})
     assert recorder.pods["p1"].phase == "Failed"
+
+
+def test_a_packed_night_runs_each_indexs_shards_in_its_fake_pod_and_counts_them_through_the_packs() -> None:
+    """``pack_shards``: ours' DAG asks for the operator's packs, each fake pod runs its pack's lengths, and
+    the report maps a completed index to every shard of its pack (the cncf DAG runs one shard a pod)."""
+    from dataclasses import replace
+
+    night = draw(replace(small(), parallelism=8, pack_shards=True, risk_shards=200))
+    call = night.shape.steps[1]
+    per_pod = night.shape.shards_per_pod_of(call)
+    assert per_pod > 1
+    lengths = night.index_lengths(call)[0]
+    assert len(lengths) == -(-call.shards // per_pod)
+    assert sum(lengths) == pytest.approx(sum(night.genomics["call"][0]), abs=0.05)
+    ours = genomics_dag(night, QUEUES, "ours", discover_pods_retry_number=5)
+    assert f"shards_per_pod={per_pod}," in ours and f"fake_lengths('call', {len(lengths)})" in ours
+    cncf = genomics_dag(night, QUEUES, "cncf", discover_pods_retry_number=5)
+    assert "shards_per_pod" not in cncf and "fake_lengths('call', 50)" in cncf
+    assert "shards_per_pod=" in risk_dag(night, QUEUES, "ours", discover_pods_retry_number=5)
+    runs = [list(range(i, min(i + per_pod, call.shards))) for i in range(0, call.shards, per_pod)]
+    job = {
+        "uid": "u", "name": "j", "dag_id": "night_genomics", "task_id": "sample.call", "map_index": 0,
+        "shard_ids": list(range(call.shards)), "index_shards": runs, "created": 1.0, "complete": 9.0,
+        "completed_indexes": f"0-{len(runs) - 2}", "failed": None,
+    }  # fmt: skip
+    ti = {"dag_id": "night_genomics", "task_id": "sample.call", "map_index": 0, "state": "success"}
+    found = shard_accounting(night, {"pods": [], "jobs": [job], "task_instances": [ti]})
+    assert found["shards_lost"] == len(runs[-1]) and found["completed_twice"] == 0  # the last pack's shards
