@@ -1,0 +1,35 @@
+"""The night's queue model: never faster than the ideal, and Jobs that fit the flavors' quota pack better."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.integration.night.workload import NightShape, draw
+
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "night_queue_model.py"
+
+
+@pytest.fixture(scope="module")
+def model() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("night_queue_model", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_model_never_beats_the_ideal_and_smaller_jobs_fill_the_flavors(model: ModuleType) -> None:
+    night = draw(NightShape())  # the full night: a queue deep enough for packing to matter
+    ideal = night.ideal()
+    wide = model.run(night, 32, "sample-first", pod_gap=1.0, step_gap=7.0)
+    narrow = model.run(night, 8, "path-first", pod_gap=1.0, step_gap=7.0)
+    assert wide >= ideal and narrow >= ideal
+    assert narrow < wide, (narrow, wide)  # 8-pod Jobs fit the 96 + 32 CPUs' fragments; 32-pod ones wait
+    # every shard runs once: the busiest the queue can be is its quota, so the model is no faster than that
+    assert model.run(night, 8, "path-first", pod_gap=0.0, step_gap=0.0) >= night.quota_bound()
