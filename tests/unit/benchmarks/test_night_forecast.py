@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "night_forecast.py"
+from .script_loader import load_script
 
 
 @pytest.fixture(scope="module")
 def night_forecast() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("night_forecast", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["night_forecast"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("night_forecast")
 
 
 def result(error: float, covered: float, nights: int = 2) -> dict[str, Any]:

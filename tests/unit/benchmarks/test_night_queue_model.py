@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from tests.integration.night.workload import NightShape, draw
 
-SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "night_queue_model.py"
+from .script_loader import load_script
 
 
 @pytest.fixture(scope="module")
 def model() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("night_queue_model", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("night_queue_model")
 
 
 def test_the_model_never_beats_the_ideal_and_smaller_jobs_fill_the_flavors(model: ModuleType) -> None:
