@@ -18,6 +18,8 @@ import random
 from dataclasses import dataclass, field
 
 from airflow_kueue_provider.kueue.checkpoints.packing_choice import choose_per_pod
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import ShardPacks
+from airflow_kueue_provider.kueue.index_set import IndexSet
 
 # Per step: shards per sample, median real seconds per shard (docs/benchmarks.md names the sources).
 GENOMICS_STEPS: tuple[tuple[str, int, float], ...] = (
@@ -114,9 +116,12 @@ class NightShape:
 
 
 def packed(lengths: list[float], per_pod: int) -> list[float]:
-    """What each index of a Job runs: ``per_pod`` shards after each other (the operator's even packs: index
-    ``i`` runs shards ``i * per_pod`` onwards)."""
-    return [round(sum(lengths[i : i + per_pod]), 2) for i in range(0, len(lengths), per_pod)]
+    """What each index of a Job runs: its pack's shards after each other, packed as the operator packs them
+    (``ShardPacks`` with ``shards_per_pod``)."""
+    packs = ShardPacks(IndexSet.range(0, len(lengths)), per_pod)
+    return [
+        round(sum(lengths[shard] for shard in packs.shards_of_index(i)), 2) for i in range(packs.index_count)
+    ]
 
 
 def list_schedule(lengths: list[float], slots: int) -> float:
@@ -164,12 +169,13 @@ class Night:
         parallelism (with parallelism = shards: its longest shard)."""
         shape = self.shape
         return max(
-            sum(list_schedule(self.index_lengths(s)[i], shape.parallelism_of(s)) for s in shape.steps)
+            sum(list_schedule(self.genomics[s.name][i], shape.parallelism_of(s)) for s in shape.steps)
             for i in range(shape.samples)
         )
 
     def index_lengths(self, step: Step) -> list[list[float]]:
-        """Per sample, what each index of ``step``'s Job runs (its shards, or its packs of them)."""
+        """Per sample, what each index of ours' Job of ``step`` runs (its shards, or its packs of them). The
+        ideal stays that of the shards: both systems are held against the same one."""
         per_pod = self.shape.shards_per_pod_of(step)
         return [packed(shards, per_pod) for shards in self.genomics[step.name]]
 
