@@ -17,7 +17,9 @@ QUEUES = NightQueues("g-ns", "night", "r-ns", "night", "night-x", "night-x")
 
 
 def small() -> NightShape:
-    return NightShape(samples=3, risk_shards=10, genomics_cpu=60, risk_cpu=8, risk_parallelism=8)
+    return NightShape(
+        samples=3, risk_shards=10, genomics_cpu=60, risk_cpu=8, risk_parallelism=8, parallelism=0
+    )
 
 
 def test_the_same_seed_draws_the_same_night_and_lengths_stay_in_their_bounds() -> None:
@@ -43,7 +45,7 @@ def test_the_ideal_is_the_larger_of_the_quota_bound_and_the_critical_path() -> N
 
 def test_bad_shapes_are_refused_with_what_to_change() -> None:
     with pytest.raises(ValueError, match="genomics_cpu=10 cannot admit a 50-shard step"):
-        NightShape(genomics_cpu=10)
+        NightShape(genomics_cpu=10, parallelism=0)
     with pytest.raises(ValueError, match="samples=0"):
         NightShape(samples=0)
     with pytest.raises(ValueError, match="compression=0"):
