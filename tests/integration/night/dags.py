@@ -67,7 +67,7 @@ _OURS_STEP = """
             task_id={name!r}, namespace={namespace!r}, queue_name={queue!r}, priority_class={priority!r},
             image={image!r}, cmds=["python", "-m", "genomics.{name}"],
             arguments=["--sample", "{{{{ ti.map_index }}}}"],
-            completions={shards}, parallelism={parallelism}, spot=True, backoff_limit_per_index=4,
+            completions={shards}, parallelism={parallelism}, spot=True, backoff_limit_per_index={per_index},
             resources={{"requests": {{"cpu": "1", "memory": "1Gi"}}}},
             annotations=fake_lengths({name!r}, {indexes}),
             checkpointing=CHECKPOINTS,{deadline}{min_parallelism}{packing}
@@ -119,6 +119,7 @@ def genomics_dag(night: Night, queues: NightQueues, system: str, *, discover_pod
                     deadline=deadline,
                     min_parallelism=partial,
                     packing=packing,
+                    per_index=None if night.shape.whole_job_backoff else 4,
                 )
             )
         else:

@@ -62,6 +62,10 @@ class NightShape:
     # length (``shards_per_pod`` from ``choose_per_pod``: about a minute of shards a pod); the cncf path
     # has no packing and runs one shard a pod either way
     pack_shards: bool = False
+    # ours only: Kubernetes' whole-Job backoffLimit instead of backoffLimitPerIndex=4. An index's replacement
+    # pod then waits for the Job's next success, not 10 s doubling per failure of that index (the Job
+    # controller counts a disruption its policy ignores in both); the cncf path always runs this way
+    whole_job_backoff: bool = False
     risk_delay_fraction: float = 0.25  # the risk run starts this far into the genomics ideal
     spot_evictions_per_hour: float = 0.10  # share of the Spot pool's nodes evicted per (real) hour
     node_replacement_seconds: float = 180.0  # a new Spot VM joins this long after an eviction (real)

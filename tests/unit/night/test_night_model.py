@@ -4,6 +4,7 @@ report relies on), the shard accounting, and the picture."""
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -67,6 +68,12 @@ def test_the_dag_files_compile_and_map_every_step_over_the_samples(system: str) 
     else:
         assert "discover_pods_retry_number=7" in source and "pool_slots=50" in source
     ast.parse(risk_dag(night, QUEUES, system, discover_pods_retry_number=7))
+    if system == "ours":  # per-index retries unless the night asks for the whole-Job backoffLimit
+        assert source.count("backoff_limit_per_index=4,") == 3
+        whole = genomics_dag(
+            draw(replace(small(), whole_job_backoff=True)), QUEUES, system, discover_pods_retry_number=7
+        )
+        assert whole.count("backoff_limit_per_index=None,") == 3 and "backoff_limit_per_index=4" not in whole
     with pytest.raises(ValueError, match="system='flyte'"):
         genomics_dag(night, QUEUES, "flyte", discover_pods_retry_number=1)
 
