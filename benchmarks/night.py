@@ -82,6 +82,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="ours: shards_per_pod as the operator chooses it for each step's median length (about a "
         "minute of shards a pod); the cncf path runs one shard a pod",
     )
+    p.add_argument(
+        "--whole-job-backoff",
+        action="store_true",
+        help="ours: Kubernetes' whole-Job backoffLimit instead of backoffLimitPerIndex=4 (an evicted index's "
+        "next pod waits for the Job's next success, not 10 s doubling per eviction); the cncf path runs so",
+    )
     p.add_argument("--no-triggerer-kill", action="store_true")
     p.add_argument(
         "--pod-evictions-every",
@@ -116,6 +122,7 @@ def shape_of(args: argparse.Namespace) -> NightShape:
         min_parallelism_share=args.min_parallelism_share,
         step_order=args.step_order,
         pack_shards=args.pack_shards,
+        whole_job_backoff=args.whole_job_backoff,
         risk_parallelism=min(args.risk_cpu, risk),
         spot_evictions_per_hour=args.evictions_per_hour,
         seed=args.seed,

@@ -360,12 +360,28 @@ class Component:
 
     def stop(self, grace: float = 5) -> None:
         """SIGTERM (what a supervisor sends), then SIGKILL after ``grace`` seconds; descendants go too."""
-        if not self.alive():
-            return
-        assert self.pid is not None
+        self.finish_stop(self.begin_stop(), grace)
+
+    def begin_stop(self) -> list[int]:
+        """SIGTERM to the group without waiting (``finish_stop`` waits): a deployment stops all its
+        components at once. Returns the descendants to end afterwards."""
+        if self.pid is None or not self.alive():
+            return []
         children = _descendants(self.pid)
+        self.killed = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGTERM)
+        return children
+
+    def finish_stop(self, children: list[int], grace: float = 5) -> None:
+        """Wait up to ``grace`` seconds for the exit ``begin_stop`` asked for, then SIGKILL what is left."""
         try:
-            self.kill(signal.SIGTERM, wait=grace)
+            if self.proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=grace)
+            elif self.pid is not None:
+                with contextlib.suppress(TimeoutError):
+                    wait_until(f"{self.name} gone", lambda: not self.alive(), timeout=grace, interval=0.2)
         finally:
             self.kill(signal.SIGKILL)
             for child in children:
@@ -496,13 +512,14 @@ class AirflowDeployment:
         return comp
 
     def start(self, triggerers: int = 1, timeout: float = 240) -> None:
-        """API server first (it writes the login file), then the rest; returns when all report healthy."""
-        self.start_component("api-server")
-        self.rest.wait_up(timeout, self.check_alive)
-        for name in ["scheduler", "dag-processor"]:
+        """Every component at once but the triggerers, which start one after another (each is told from the
+        others by the TriggererJob row it adds); returns when all report healthy. Nothing waits on the API
+        server at start (it writes the login file the REST client reads: ``wait_up`` before any call)."""
+        for name in ["api-server", "scheduler", "dag-processor"]:
             self.start_component(name)
         for i in range(1, triggerers + 1):
             self.start_triggerer(f"triggerer-{i}", timeout)
+        self.rest.wait_up(timeout, self.check_alive)
         self.wait_healthy(timeout)
 
     def start_triggerer(self, name: str, timeout: float = 240) -> int:
@@ -547,9 +564,11 @@ class AirflowDeployment:
 
         wait_until("every component healthy (/api/v2/monitor/health)", healthy, timeout=timeout, interval=1)
 
-    def stop(self) -> None:
-        for name in reversed(list(self.components)):
-            self.components[name].stop()
+    def stop(self, grace: float = 5) -> None:
+        """SIGTERM to every component at once, then each one's ``grace`` (SIGKILL after it)."""
+        stopping = [(c, c.begin_stop()) for c in reversed(list(self.components.values()))]
+        for comp, children in stopping:
+            comp.finish_stop(children, grace)
         for sampler in self.loop_samplers.values():
             sampler.stop()
 

@@ -2,8 +2,8 @@
 Kueue path (``KubernetesStartKueueJobOperator``), the same shape, queues, shards and fake lengths.
 
 Genomics: one DAG run, a task group mapped over the samples (``.expand``), inside it align >> call >> gather
-(each an Indexed Job of one shard per index, every shard at once: parallelism = shards), later steps at a
-higher Kueue priority so a started sample finishes before new ones start. Risk: one task of ``risk_shards``.
+(each an Indexed Job of one shard per index, the shape's parallelism of pods at a time), each step at the
+Kueue priority of the shape's step order (``STEP_ORDERS``). Risk: one task of ``risk_shards``.
 The fake pods' lengths are per index (``kwok.airflow-kueue.io/run-duration-N``), rendered from a table in the
 DAG file by a macro of the map index, so every try and both systems run the same lengths.
 """
@@ -67,7 +67,7 @@ _OURS_STEP = """
             task_id={name!r}, namespace={namespace!r}, queue_name={queue!r}, priority_class={priority!r},
             image={image!r}, cmds=["python", "-m", "genomics.{name}"],
             arguments=["--sample", "{{{{ ti.map_index }}}}"],
-            completions={shards}, parallelism={parallelism}, spot=True, backoff_limit_per_index=4,
+            completions={shards}, parallelism={parallelism}, spot=True, backoff_limit_per_index={per_index},
             resources={{"requests": {{"cpu": "1", "memory": "1Gi"}}}},
             annotations=fake_lengths({name!r}, {indexes}),
             checkpointing=CHECKPOINTS,{deadline}{min_parallelism}{packing}
@@ -119,6 +119,7 @@ def genomics_dag(night: Night, queues: NightQueues, system: str, *, discover_pod
                     deadline=deadline,
                     min_parallelism=partial,
                     packing=packing,
+                    per_index=None if night.shape.whole_job_backoff else 4,
                 )
             )
         else:

@@ -46,7 +46,8 @@ def render_markdown(night: Night, rows: list[dict[str, Any]], meta: dict[str, An
         f"later. Genomics Jobs: parallelism {s.parallelism or '= shards'}"
         f"{f', partial admission at {s.min_parallelism_share:.0%}' if s.min_parallelism_share else ''}, "
         f"steps' priorities {s.step_order}"
-        f"{'; ours packs shards, about a minute a pod' if s.pack_shards else ''}. "
+        f"{'; ours packs shards, about a minute a pod' if s.pack_shards else ''}"
+        f"{'; ours with the whole-Job backoffLimit' if s.whole_job_backoff else ''}. "
         f"Machine: {meta.get('machine', '')}; commit {meta.get('commit', '')}; wall time "
         f"{meta.get('wall_minutes', '')} min.",
         "",

@@ -32,6 +32,8 @@ SHORT = NightShape(
     risk_cpu=16,
     risk_parallelism=16,
     spot_evictions_per_hour=0.15,  # 4 Spot nodes: an eviction every 3,600 s / (0.15 x 4) / 300 = 20 s
+    parallelism=0,  # every shard at once: the widest Jobs, the most pods the invariants are checked on
+    step_order="sample-first",
 )
 
 

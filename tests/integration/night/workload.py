@@ -49,17 +49,23 @@ class NightShape:
     genomics_cpu: int = 96  # the genomics ClusterQueue's nominal Spot quota (CPU; 1 CPU a shard)
     risk_cpu: int = 32  # the risk ClusterQueue's nominal on-demand quota, lent to genomics while idle
     risk_parallelism: int = 32
-    parallelism: int = 0  # pods at once per genomics Job; 0: every shard at once (parallelism = shards)
+    # pods at once per genomics Job (0: every shard at once, parallelism = shards); 8 packs into both flavors'
+    # quotas with room to spare (docs/benchmarks.md: 8 beat 16 and 32 on the bed and in night_queue_model)
+    parallelism: int = 8
     # Kueue's partial admission (kueue.x-k8s.io/job-min-parallelism) at this share of a Job's parallelism:
     # a Job wider than the free quota of any one flavor starts with what is free (0: all or nothing)
     min_parallelism_share: float = 0.0
     # Kueue priorities of the steps (dags.STEP_ORDERS): "sample-first" (a started sample's later steps go
     # first) or "path-first" (every sample's first step goes first: the longest remaining path)
-    step_order: str = "sample-first"
+    step_order: str = "path-first"
     # ours only: each Job's shards packed several to a pod as the operator packs for the step's median
     # length (``shards_per_pod`` from ``choose_per_pod``: about a minute of shards a pod); the cncf path
     # has no packing and runs one shard a pod either way
     pack_shards: bool = False
+    # ours only: Kubernetes' whole-Job backoffLimit instead of backoffLimitPerIndex=4. An index's replacement
+    # pod then waits for the Job's next success, not 10 s doubling per failure of that index (the Job
+    # controller counts a disruption its policy ignores in both); the cncf path always runs this way
+    whole_job_backoff: bool = False
     risk_delay_fraction: float = 0.25  # the risk run starts this far into the genomics ideal
     spot_evictions_per_hour: float = 0.10  # share of the Spot pool's nodes evicted per (real) hour
     node_replacement_seconds: float = 180.0  # a new Spot VM joins this long after an eviction (real)

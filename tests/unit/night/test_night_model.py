@@ -4,6 +4,7 @@ report relies on), the shard accounting, and the picture."""
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,7 +18,9 @@ QUEUES = NightQueues("g-ns", "night", "r-ns", "night", "night-x", "night-x")
 
 
 def small() -> NightShape:
-    return NightShape(samples=3, risk_shards=10, genomics_cpu=60, risk_cpu=8, risk_parallelism=8)
+    return NightShape(
+        samples=3, risk_shards=10, genomics_cpu=60, risk_cpu=8, risk_parallelism=8, parallelism=0
+    )
 
 
 def test_the_same_seed_draws_the_same_night_and_lengths_stay_in_their_bounds() -> None:
@@ -43,7 +46,7 @@ def test_the_ideal_is_the_larger_of_the_quota_bound_and_the_critical_path() -> N
 
 def test_bad_shapes_are_refused_with_what_to_change() -> None:
     with pytest.raises(ValueError, match="genomics_cpu=10 cannot admit a 50-shard step"):
-        NightShape(genomics_cpu=10)
+        NightShape(genomics_cpu=10, parallelism=0)
     with pytest.raises(ValueError, match="samples=0"):
         NightShape(samples=0)
     with pytest.raises(ValueError, match="compression=0"):
@@ -65,6 +68,12 @@ def test_the_dag_files_compile_and_map_every_step_over_the_samples(system: str) 
     else:
         assert "discover_pods_retry_number=7" in source and "pool_slots=50" in source
     ast.parse(risk_dag(night, QUEUES, system, discover_pods_retry_number=7))
+    if system == "ours":  # per-index retries unless the night asks for the whole-Job backoffLimit
+        assert source.count("backoff_limit_per_index=4,") == 3
+        whole = genomics_dag(
+            draw(replace(small(), whole_job_backoff=True)), QUEUES, system, discover_pods_retry_number=7
+        )
+        assert whole.count("backoff_limit_per_index=None,") == 3 and "backoff_limit_per_index=4" not in whole
     with pytest.raises(ValueError, match="system='flyte'"):
         genomics_dag(night, QUEUES, "flyte", discover_pods_retry_number=1)
 
