@@ -42,7 +42,6 @@ class ModelJob:
     pods: int
     created: float
     flavor: str = ""
-    slots: int = 0  # pods whose quota it holds
     running: int = 0
 
 
@@ -87,7 +86,7 @@ def run(
                 waiting.append(job)
                 continue
             queue.free[flavor] -= pods
-            job.flavor, job.slots = flavor, pods
+            job.flavor = flavor
             for _ in range(pods):
                 start_next(job, now + 0.5)
         queue.pending = waiting
@@ -95,7 +94,6 @@ def run(
     def start_next(job: ModelJob, at: float) -> None:
         if not job.lengths:  # nothing left for this slot: its quota goes back
             queue.free[job.flavor] += 1
-            job.slots -= 1
             return
         job.running += 1
         push(at + job.lengths.pop(0), "pod end", job)
@@ -104,7 +102,7 @@ def run(
         now, _, kind, what = heapq.heappop(events)
         if kind == "create":
             sample, step = what  # type: ignore[misc]
-            pods = parallelism or shape.parallelism_of(shape.steps[step])
+            pods = parallelism or shape.steps[step].shards  # 0: every shard at once, whatever the shape says
             lengths = list(night.genomics[steps[step]][sample])
             queue.pending.append(ModelJob(sample, step, lengths, min(pods, len(lengths)), now))
         elif kind == "pod end":
