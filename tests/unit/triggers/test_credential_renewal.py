@@ -6,18 +6,33 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
 from airflow_kueue_provider.kueue.checkpoints import checkpoint_access
-from airflow_kueue_provider.kueue.checkpoints.checkpoint_access import CredentialRenewal
+from airflow_kueue_provider.kueue.checkpoints.checkpoint_access import CLOCK_SKEW, CredentialRenewal
 from airflow_kueue_provider.triggers.credential_renewal import renewing
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
 
 PREVIOUS = Path(__file__).parents[2] / "integration" / "triggers" / "previous_main"
 RENEWAL = CredentialRenewal("blob", "checkpoints", "checkpoints-abc", "0123abcd", ttl_seconds=0.4)
+
+
+async def _until(done: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait for ``done`` (a loaded CI runner may be slow to run the renewal's worker thread)."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "the renewal did not happen in time"
+        await asyncio.sleep(0.01)
+
+
+def _spacing(at: list[float]) -> float:
+    return min(b - a for a, b in pairwise(at))
 
 
 @pytest.fixture(autouse=True)
@@ -32,22 +47,25 @@ def test_the_renewal_crosses_the_boundary_as_a_dict() -> None:
 
 def test_each_quarter_of_the_ttl_the_window_moves_to_now_plus_ttl() -> None:
     calls: list[tuple[CredentialRenewal, datetime, datetime]] = []
+    at: list[float] = []
 
     def extend(renewal: CredentialRenewal, start: datetime, expiry: datetime) -> int:
         calls.append((renewal, start, expiry))
+        at.append(time.monotonic())
+        assert timedelta(seconds=0.3) < expiry - datetime.now(UTC) <= timedelta(seconds=0.4), "now + TTL"
         return 1
 
     async def follow() -> None:
+        began = time.monotonic()
         async with renewing(RENEWAL.to_dict(), "Job ns/a", extend):
-            await asyncio.sleep(0.35)
+            await _until(lambda: len(calls) >= 3)
+        assert at[0] - began >= 0.09, "a policy-bound SAS is first renewed a quarter of its TTL later"
 
     asyncio.run(follow())
-    assert 2 <= len(calls) <= 4
-    now = datetime.now(UTC)
+    assert _spacing(at) >= 0.09, "never more often than a quarter of the TTL"
     renewal, start, expiry = calls[-1]
     assert renewal == RENEWAL
-    assert start < now - timedelta(minutes=4)  # the clock-skew allowance
-    assert now - timedelta(seconds=1) < expiry <= now + timedelta(seconds=0.4)
+    assert expiry - start == CLOCK_SKEW + timedelta(seconds=0.4)  # starts early by the clock-skew allowance
 
 
 def test_blob_trouble_is_retried_and_a_gone_policy_ends_the_renewal() -> None:
@@ -64,7 +82,8 @@ def test_blob_trouble_is_retried_and_a_gone_policy_ends_the_renewal() -> None:
 
     async def follow() -> None:
         async with renewing(RENEWAL.to_dict(), "Job ns/a", extend):
-            await asyncio.sleep(1.0)
+            await _until(lambda: calls >= 3)
+            await asyncio.sleep(0.4)
 
     asyncio.run(follow())
     assert calls == 3  # failed, renewed, then no policy left: no more calls
@@ -105,13 +124,16 @@ RESIGN = CredentialRenewal(
 def test_a_user_delegation_sas_is_re_signed_into_the_secret_at_once_and_each_quarter() -> None:
     signed: list[tuple[datetime, datetime]] = []
     written: list[tuple[CredentialRenewal, str]] = []
+    at: list[float] = []
 
     def sign(renewal: CredentialRenewal, start: datetime, expiry: datetime) -> str:
         signed.append((start, expiry))
+        assert timedelta(seconds=0.3) < expiry - datetime.now(UTC) <= timedelta(seconds=0.4), "now + TTL"
         return f"sv=x&se={expiry.isoformat()}&sig={len(signed)}"
 
     async def replace(renewal: CredentialRenewal, token: str) -> bool:
         written.append((renewal, token))
+        at.append(time.monotonic())
         return True
 
     def extend(renewal: CredentialRenewal, start: datetime, expiry: datetime) -> int:
@@ -119,32 +141,35 @@ def test_a_user_delegation_sas_is_re_signed_into_the_secret_at_once_and_each_qua
 
     async def follow() -> None:
         async with renewing(RESIGN.to_dict(), "Job batch/job-1", extend, sign=sign, replace=replace):
-            await asyncio.sleep(0.05)
-            assert len(written) == 1, "a resumed trigger writes a fresh SAS first"
-            await asyncio.sleep(0.3)
+            await _until(lambda: len(written) >= 1)
+            assert len(written) == 1, "a resumed trigger writes a fresh SAS first, then waits a quarter"
+            await _until(lambda: len(written) >= 3)
 
     asyncio.run(follow())
-    assert 3 <= len(written) <= 5
+    assert _spacing(at) >= 0.09, "never more often than a quarter of the TTL"
     assert [t for _, t in written] == [
         f"sv=x&se={e.isoformat()}&sig={i}" for i, (_, e) in enumerate(signed, 1)
     ]
     assert all(r == RESIGN for r, _ in written)
-    now = datetime.now(UTC)
-    assert now - timedelta(seconds=1) < signed[-1][1] <= now + timedelta(seconds=0.4)
+    assert all(e - s == CLOCK_SKEW + timedelta(seconds=0.4) for s, e in signed)
 
 
 def test_a_secret_gone_or_not_the_jobs_ends_the_re_signing() -> None:
     answers = [True, False]
+    writes = 0
 
     async def replace(renewal: CredentialRenewal, token: str) -> bool:
+        nonlocal writes
+        writes += 1
         return answers.pop(0) if answers else True
 
     async def follow() -> None:
         async with renewing(RESIGN.to_dict(), "Job batch/job-1", sign=lambda *a: "sv=x", replace=replace):
-            await asyncio.sleep(0.5)
+            await _until(lambda: not answers)
+            await asyncio.sleep(0.4)
 
     asyncio.run(follow())
-    assert answers == [], "stopped after the refused write"
+    assert writes == 2, "stopped after the refused write"
 
 
 def test_a_renewal_of_the_previous_version_is_policy_bound() -> None:
