@@ -122,21 +122,28 @@ def read_queue_room(
     now: datetime | None = None,
     seal: IdentitySeal | None = None,
     own: Mapping[str, Any] | None = None,
+    *,
+    queue: Mapping[str, Any] | None = None,
 ) -> QueueRoom:
     """The ClusterQueue behind ``namespace/local_queue``: its flavors' room, the workloads ahead of a new
     Workload of ``priority`` (None: unknown, every pending workload is ahead), what those of them waiting in
     the namespace ask for, and the quota the namespace's admitted Workloads hold (unreadable: none seen, the
-    forecast's "not seen" rule covers it).
+    forecast's "not seen" rule covers it). ``queue``: the LocalQueue as the task already read it (else one
+    GET); its ClusterQueue is all that is read of it.
 
-    ``own``: the Job's Workload, queued (``queued_workload``): admitted, the room says so; else the workloads
-    ahead are those before it in Kueue's order (its visibility position, else the page's)."""
+    ``own``: the Job's Workload, queued (``queued_workload``): admitted, the room says so (Kueue's pending
+    list is not read); else the workloads ahead are those before it in Kueue's order (its visibility
+    position, else the page's)."""
+    now = now or datetime.now(UTC)
+    admitted = own_admission(own, now) if own is not None else None
     try:
-        queue = hook.get_local_queue(namespace, local_queue)
+        if queue is None:
+            queue = hook.get_local_queue(namespace, local_queue)
         name = str(((queue or {}).get("spec") or {}).get("clusterQueue") or "")
         if not name:
             raise ForecastInputsUnavailable(f"LocalQueue {namespace}/{local_queue} names no ClusterQueue")
         everything = hook.list_cluster_queues()
-        pending = hook.pending_workloads(namespace, local_queue)
+        pending = None if admitted else hook.pending_workloads(namespace, local_queue)
     except ApiException as exc:
         raise ForecastInputsUnavailable(f"reading the queues: {exc.status} {exc.reason}") from None
     except (HTTPError, OSError) as exc:  # the API server unreachable after the hook's retries
@@ -148,13 +155,12 @@ def read_queue_room(
         page = hook.workloads_page(namespace, HELD_READ_LIMIT)
     except (ApiException, HTTPError, OSError):
         page = []
-    now = now or datetime.now(UTC)
     held = held_quota(page, name, now, seal)
     rooms = flavor_rooms(mine, everything)
     waiting = tuple(waiting_quota(w, seal) for w in waiting_ahead(page, local_queue, priority, own))
+    if admitted:
+        return QueueRoom(rooms, 0, held, admitted)
     if own is not None:
-        if admitted := own_admission(own, now):
-            return QueueRoom(rooms, 0, held, admitted)
         return QueueRoom(rooms, place_of(own, pending, page, priority), held, waiting=waiting)
     ahead = max(workloads_ahead(mine, pending, priority), pending_in_page(page, local_queue, priority))
     return QueueRoom(rooms, ahead, held, waiting=waiting)

@@ -242,6 +242,8 @@ def result_of(
         queued_seconds=round(queued.total_seconds(), 3) if queued is not None else None,
         running_seconds=round(running.total_seconds(), 3) if running is not None else None,
     )
+    if ended_at is not None:
+        result = dataclasses.replace(result, finished_at=ended_at.isoformat(timespec="seconds"))
     if released is None:
         return result
     pod_seconds, cpu_seconds = released_totals(released, view, now)

@@ -9,7 +9,9 @@ the task."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.rest import ApiException
@@ -32,7 +34,7 @@ from ..kueue.errors import KueueProviderError
 from ..kueue.identity.identity_seal import IdentitySeal
 from ..kueue.index_set import IndexSet
 from ..kueue.job_progress import finished_condition
-from ..kueue.names import FORECAST_RUN_ANNOTATION, MIN_PARALLELISM_ANNOTATION
+from ..kueue.names import FORECAST_RUN_ANNOTATION, MIN_PARALLELISM_ANNOTATION, QUEUE_NAME_LABEL
 from ..kueue.progress.deadline import DeadlinePlan
 from ..kueue.progress.forecast import Forecast, JobWork, forecast, job_work
 from .job_submission import Submission
@@ -101,7 +103,10 @@ class ForecastStep:
 
     _forecast: dict[str, Any] | None = None
     _forecast_made: Forecast | None = None
-    _forecast_inputs: tuple[JobWork, int | None] | None = None
+    _forecast_inputs: tuple[JobWork, int | None, str] | None = None
+    """What the forecast was made from (the work, the priority, the LocalQueue): made again once queued."""
+    _local_queues: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
+    """The LocalQueues the task read at entry, by name (``execute`` sets them): the forecast reuses them."""
     if TYPE_CHECKING:
         log: Any
         task_id: str
@@ -144,9 +149,16 @@ class ForecastStep:
         now = datetime.now(UTC)
         priority, unknown = self._forecast_priority(client, manifest)
         seal = _seal()
+        queue = _queue_of(manifest) or self.queue_name  # a spill Job's is its spill queue
         try:
             room = read_queue_room(
-                client.hook, self.resolved_namespace(), self.queue_name, priority, now, seal
+                client.hook,
+                self.resolved_namespace(),
+                queue,
+                priority,
+                now,
+                seal,
+                queue=self._local_queues.get(queue),
             )
         except (ForecastInputsUnavailable, ApiException, KueueProviderError) as exc:
             self.log.warning("forecast: left out (%s)", exc)
@@ -159,7 +171,7 @@ class ForecastStep:
             return
         self.log.info("%s", made.line())
         self._forecast, self._forecast_made = forecast_record(made, now), made
-        self._forecast_inputs = (work, priority)
+        self._forecast_inputs = (work, priority, queue)
         if seal is not None:  # what the next tasks' forecasts read of this Job (sealed: they trust no other)
             _annotate_run(manifest, seal, (made.finish.at - made.start.at).total_seconds())
 
@@ -171,7 +183,7 @@ class ForecastStep:
         the queue cannot be read."""
         if self._forecast_inputs is None or self._forecast is None:
             return
-        work, priority = self._forecast_inputs
+        work, priority, queue = self._forecast_inputs
         uid = str((job.get("metadata") or {}).get("uid") or "")
         own = queued_workload(client.hook, self.resolved_namespace(), uid) if uid else None
         if own is None:
@@ -180,7 +192,14 @@ class ForecastStep:
         now = datetime.now(UTC)
         try:
             room = read_queue_room(
-                client.hook, self.resolved_namespace(), self.queue_name, priority, now, _seal(), own
+                client.hook,
+                self.resolved_namespace(),
+                queue,
+                priority,
+                now,
+                _seal(),
+                own,
+                queue=self._local_queues.get(queue),
             )
         except (ForecastInputsUnavailable, ApiException, KueueProviderError) as exc:
             self.log.warning("forecast: not made again (%s)", exc)
@@ -255,7 +274,10 @@ class ForecastStep:
 
     def _ended_at(self, result: dict[str, Any]) -> datetime:
         """When the Job ended (its finished condition), not when the worker resumed: a busy scheduler can take
-        minutes to hand the task back. Now when the Job cannot be read."""
+        minutes to hand the task back. Read from the result (``finished_at``), else from the Job (an event
+        of an earlier version, another kind); now when the Job cannot be read."""
+        if ended := parse_api_time(result.get("finished_at")):
+            return ended
         name, namespace = result.get("job_name"), result.get("namespace")
         job = None
         if name and namespace:
@@ -278,6 +300,11 @@ def _pulled(context: Any, task_id: str) -> dict[str, Any] | None:
     except Exception:  # an XCom backend's own errors: no outcome, never a failed task
         return None
     return value if isinstance(value, dict) and "finish" in value else None
+
+
+def _queue_of(manifest: Mapping[str, Any]) -> str:
+    """The LocalQueue the object is created in (its queue-name label)."""
+    return str(((manifest.get("metadata") or {}).get("labels") or {}).get(QUEUE_NAME_LABEL) or "")
 
 
 def _seal() -> IdentitySeal | None:

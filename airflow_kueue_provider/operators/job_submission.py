@@ -177,11 +177,11 @@ def delete_task_instance_objects(
     return done
 
 
-def check_local_queue(hook: KueueHook, namespace: str, name: str, param: str, task_id: str) -> None:
-    """Fail the task before anything is created when LocalQueue ``name`` (given as ``param``) is missing,
-    naming the LocalQueues there are."""
-    if hook.get_local_queue(namespace, name) is not None:
-        return
+def check_local_queue(hook: KueueHook, namespace: str, name: str, param: str, task_id: str) -> dict[str, Any]:
+    """LocalQueue ``name`` (given as ``param``), as read (the forecast reuses it); the task fails before
+    anything is created when it is missing, naming the LocalQueues there are."""
+    if (queue := hook.get_local_queue(namespace, name)) is not None:
+        return queue
     existing = sorted(q["metadata"]["name"] for q in hook.list_local_queues(namespace))
     have = (
         f"LocalQueues in {namespace}: {', '.join(existing)}"

@@ -47,6 +47,8 @@ class JobResult:
     than pods admitted (ReclaimablePods; see released_quota); None when not measured."""
     quota_released_cpu_seconds: float | None = None
     """The same in CPU-seconds, from the admission's CPU per pod; None when the admission had no CPU."""
+    finished_at: str | None = None
+    """When the Job ended (its Complete or Failed condition), ISO 8601 UTC; None when it has not."""
 
     @property
     def completed(self) -> IndexSet:

@@ -110,6 +110,9 @@ def test_result_times_come_from_the_objects() -> None:
     result = result_of(view, done, datetime(2026, 11, 30, 11, tzinfo=UTC))
     assert result.queued_seconds == 60 and result.running_seconds == 240
     assert result.completed_indexes == "0-3" and result.succeeded == 4 and result.cluster_queue == "cq"
+    assert result.finished_at == "2026-11-30T10:05:00+00:00", "when it ended: no Job read for it"
+    running = result_of(view_of(job(), ADMITTED), job(), datetime(2026, 11, 30, 11, tzinfo=UTC))
+    assert running.finished_at is None
 
 
 def test_requeued_after_preemption_line_from_a_recorded_workload() -> None:

@@ -375,3 +375,52 @@ def test_the_models_error_is_learned_only_from_a_forecast_made_while_the_job_wai
     created = Submission({"metadata": {"uid": "u"}}, False, "created")
     admitted._with_forecast({"ti": Ti()}, None, SimpleNamespace(hook=Queued(admitted_for=20.0)), created)
     assert admitted._forecast is not None and "model_wait_seconds" not in admitted._forecast
+
+
+class Counted(Queued):
+    """A queue that counts what the forecast reads of it."""
+
+    def __init__(self, admitted_for: float | None = None) -> None:
+        super().__init__(admitted_for=admitted_for)
+        self.reads: list[str] = []
+
+    def get_local_queue(self, namespace: str, name: str) -> dict[str, Any]:
+        self.reads.append(f"localqueue {name}")
+        return super().get_local_queue(namespace, name)
+
+    def pending_workloads(self, namespace: str, local_queue: str) -> Any:
+        self.reads.append(f"pending {local_queue}")
+        return super().pending_workloads(namespace, local_queue)
+
+
+def test_the_forecast_reads_no_local_queue_the_task_read_and_no_pending_list_once_admitted() -> None:
+    step, hook = Step(stated=60.0), Counted(admitted_for=5.0)
+    step._local_queues = {"lq": {"spec": {"clusterQueue": "cq"}}}  # execute's check read it
+    submit(step, hook)
+    created = Submission({"metadata": {"uid": "u"}}, False, "created")
+    step._with_forecast({"ti": Ti()}, None, SimpleNamespace(hook=hook), created)
+    assert step._forecast is not None and step._forecast["basis"].endswith(", admitted")
+    assert hook.reads == ["pending lq"], "the LocalQueue as the check read it; once admitted, no place"
+
+
+def test_a_spill_job_is_forecast_in_its_spill_queue() -> None:
+    step, hook = Step(stated=60.0), Counted()
+    spilled = job()
+    spilled["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "spill"
+    step._before_create(SimpleNamespace(hook=hook), spilled)
+    assert step._forecast is not None
+    assert hook.reads == ["localqueue spill", "pending spill"], "its own queue, not the task's queue_name"
+
+
+def test_the_jobs_end_comes_from_the_result_without_a_read() -> None:
+    made = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
+    step = Step(stated=None)
+    step._forecast = {"made_at": made.isoformat(), "finish": (made + timedelta(seconds=100)).isoformat()}
+
+    def unread() -> Any:
+        raise AssertionError("the result says when the Job ended: no read")
+
+    step._client = unread  # type: ignore[method-assign]
+    ended = {"job_name": "j", "namespace": "ns", "finished_at": "2026-12-01T01:01:50+00:00"}
+    result, _ = step._forecast_outcome({}, ended, "m")
+    assert result["forecast"]["error_seconds"] == 10.0

@@ -28,6 +28,7 @@ CONTRACT_KEYS = {
     "worker_cluster",
     "quota_released_pod_seconds",
     "quota_released_cpu_seconds",
+    "finished_at",
 }
 
 
