@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,3 +193,12 @@ def check_local_queue(hook: KueueHook, namespace: str, name: str, param: str, ta
         f"{task_id}: LocalQueue {name!r} does not exist in namespace {namespace!r} ({have}); "
         f"set {param} to one of them or create it"
     )
+
+
+def checked_local_queues(
+    hook: KueueHook, namespace: str, given: Mapping[str, str | None], task_id: str
+) -> dict[str, dict[str, Any]]:
+    """``check_local_queue`` for each queue ``given`` (parameter -> name; None: not given), in order: the
+    LocalQueues as read, by name (the forecast reads them no more)."""
+    named = [(param, name) for param, name in given.items() if name]
+    return {name: check_local_queue(hook, namespace, name, param, task_id) for param, name in named}

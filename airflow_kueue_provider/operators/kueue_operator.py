@@ -36,7 +36,7 @@ from .forecast_step import ForecastStep
 from .job_submission import (
     Submission,
     adopted,
-    check_local_queue,
+    checked_local_queues,
     create_or_adopt_object,
     reattachable,
     sealed_previous,
@@ -201,17 +201,10 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
         entry = self._entry(context)
         identity, client, shards = entry.identity, entry.client, entry.shards
         manifest = self.build_manifest(identity)
-        queues = {  # as read: the forecast reads them no more
-            self.queue_name: check_local_queue(
-                client.hook, self.resolved_namespace(), self.queue_name, "queue_name", self.task_id
-            )
-        }
         if spill_to := self._deadlines.spill_to:
             self._deadlines.check_spill_queue(self.queue_name)  # a templated queue_name, rendered
-            queues[spill_to] = check_local_queue(
-                client.hook, self.resolved_namespace(), spill_to, "on_deadline_risk spill_to", self.task_id
-            )
-        self._local_queues = queues
+        given = {"queue_name": self.queue_name, "on_deadline_risk spill_to": spill_to}
+        self._local_queues = checked_local_queues(client.hook, self.resolved_namespace(), given, self.task_id)
         plan = self._deadlines.plan(context, client, self.deadline)  # bad: nothing is created
         # 1. Reattach to an object of this task instance that still runs (or completed) ...
         previous = self._previous(client, identity)

@@ -15,6 +15,7 @@ from airflow_kueue_provider.kueue.names import SEAL_ANNOTATION, UID_SEAL_ANNOTAT
 from airflow_kueue_provider.operators.job_submission import (
     CreateForbidden,
     JobNotOurs,
+    checked_local_queues,
     create_or_adopt_object,
     delete_task_instance_objects,
     sealed_previous,
@@ -154,3 +155,27 @@ def test_a_refused_create_fails_the_task_with_the_apiservers_reason_and_what_to_
     with pytest.raises(CreateForbidden, match=fix) as failed:
         create_or_adopt_object(client, _manifest("n-try-2"), TRY_2, SEAL)  # type: ignore[arg-type]
     assert "Nothing was created" in str(failed.value) and message.split(":")[0] in str(failed.value)
+
+
+class Queues:
+    """LocalQueues by name; counts the reads."""
+
+    def __init__(self, *names: str) -> None:
+        self.names, self.reads = names, 0
+
+    def get_local_queue(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads += 1
+        return {"metadata": {"name": name}, "spec": {"clusterQueue": "cq"}} if name in self.names else None
+
+    def list_local_queues(self, namespace: str) -> list[dict[str, Any]]:
+        return [{"metadata": {"name": n}} for n in self.names]
+
+
+def test_the_given_local_queues_are_read_once_each_and_a_missing_one_is_named() -> None:
+    from airflow_kueue_provider.airflow_compat import AirflowFailException
+
+    hook: Any = Queues("lq", "od")
+    read = checked_local_queues(hook, "ns", {"queue_name": "lq", "on_deadline_risk spill_to": None}, "t")
+    assert list(read) == ["lq"] and read["lq"]["spec"]["clusterQueue"] == "cq" and hook.reads == 1
+    with pytest.raises(AirflowFailException, match=r"LocalQueue 'gone' does not exist .* set on_deadline"):
+        checked_local_queues(hook, "ns", {"queue_name": "lq", "on_deadline_risk spill_to": "gone"}, "t")
