@@ -99,6 +99,10 @@ class CheckpointSession:
             self.hook.check_can_sign()
 
     # --- the ledger -----------------------------------------------------------------------------------------
+    def has_recorded_attempts(self) -> bool:
+        ledger = self.place.ledger.read()
+        return ledger is not None and bool(ledger.attempts)
+
     def remaining(self, jobs: list[dict[str, Any]]) -> tuple[IndexSet, RunLedger | None]:
         """The shards this try runs (those the ledger has not seen finish) and the ledger."""
         return self.attempts.remaining(jobs)

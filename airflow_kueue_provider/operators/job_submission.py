@@ -20,6 +20,7 @@ from ..kueue.identity.identity_seal import IdentitySeal
 from ..kueue.identity.job_ownership import belongs_to_try, needs_uid_seal, sort_by_seal
 from ..kueue.job_progress import finished_condition
 from ..kueue.names import TRY_NUMBER_LABEL
+from .shard_session import ShardSession
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,31 @@ class KueueWebhookUnavailable(RuntimeError, KueueProviderError):
 class CreateForbidden(AirflowFailException, KueueProviderError):
     """The apiserver refused the create (403): the identity lacks the right, or an admission policy refused
     the object. Not retried: the same request is refused again."""
+
+
+class KindNotServed(AirflowFailException, KueueProviderError):
+    """The apiserver does not serve the task's kind (404 on its resource): its CRD or controller is missing.
+    Not retried: nothing changes until someone installs it."""
+
+
+class ListForbidden(AirflowFailException, KueueProviderError):
+    """The identity may not list the task's kind (403), so it cannot tell which objects it may adopt."""
+
+
+def not_served(client: KindClient, namespace: str, exc: ApiException) -> KindNotServed | None:
+    """The error for a 404 on the kind's resource itself (None for another 404: a missing namespace)."""
+    try:
+        details = json.loads(exc.body).get("details") or {}
+    except (TypeError, ValueError, AttributeError):
+        details = {}  # "404 page not found": the apiserver knows no such group/version
+    if exc.status != 404 or details.get("kind") == "namespaces":
+        return None
+    api, install = client.kind.api, client.kind.served_by
+    return KindNotServed(
+        f"the cluster does not serve {api.api_version} {api.plural} (HTTP 404 in namespace {namespace})"
+        + (f": install {install}" if install else "")
+        + ". Nothing was created."
+    )
 
 
 def _api_message(exc: ApiException) -> str:
@@ -85,6 +111,8 @@ def create_or_adopt_object(
     try:
         created = client.create(manifest)
     except ApiException as exc:
+        if (missing := not_served(client, namespace, exc)) is not None:
+            raise missing from None
         if exc.status != 409 and WEBHOOK_FAILURE in str(exc.body or ""):
             raise KueueWebhookUnavailable(
                 f"creating {kind} {namespace}/{name} failed after retries because "
@@ -139,8 +167,21 @@ def sealed_previous(
 ) -> list[dict[str, Any]]:
     """The task instance's objects it may adopt (``kueue.identity.job_ownership.sort_by_seal``). The
     others: an earlier try's live Job whose uid seal was never written is deleted (by uid); anything else that
-    carries the task's labels without its seal is left alone and said once."""
-    listed = client.task_instance_objects(namespace, identity)
+    carries the task's labels without its seal is left alone and said once. A kind the cluster does not serve
+    (404) or the identity may not list (403) fails with what to do, before anything is created."""
+    try:
+        listed = client.task_instance_objects(namespace, identity)
+    except ApiException as exc:
+        if (missing := not_served(client, namespace, exc)) is not None:
+            raise missing from None
+        if exc.status == 403:
+            plural = client.kind.api.plural
+            raise ListForbidden(
+                f"cannot list {plural} in namespace {namespace} (HTTP 403): the kubernetes connection's "
+                f"identity may not; apply the {plural} rule of deploy/rbac/worker-triggerer.yaml. "
+                "Nothing was created."
+            ) from None
+        raise
     found = sort_by_seal(listed, identity, seal, client.noun, client.uid_sealed)
     for obj in found.ignored:
         logger.warning(
@@ -161,6 +202,22 @@ def sealed_previous(
             what,
         )
     return found.ours
+
+
+def earlier_objects(
+    client: KindClient,
+    namespace: str,
+    identity: AirflowIdentity,
+    seal: IdentitySeal,
+    shards: ShardSession,
+    logger: Any = log,
+) -> list[dict[str, Any]]:
+    """The objects of the task instance it may adopt (``sealed_previous``). A first try lists none unless its
+    record knows an attempt: no earlier try left one, and its own (a worker that died right after creating
+    it) comes back through the create's 409 (``create_or_adopt_object``)."""
+    if identity.try_number <= 1 and not shards.has_recorded_attempts():
+        return []
+    return sealed_previous(client, namespace, identity, seal, logger)
 
 
 def delete_task_instance_objects(

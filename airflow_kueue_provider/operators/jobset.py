@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from kubernetes.client.rest import ApiException
-
 from ..airflow_compat import AirflowFailException
 from ..hooks.identity_key import identity_seal
 from ..hooks.kind_client import KindClient
@@ -187,27 +185,6 @@ class KueueJobSetOperator(KueueOperator):
         return ReplicatedJobBuilder(self.task_id, self.queue_name, self.spot)
 
     # --- 2. the JobSet kind's part of the operator template (kueue_operator) -----------------------------
-    def _previous(self, client: Any, identity: AirflowIdentity) -> list[dict[str, Any]]:
-        """This task instance's JobSets; a cluster without JobSets (404) or a Role without them (403) fails
-        the task with what to do, and nothing is created."""
-        namespace = self.resolved_namespace()
-        try:
-            return super()._previous(client, identity)
-        except ApiException as exc:
-            if exc.status not in (403, 404):
-                raise
-            raise AirflowFailException(
-                f"{self.task_id}: cannot list JobSets in namespace {namespace} (HTTP {exc.status}): "
-                + (
-                    "the cluster does not serve jobset.x-k8s.io/v1alpha2; install the JobSet controller and "
-                    "enable Kueue's jobset.x-k8s.io/jobset integration"
-                    if exc.status == 404
-                    else "the kubernetes connection's identity may not; apply the jobsets rule of "
-                    "deploy/rbac/worker-triggerer.yaml"
-                )
-                + ". Nothing was created."
-            ) from None
-
     def _shard_count(self) -> int:
         """The checkpointed replicated job's indexes (each is a shard)."""
         return next((rj.completions for rj in self.replicated_jobs if rj.checkpoint), 1)

@@ -38,8 +38,8 @@ from .job_submission import (
     adopted,
     checked_local_queues,
     create_or_adopt_object,
+    earlier_objects,
     reattachable,
-    sealed_previous,
 )
 from .kueue_link import KueueJobLink
 from .metrics import send_run_metrics
@@ -207,7 +207,7 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
         self._local_queues = checked_local_queues(client.hook, self.resolved_namespace(), given, self.task_id)
         plan = self._deadlines.plan(context, client, self.deadline)  # bad: nothing is created
         # 1. Reattach to an object of this task instance that still runs (or completed) ...
-        previous = self._previous(client, identity)
+        previous = self._previous(client, identity, shards)
         plan = self._deadlines.once_per_task_instance(plan, previous)
         submission = reattachable(previous, completed_counts=self._reattaches_to_completed(shards))
         if submission is None:
@@ -266,11 +266,11 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
         shards.ensure_pod_access(client, obj)
         self._record_attempt(shards, obj, IndexSet.range(0, shards.shard_count))
 
-    def _previous(self, client: KindClient, identity: AirflowIdentity) -> list[dict[str, Any]]:
-        """The objects of the task instance it may adopt: those with its seal (docs/tenancy.md). Also on a
-        first try: the LIST says which objects carry the task's labels without its seal, and for a kind
-        the cluster or the Role lacks it fails before anything is created, naming what to do."""
-        return sealed_previous(client, self.resolved_namespace(), identity, identity_seal(), self.log)
+    def _previous(
+        self, client: KindClient, identity: AirflowIdentity, shards: Shards
+    ) -> list[dict[str, Any]]:
+        """The objects of the task instance it may adopt (``earlier_objects``)."""
+        return earlier_objects(client, self.resolved_namespace(), identity, identity_seal(), shards, self.log)
 
     def _entry(self, context: Context, check: bool = True) -> TaskEntry:
         """The entry's identity, client and shards, once (``check``: see ``open_shards``)."""

@@ -26,6 +26,9 @@ class NoCheckpointing:
         """Every shard runs again; there is no ledger."""
         return IndexSet.range(0, self.shard_count), None
 
+    def has_recorded_attempts(self) -> bool:
+        return False  # no record: a first try's own object comes back through its create's 409
+
     def recorded_result(
         self,
         result: dict[str, Any],

@@ -36,6 +36,11 @@ class ShardSession(Protocol):
         """The shards this try runs, given the earlier attempts' objects, and the ledger if there is one."""
         ...
 
+    def has_recorded_attempts(self) -> bool:
+        """Whether the record knows an attempt of the task instance (a first try that has one ran before:
+        its worker died, so it looks for the objects that run left)."""
+        ...
+
     def shape_job(self, manifest: dict[str, Any], shards: IndexSet) -> dict[str, Any]:
         """``manifest`` made to run exactly ``shards``, its pods told where to checkpoint."""
         ...

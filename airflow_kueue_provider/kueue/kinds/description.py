@@ -110,6 +110,9 @@ class KindDescription:
     always_watched: bool = False
     """The shared watch lists it in every namespace (Jobs: every kind's children); other kinds once a
     follower asks, so a cluster without their CRD is never asked for them."""
+    served_by: str = ""
+    """What must run for the cluster to serve the kind (its controller, Kueue's integration), said when the
+    apiserver answers 404 for it; empty: Kubernetes serves it."""
 
     @property
     def name_key(self) -> str:

@@ -66,5 +66,6 @@ JOBSET = register(
         owns_child=is_jobset_child,
         child_templates=replicated_job_templates,
         operator_names=("KueueJobSetOperator",),
+        served_by="the JobSet controller, and Kueue's jobset.x-k8s.io/jobset integration",
     )
 )

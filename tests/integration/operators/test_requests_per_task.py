@@ -27,9 +27,9 @@ from ..cluster import KueueEnv
 from .conftest import CONN_ID
 from .test_forecast import Ti
 
-SUBMIT_MOST = {False: 5, True: 14}
-"""Without a forecast: the LocalQueue check, the task's earlier objects (a LIST), the Job's create and its
-uid seal, its pods' Secret. A forecast adds its priority class, its queue's room (ClusterQueues, pending
+SUBMIT_MOST = {False: 4, True: 13}
+"""Without a forecast: the LocalQueue check, the Job's create and its uid seal, its pods' Secret (a first
+try lists no earlier objects: a retry adds that LIST). A forecast adds its priority class, its queue's room (ClusterQueues, pending
 Workloads, a page of Workloads) and, once queued, the Job's Workload (read until queued: a few reads at
 most), the room again (no pending list once admitted)."""
 COMPLETE_MOST = 1

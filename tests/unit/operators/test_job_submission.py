@@ -11,10 +11,14 @@ from kubernetes.client.rest import ApiException
 
 from airflow_kueue_provider.kueue.identity.airflow_identity import AirflowIdentity
 from airflow_kueue_provider.kueue.identity.identity_seal import IdentitySeal
+from airflow_kueue_provider.kueue.kinds.job import JOB
+from airflow_kueue_provider.kueue.kinds.jobset import JOBSET
 from airflow_kueue_provider.kueue.names import SEAL_ANNOTATION, UID_SEAL_ANNOTATION
 from airflow_kueue_provider.operators.job_submission import (
     CreateForbidden,
     JobNotOurs,
+    KindNotServed,
+    ListForbidden,
     checked_local_queues,
     create_or_adopt_object,
     delete_task_instance_objects,
@@ -29,6 +33,7 @@ class FakeClient:
 
     noun = "Job"
     uid_sealed = True
+    kind = JOB
 
     def __init__(self, *objs: dict[str, Any]) -> None:
         self.objs = {o["metadata"]["name"]: o for o in objs}
@@ -179,3 +184,56 @@ def test_the_given_local_queues_are_read_once_each_and_a_missing_one_is_named() 
     assert list(read) == ["lq"] and read["lq"]["spec"]["clusterQueue"] == "cq" and hook.reads == 1
     with pytest.raises(AirflowFailException, match=r"LocalQueue 'gone' does not exist .* set on_deadline"):
         checked_local_queues(hook, "ns", {"queue_name": "lq", "on_deadline_risk spill_to": "gone"}, "t")
+
+
+def _refusing(status: int, body: str) -> ApiException:
+    error = ApiException(status=status, reason="Not Found" if status == 404 else "Forbidden")
+    error.body = body
+    return error
+
+
+def test_a_kind_the_cluster_does_not_serve_fails_the_create_with_what_to_install() -> None:
+    client = FakeClient()
+    client.kind = JOBSET  # type: ignore[assignment]
+
+    def not_found(body: dict[str, Any]) -> dict[str, Any]:
+        raise _refusing(404, "404 page not found")  # the apiserver knows no such group/version
+
+    client.create = not_found  # type: ignore[method-assign]
+    with pytest.raises(KindNotServed) as failed:
+        create_or_adopt_object(client, _manifest("n-try-1"), TRY_1, SEAL)  # type: ignore[arg-type]
+    said = str(failed.value)
+    assert (
+        "does not serve jobset.x-k8s.io/v1alpha2 jobsets" in said and "install the JobSet controller" in said
+    )
+    assert "Nothing was created" in said
+
+
+def test_a_404_for_a_missing_namespace_is_not_called_a_missing_kind() -> None:
+    client = FakeClient()
+    gone = json.dumps({"reason": "NotFound", "details": {"name": "team-a", "kind": "namespaces"}})
+
+    def not_found(body: dict[str, Any]) -> dict[str, Any]:
+        raise _refusing(404, gone)
+
+    client.create = not_found  # type: ignore[method-assign]
+    with pytest.raises(ApiException):
+        create_or_adopt_object(client, _manifest("n-try-1"), TRY_1, SEAL)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "says"),
+    [(404, KindNotServed, "does not serve batch/v1 jobs"), (403, ListForbidden, "apply the jobs rule")],
+)
+def test_a_retry_that_cannot_list_its_kind_fails_before_anything_is_created(
+    status: int, error: type[Exception], says: str
+) -> None:
+    client = FakeClient()
+
+    def refused(namespace: str, identity: AirflowIdentity) -> list[dict[str, Any]]:
+        raise _refusing(status, "")
+
+    client.task_instance_objects = refused  # type: ignore[method-assign]
+    with pytest.raises(error, match=says) as failed:
+        sealed_previous(client, "team-a", TRY_2, SEAL)  # type: ignore[arg-type]
+    assert "Nothing was created" in str(failed.value)

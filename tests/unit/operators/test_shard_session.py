@@ -22,6 +22,7 @@ CALLERS = (
     "operators/operator_kind.py",
     "operators/deadline_spill.py",
     "decorators/kueue_task.py",
+    "operators/job_submission.py",
 )
 NARROWED = {"result"}
 """Called on the shards only after narrowing to ``CheckpointSession`` (a ledger's result): not the seam."""
