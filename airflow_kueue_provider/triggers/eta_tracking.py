@@ -28,8 +28,8 @@ class QueueAndFinishEta:
         now = time.monotonic()
         if not view.admitted and view.workload and now >= self._next_at:
             self.position = await following.pending_position(queue_name, view.workload.workload_name)
-            if self.position is not None:
-                self.admission_clock.record(time.time(), self.position[1])  # its place in the ClusterQueue
+            if self.position is not None:  # its place in the ClusterQueue when the (shared) list was read
+                self.admission_clock.record(following.position_read_at(queue_name), self.position[1])
             self._next_at = now + self._interval
             self._interval = min(self._interval * 2, POSITION_MAX_REFRESH)
         elif view.admitted:

@@ -96,6 +96,11 @@ class Following:
         )
         return None if pending is None else position_of(pending, workload)
 
+    def position_read_at(self, local_queue: str) -> float:
+        """When the list the last ``pending_position`` of ``local_queue`` came from was read (epoch seconds):
+        the moment that position held."""
+        return self._hub.pending_reads.read_at(local_queue)
+
     async def confirm(self) -> KindSnapshot:
         """The object, its child Jobs and its Workload read from the apiserver now, not from the shared
         cache: asked before a decision that deletes it or ends the task, since a cache can lag or miss an

@@ -14,7 +14,11 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-SHARE_SECONDS = 30.0  # a position at most this old: a follower asks every 30 s at most (eta_tracking)
+SHARE_SECONDS = 30.0  # a position at most this old on a page of the UI (plugins.pending_positions)
+TRIGGER_SHARE_SECONDS = 60.0
+"""A position at most this old for a trigger: it feeds a progress line and the admission pace, which the
+followers record at the list's read time (``read_at``), so a shared list does not bend the pace. Each
+triggerer reads each LocalQueue's list at most once a minute, however many Jobs wait in it."""
 MAX_QUEUES = 64  # LocalQueues remembered per hub (a namespace has a few); the oldest goes first
 
 PendingList = dict[str, Any] | None  # the visibility API's answer; None where it is not served
@@ -28,17 +32,22 @@ class RecentLists(Generic[K]):
 
     def __init__(self, share_seconds: float, max_queues: int) -> None:
         self._share, self._max = share_seconds, max_queues
-        self._newest: OrderedDict[K, tuple[float, PendingList]] = OrderedDict()
+        self._newest: OrderedDict[K, tuple[float, float, PendingList]] = OrderedDict()
 
     def fresh(self, key: K) -> tuple[bool, PendingList]:
         """(whether a fresh list is kept, that list): a kept list may be None (the API is not served)."""
         kept = self._newest.get(key)
         if kept is not None and time.monotonic() - kept[0] < self._share:
-            return True, kept[1]
+            return True, kept[2]
         return False, None
 
+    def read_at(self, key: K) -> float | None:
+        """When the kept list of ``key`` was read (epoch seconds), if one is kept."""
+        kept = self._newest.get(key)
+        return None if kept is None else kept[1]
+
     def keep(self, key: K, pending: PendingList) -> None:
-        self._newest[key] = (time.monotonic(), pending)
+        self._newest[key] = (time.monotonic(), time.time(), pending)
         self._newest.move_to_end(key)
         while len(self._newest) > self._max:
             self._newest.popitem(last=False)
@@ -51,7 +60,7 @@ class RecentLists(Generic[K]):
 
 
 class SharedPendingReads:
-    def __init__(self, share_seconds: float = SHARE_SECONDS, max_queues: int = MAX_QUEUES) -> None:
+    def __init__(self, share_seconds: float = TRIGGER_SHARE_SECONDS, max_queues: int = MAX_QUEUES) -> None:
         self._newest: RecentLists[str] = RecentLists(share_seconds, max_queues)
         self._in_flight: dict[str, asyncio.Task[PendingList]] = {}
         self.reads = 0  # reads actually sent, for tests and diagnostics
@@ -67,6 +76,11 @@ class SharedPendingReads:
             self._in_flight[local_queue] = task
         # shielded: a follower cancelled while waiting does not cancel the read the others wait for
         return await asyncio.shield(task)
+
+    def read_at(self, local_queue: str) -> float:
+        """When the list last served for ``local_queue`` was read (epoch seconds; now if none is kept)."""
+        read_at = self._newest.read_at(local_queue)
+        return time.time() if read_at is None else read_at
 
     async def _read(self, local_queue: str, read: Callable[[], Awaitable[PendingList]]) -> PendingList:
         try:

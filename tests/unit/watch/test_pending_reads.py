@@ -5,11 +5,16 @@ it; a read that fails fails its askers and is not kept."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.watch.pending_reads import SharedPendingReads
+from airflow_kueue_provider.watch.pending_reads import (
+    SHARE_SECONDS,
+    TRIGGER_SHARE_SECONDS,
+    SharedPendingReads,
+)
 
 
 def test_many_followers_share_one_read_per_local_queue() -> None:
@@ -75,5 +80,24 @@ def test_a_cancelled_follower_leaves_the_read_to_the_others_and_a_failed_read_is
         with pytest.raises(RuntimeError, match="apiserver down"):
             await shared.get("other", broken)
         assert "other" not in shared._newest
+
+    asyncio.run(main())
+
+
+def test_a_shared_list_says_when_it_was_read_so_a_later_asker_records_that_moment() -> None:
+    async def main() -> None:
+        shared = SharedPendingReads()  # the triggers' window: a minute
+        before = time.time()
+        assert shared.read_at("lq") >= before  # nothing kept: now
+
+        async def read() -> dict[str, Any]:
+            return {"items": []}
+
+        await shared.get("lq", read)
+        read_at = shared.read_at("lq")
+        await asyncio.sleep(0.05)
+        await shared.get("lq", read)  # served from the kept list: its moment is the read's, not now
+        assert shared.reads == 1 and shared.read_at("lq") == read_at < time.time() - 0.04
+        assert TRIGGER_SHARE_SECONDS > SHARE_SECONDS  # a trigger's line is coarser than a page's
 
     asyncio.run(main())
