@@ -22,19 +22,22 @@ class MemoryBlobs:
     def __init__(self) -> None:
         self.blobs: dict[str, tuple[dict[str, Any], str]] = {}
         self.writes = 0
+        self.reads = 0
 
     def read_json(self, name: str) -> tuple[dict[str, Any] | None, str | None]:
+        self.reads += 1
         doc, etag = self.blobs.get(name, (None, None))
         return copy.deepcopy(doc), etag
 
     def write_json(
         self, name: str, data: dict[str, Any], if_match: str | None = None, if_none_match: bool = False
-    ) -> None:
+    ) -> str:
         _, etag = self.blobs.get(name, (None, None))
         if (if_none_match and etag) or (if_match and etag != if_match):
             raise BlobPreconditionFailed(name)
         self.writes += 1
         self.blobs[name] = (copy.deepcopy(data), f"etag-{self.writes}")
+        return f"etag-{self.writes}"
 
 
 class ShardContainer:

@@ -568,3 +568,29 @@ def test_an_attempts_end_is_recorded_then_its_sas_revoked_and_blob_trouble_costs
     result, ledger = session.recorded_result(event, "succeeded", None, lambda name: None)
     assert ledger is None and result["ledger_written"] is False and result["completed_indexes"] == "0-3"
     assert len(hook.calls) == 1, "no record, no revoke: the policy expires on its own"
+
+
+def test_a_first_try_reads_its_ledger_once_from_its_check_to_its_recorded_attempt(
+    monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: MemoryBlobs
+) -> None:
+    _key_blob(monkeypatch)
+    session = CheckpointSession(Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r"), 4)
+    assert not session.has_recorded_attempts()
+    shards, _ = session.remaining([])
+    session.record_attempt("j-1", PackingChoice().packs(shards))
+    assert (ledgers_in_memory.reads, ledgers_in_memory.writes) == (1, 2), "writes start from what was seen"
+    assert session.has_recorded_attempts()
+
+
+def test_a_ledger_changed_after_it_was_kept_costs_a_fresh_read_and_loses_no_change(
+    monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: MemoryBlobs
+) -> None:
+    _key_blob(monkeypatch)
+    config, identity = Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r")
+    operator, trigger = CheckpointSession(config, identity, 4), CheckpointSession(config, identity, 4)
+    operator.remaining([])  # created; the operator keeps what it wrote
+    trigger.record_attempt("j-1", PackingChoice().packs(IndexSet.range(0, 2)))  # another writer, meanwhile
+    reads = ledgers_in_memory.reads
+    ledger = operator.record_attempt("j-2", PackingChoice().packs(IndexSet.range(2, 4)))
+    assert ledgers_in_memory.reads == reads + 1, "the kept ETag lost (412): read again"
+    assert {a.job_name for a in ledger.attempts} == {"j-1", "j-2"}
