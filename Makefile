@@ -60,19 +60,21 @@ airflow-down: venv
 airflow-status: venv
 	$(PY) -m tests.integration.deployment status
 
-## Tests: every test; the integration fixture starts the cluster when it is not running.  Two passes: the
+## Tests: every test; the integration fixture starts the cluster when it is not running.  Three passes: the
 ## tests that share the cluster peacefully run on TEST_WORKERS pytest-xdist workers, then the `serial` ones
 ## (they stop Azurite, a node or the whole cluster) alone, without the MultiKueue workers the parallel pass
-## started (two idle clusters on 2 cores).  Both passes always run; the last line sums them up
+## started (two idle clusters on 2 cores), then the `quiet` ones (an Airflow deployment of their own, asserts
+## on wall-clock time) QUIET_WORKERS modules at a time.  Every pass always runs; the last line sums them up
 ## and fails the target when a test failed, a pass left no report, or no test ran at all.  The parallel pass
 ## distributes by work stealing: its bed tests last from 1 s to 3 min, and an idle worker takes tests queued
 ## on a busy one instead of waiting out the longest tail.
 TEST_WORKERS ?= 3
+QUIET_WORKERS ?= 2
 TEST_REPORTS ?= .test-reports
 test: venv
 	@rm -rf $(TEST_REPORTS); mkdir -p $(TEST_REPORTS)
-	-$(PY) -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS) --dist worksteal -m "not serial and not soak" --durations=15 \
-		--junitxml=$(TEST_REPORTS)/parallel.xml tests
+	-$(PY) -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS) --dist worksteal -m "not serial and not quiet and not soak" \
+		--durations=15 --junitxml=$(TEST_REPORTS)/parallel.xml tests
 	-$(PY) -m devcluster multikueue down
 	@echo "serial pass; beside it, niced, the checks that need no cluster (log: $(TEST_REPORTS)/off-bed.log)"
 	-@nice -n 19 $(MAKE) --no-print-directory test-off-bed PYTEST_ARGS="$(PYTEST_ARGS)" \
@@ -80,8 +82,10 @@ test: venv
 	$(PY) -m pytest $(PYTEST_ARGS) -m "serial and not soak" --durations=10 \
 		--junitxml=$(TEST_REPORTS)/serial.xml tests; \
 	wait $$off_bed; cat $(TEST_REPORTS)/off-bed.log
+	-$(PY) -m pytest $(PYTEST_ARGS) -n $(QUIET_WORKERS) --dist loadfile -m "quiet and not serial and not soak" \
+		--durations=10 --junitxml=$(TEST_REPORTS)/quiet.xml tests
 	-$(MAKE) --no-print-directory test-bed-py312 PYTEST_ARGS="$(PYTEST_ARGS)"
-	@$(PY) tools/test_summary.py $(TEST_REPORTS)/parallel.xml $(TEST_REPORTS)/serial.xml \
+	@$(PY) tools/test_summary.py $(TEST_REPORTS)/parallel.xml $(TEST_REPORTS)/serial.xml $(TEST_REPORTS)/quiet.xml \
 		$(TEST_REPORTS)/min-airflow.xml $(foreach v,$(PY_LANES),$(TEST_REPORTS)/unit-py$(v).xml) \
 		$(TEST_REPORTS)/bed-py3.12.xml $(TEST_REPORTS)/worker-package.xml $(TEST_REPORTS)/docs.xml \
 		$(TEST_REPORTS)/dist.xml
@@ -144,7 +148,7 @@ test-bed-py312: venv
 	@mkdir -p $(TEST_REPORTS); venv=$(HOME)/.cache/airflow-kueue-provider/venv-py3.12; \
 	test -x $$venv/bin/python || { echo "test-bed-py312: run make test-python-lanes first ($$venv)" >&2; exit 1; }; \
 	echo "bed lane on $$($$venv/bin/python --version)"; \
-	$$venv/bin/python -m pytest $(PYTEST_ARGS) -q -m "not serial and not soak" \
+	$$venv/bin/python -m pytest $(PYTEST_ARGS) -q -m "not serial and not quiet and not soak" \
 		--junitxml=$(TEST_REPORTS)/bed-py3.12.xml $(BED_LANE_TESTS)
 
 ## The worker package (worker-package/, what a shard's image installs): built from this tree, installed alone
@@ -222,6 +226,6 @@ test-oldest-kueue: venv
 	@mkdir -p $(TEST_REPORTS); export DEVCLUSTER_STATE=$(OLDEST_KUEUE_STATE) DEVCLUSTER_PORT_SHIFT=1000 \
 		DEVCLUSTER_KUEUE_VERSION=$(OLDEST_KUEUE) DEVCLUSTER_KUEUE_API=both; \
 	$(PY) -m devcluster up && \
-	$(PY) -m pytest $(PYTEST_ARGS) -q -m "not serial and not soak" -p no:cacheprovider \
+	$(PY) -m pytest $(PYTEST_ARGS) -q -m "not serial and not quiet and not soak" -p no:cacheprovider \
 		--junitxml=$(TEST_REPORTS)/oldest-kueue.xml $(OLDEST_KUEUE_DESELECT) $(OLDEST_KUEUE_TESTS); rc=$$?; \
 	$(PY) -m devcluster down; exit $$rc

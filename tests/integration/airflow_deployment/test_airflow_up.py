@@ -29,7 +29,7 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 with DAG("up_scheduled", schedule=timedelta(minutes=1), start_date=datetime(2026, 1, 1), catchup=False):
     EmptyOperator(task_id="tick")
 """
-pytestmark = pytest.mark.serial  # a deployment of its own: heavy on 2 cores
+pytestmark = pytest.mark.quiet  # a deployment of its own: heavy on 2 cores
 FRESH_PATH = "/usr/local/bin:/usr/bin:/bin"  # a new login shell's: no venv on it
 
 

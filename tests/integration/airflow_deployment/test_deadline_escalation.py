@@ -16,7 +16,7 @@ from ..cluster import KueueEnv, indexed_job, is_true, short_id, wait_for
 from ..deployment import AirflowDeployment
 from .scenarios import assert_never_blocked, wait_for_success
 
-pytestmark = pytest.mark.serial
+pytestmark = pytest.mark.quiet
 
 DAG_ID = "deadline_escalation"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"

@@ -17,7 +17,7 @@ from ..cluster import HOLD, is_true, wait_for
 from ..deployment import AirflowDeployment
 from .scenarios import FAST_TRIGGERER_FAILOVER, Stopwatch, wait_deferred_on_triggerers, wait_for_success
 
-pytestmark = pytest.mark.serial
+pytestmark = pytest.mark.quiet
 
 TASKS = 4
 AIRFLOW_CONFIG = FAST_TRIGGERER_FAILOVER

@@ -27,7 +27,7 @@ from ..cluster import KueueEnv, indexed_job, wait_for
 from ..deployment import AirflowDeployment
 from .scenarios import wait_for_success
 
-pytestmark = [pytest.mark.serial, needs_chromium]
+pytestmark = [pytest.mark.quiet, needs_chromium]
 
 XCOM_STORE = Path(tempfile.mkdtemp(prefix="kueue-live-ui-xcom-"))
 AIRFLOW_CONFIG = {  # the queue page's run history must read the task's result through the XCom backend

@@ -14,7 +14,7 @@ from ..cluster import Cluster, delete_kueue_env, wait_for
 from ..deployment import AirflowDeployment
 from ..process_node import process_queues
 
-pytestmark = pytest.mark.serial
+pytestmark = pytest.mark.quiet
 
 LOGS_DAG = """
 from datetime import datetime

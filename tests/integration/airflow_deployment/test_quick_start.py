@@ -34,7 +34,7 @@ from ..deploy.test_rbac import Identity
 from ..deployment import AIRFLOW, TEMPLATE_DB, AirflowDeployment, Postgres
 from ..examples.readme_blocks import marked_blocks
 
-pytestmark = pytest.mark.serial
+pytestmark = pytest.mark.quiet
 
 REPO = Path(__file__).resolve().parents[3]
 QUICK_START = REPO / "docs" / "quick-start.md"

@@ -21,8 +21,8 @@ from .scenarios import (
     wait_for_success,
 )
 
-# Alone, after the parallel pass: Airflow's blocked-thread watchdog, asserted on, measures wall-clock time.
-pytestmark = pytest.mark.serial
+# After the parallel pass (quiet): Airflow's blocked-thread watchdog, asserted on, measures wall-clock time.
+pytestmark = pytest.mark.quiet
 
 TASKS = 24
 DOWN_FOR = 10.0  # seconds between the kill and the restart

@@ -19,8 +19,8 @@ from .scenarios import (
     wait_for_success,
 )
 
-# Alone, after the parallel pass: Airflow's blocked-thread watchdog, asserted on, measures wall-clock time.
-pytestmark = pytest.mark.serial
+# After the parallel pass (quiet): Airflow's blocked-thread watchdog, asserted on, measures wall-clock time.
+pytestmark = pytest.mark.quiet
 
 TASKS = 20
 TRIGGERERS = 2
