@@ -68,7 +68,7 @@ airflow-status: venv
 ## and fails the target when a test failed, a pass left no report, or no test ran at all.  The parallel pass
 ## distributes by work stealing: its bed tests last from 1 s to 3 min, and an idle worker takes tests queued
 ## on a busy one instead of waiting out the longest tail.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 QUIET_WORKERS ?= 2
 TEST_REPORTS ?= .test-reports
 test: venv
@@ -76,14 +76,14 @@ test: venv
 	-$(PY) -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS) --dist worksteal -m "not serial and not quiet and not soak" \
 		--durations=15 --junitxml=$(TEST_REPORTS)/parallel.xml tests
 	-$(PY) -m devcluster multikueue down
-	@echo "serial pass; beside it, niced, the checks that need no cluster (log: $(TEST_REPORTS)/off-bed.log)"
+	@echo "serial, then quiet pass; beside them, niced, the checks that need no cluster ($(TEST_REPORTS)/off-bed.log)"
 	-@nice -n 19 $(MAKE) --no-print-directory test-off-bed PYTEST_ARGS="$(PYTEST_ARGS)" \
 		>$(TEST_REPORTS)/off-bed.log 2>&1 & off_bed=$$!; \
 	$(PY) -m pytest $(PYTEST_ARGS) -m "serial and not soak" --durations=10 \
 		--junitxml=$(TEST_REPORTS)/serial.xml tests; \
+	$(PY) -m pytest $(PYTEST_ARGS) -n $(QUIET_WORKERS) --dist loadfile -m "quiet and not serial and not soak" \
+		--durations=10 --junitxml=$(TEST_REPORTS)/quiet.xml tests; \
 	wait $$off_bed; cat $(TEST_REPORTS)/off-bed.log
-	-$(PY) -m pytest $(PYTEST_ARGS) -n $(QUIET_WORKERS) --dist loadfile -m "quiet and not serial and not soak" \
-		--durations=10 --junitxml=$(TEST_REPORTS)/quiet.xml tests
 	-$(MAKE) --no-print-directory test-bed-py312 PYTEST_ARGS="$(PYTEST_ARGS)"
 	@$(PY) tools/test_summary.py $(TEST_REPORTS)/parallel.xml $(TEST_REPORTS)/serial.xml $(TEST_REPORTS)/quiet.xml \
 		$(TEST_REPORTS)/min-airflow.xml $(foreach v,$(PY_LANES),$(TEST_REPORTS)/unit-py$(v).xml) \
@@ -91,8 +91,8 @@ test: venv
 		$(TEST_REPORTS)/dist.xml
 
 ## What needs no cluster: the unit tests on the lowest supported versions and on the other Pythons, the worker
-## package alone, the docs and the distributions. `make test` runs them at nice 19 beside the serial pass,
-## whose tests mostly wait on processes.
+## package alone, the docs and the distributions. `make test` runs them at nice 19 beside the serial and quiet
+## passes (not the parallel one: its packaging tests copy the tree these builds write into).
 test-off-bed: venv
 	@mkdir -p $(TEST_REPORTS); date +%s >$(TEST_REPORTS)/off-bed.started
 	-$(MAKE) --no-print-directory test-min-airflow PYTEST_ARGS="$(PYTEST_ARGS) --junitxml=$(TEST_REPORTS)/min-airflow.xml"
@@ -123,7 +123,9 @@ test-min-airflow: venv
 	$(MIN_VENV)/bin/python -m pytest $(PYTEST_ARGS) -n 2 -q tests/unit
 
 ## The unit tests on the other Pythons pyproject declares (3.12, 3.13; the rest of `make test` runs on 3.11):
-## a venv each, kept outside the repo, from pyenv's installs (or python3.X on PATH).
+## a venv each, kept outside the repo, from pyenv's installs (or python3.X on PATH). Not tests/unit/packaging:
+## its pip installs into fresh venvs (a third of a lane's CPU) check the install commands, which the 3.11 and
+## lowest-versions lanes run.
 PY_LANES ?= 3.12 3.13
 test-python-lanes: venv
 	@mkdir -p $(TEST_REPORTS); status=0; for v in $(PY_LANES); do \
@@ -136,7 +138,8 @@ test-python-lanes: venv
 	  $$venv/bin/pip install -q 'pip>=25.1' && $$venv/bin/pip install -q --group dev -e ./worker-package -e . \
 	    || { status=1; continue; }; \
 	  echo "unit tests on $$($$venv/bin/python --version)"; \
-	  $$venv/bin/python -m pytest $(PYTEST_ARGS) -n 2 -q --junitxml=$(TEST_REPORTS)/unit-py$$v.xml tests/unit \
+	  $$venv/bin/python -m pytest $(PYTEST_ARGS) -n 2 -q --junitxml=$(TEST_REPORTS)/unit-py$$v.xml \
+	    --ignore=tests/unit/packaging tests/unit \
 	    || status=1; \
 	done; exit $$status
 
