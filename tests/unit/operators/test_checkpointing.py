@@ -489,12 +489,17 @@ def test_a_first_try_draws_the_salt_with_the_ledger_and_every_later_session_read
     assert again.container_salt not in (None, salt) and again.shard_container != first.shard_container
 
 
+def _two_sessions_of_one_try(monkeypatch: pytest.MonkeyPatch) -> tuple[CheckpointSession, CheckpointSession]:
+    """Two sessions of one task try over one ledger (two workers, or a worker and its trigger)."""
+    _key_blob(monkeypatch)
+    config, identity = Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r")
+    return CheckpointSession(config, identity, 4), CheckpointSession(config, identity, 4)
+
+
 def test_two_first_tries_racing_to_create_the_ledger_agree_on_the_salt(
     monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: MemoryBlobs
 ) -> None:
-    _key_blob(monkeypatch)
-    config, identity = Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r")
-    one, two = CheckpointSession(config, identity, 4), CheckpointSession(config, identity, 4)
+    one, two = _two_sessions_of_one_try(monkeypatch)
     real_read = ledgers_in_memory.read_json
     raced: list[str] = []
 
@@ -585,9 +590,7 @@ def test_a_first_try_reads_its_ledger_once_from_its_check_to_its_recorded_attemp
 def test_a_ledger_changed_after_it_was_kept_costs_a_fresh_read_and_loses_no_change(
     monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: MemoryBlobs
 ) -> None:
-    _key_blob(monkeypatch)
-    config, identity = Checkpointing("key_blob", "ckpt"), AirflowIdentity("d", "t", "r")
-    operator, trigger = CheckpointSession(config, identity, 4), CheckpointSession(config, identity, 4)
+    operator, trigger = _two_sessions_of_one_try(monkeypatch)
     operator.remaining([])  # created; the operator keeps what it wrote
     trigger.record_attempt("j-1", PackingChoice().packs(IndexSet.range(0, 2)))  # another writer, meanwhile
     reads = ledgers_in_memory.reads
