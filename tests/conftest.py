@@ -1,11 +1,14 @@
 """Tests under tests/integration/ are marked ``integration`` (they need the local cluster). Tests marked
 ``long``, ``scale`` or ``soak`` run only when the marker expression names them (``-m long``,
-``-m "serial and scale"``): ``make test`` leaves them out, skipped with the reason."""
+``-m "serial and scale"``): ``make test`` leaves them out, skipped with the reason. Under pytest-xdist the
+longest modules run first (``tests/module_seconds.json``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +29,39 @@ def _selected(markexpr: str, marker: str) -> bool:
     return re.search(rf"(?<!not )\b{marker}\b", markexpr) is not None
 
 
+REPO = Path(__file__).resolve().parents[1]
+MODULE_SECONDS = REPO / "tests" / "module_seconds.json"
+DEFAULT_SECONDS = {"tests/integration/": 60.0, "tests/unit/": 0.0}
+"""A module missing from ``module_seconds.json`` (``tools/test_durations.py`` writes it): a new bed module
+is likely long, so it starts early; a unit module is not."""
+
+
+def longest_modules_first(items: list[pytest.Item], seconds: dict[str, float]) -> list[pytest.Item]:
+    """``items`` with each module's tests together, in their order, the modules longest first (ties in
+    collection order): under pytest-xdist a long module that starts last is the pass's tail, the other
+    workers idle."""
+
+    def module(item: pytest.Item) -> str:
+        return item.path.relative_to(REPO).as_posix() if item.path.is_relative_to(REPO) else str(item.path)
+
+    def length(name: str) -> float:
+        found = seconds.get(name)
+        if found is not None:
+            return float(found)
+        return next((s for prefix, s in DEFAULT_SECONDS.items() if name.startswith(prefix)), 0.0)
+
+    first_seen: dict[str, int] = {}
+    for item in items:
+        first_seen.setdefault(module(item), len(first_seen))
+    order = {name: (-length(name), at) for name, at in first_seen.items()}
+    return sorted(items, key=lambda item: order[module(item)])
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") and MODULE_SECONDS.exists():
+        # Only under xdist (every worker reads the same file, so all collect the same order); a run on one
+        # process keeps the collection order (the serial pass: test_zz_process_lifecycle stops the cluster).
+        items[:] = longest_modules_first(items, json.loads(MODULE_SECONDS.read_text()))
     markexpr = str(config.getoption("markexpr") or "")
     for item in items:
         if "/tests/integration/" in str(item.path):

@@ -405,7 +405,6 @@ def test_a_template_and_a_queue_rendered_from_dag_run_conf_are_checked_before_an
     airflow_home.write_dag(
         dag_id, CONF_DAG.format(dag_id=dag_id, namespace=kueue_env.namespace, queue=kueue_env.local_queue)
     )
-    airflow_home.airflow("dags", "reserialize")
     cases = [
         ({"sa": "airflow-kueue-worker"}, "serviceAccountName 'airflow-kueue-worker' is not in [kueue]"),
         ({"queue": other.local_queue}, "queue_name (LocalQueue) 'team-b-queue' is not allowed in namespace"),

@@ -390,7 +390,9 @@ def test_flush_is_bounded_even_when_the_upload_hangs(shard: Shard, store: Memory
     store.hang = True
     started = time.monotonic()
     assert shard.flush(0.3) is None
-    assert time.monotonic() - started < 1.0
+    # Bounded, not prompt: the upload hangs until released, so an unbounded flush never returns; the 0.3 s
+    # budget took 1.05 s on the lowest-versions lane at nice 19 beside the serial pass (2026-12-06).
+    assert time.monotonic() - started < 5.0
     store.release.set()
 
 
