@@ -597,3 +597,16 @@ def test_a_ledger_changed_after_it_was_kept_costs_a_fresh_read_and_loses_no_chan
     ledger = operator.record_attempt("j-2", PackingChoice().packs(IndexSet.range(2, 4)))
     assert ledgers_in_memory.reads == reads + 1, "the kept ETag lost (412): read again"
     assert {a.job_name for a in ledger.attempts} == {"j-1", "j-2"}
+
+
+def test_a_ledger_deleted_after_it_was_kept_is_made_again_on_the_next_write(
+    monkeypatch: pytest.MonkeyPatch, ledgers_in_memory: MemoryBlobs
+) -> None:
+    """The kept ETag's write fails with 412 on a blob that is gone (as Azure and Azurite answer an If-Match
+    on a missing blob): the store reads again, finds none and creates it, with the attempt."""
+    session, _ = _two_sessions_of_one_try(monkeypatch)
+    session.remaining([])
+    ledgers_in_memory.blobs.clear()  # a sweep, meanwhile
+    ledger = session.record_attempt("j-1", PackingChoice().packs(IndexSet.range(0, 4)))
+    assert [a.job_name for a in ledger.attempts] == ["j-1"]
+    assert len(ledgers_in_memory.blobs) == 1
