@@ -69,7 +69,7 @@ airflow-status: venv
 ## distributes by work stealing: its bed tests last from 1 s to 3 min, and an idle worker takes tests queued
 ## on a busy one instead of waiting out the longest tail.
 TEST_WORKERS ?= 4
-QUIET_WORKERS ?= 3
+QUIET_WORKERS ?= 2
 TEST_REPORTS ?= .test-reports
 test: venv
 	@rm -rf $(TEST_REPORTS); mkdir -p $(TEST_REPORTS)
