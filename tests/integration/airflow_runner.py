@@ -13,9 +13,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+from .dag_test_server import ForkedRun, ForkedRuns
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 
@@ -34,6 +36,7 @@ class DagRun:
 class AirflowHome:
     home: Path
     env: dict[str, str]
+    _forks: ForkedRuns | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def create(cls, home: Path, cluster_env: dict[str, str], migrated_db: Path | None = None) -> AirflowHome:
@@ -93,10 +96,22 @@ class AirflowHome:
             )
             argv = [sys.executable, "-c", script]
         log = open(self.home / f"{dag_id}.log", "w+")  # noqa: SIM115 - closed by BackgroundDagRun.wait
+        forked = self._forked(argv[1:], log.name)  # ["dags", "test", id] or ["-c", script]
+        if forked is not None:
+            return BackgroundDagRun(forked, log)
         proc = subprocess.Popen(
             argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         return BackgroundDagRun(proc, log)
+
+    def _forked(self, argv: list[str], log: str) -> ForkedRun | None:
+        """The run forked from this home's ``dag_test_server`` (Airflow imported once), or None: a plain
+        process (``AIRFLOW_KUEUE_TEST_FORK=0``, or an environment the server was not started with)."""
+        if os.environ.get("AIRFLOW_KUEUE_TEST_FORK", "1") == "0":
+            return None
+        if self._forks is None:
+            self._forks = ForkedRuns(self.env, self.home)
+        return self._forks.start(argv, dict(self.env), log)
 
 
 DAG_TEST_AT = """
@@ -113,7 +128,7 @@ sys.exit(0 if str(run.state).endswith("success") else 1)
 
 @dataclass
 class BackgroundDagRun:
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | ForkedRun
     log: IO[str]
 
     def output(self) -> str:

@@ -18,6 +18,7 @@ from devcluster.layout import Layout
 
 from .airflow_runner import AirflowHome
 from .cluster import Cluster, KueueEnv, create_kueue_env, delete_kueue_env
+from .multikueue_lifetime import mark_ended, needs_workers, stop_workers
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,6 +30,15 @@ def devcluster_env() -> dict[str, str]:
     env = Layout.default().exported_env()  # DEVCLUSTER_STATE, else .devcluster/ in the repository
     os.environ.update(env)
     return env
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After the last test that needs the MultiKueue workers has ended, stop them (multikueue_lifetime)."""
+    yield
+    state = Layout.default().state
+    if needs_workers(item) and mark_ended(state, item):
+        stop_workers(REPO, state)
 
 
 @pytest.fixture(scope="session")
