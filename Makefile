@@ -67,14 +67,16 @@ airflow-status: venv
 ## on wall-clock time) QUIET_WORKERS modules at a time.  Every pass always runs; the last line sums them up
 ## and fails the target when a test failed, a pass left no report, or no test ran at all.  The parallel pass
 ## distributes by work stealing: its bed tests last from 1 s to 3 min, and an idle worker takes tests queued
-## on a busy one instead of waiting out the longest tail.
+## on a busy one instead of waiting out the longest tail. tests/unit/packaging (pip installs into fresh venvs,
+## about 3 min of a worker's CPU) runs once, in the lowest-versions lane beside the serial pass: the same
+## Python, and venvs of its own either way.
 TEST_WORKERS ?= 4
 QUIET_WORKERS ?= 2
 TEST_REPORTS ?= .test-reports
 test: venv
 	@rm -rf $(TEST_REPORTS); mkdir -p $(TEST_REPORTS)
 	-$(PY) -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS) --dist worksteal -m "not serial and not quiet and not soak" \
-		--durations=15 --junitxml=$(TEST_REPORTS)/parallel.xml tests
+		--ignore=tests/unit/packaging --durations=15 --junitxml=$(TEST_REPORTS)/parallel.xml tests
 	-$(PY) -m devcluster multikueue down
 	@echo "serial, then quiet pass; beside them, niced, the checks that need no cluster ($(TEST_REPORTS)/off-bed.log)"
 	-@nice -n 19 $(MAKE) --no-print-directory test-off-bed PYTEST_ARGS="$(PYTEST_ARGS)" \
@@ -92,7 +94,7 @@ test: venv
 
 ## What needs no cluster: the unit tests on the lowest supported versions and on the other Pythons, the worker
 ## package alone, the docs and the distributions. `make test` runs them at nice 19 beside the serial and quiet
-## passes (not the parallel one: its packaging tests copy the tree these builds write into).
+## passes (not the parallel one: CPU-bound, and the lowest-versions lane builds wheels into the tree).
 test-off-bed: venv
 	@mkdir -p $(TEST_REPORTS); date +%s >$(TEST_REPORTS)/off-bed.started
 	-$(MAKE) --no-print-directory test-min-airflow PYTEST_ARGS="$(PYTEST_ARGS) --junitxml=$(TEST_REPORTS)/min-airflow.xml"
