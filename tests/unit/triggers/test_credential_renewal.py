@@ -31,6 +31,16 @@ async def _until(done: Callable[[], bool], timeout: float = 10.0) -> None:
         await asyncio.sleep(0.01)
 
 
+# "now + TTL" is checked from inside the call, which runs in a worker thread: on a starved runner (the unit
+# lanes run at nice 19 beside the bed) that thread can start well after the window was computed, so the
+# check there is only that the window ends no later than now + TTL; that each renewal moves it forward is
+# checked on the windows themselves (``_advancing``), and their length on each window.
+
+
+def _advancing(expiries: list[datetime]) -> bool:
+    return all(a < b for a, b in pairwise(expiries))
+
+
 def _spacing(at: list[float]) -> float:
     return min(b - a for a, b in pairwise(at))
 
@@ -52,7 +62,7 @@ def test_each_quarter_of_the_ttl_the_window_moves_to_now_plus_ttl() -> None:
     def extend(renewal: CredentialRenewal, start: datetime, expiry: datetime) -> int:
         calls.append((renewal, start, expiry))
         at.append(time.monotonic())
-        assert timedelta(seconds=0.3) < expiry - datetime.now(UTC) <= timedelta(seconds=0.4), "now + TTL"
+        assert expiry - datetime.now(UTC) <= timedelta(seconds=0.4), "now + TTL, never later"
         return 1
 
     async def follow() -> None:
@@ -63,6 +73,7 @@ def test_each_quarter_of_the_ttl_the_window_moves_to_now_plus_ttl() -> None:
 
     asyncio.run(follow())
     assert _spacing(at) >= 0.09, "never more often than a quarter of the TTL"
+    assert _advancing([expiry for _, _, expiry in calls])
     renewal, start, expiry = calls[-1]
     assert renewal == RENEWAL
     assert expiry - start == CLOCK_SKEW + timedelta(seconds=0.4)  # starts early by the clock-skew allowance
@@ -128,7 +139,7 @@ def test_a_user_delegation_sas_is_re_signed_into_the_secret_at_once_and_each_qua
 
     def sign(renewal: CredentialRenewal, start: datetime, expiry: datetime) -> str:
         signed.append((start, expiry))
-        assert timedelta(seconds=0.3) < expiry - datetime.now(UTC) <= timedelta(seconds=0.4), "now + TTL"
+        assert expiry - datetime.now(UTC) <= timedelta(seconds=0.4), "now + TTL, never later"
         return f"sv=x&se={expiry.isoformat()}&sig={len(signed)}"
 
     async def replace(renewal: CredentialRenewal, token: str) -> bool:
@@ -152,6 +163,7 @@ def test_a_user_delegation_sas_is_re_signed_into_the_secret_at_once_and_each_qua
     ]
     assert all(r == RESIGN for r, _ in written)
     assert all(e - s == CLOCK_SKEW + timedelta(seconds=0.4) for s, e in signed)
+    assert _advancing([e for _, e in signed])
 
 
 def test_a_secret_gone_or_not_the_jobs_ends_the_re_signing() -> None:
