@@ -20,8 +20,9 @@ import pytest
 
 from airflow_kueue_provider.hooks.kueue_hook import KueueHook
 from airflow_kueue_provider.hooks.shard_history_store import history_blob
-from airflow_kueue_provider.kueue.api_time import parse_api_time
+from airflow_kueue_provider.kueue.checkpoints.pod_run_lengths import pod_run_seconds
 from airflow_kueue_provider.kueue.checkpoints.shard_history import ShardHistory
+from airflow_kueue_provider.kueue.names import INDEX_ANNOTATION
 from airflow_kueue_provider.operators.checkpointing import Checkpointing
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator, KueueJobFailed
 
@@ -156,17 +157,12 @@ def test_a_failed_attempt_records_the_shards_that_finished_and_its_retry_is_the_
 
 
 def _pod_seconds(pods: list[dict[str, Any]]) -> dict[int, float]:
-    """``{index: finishedAt - startedAt}`` of each succeeded pod's container."""
-    seconds = {}
-    for pod in pods:
-        if pod["status"].get("phase") != "Succeeded":
-            continue
-        ended = pod["status"]["containerStatuses"][0]["state"]["terminated"]
-        started, finished = (parse_api_time(ended[k]) for k in ("startedAt", "finishedAt"))
-        assert started is not None and finished is not None, ended
-        index = int(pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
-        seconds[index] = (finished - started).total_seconds()
-    return seconds
+    """``{index: seconds}`` each succeeded pod's container ran, as the pods themselves say."""
+    return {
+        int(pod["metadata"]["annotations"][INDEX_ANNOTATION]): seconds
+        for pod in pods
+        if (seconds := pod_run_seconds(pod, None)) is not None
+    }
 
 
 def test_a_program_without_the_sdk_teaches_the_history_its_pods_lengths(

@@ -31,13 +31,10 @@ async def _until(done: Callable[[], bool], timeout: float = 10.0) -> None:
         await asyncio.sleep(0.01)
 
 
-# "now + TTL" is checked from inside the call, which runs in a worker thread: on a starved runner (the unit
-# lanes run at nice 19 beside the bed) that thread can start well after the window was computed, so the
-# check there is only that the window ends no later than now + TTL; that each renewal moves it forward is
-# checked on the windows themselves (``_advancing``), and their length on each window.
-
-
 def _advancing(expiries: list[datetime]) -> bool:
+    """Each renewal's window ends later than the last. "now + TTL" itself is checked inside the call only as
+    "never later": the call runs in a worker thread, which on a starved runner (the unit lanes run at nice 19
+    beside the bed) can start well after the window was computed."""
     return all(a < b for a, b in pairwise(expiries))
 
 
