@@ -105,25 +105,16 @@ class NamespaceCache:
         """Take a LIST as the slot; returns the follower keys whose object differs from what the cache held
         (changes the watch had not delivered, when the cache was in sync)."""
         before = self.slot(slot)
-        known = {key: o["metadata"].get("resourceVersion") for key, o in before.items()}
         self.caps.check(self.namespace, slot, len(items), 0)  # before slimming a flood
-        items = [slim(item) for item in items]
-        after: dict[str, dict[str, Any]] = {}
-        if slot == WORKLOADS:
-            for workload in items:
-                uid = _job_uid(workload)
-                if uid and _is_current_slice(workload, after.get(uid)):
-                    after[uid] = workload
-        else:
-            after = {o["metadata"]["name"]: o for o in items}
+        after = _keyed(slot, [slim(item) for item in items])
+        keys = _differing(before, after)
+        if slot != WORKLOADS:
             self._names_by_uid[slot] = {o["metadata"]["uid"]: name for name, o in after.items()}
         self.objects[slot] = after
         self.retained_bytes -= sum(self._sizes.get(slot, {}).values())
         self._sizes[slot] = sizes = {key: json_size(o) for key, o in after.items()}
         self.retained_bytes += sum(sizes.values())
         self.caps.check(self.namespace, slot, len(sizes), self.retained_bytes)
-        now = {key: o["metadata"].get("resourceVersion") for key, o in after.items()}
-        keys = {key for key, rv in now.items() if known.get(key) != rv} | (set(known) - set(now))
         if slot == WORKLOADS:
             return {key for uid in keys for key in self._keys_of_uid(uid)}
         kind = _kind(slot)
@@ -133,6 +124,11 @@ class NamespaceCache:
             for obj in (before.get(name), after.get(name)):
                 changed |= {follower_key(parent, p) for parent, p in parent_names(obj or {})}
         return changed
+
+    def _differs(self, slot: str, items: list[dict[str, Any]]) -> set[str]:
+        """The slot keys (names; job uids for Workloads) whose object a LIST of ``items`` shows otherwise
+        than the cache holds it (another resourceVersion, or only on one side); the cache is not changed."""
+        return _differing(self.slot(slot), _keyed(slot, [slim(item) for item in items]))
 
     def _apply(self, slot: str, event_type: str, obj: dict[str, Any]) -> None:
         """One watch event of a kind's slot."""
@@ -171,6 +167,31 @@ class NamespaceCache:
             for slot, names in self._names_by_uid.items()
             if uid in names
         ]
+
+
+def slot_key(slot: str, obj: dict[str, Any]) -> str | None:
+    """The key ``obj`` is kept under in ``slot``: its name, or for a Workload its Job's uid (None: none)."""
+    return _job_uid(obj) if slot == WORKLOADS else obj.get("metadata", {}).get("name")
+
+
+def _keyed(slot: str, items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A LIST's (slimmed) items as the slot keeps them: by name, or Workloads by their Job's uid (the
+    current slice of an elastic Job's)."""
+    if slot != WORKLOADS:
+        return {o["metadata"]["name"]: o for o in items}
+    after: dict[str, dict[str, Any]] = {}
+    for workload in items:
+        uid = _job_uid(workload)
+        if uid and _is_current_slice(workload, after.get(uid)):
+            after[uid] = workload
+    return after
+
+
+def _differing(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> set[str]:
+    """Keys whose resourceVersion differs between two views of a slot, or that only one of them has."""
+    known = {key: o["metadata"].get("resourceVersion") for key, o in before.items()}
+    now = {key: o["metadata"].get("resourceVersion") for key, o in after.items()}
+    return {key for key, rv in now.items() if known.get(key) != rv} | (set(known) - set(now))
 
 
 def _kind(slot: str) -> KindDescription:

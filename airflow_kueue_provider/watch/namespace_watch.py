@@ -10,9 +10,10 @@ The cache is trusted only while it is synced: a broken watch marks it unsynced u
 trigger that joins meanwhile waits instead of reading "no such Job". A watch that goes silent without closing
 (a stalled connection, a frozen proxy) is noticed by its read timeout: the apiserver sends a BOOKMARK about
 once a minute on an idle watch (60.7 s measured on the local cluster), so WATCH_READ_TIMEOUT (two such
-intervals) without a byte means it is dead, and the hub lists again. Every watch round also ends after
-about RESYNC_SECONDS, and the hub lists again: a watch can stay open, bookmarks flowing, while the
-apiserver's watch cache lags behind etcd, and only a LIST (a consistent read) shows what it missed. Only
+intervals) without a byte means it is dead, and the hub lists again. Beside the open watch the hub LISTs
+every RESYNC_SECONDS: a watch can stay open, bookmarks flowing, while the apiserver's watch cache lags
+behind etcd, and only a LIST (a consistent read) shows what it missed; what it shows that the watch does
+not deliver within LAG_GRACE_SECONDS ends the round, and the hub lists and watches anew. Only
 401/403/404 that repeat for one kind with no successful LIST of that kind between them are fatal to the
 followers (``kind_failures``: a Workloads 403 is not hidden by Jobs that list fine); a hub that gave up leaves
 the registry at once, so the next follower gets a fresh hub, not the stale error, even while old followers
@@ -44,7 +45,7 @@ from ..hooks.kueue_async_hook import AsyncKueueHook, api_status
 from ..hooks.retry import describe, retry_after
 from ..kueue.errors import KueueProviderError
 from ..kueue.kinds import KindDescription, by_plural, child_kind
-from .cache import ANY_JOB, WORKLOADS, _Follower, follower_key, slim
+from .cache import ANY_JOB, WORKLOADS, _Follower, follower_key, slim, slot_key
 from .caps import MAX_OBJECTS_OPTION, OVER_CAP_RETRY_SECONDS, NamespaceOverCap, over_cap
 from .diagnostics import DEBUG_SIGNAL_ENV, install_debug_signal
 from .following import Following
@@ -58,9 +59,11 @@ __all__ = [
     "DEBUG_SIGNAL_ENV",
     "FATAL_AFTER",
     "FATAL_STATUSES",
+    "LAG_GRACE_SECONDS",
     "OPTIONAL_KIND_FATAL_STATUSES",
     "RESYNC_SECONDS",
     "WATCH_READ_TIMEOUT",
+    "WATCH_ROUND_SECONDS",
     "Following",
     "KindSnapshot",
     "KindUnavailable",
@@ -75,11 +78,18 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Each watch round asks the apiserver to end it after about RESYNC_SECONDS; the hub then LISTs again. A LIST
-# is the safety net against a watch that stays open, gets its bookmarks, yet misses changes: seen here under
-# CPU starvation, an apiserver whose watch cache stopped following etcd for minutes (the Job had finished,
-# a GET showed it, the watch delivered nothing). Cost: two LISTs per namespace per period, not per Job.
+# A consistent LIST of each kind every RESYNC_SECONDS is the safety net against a watch that stays open, gets
+# its bookmarks, yet misses changes: seen here under CPU starvation, an apiserver whose watch cache stopped
+# following etcd for minutes (the Job had finished, a GET showed it, the watch delivered nothing). Cost: one
+# LIST per kind and namespace per period, not per Job.
 RESYNC_SECONDS = 120.0
+WATCH_ROUND_SECONDS = 600.0
+"""The apiserver ends each watch after about this (client-go's reflector asks for 5-10 minutes); the hub then
+LISTs and watches anew. Between, the periodic LIST runs beside the open watch, which stays open unless the
+LIST shows it lagging: one WATCH a round instead of one a LIST."""
+LAG_GRACE_SECONDS = 10.0
+"""How long an object a periodic LIST shows otherwise than the cache may take to arrive on the watch (an
+event already on its way) before the hub calls the watch lagging."""
 WATCH_READ_TIMEOUT = 120.0  # no byte for 2 bookmark intervals (the apiserver sends one every ~60 s): dead
 
 
@@ -107,6 +117,8 @@ class NamespaceWatch(HubState):
         self.conn_id = self.target.conn_id
         self.hook: AsyncKueueHook | None = None  # the open session, lent to followers for one-off reads
         self._task: asyncio.Task[None] | None = None
+        self._touched: dict[str, set[str]] = {}
+        """Slot -> keys the watch changed since the running periodic LIST was sent (``_resync_checks``)."""
 
     # --- following ------------------------------------------------------------------------------------
     @classmethod
@@ -244,13 +256,7 @@ class NamespaceWatch(HubState):
         apply: Callable[[str, dict[str, Any]], None],
     ) -> None:
         while True:
-            try:  # slimmed page by page, and no further than the cap: a flood costs one page at a time
-                items, version = await list_fn(self.namespace, keep=slim, max_items=self.caps.max_objects)
-            except ListTooLong as exc:
-                limit = self.caps.max_objects
-                raise over_cap(
-                    self.namespace, kind, MAX_OBJECTS_OPTION, limit, exc.count, "objects"
-                ) from None
+            items, version = await self._list_capped(kind, list_fn)
             changed = self._replace(kind, items)
             if changed and kind in self._synced_kinds:
                 log.warning(
@@ -270,29 +276,102 @@ class NamespaceWatch(HubState):
             # 1,000 followers of a triggerer would run them all in one pass of its event loop.
             for name in changed:
                 self._wake(name)
-            try:  # one round: the server ends it after about RESYNC_SECONDS, then the loop LISTs again
-                round_seconds = int(RESYNC_SECONDS * random.uniform(0.9, 1.1))
-                events = watch_fn(self.namespace, version, round_seconds, WATCH_READ_TIMEOUT)
+            del items, changed
+            round_seconds = int(WATCH_ROUND_SECONDS * random.uniform(0.9, 1.1))
+            events = watch_fn(self.namespace, version, round_seconds, WATCH_READ_TIMEOUT)
+            lagging = await _first_of(
+                self._watch_round(kind, events, apply), self._resync_checks(kind, list_fn)
+            )
+            if lagging:
+                log.info(
+                    "%s in %s: %d object(s) a periodic LIST showed were not delivered by the watch within "
+                    "%.0fs; listing and watching again",
+                    kind,
+                    self.namespace,
+                    lagging,
+                    LAG_GRACE_SECONDS,
+                )
+
+    async def _list_capped(self, kind: str, list_fn: Callable[..., Any]) -> tuple[list[dict[str, Any]], str]:
+        try:  # slimmed page by page, and no further than the cap: a flood costs one page at a time
+            items, version = await list_fn(self.namespace, keep=slim, max_items=self.caps.max_objects)
+        except ListTooLong as exc:
+            limit = self.caps.max_objects
+            raise over_cap(self.namespace, kind, MAX_OBJECTS_OPTION, limit, exc.count, "objects") from None
+        return items, version
+
+    async def _watch_round(self, kind: str, events: Any, apply: Callable[[str, dict[str, Any]], None]) -> int:
+        """Apply one watch round's events until the server ends it (after about WATCH_ROUND_SECONDS)."""
+        try:
+            async with _closing(events):
                 async for event_type, obj in events:
                     self.kind_failures.watched(kind)
                     self.events[kind] = self.events.get(kind, 0) + 1
-                    version = obj.get("metadata", {}).get("resourceVersion", version)
                     if event_type != "BOOKMARK":
+                        if (touched := self._touched.get(kind)) is not None:
+                            touched.add(str(slot_key(kind, obj)))
                         apply(event_type, obj)
-                self.kind_failures.watched(kind)  # a round the server ended: the watch works
-            except TimeoutError as exc:
-                raise WatchStalled(
-                    f"no byte on the {kind} watch for {WATCH_READ_TIMEOUT:.0f}s (not even a bookmark)"
-                ) from exc
-            except Exception as exc:
-                if api_status(exc) != 410:
-                    exc.watch_phase = "watch"  # type: ignore[attr-defined]  # counted apart from its LIST
-                    raise
-                log.info("%s watch in %s expired (410 Gone); listing again", kind, self.namespace)
+            self.kind_failures.watched(kind)  # a round the server ended: the watch works
+        except TimeoutError as exc:
+            raise WatchStalled(
+                f"no byte on the {kind} watch for {WATCH_READ_TIMEOUT:.0f}s (not even a bookmark)"
+            ) from exc
+        except Exception as exc:
+            if api_status(exc) != 410:
+                exc.watch_phase = "watch"  # type: ignore[attr-defined]  # counted apart from its LIST
+                raise
+            log.info("%s watch in %s expired (410 Gone); listing again", kind, self.namespace)
+        return 0
+
+    async def _resync_checks(self, kind: str, list_fn: Callable[..., Any]) -> int:
+        """Beside the open watch, a consistent LIST every RESYNC_SECONDS: returns how many objects it shows
+        otherwise than the cache when the watch has not delivered them LAG_GRACE_SECONDS later (the round
+        then ends, and the hub lists and watches again). An object the watch changed since the LIST was
+        sent is the watch's to tell (the LIST may be older than its event); one the LIST shows otherwise
+        and the watch then delivers was on its way."""
+        while True:
+            await asyncio.sleep(RESYNC_SECONDS * random.uniform(0.9, 1.1))
+            touched = self._touched[kind] = set()
+            try:
+                items, _ = await self._list_capped(kind, list_fn)
+                self.lists += 1
+                self.kind_failures.listed(kind)
+                suspects = self._differs(kind, items) - touched
+                del items
+                if suspects:
+                    await asyncio.sleep(LAG_GRACE_SECONDS)
+                    suspects -= touched
+            finally:
+                self._touched.pop(kind, None)
+            if suspects:
+                return len(suspects)
 
 
 class WatchLoopEnded(RuntimeError, KueueProviderError):
     """A list+watch loop, which never ends by itself, ended (cancelled from outside): list again."""
+
+
+async def _first_of(*parts: Coroutine[Any, Any, int]) -> int:
+    """Run ``parts`` together until the first one ends; cancel the others; its result, or its error (an
+    error first, when two ended at once)."""
+    tasks = [asyncio.ensure_future(part) for part in parts]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return max(task.result() for task in done)
+
+
+@asynccontextmanager
+async def _closing(events: Any) -> AsyncIterator[None]:
+    """Close a watch's event stream when its round ends early (its connection goes back at once)."""
+    try:
+        yield
+    finally:
+        if (aclose := getattr(events, "aclose", None)) is not None:
+            await aclose()
 
 
 async def _first_failure(*loops: Coroutine[Any, Any, None]) -> None:

@@ -33,7 +33,7 @@ from ..triggers.test_kueue_job_trigger import _first_event, _submit, _trigger
 def test_trigger_completes_across_many_server_side_watch_timeouts(
     kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(namespace_watch, "RESYNC_SECONDS", 1.5)  # the apiserver ends each watch after ~1 s
+    monkeypatch.setattr(namespace_watch, "WATCH_ROUND_SECONDS", 1.5)  # the apiserver ends each after ~1 s
     job = _submit(kueue_env, run_duration="5s")
 
     event = asyncio.run(_first_event(_trigger(kueue_env, job)))
@@ -87,6 +87,7 @@ def test_a_watch_that_stays_open_but_misses_changes_is_caught_by_the_periodic_li
     """What an apiserver whose watch cache stopped following etcd looks like: the Jobs watch stays open (its
     bookmarks keep it alive) and delivers nothing. The hub's periodic LIST sees the finished Job anyway."""
     monkeypatch.setattr(namespace_watch, "RESYNC_SECONDS", 4.0)
+    monkeypatch.setattr(namespace_watch, "LAG_GRACE_SECONDS", 2.0)
     real_watch = AsyncKueueHook.watch_kind
 
     async def silent(self: AsyncKueueHook, kind: KindDescription, *args: Any) -> Any:

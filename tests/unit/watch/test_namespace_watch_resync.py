@@ -1,14 +1,18 @@
-"""A periodic LIST wakes only the followers whose Job or Workload changed (1,000 followers share a hub)."""
+"""A periodic LIST wakes only the followers whose Job or Workload changed (1,000 followers share a hub), runs
+beside the open watch, and ends its round only when the watch does not deliver what the LIST shows."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from airflow_kueue_provider.watch import namespace_watch
 from airflow_kueue_provider.watch.cache import _Follower
 from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
 
@@ -99,3 +103,115 @@ def test_the_cache_keeps_no_managed_fields_and_no_pod_templates() -> None:
     assert (
         kept["spec"]["podSets"] == [{"name": "main", "count": 3}] and "managedFields" not in kept["metadata"]
     )
+
+
+class OpenWatch:
+    """A watch that stays open until the test ends it; ``deliver`` sends one event on it."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+        self.queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+
+    def __call__(self, *args: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        self.opened += 1
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        while (event := await self.queue.get()) is not None:
+            yield event
+
+
+async def rounds_with(
+    monkeypatch: pytest.MonkeyPatch, lists: list[Any], scenario: Any
+) -> tuple[NamespaceWatch, OpenWatch]:
+    """Run the hub's Jobs loop with LISTs answering ``lists`` in turn (the last one from then on; a callable
+    is awaited with the watch for its items), a
+    periodic LIST every 0.05 s and a lag grace of 0.3 s, while ``scenario(hub, watch, list_count)`` runs."""
+    monkeypatch.setattr(namespace_watch, "RESYNC_SECONDS", 0.05)
+    monkeypatch.setattr(namespace_watch, "LAG_GRACE_SECONDS", 0.3)
+    hub, watch, answered = NamespaceWatch("kubernetes_default", "ns"), OpenWatch(), [0]
+
+    async def list_fn(namespace: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
+        answered[0] += 1
+        answer = lists[min(answered[0], len(lists)) - 1]
+        items = await answer(watch) if callable(answer) else answer
+        return [dict(o, metadata=dict(o["metadata"])) for o in items], "9"
+
+    loop = asyncio.create_task(
+        hub._list_and_watch_rounds("jobs", list_fn, watch, functools.partial(hub._apply, "jobs"))
+    )
+    try:
+        await scenario(hub, watch, answered)
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+    return hub, watch
+
+
+async def until(condition: Any, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+def test_a_periodic_list_that_agrees_with_the_watch_leaves_it_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def scenario(hub: NamespaceWatch, watch: OpenWatch, answered: list[int]) -> None:
+        await until(lambda: answered[0] >= 6)
+
+    hub, watch = asyncio.run(rounds_with(monkeypatch, [[job("a", "1")]], scenario))
+    assert watch.opened == 1, "one WATCH for six LISTs"
+    assert hub.lists >= 5
+
+
+def test_a_change_on_its_way_on_the_watch_is_not_lag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LIST shows a newer Job than the cache; the watch delivers it within the grace: same round."""
+
+    async def scenario(hub: NamespaceWatch, watch: OpenWatch, answered: list[int]) -> None:
+        await until(lambda: answered[0] >= 2)  # a periodic LIST saw "a" at 2
+        await watch.queue.put(("MODIFIED", job("a", "2")))
+        await until(lambda: answered[0] >= 8)
+
+    hub, watch = asyncio.run(rounds_with(monkeypatch, [[job("a", "1")], [job("a", "2")]], scenario))
+    assert watch.opened == 1 and hub.slot("jobs")["a"]["metadata"]["resourceVersion"] == "2"
+
+
+def test_an_object_the_watch_changed_after_the_list_was_sent_is_the_watchs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The watch delivers "a" at 2 while a periodic LIST is in flight, and the LIST, read before, still
+    shows 1: the cache keeps 2, and the watch is not called lagging."""
+    delivered = asyncio.Event()
+
+    async def in_flight(watch: OpenWatch) -> list[dict[str, Any]]:
+        await watch.queue.put(("MODIFIED", job("a", "2")))
+        await until(lambda: delivered.is_set())
+        return [job("a", "1")]
+
+    async def scenario(hub: NamespaceWatch, watch: OpenWatch, answered: list[int]) -> None:
+        await until(lambda: hub.slot("jobs").get("a", {}).get("metadata", {}).get("resourceVersion") == "2")
+        delivered.set()
+        await until(lambda: answered[0] >= 6)
+
+    hub, watch = asyncio.run(
+        rounds_with(monkeypatch, [[job("a", "1")], in_flight, [job("a", "2")]], scenario)
+    )
+    assert watch.opened == 1 and hub.slot("jobs")["a"]["metadata"]["resourceVersion"] == "2"
+
+
+def test_a_difference_the_watch_never_delivers_ends_the_round(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The apiserver's watch cache stopped following etcd: the Job finished (the LIST shows it), the watch
+    stays silent. After the grace the hub lists and watches anew, and the follower of the Job wakes."""
+    follower = _Follower("jobs/a")
+
+    async def scenario(hub: NamespaceWatch, watch: OpenWatch, answered: list[int]) -> None:
+        hub.followers = {follower.key: {follower}}
+        await until(lambda: watch.opened == 2, 5.0)
+
+    with caplog.at_level("WARNING", logger=namespace_watch.__name__):
+        hub, _ = asyncio.run(rounds_with(monkeypatch, [[job("a", "1")], [job("a", "2")]], scenario))
+    assert hub.slot("jobs")["a"]["metadata"]["resourceVersion"] == "2" and follower.changed.is_set()
+    assert "change(s) the watch had not delivered" in caplog.text
