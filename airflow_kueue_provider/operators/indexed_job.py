@@ -238,9 +238,10 @@ class KueueIndexedJobOperator(IndexedJobKind):
         and ``backoff_limit_per_index`` count pods. Unset: chosen from ``expected_shard_duration``.
     :param expected_shard_duration: how long one shard runs (``timedelta`` or seconds), or a
         ``(shortest, longest)`` pair when lengths differ. With it (and ``shards_per_pod`` unset) the operator
-        packs about a minute of shards per pod, keeping at least two pods' worth per parallel slot; for a
-        range whose longest is at least twice its shortest, in decreasing sizes (the last pods run single
-        shards, so a skewed tail does not end on one long pack). Without either, each pod runs one shard.
+        packs about a minute of shards per pod, keeping at least two pods' worth per parallel slot, in whole
+        waves of ``parallelism`` pods; for a range whose longest is at least twice its shortest, in
+        decreasing sizes (the last pods run single shards, so a skewed tail does not end on one long pack).
+        Without either, each pod runs one shard.
     """
 
     template_fields: Sequence[str] = (

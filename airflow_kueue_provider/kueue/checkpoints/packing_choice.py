@@ -43,6 +43,18 @@ def decreasing_sizes(shard_count: int, slots: int, largest: int) -> PackRuns:
     return tuple(runs)
 
 
+def whole_wave_sizes(shard_count: int, slots: int, largest: int) -> PackRuns:
+    """Packs of at most ``largest`` in a whole number of waves of ``slots`` pods (as many shards as there
+    are allow), sizes differing by one at most, the larger first: 50 shards of at most 4 on 8 slots are
+    2 x 4 and 14 x 3 (16 pods, two full waves), not 12 x 4 and 1 x 2 (13: a second wave of 5 pods whose
+    3 idle slots keep their quota)."""
+    packs = -(-shard_count // max(largest, 1))
+    slots = max(slots, 1)
+    packs = min(shard_count, -(-packs // slots) * slots)
+    size, larger = divmod(shard_count, packs)
+    return tuple(run for run in ((size + 1, larger), (size, packs - larger)) if run[1])
+
+
 @dataclass(frozen=True)
 class ShardDuration:
     """How long a shard runs, as the DAG says: one figure, or a range when lengths differ."""
@@ -101,7 +113,8 @@ def choose_per_pod(
     are short). With one: each slot's work (shards x duration / slots) in whole waves of about
     ``TARGET_POD_SECONDS``, at least ``MIN_PACKS_PER_SLOT`` of them, and the shards spread evenly over
     slots x waves packs. E.g. 1,000 shards x 3 s at parallelism 50: 60 s per slot, 2 waves -> 10 per pod;
-    10,000 x 1 s: 200 s per slot, 3 waves -> 67 per pod (150 pods, the last one of 17).
+    10,000 x 1 s: 200 s per slot, 3 waves -> at most 67 per pod (``whole_wave_sizes``: 150 pods of 67 and
+    66).
     """
     if shard_count < 1:
         raise InvalidPacking(f"shard count {shard_count} must be >= 1")
@@ -161,8 +174,8 @@ class PackingChoice:
         return self.expected.mean if self.expected is not None else None
 
     def packs(self, shards: IndexSet) -> ShardPacks:
-        """Balanced packs of the learned lengths; else even packs, or decreasing ones when the DAG gave a
-        skewed duration range and no explicit size."""
+        """Balanced packs of the learned lengths; else the explicit size's even packs, or from the stated
+        duration whole waves of packs (``whole_wave_sizes``), decreasing ones when the range is skewed."""
         if not shards:
             return ShardPacks(shards)
         if self.explicit is None and self.learned is not None:
@@ -173,10 +186,11 @@ class PackingChoice:
             stated = self.expected or _range_of(self.learned)
             return replace(self, learned=None, expected=stated).packs(shards)
         largest = self.per_pod(len(shards))
-        if self.explicit is None and self.expected is not None and self.expected.skewed and largest > 1:
-            slots = min(self.parallelism or len(shards), len(shards))
-            return ShardPacks.decreasing(shards, decreasing_sizes(len(shards), slots, largest))
-        return ShardPacks(shards, largest)
+        if self.explicit is not None or self.expected is None or largest == 1:
+            return ShardPacks(shards, largest)
+        slots = min(self.parallelism or len(shards), len(shards))
+        sizes = decreasing_sizes if self.expected.skewed else whole_wave_sizes
+        return ShardPacks.decreasing(shards, sizes(len(shards), slots, largest))
 
 
 def _range_of(learned: LearnedLengths) -> ShardDuration:

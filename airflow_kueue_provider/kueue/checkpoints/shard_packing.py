@@ -8,9 +8,10 @@ else stays per shard: checkpoints, ``done.json``, the ledger, a retry that runs 
 
 Three pack shapes, one mapping (``ShardPacks.runs``):
 
-- **even**: every pack holds ``per_pod`` shards (the last may hold fewer). For shards of about one length:
-  the fewest pods. ``choose_per_pod`` keeps at least ``MIN_PACKS_PER_SLOT`` packs per slot and sizes them to
-  fill whole waves of ``parallelism`` pods (167 packs on 50 slots would leave a fourth wave of 17 alone).
+- **even**: every pack holds ``per_pod`` shards (the last may hold fewer): an explicit ``shards_per_pod``.
+  From a stated duration of about one length, ``choose_per_pod`` keeps at least ``MIN_PACKS_PER_SLOT`` packs
+  per slot and ``whole_wave_sizes`` fills whole waves of ``parallelism`` pods, sizes one apart (167 packs on
+  50 slots would leave a fourth wave of 17 alone); written as runs (``"4x2,3x14"``) unless all are equal.
 - **decreasing** (guided self-scheduling): index ``i`` takes ``1/parallelism`` of the shards the indexes
   before it left, at most ``per_pod``, at least one. For shards of uneven length: the Job controller starts
   the lowest pending index first, so the last pods run single shards and fill the gaps of a skewed tail

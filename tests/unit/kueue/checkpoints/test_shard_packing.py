@@ -13,6 +13,7 @@ from airflow_kueue_provider.kueue.checkpoints.packing_choice import (
     ShardDuration,
     choose_per_pod,
     decreasing_sizes,
+    whole_wave_sizes,
 )
 from airflow_kueue_provider.kueue.checkpoints.shard_blob_names import done_name, done_shard_ids
 from airflow_kueue_provider.kueue.checkpoints.shard_packing import InvalidPacking, ShardPacks, packs_of_job
@@ -119,6 +120,28 @@ def test_a_narrow_range_or_an_explicit_size_packs_evenly() -> None:
     assert PackingChoice(20, ShardDuration(1.0, 20.0), 50).packs(shards) == ShardPacks(shards, 20)
     # even sizes given as runs are written in the even form, so the pod env stays "10"
     assert ShardPacks.decreasing(shards, ((10, 60), (10, 40))).shape == "10"
+
+
+def test_a_stated_duration_packs_into_whole_waves_of_the_parallelism() -> None:
+    """The small night's call step: 50 shards of 2 s at parallelism 8 (two waves, at most 4 a pod) are 16
+    pods, 2 of 4 shards and 14 of 3, not 12 of 4 and a 13th of 2: the second wave fills every slot."""
+    packs = PackingChoice(None, ShardDuration(2.0, 2.0), 8).packs(IndexSet.range(0, 50))
+    assert (packs.shape, packs.index_count, packs.per_pod) == ("4x2,3x14", 16, 4)
+    assert ShardPacks.parse(packs.shards, packs.shape) == packs
+    assert whole_wave_sizes(24, 8, 2) == ((2, 8), (1, 8))
+    assert whole_wave_sizes(300, 30, 2) == ((2, 150),), "150 pods are five whole waves already"
+    assert whole_wave_sizes(10_000, 50, 67) == ((67, 100), (66, 50)), "not a last pod of 17"
+    assert whole_wave_sizes(5, 5, 2) == ((1, 5),), "no more pods than shards"
+
+
+@given(st.integers(1, 5000), st.integers(1, 200), st.integers(1, 100))
+def test_whole_waves_hold_every_shard_in_sizes_one_apart(count: int, slots: int, largest: int) -> None:
+    runs = whole_wave_sizes(count, slots, largest)
+    pods = sum(n for _, n in runs)
+    assert sum(size * n for size, n in runs) == count
+    assert max(size for size, _ in runs) <= largest and max(runs)[0] - min(runs)[0] <= 1
+    assert pods == count or pods % slots == 0
+    assert pods >= -(-count // largest) and pods - -(-count // largest) < slots
 
 
 @given(
