@@ -351,9 +351,8 @@ class WatchLoopEnded(RuntimeError, KueueProviderError):
     """A list+watch loop, which never ends by itself, ended (cancelled from outside): list again."""
 
 
-async def _first_of(*parts: Coroutine[Any, Any, int]) -> int:
-    """Run ``parts`` together until the first one ends; cancel the others; its result, or its error (an
-    error first, when two ended at once)."""
+async def _first_done(*parts: Coroutine[Any, Any, Any]) -> set[asyncio.Task[Any]]:
+    """Run ``parts`` together until the first one ends; cancel the others and wait for them; those ended."""
     tasks = [asyncio.ensure_future(part) for part in parts]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -361,7 +360,12 @@ async def _first_of(*parts: Coroutine[Any, Any, int]) -> int:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return max(task.result() for task in done)
+    return done
+
+
+async def _first_of(*parts: Coroutine[Any, Any, int]) -> int:
+    """The result of the first of ``parts`` to end, or its error (an error first, when two ended at once)."""
+    return max(int(task.result()) for task in await _first_done(*parts))
 
 
 @asynccontextmanager
@@ -378,14 +382,7 @@ async def _first_failure(*loops: Coroutine[Any, Any, None]) -> None:
     """Run the list+watch loops together; when one ends -- they only end by failing -- cancel the others
     and raise its error, so the hub lists both kinds again on a fresh connection. A loop cancelled from
     outside counts as a failure too: a hub with a dead loop would look synced while missing changes."""
-    tasks = [asyncio.ensure_future(loop) for loop in loops]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    for task in done:
+    for task in await _first_done(*loops):
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
     raise WatchLoopEnded("a list+watch loop ended without an error")
