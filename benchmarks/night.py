@@ -79,8 +79,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--pack-shards",
         action="store_true",
-        help="ours: shards_per_pod as the operator chooses it for each step's median length (about a "
-        "minute of shards a pod); the cncf path runs one shard a pod",
+        help="ours: each step states its median length as expected_shard_duration and the operator packs "
+        "(about a minute of shards a pod, in whole waves); the cncf path runs one shard a pod",
     )
     p.add_argument(
         "--whole-job-backoff",

@@ -13,6 +13,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from airflow_kueue_provider.kueue.checkpoints.shard_packing import ShardPacks
+from airflow_kueue_provider.kueue.index_set import IndexSet
+
 from .workload import Night, packed
 
 PRIORITIES = {"align": 100, "call": 200, "gather": 300, "risk": 500}  # WorkloadPriorityClass values
@@ -106,16 +109,16 @@ def genomics_dag(night: Night, queues: NightQueues, system: str, *, discover_pod
             "shards": step.shards,
             "parallelism": night.shape.parallelism_of(step),
         }
-        per_pod = night.shape.shards_per_pod_of(step)
         low = night.shape.min_parallelism_of(step)
         if system == "ours":
             last = step is night.shape.steps[-1]
             deadline = f" deadline={night.deadline_seconds()}," if last else ""
             partial = f" min_parallelism={low}," if low else ""
-            packing = f" shards_per_pod={per_pod}," if per_pod > 1 else ""
+            stated = night.shape.stated_seconds_of(step)
+            packing = f" expected_shard_duration={stated!r}," if stated is not None else ""
             steps.append(
                 _OURS_STEP.format(
-                    **{**fields, "indexes": -(-step.shards // per_pod)},
+                    **{**fields, "indexes": night.shape.packs_of(step).index_count},
                     deadline=deadline,
                     min_parallelism=partial,
                     packing=packing,
@@ -160,7 +163,7 @@ def risk_dag(night: Night, queues: NightQueues, system: str, *, discover_pods_re
     length = f"{night.risk[0]}s"
     if system == "ours":
         per_pod = shape.risk_shards_per_pod()
-        packs = packed(night.risk, per_pod)
+        packs = packed(night.risk, ShardPacks(IndexSet.range(0, len(night.risk)), per_pod))
         fake = {"kwok.airflow-kueue.io/run-duration": f"{packs[0]}s"}
         if packs[-1] != packs[0]:  # a shorter last pack
             fake[f"kwok.airflow-kueue.io/run-duration-{len(packs) - 1}"] = f"{packs[-1]}s"

@@ -17,7 +17,11 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from airflow_kueue_provider.kueue.checkpoints.packing_choice import choose_per_pod
+from airflow_kueue_provider.kueue.checkpoints.packing_choice import (
+    PackingChoice,
+    ShardDuration,
+    choose_per_pod,
+)
 from airflow_kueue_provider.kueue.checkpoints.shard_packing import ShardPacks
 from airflow_kueue_provider.kueue.index_set import IndexSet
 
@@ -101,11 +105,17 @@ class NightShape:
     def parallelism_of(self, step: Step) -> int:
         return min(step.shards, self.parallelism) if self.parallelism else step.shards
 
-    def shards_per_pod_of(self, step: Step) -> int:
-        """How many shards each pod of ``step`` runs (1 without ``pack_shards``)."""
-        if not self.pack_shards:
-            return 1
-        return choose_per_pod(step.shards, self.parallelism_of(step), step.median_seconds / self.compression)
+    def stated_seconds_of(self, step: Step) -> float | None:
+        """The ``expected_shard_duration`` ours' DAG states for ``step`` (its median, compressed): the
+        operator packs from it (None without ``pack_shards``: one shard a pod)."""
+        return step.median_seconds / self.compression if self.pack_shards else None
+
+    def packs_of(self, step: Step) -> ShardPacks:
+        """Which shards each index of ours' Job of ``step`` runs: as the operator packs them for the stated
+        duration (``PackingChoice``), so the fake lengths follow its packs."""
+        stated = self.stated_seconds_of(step)
+        expected = ShardDuration(stated, stated) if stated is not None else None
+        return PackingChoice(None, expected, self.parallelism_of(step)).packs(IndexSet.range(0, step.shards))
 
     def risk_shards_per_pod(self) -> int:
         if not self.pack_shards:
@@ -121,10 +131,9 @@ class NightShape:
         return low if low < high else None
 
 
-def packed(lengths: list[float], per_pod: int) -> list[float]:
+def packed(lengths: list[float], packs: ShardPacks) -> list[float]:
     """What each index of a Job runs: its pack's shards after each other, packed as the operator packs them
-    (``ShardPacks`` with ``shards_per_pod``)."""
-    packs = ShardPacks(IndexSet.range(0, len(lengths)), per_pod)
+    (``packs``: of shards 0 to ``len(lengths) - 1``)."""
     return [
         round(sum(lengths[shard] for shard in packs.shards_of_index(i)), 2) for i in range(packs.index_count)
     ]
@@ -182,8 +191,8 @@ class Night:
     def index_lengths(self, step: Step) -> list[list[float]]:
         """Per sample, what each index of ours' Job of ``step`` runs (its shards, or its packs of them). The
         ideal stays that of the shards: both systems are held against the same one."""
-        per_pod = self.shape.shards_per_pod_of(step)
-        return [packed(shards, per_pod) for shards in self.genomics[step.name]]
+        packs = self.shape.packs_of(step)
+        return [packed(shards, packs) for shards in self.genomics[step.name]]
 
     def ideal(self) -> float:
         return max(self.quota_bound(), self.critical_path())
