@@ -24,6 +24,30 @@ from .workload import NODE_CPU, Night
 
 POOL_LABEL = "night.airflow-kueue.io/pool"
 RUN_LABEL = "night.airflow-kueue.io/run"
+BREAKDOWN = tuple(
+    (resource, verb)
+    for resource in (
+        "jobs",
+        "workloads",
+        "pods",
+        "secrets",
+        "localqueues",
+        "localqueues/pendingworkloads",
+        "clusterqueues",
+        "events",
+        "jobsets",
+    )
+    for verb in ("get", "list", "watch", "create", "update", "patch", "delete")
+)
+"""Airflow's requests counted apart by resource and verb (one FlowSchema each, ``breakdown_name``); what
+none of them matches is counted as ``other``."""
+
+
+def breakdown_name(schema: str, resource: str, verb: str) -> str:
+    """``<schema>--<resource>.<verb>`` (a subresource's ``/`` as ``.``)."""
+    return f"{schema}--{resource.replace('/', '.')}.{verb}"
+
+
 TAINT = "night.airflow-kueue.io/run"
 SPOT_TAINT = {"key": "kubernetes.azure.com/scalesetpriority", "value": "spot", "effect": "NoSchedule"}
 COHORT_PREFIX = "night"
@@ -231,8 +255,43 @@ class NightBed:
             }
         )
         self.flow_schemas.append(name)
+        for resource, verb in BREAKDOWN if account == "airflow" else ():  # the UI's: one count
+            self._breakdown_schema(name, subject, resource, verb)
         conn = json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}})
         return name, conn
+
+    def _breakdown_schema(self, name: str, subject: dict[str, Any], resource: str, verb: str) -> None:
+        """A FlowSchema ahead of ``name``'s for one resource and verb of the same subject: its dispatched
+        requests are that part of the identity's (``breakdown_name``; the probe adds them up)."""
+        from kubernetes import client
+
+        schema = breakdown_name(name, resource, verb)
+        client.FlowcontrolApiserverV1Api(self.cluster.api).create_flow_schema(
+            {
+                "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+                "kind": "FlowSchema",
+                "metadata": {"name": schema, "labels": {"devcluster/test": "true"}},
+                "spec": {
+                    "matchingPrecedence": 40,
+                    "priorityLevelConfiguration": {"name": "exempt"},
+                    "rules": [
+                        {
+                            "subjects": [subject],
+                            "resourceRules": [
+                                {
+                                    "verbs": [verb],
+                                    "apiGroups": ["*"],
+                                    "resources": [resource],
+                                    "namespaces": ["*"],
+                                    "clusterScope": True,
+                                }
+                            ],
+                        }
+                    ],
+                },
+            }
+        )
+        self.flow_schemas.append(schema)
 
     # --- the end ---
     def drop_phase(self) -> None:

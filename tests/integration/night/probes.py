@@ -144,6 +144,7 @@ class ApiserverCount:
     airflow: int  # dispatched requests of Airflow's FlowSchema (workers, triggerers)
     by_verb_resource: dict[str, int] = field(default_factory=dict)
     ui: int = 0  # dispatched requests of the UI's FlowSchema (the API server's Kueue pages)
+    airflow_by: dict[str, int] = field(default_factory=dict)  # "<resource>.<verb>" or "other" -> requests
 
 
 class ApiserverCounter:
@@ -157,6 +158,7 @@ class ApiserverCounter:
             text = resp.read().decode()
         total = airflow = ui = 0
         by: dict[str, int] = {}
+        airflow_by: dict[str, int] = {}
         for line in text.splitlines():
             if line.startswith("apiserver_request_total{"):
                 labels, value = line[len("apiserver_request_total{") :].rsplit("} ", 1)
@@ -166,11 +168,16 @@ class ApiserverCounter:
                 key = f"{pairs.get('resource', '').strip(chr(34))} {pairs.get('verb', '').strip(chr(34))}"
                 by[key] = by.get(key, 0) + n
             elif line.startswith("apiserver_flowcontrol_dispatched_requests_total{"):
-                if f'flow_schema="{self.flow_schema}"' in line:
-                    airflow += int(float(line.rsplit(" ", 1)[1]))
-                elif self.ui_flow_schema and f'flow_schema="{self.ui_flow_schema}"' in line:
-                    ui += int(float(line.rsplit(" ", 1)[1]))
-        return ApiserverCount(time.time(), total, airflow, by, ui)
+                found = re.search(r'flow_schema="([^"]*)"', line)
+                schema = found.group(1) if found else ""
+                n = int(float(line.rsplit(" ", 1)[1]))
+                if schema == self.flow_schema or schema.startswith(f"{self.flow_schema}--"):
+                    airflow += n
+                    part = schema[len(self.flow_schema) + 2 :] or "other"
+                    airflow_by[part] = airflow_by.get(part, 0) + n
+                elif self.ui_flow_schema and schema == self.ui_flow_schema:
+                    ui += n
+        return ApiserverCount(time.time(), total, airflow, by, ui, airflow_by)
 
 
 @dataclass

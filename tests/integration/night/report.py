@@ -376,6 +376,8 @@ def summarize(night: Night, phase: dict[str, Any]) -> dict[str, Any]:
         "apiserver_requests_total": phase["apiserver"]["total"],
         "apiserver_requests_airflow": phase["apiserver"]["airflow"],
         "airflow_requests_per_shard": round(phase["apiserver"]["airflow"] / shards, 2),
+        # by resource and verb (``bed.BREAKDOWN``; None: a run from before the breakdown)
+        "apiserver_requests_airflow_by": phase["apiserver"].get("airflow_by"),
         # the UI probe's reads, on an identity of their own (None: a run from before it had one)
         "apiserver_requests_ui": phase["apiserver"].get("ui"),
         "postgres_commits": phase["postgres"].get("commits"),

@@ -295,6 +295,11 @@ def run_phase(
                 "total": after_api.total - before_api.total,
                 "airflow": after_api.airflow - before_api.airflow,
                 "ui": after_api.ui - before_api.ui,
+                "airflow_by": {
+                    k: v - before_api.airflow_by.get(k, 0)
+                    for k, v in after_api.airflow_by.items()
+                    if v - before_api.airflow_by.get(k, 0) > 0
+                },
                 "by_verb_resource": {
                     k: v - before_api.by_verb_resource.get(k, 0)
                     for k, v in after_api.by_verb_resource.items()

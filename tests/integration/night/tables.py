@@ -128,5 +128,20 @@ def render_markdown(night: Night, rows: list[dict[str, Any]], meta: dict[str, An
             t = r["time"].get(key)
             cells.append(f"{t['sum']:,.0f} / {t['median']:.1f} / {t['p90']:.1f}" if t else "n/a")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += _requests_by_part(rows)
     lines.append("")
     return "\n".join(lines)
+
+
+def _requests_by_part(rows: list[dict[str, Any]]) -> list[str]:
+    """Airflow's apiserver requests by resource and verb (the bed's breakdown FlowSchemas), most first."""
+    by = {r["system"]: r.get("apiserver_requests_airflow_by") or {} for r in rows}
+    parts = sorted(
+        {p for counts in by.values() for p in counts}, key=lambda p: -max(c.get(p, 0) for c in by.values())
+    )
+    if not parts:
+        return []
+    lines = ["", "## Airflow's apiserver requests by resource and verb", ""]
+    lines += ["| resource.verb | " + " | ".join(by) + " |", "|---|" + "---:|" * len(by)]
+    lines += [f"| {p} | " + " | ".join(f"{c.get(p, 0):,}" for c in by.values()) + " |" for p in parts]
+    return lines
