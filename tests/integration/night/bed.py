@@ -228,70 +228,47 @@ class NightBed:
         ).status.token
         kubeconfig = token_kubeconfig(tmpdir / f"{name}.kubeconfig", account, token)
         subject = {"kind": "ServiceAccount", "serviceAccount": {"name": account, "namespace": namespace}}
+        every_resource = {"verbs": ["*"], "resources": ["*"]}
+        self._flow_schema(name, 50, subject, every_resource, {"verbs": ["*"], "nonResourceURLs": ["*"]})
+        for resource, verb in BREAKDOWN if account == "airflow" else ():  # the UI's: one count
+            # ahead of ``name``'s: what it dispatches is that part of the identity's (the probe sums them)
+            self._flow_schema(
+                breakdown_name(name, resource, verb), 40, subject, {"verbs": [verb], "resources": [resource]}
+            )
+        conn = json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}})
+        return name, conn
+
+    def _flow_schema(
+        self,
+        name: str,
+        precedence: int,
+        subject: dict[str, Any],
+        resources: dict[str, list[str]],
+        non_resource: dict[str, list[str]] | None = None,
+    ) -> None:
+        """A FlowSchema at the exempt priority level matching ``subject``'s requests of ``resources`` (verbs
+        and resources, any group and namespace) and ``non_resource`` URLs."""
+        from kubernetes import client
+
+        rule: dict[str, Any] = {
+            "subjects": [subject],
+            "resourceRules": [{**resources, "apiGroups": ["*"], "namespaces": ["*"], "clusterScope": True}],
+        }
+        if non_resource:
+            rule["nonResourceRules"] = [non_resource]
         client.FlowcontrolApiserverV1Api(self.cluster.api).create_flow_schema(
             {
                 "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
                 "kind": "FlowSchema",
                 "metadata": {"name": name, "labels": {"devcluster/test": "true"}},
                 "spec": {
-                    "matchingPrecedence": 50,
+                    "matchingPrecedence": precedence,
                     "priorityLevelConfiguration": {"name": "exempt"},
-                    "rules": [
-                        {
-                            "subjects": [subject],
-                            "resourceRules": [
-                                {
-                                    "verbs": ["*"],
-                                    "apiGroups": ["*"],
-                                    "resources": ["*"],
-                                    "namespaces": ["*"],
-                                    "clusterScope": True,
-                                }
-                            ],
-                            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                        }
-                    ],
+                    "rules": [rule],
                 },
             }
         )
         self.flow_schemas.append(name)
-        for resource, verb in BREAKDOWN if account == "airflow" else ():  # the UI's: one count
-            self._breakdown_schema(name, subject, resource, verb)
-        conn = json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}})
-        return name, conn
-
-    def _breakdown_schema(self, name: str, subject: dict[str, Any], resource: str, verb: str) -> None:
-        """A FlowSchema ahead of ``name``'s for one resource and verb of the same subject: its dispatched
-        requests are that part of the identity's (``breakdown_name``; the probe adds them up)."""
-        from kubernetes import client
-
-        schema = breakdown_name(name, resource, verb)
-        client.FlowcontrolApiserverV1Api(self.cluster.api).create_flow_schema(
-            {
-                "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
-                "kind": "FlowSchema",
-                "metadata": {"name": schema, "labels": {"devcluster/test": "true"}},
-                "spec": {
-                    "matchingPrecedence": 40,
-                    "priorityLevelConfiguration": {"name": "exempt"},
-                    "rules": [
-                        {
-                            "subjects": [subject],
-                            "resourceRules": [
-                                {
-                                    "verbs": [verb],
-                                    "apiGroups": ["*"],
-                                    "resources": [resource],
-                                    "namespaces": ["*"],
-                                    "clusterScope": True,
-                                }
-                            ],
-                        }
-                    ],
-                },
-            }
-        )
-        self.flow_schemas.append(schema)
 
     # --- the end ---
     def drop_phase(self) -> None:
