@@ -62,9 +62,9 @@ class NightShape:
     # Kueue priorities of the steps (dags.STEP_ORDERS): "sample-first" (a started sample's later steps go
     # first) or "path-first" (every sample's first step goes first: the longest remaining path)
     step_order: str = "path-first"
-    # ours only: each Job's shards packed several to a pod as the operator packs for the step's median
-    # length (``shards_per_pod`` from ``choose_per_pod``: about a minute of shards a pod); the cncf path
-    # has no packing and runs one shard a pod either way
+    # ours only: each step states its median length (``expected_shard_duration``) and the operator packs
+    # (``PackingChoice``: about a minute of shards a pod, in whole waves; the risk task an explicit
+    # ``shards_per_pod`` from ``choose_per_pod``); the cncf path runs one shard a pod either way
     pack_shards: bool = False
     # ours only: Kubernetes' whole-Job backoffLimit instead of backoffLimitPerIndex=4. An index's replacement
     # pod then waits for the Job's next success, not 10 s doubling per failure of that index (the Job
