@@ -308,8 +308,9 @@ class NamespaceWatch(HubState):
                     self.kind_failures.watched(kind)
                     self.events[kind] = self.events.get(kind, 0) + 1
                     if event_type != "BOOKMARK":
-                        if (touched := self._touched.get(kind)) is not None:
-                            touched.add(str(slot_key(kind, obj)))
+                        touched, key = self._touched.get(kind), slot_key(kind, obj)
+                        if touched is not None and key is not None:
+                            touched.add(key)
                         apply(event_type, obj)
             self.kind_failures.watched(kind)  # a round the server ended: the watch works
         except TimeoutError as exc:
