@@ -17,3 +17,12 @@ def parse_api_time(value: object) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def last_written(obj: object) -> datetime | None:
+    """When the object was last written, as far as its ``metadata.managedFields`` say (the newest entry's
+    ``time``: to the second, by the apiserver's clock); None without any."""
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    fields = metadata.get("managedFields") if isinstance(metadata, dict) else None
+    times = (parse_api_time(entry.get("time")) for entry in fields or () if isinstance(entry, dict))
+    return max((t for t in times if t is not None), default=None)

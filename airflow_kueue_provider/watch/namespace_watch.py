@@ -10,10 +10,10 @@ The cache is trusted only while it is synced: a broken watch marks it unsynced u
 trigger that joins meanwhile waits instead of reading "no such Job". A watch that goes silent without closing
 (a stalled connection, a frozen proxy) is noticed by its read timeout: the apiserver sends a BOOKMARK about
 once a minute on an idle watch (60.7 s measured on the local cluster), so WATCH_READ_TIMEOUT (two such
-intervals) without a byte means it is dead, and the hub lists again. Beside the open watch the hub LISTs
-every RESYNC_SECONDS: a watch can stay open, bookmarks flowing, while the apiserver's watch cache lags
-behind etcd, and only a LIST (a consistent read) shows what it missed; what it shows that the watch does
-not deliver within LAG_GRACE_SECONDS ends the round, and the hub lists and watches anew. Only
+intervals) without a byte means it is dead, and the hub lists again. Beside the open watch the hub LISTs once
+RESYNC_SECONDS pass with nothing showing the watch current (``freshness``): a watch can stay open, bookmarks
+flowing, while the apiserver's watch cache lags behind etcd, and only a LIST (a consistent read) shows what
+it missed; what it shows that the watch does not deliver within LAG_GRACE_SECONDS ends the round. Only
 401/403/404 that repeat for one kind with no successful LIST of that kind between them are fatal to the
 followers (``kind_failures``: a Workloads 403 is not hidden by Jobs that list fine); a hub that gave up leaves
 the registry at once, so the next follower gets a fresh hub, not the stale error, even while old followers
@@ -49,6 +49,7 @@ from .cache import ANY_JOB, WORKLOADS, _Follower, follower_key, slim, slot_key
 from .caps import MAX_OBJECTS_OPTION, OVER_CAP_RETRY_SECONDS, NamespaceOverCap, over_cap
 from .diagnostics import DEBUG_SIGNAL_ENV, install_debug_signal
 from .following import Following
+from .freshness import WatchCurrency
 from .gc_freeze import followers_changed, freeze_once
 from .hub_state import OPTIONAL_KIND_FATAL_STATUSES, HubState, KindUnavailable
 from .kind_failures import FATAL_AFTER, FATAL_STATUSES, WatchUnavailable, is_fatal, unavailable
@@ -81,7 +82,7 @@ log = logging.getLogger(__name__)
 # A consistent LIST of each kind every RESYNC_SECONDS is the safety net against a watch that stays open, gets
 # its bookmarks, yet misses changes: seen here under CPU starvation, an apiserver whose watch cache stopped
 # following etcd for minutes (the Job had finished, a GET showed it, the watch delivered nothing). Cost: one
-# LIST per kind and namespace per period, not per Job.
+# LIST per kind and namespace per period, not per Job, and none while the watch's events show it current.
 RESYNC_SECONDS = 120.0
 WATCH_ROUND_SECONDS = 600.0
 """The apiserver ends each watch after about this (client-go's reflector asks for 5-10 minutes); the hub then
@@ -119,6 +120,7 @@ class NamespaceWatch(HubState):
         self._task: asyncio.Task[None] | None = None
         self._touched: dict[str, set[str]] = {}
         """Slot -> keys the watch changed since the running periodic LIST was sent (``_resync_checks``)."""
+        self.currency = WatchCurrency(LAG_GRACE_SECONDS)
 
     # --- following ------------------------------------------------------------------------------------
     @classmethod
@@ -256,7 +258,9 @@ class NamespaceWatch(HubState):
         apply: Callable[[str, dict[str, Any]], None],
     ) -> None:
         while True:
+            sent = time.monotonic()
             items, version = await self._list_capped(kind, list_fn)
+            self.currency.listed(kind, sent)
             changed = self._replace(kind, items)
             if changed and kind in self._synced_kinds:
                 log.warning(
@@ -311,6 +315,7 @@ class NamespaceWatch(HubState):
                         touched, key = self._touched.get(kind), slot_key(kind, obj)
                         if touched is not None and key is not None:
                             touched.add(key)
+                        self.currency.delivered(kind, obj)
                         apply(event_type, obj)
             self.kind_failures.watched(kind)  # a round the server ended: the watch works
         except TimeoutError as exc:
@@ -325,14 +330,18 @@ class NamespaceWatch(HubState):
         return 0
 
     async def _resync_checks(self, kind: str, list_fn: Callable[..., Any]) -> int:
-        """Beside the open watch, a consistent LIST every RESYNC_SECONDS: returns how many objects it shows
-        otherwise than the cache when the watch has not delivered them LAG_GRACE_SECONDS later (the round
-        then ends, and the hub lists and watches again). An object the watch changed since the LIST was
-        sent is the watch's to tell (the LIST may be older than its event); one the LIST shows otherwise
-        and the watch then delivers was on its way."""
+        """Beside the open watch, a consistent LIST once RESYNC_SECONDS pass with nothing showing the watch
+        current (``WatchCurrency``): returns how many objects it shows otherwise than the cache when the
+        watch has not delivered them LAG_GRACE_SECONDS later (the round then ends, and the hub lists and
+        watches again). An object the watch changed since the LIST was sent is the watch's to tell (the
+        LIST may be older than its event); one the LIST shows otherwise and the watch then delivers was on
+        its way."""
         while True:
-            await asyncio.sleep(RESYNC_SECONDS * random.uniform(0.9, 1.1))
+            period = RESYNC_SECONDS * random.uniform(0.9, 1.1)
+            while (wait := self.currency.due_in(kind, period)) > 0:  # later while events show it current
+                await asyncio.sleep(wait)
             touched = self._touched[kind] = set()
+            sent = time.monotonic()
             try:
                 items, _ = await self._list_capped(kind, list_fn)
                 self.lists += 1
@@ -342,6 +351,8 @@ class NamespaceWatch(HubState):
                 if suspects:
                     await asyncio.sleep(LAG_GRACE_SECONDS)
                     suspects -= touched
+                if not suspects:
+                    self.currency.listed(kind, sent)
             finally:
                 self._touched.pop(kind, None)
             if suspects:

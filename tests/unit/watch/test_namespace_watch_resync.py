@@ -8,6 +8,7 @@ import contextlib
 import functools
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -125,8 +126,8 @@ async def rounds_with(
     monkeypatch: pytest.MonkeyPatch, lists: list[Any], scenario: Any
 ) -> tuple[NamespaceWatch, OpenWatch]:
     """Run the hub's Jobs loop with LISTs answering ``lists`` in turn (the last one from then on; a callable
-    is awaited with the watch for its items), a
-    periodic LIST every 0.05 s and a lag grace of 2 s (a busy machine), while ``scenario(hub, watch, list_count)`` runs."""
+    is awaited with the watch for its items), a periodic LIST every 0.05 s and a lag grace of 2 s (a busy
+    machine), while ``scenario(hub, watch, list_count)`` runs."""
     monkeypatch.setattr(namespace_watch, "RESYNC_SECONDS", 0.05)
     monkeypatch.setattr(namespace_watch, "LAG_GRACE_SECONDS", 2.0)
     hub, watch, answered = NamespaceWatch("kubernetes_default", "ns"), OpenWatch(), [0]
@@ -215,3 +216,50 @@ def test_a_difference_the_watch_never_delivers_ends_the_round(
         hub, _ = asyncio.run(rounds_with(monkeypatch, [[job("a", "1")], [job("a", "2")]], scenario))
     assert hub.slot("jobs")["a"]["metadata"]["resourceVersion"] == "2" and follower.changed.is_set()
     assert "change(s) the watch had not delivered" in caplog.text
+
+
+def written_now(name: str, version: str) -> dict[str, Any]:
+    """A Job as the watch delivers it right after the write: its managedFields time is now (to the
+    microsecond: the apiserver writes whole seconds, the test's period is 0.05 s)."""
+    obj = job(name, version)
+    stamp = datetime.now(UTC).isoformat()
+    obj["metadata"]["managedFields"] = [{"manager": "kube-controller-manager", "time": stamp}]
+    return obj
+
+
+def test_no_periodic_list_while_the_watch_delivers_fresh_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A busy namespace: every event is of a write made moments before, so the watch is current and the
+    periodic LIST is not sent; once the events stop, it is sent again."""
+
+    async def scenario(hub: NamespaceWatch, watch: OpenWatch, answered: list[int]) -> None:
+        monkeypatch.setattr(namespace_watch, "RESYNC_SECONDS", 0.3)  # a stall of 0.3 s would be a LIST
+        for _ in range(150):  # 1.5 s: five periods
+            await watch.queue.put(("MODIFIED", written_now("a", "1")))
+            await asyncio.sleep(0.01)
+        busy_lists = answered[0]
+        await until(lambda: answered[0] >= busy_lists + 3)  # quiet: the LISTs come back
+        scenario.busy_lists = busy_lists  # type: ignore[attr-defined]
+
+    _, watch = asyncio.run(rounds_with(monkeypatch, [[job("a", "1")]], scenario))
+    busy_lists = scenario.busy_lists  # type: ignore[attr-defined]
+    assert busy_lists <= 2, "at most the round's LIST and one due before the first event"
+    assert watch.opened == 1
+
+
+def test_late_events_do_not_stand_in_for_the_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events of writes an hour old (a watch cache far behind) are no evidence of a current watch."""
+
+    def written_long_ago(name: str, version: str) -> dict[str, Any]:
+        obj = job(name, version)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
+        obj["metadata"]["managedFields"] = [{"manager": "kube-controller-manager", "time": stamp}]
+        return obj
+
+    async def scenario(hub: NamespaceWatch, watch: OpenWatch, answered: list[int]) -> None:
+        for _ in range(40):  # the LIST agrees with them: no lag, only no evidence
+            await watch.queue.put(("MODIFIED", written_long_ago("a", "1")))
+            await asyncio.sleep(0.01)
+        scenario.lists = answered[0]  # type: ignore[attr-defined]
+
+    asyncio.run(rounds_with(monkeypatch, [[job("a", "1")]], scenario))
+    assert scenario.lists >= 4, "the periodic LIST went on every 0.05 s"  # type: ignore[attr-defined]
