@@ -100,6 +100,8 @@ test-off-bed: venv
 	-$(MAKE) --no-print-directory test-min-airflow PYTEST_ARGS="$(PYTEST_ARGS) --junitxml=$(TEST_REPORTS)/min-airflow.xml"
 	-$(MAKE) --no-print-directory test-python-lanes PYTEST_ARGS="$(PYTEST_ARGS)"
 	-$(MAKE) --no-print-directory test-worker-package PYTEST_ARGS="$(PYTEST_ARGS)"
+	-$(PY) tools/junit_step.py $(TEST_REPORTS)/lint.xml lint -- $(VENV)/bin/ruff check .
+	-$(PY) tools/junit_step.py $(TEST_REPORTS)/typecheck.xml typecheck -- $(VENV)/bin/mypy airflow_kueue_provider devcluster
 	-$(PY) tools/junit_step.py $(TEST_REPORTS)/docs.xml docs -- bash tools/build_docs.sh
 	-$(PY) tools/junit_step.py $(TEST_REPORTS)/dist.xml dist -- $(PYTHON311) tools/check_dist.py --no-install
 	@echo "the checks that need no cluster took $$(( $$(date +%s) - $$(cat $(TEST_REPORTS)/off-bed.started) )) s"
