@@ -39,21 +39,28 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
 from typing import Any, ClassVar
 
-from ..hooks.async_client import ListTooLong
 from ..hooks.cluster_target import ClusterTarget
 from ..hooks.kueue_async_hook import AsyncKueueHook, api_status
 from ..hooks.retry import describe, retry_after
 from ..kueue.errors import KueueProviderError
 from ..kueue.kinds import KindDescription, by_plural, child_kind
-from .cache import ANY_JOB, WORKLOADS, _Follower, follower_key, slim, slot_key
-from .caps import MAX_OBJECTS_OPTION, OVER_CAP_RETRY_SECONDS, NamespaceOverCap, over_cap
+from .cache import ANY_JOB, WORKLOADS, _Follower, follower_key
+from .caps import OVER_CAP_RETRY_SECONDS, NamespaceOverCap
 from .diagnostics import DEBUG_SIGNAL_ENV, install_debug_signal
 from .following import Following
-from .freshness import WatchCurrency
 from .gc_freeze import followers_changed, freeze_once
-from .hub_state import OPTIONAL_KIND_FATAL_STATUSES, HubState, KindUnavailable
+from .hub_state import OPTIONAL_KIND_FATAL_STATUSES, KindUnavailable
 from .kind_failures import FATAL_AFTER, FATAL_STATUSES, WatchUnavailable, is_fatal, unavailable
+from .racing import first_done
 from .snapshots import KindSnapshot
+from .watch_rounds import (
+    LAG_GRACE_SECONDS,
+    RESYNC_SECONDS,
+    WATCH_READ_TIMEOUT,
+    WATCH_ROUND_SECONDS,
+    WatchRounds,
+    WatchStalled,
+)
 
 __all__ = [
     "ANY_JOB",
@@ -79,32 +86,15 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# A consistent LIST of each kind every RESYNC_SECONDS is the safety net against a watch that stays open, gets
-# its bookmarks, yet misses changes: seen here under CPU starvation, an apiserver whose watch cache stopped
-# following etcd for minutes (the Job had finished, a GET showed it, the watch delivered nothing). Cost: one
-# LIST per kind and namespace per period, not per Job, and none while the watch's events show it current.
-RESYNC_SECONDS = 120.0
-WATCH_ROUND_SECONDS = 600.0
-"""The apiserver ends each watch after about this (client-go's reflector asks for 5-10 minutes); the hub then
-LISTs and watches anew. Between, the periodic LIST runs beside the open watch, which stays open unless the
-LIST shows it lagging: one WATCH a round instead of one a LIST."""
-LAG_GRACE_SECONDS = 10.0
-"""How long an object a periodic LIST shows otherwise than the cache may take to arrive on the watch (an
-event already on its way) before the hub calls the watch lagging."""
-WATCH_READ_TIMEOUT = 120.0  # no byte for 2 bookmark intervals (the apiserver sends one every ~60 s): dead
-
 
 class KindsChanged(Exception):
     """A follower needs a kind the hub does not watch yet (JobSets): list every kind again, at once."""
 
 
-class WatchStalled(RuntimeError, KueueProviderError):
-    """A watch connection stayed open but delivered nothing, not even the apiserver's periodic bookmark."""
-
-
-class NamespaceWatch(HubState):
+class NamespaceWatch(WatchRounds):
     """The list+watch loop of one (connection, namespace), shared by every follower of the process; what it
-    lists and watches, and how it ends its followers, is kept by :class:`HubState`."""
+    lists and watches, and how it ends its followers, is kept by :class:`HubState`; its watch rounds and the
+    periodic LIST beside them by :class:`WatchRounds`."""
 
     _hubs: ClassVar[dict[tuple[ClusterTarget, str], NamespaceWatch]] = {}
     _follower_count: ClassVar[int] = 0
@@ -118,9 +108,6 @@ class NamespaceWatch(HubState):
         self.conn_id = self.target.conn_id
         self.hook: AsyncKueueHook | None = None  # the open session, lent to followers for one-off reads
         self._task: asyncio.Task[None] | None = None
-        self._touched: dict[str, set[str]] = {}
-        """Slot -> keys the watch changed since the running periodic LIST was sent (``_resync_checks``)."""
-        self.currency = WatchCurrency(LAG_GRACE_SECONDS)
 
     # --- following ------------------------------------------------------------------------------------
     @classmethod
@@ -281,120 +268,18 @@ class NamespaceWatch(HubState):
             for name in changed:
                 self._wake(name)
             del items, changed
-            round_seconds = int(WATCH_ROUND_SECONDS * random.uniform(0.9, 1.1))
-            events = watch_fn(self.namespace, version, round_seconds, WATCH_READ_TIMEOUT)
-            lagging = await _first_of(
-                self._watch_round(kind, events, apply), self._resync_checks(kind, list_fn)
-            )
-            if lagging:
-                log.info(
-                    "%s in %s: %d object(s) a periodic LIST showed were not delivered by the watch within "
-                    "%.0fs; listing and watching again",
-                    kind,
-                    self.namespace,
-                    lagging,
-                    LAG_GRACE_SECONDS,
-                )
-
-    async def _list_capped(self, kind: str, list_fn: Callable[..., Any]) -> tuple[list[dict[str, Any]], str]:
-        try:  # slimmed page by page, and no further than the cap: a flood costs one page at a time
-            items, version = await list_fn(self.namespace, keep=slim, max_items=self.caps.max_objects)
-        except ListTooLong as exc:
-            limit = self.caps.max_objects
-            raise over_cap(self.namespace, kind, MAX_OBJECTS_OPTION, limit, exc.count, "objects") from None
-        return items, version
-
-    async def _watch_round(self, kind: str, events: Any, apply: Callable[[str, dict[str, Any]], None]) -> int:
-        """Apply one watch round's events until the server ends it (after about WATCH_ROUND_SECONDS)."""
-        try:
-            async with _closing(events):
-                async for event_type, obj in events:
-                    self.kind_failures.watched(kind)
-                    self.events[kind] = self.events.get(kind, 0) + 1
-                    if event_type != "BOOKMARK":
-                        touched, key = self._touched.get(kind), slot_key(kind, obj)
-                        if touched is not None and key is not None:
-                            touched.add(key)
-                        self.currency.delivered(kind, obj)
-                        apply(event_type, obj)
-            self.kind_failures.watched(kind)  # a round the server ended: the watch works
-        except TimeoutError as exc:
-            raise WatchStalled(
-                f"no byte on the {kind} watch for {WATCH_READ_TIMEOUT:.0f}s (not even a bookmark)"
-            ) from exc
-        except Exception as exc:
-            if api_status(exc) != 410:
-                exc.watch_phase = "watch"  # type: ignore[attr-defined]  # counted apart from its LIST
-                raise
-            log.info("%s watch in %s expired (410 Gone); listing again", kind, self.namespace)
-        return 0
-
-    async def _resync_checks(self, kind: str, list_fn: Callable[..., Any]) -> int:
-        """Beside the open watch, a consistent LIST once RESYNC_SECONDS pass with nothing showing the watch
-        current (``WatchCurrency``): returns how many objects it shows otherwise than the cache when the
-        watch has not delivered them LAG_GRACE_SECONDS later (the round then ends, and the hub lists and
-        watches again). An object the watch changed since the LIST was sent is the watch's to tell (the
-        LIST may be older than its event); one the LIST shows otherwise and the watch then delivers was on
-        its way."""
-        while True:
-            period = RESYNC_SECONDS * random.uniform(0.9, 1.1)
-            while (wait := self.currency.due_in(kind, period)) > 0:  # later while events show it current
-                await asyncio.sleep(wait)
-            touched = self._touched[kind] = set()
-            sent = time.monotonic()
-            try:
-                items, _ = await self._list_capped(kind, list_fn)
-                self.lists += 1
-                self.kind_failures.listed(kind)
-                suspects = self._differs(kind, items) - touched
-                del items
-                if suspects:
-                    await asyncio.sleep(LAG_GRACE_SECONDS)
-                    suspects -= touched
-                if not suspects:
-                    self.currency.listed(kind, sent)
-            finally:
-                self._touched.pop(kind, None)
-            if suspects:
-                return len(suspects)
+            await self._watch_rounds(kind, version, list_fn, watch_fn, apply)
 
 
 class WatchLoopEnded(RuntimeError, KueueProviderError):
     """A list+watch loop, which never ends by itself, ended (cancelled from outside): list again."""
 
 
-async def _first_done(*parts: Coroutine[Any, Any, Any]) -> set[asyncio.Task[Any]]:
-    """Run ``parts`` together until the first one ends; cancel the others and wait for them; those ended."""
-    tasks = [asyncio.ensure_future(part) for part in parts]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    return done
-
-
-async def _first_of(*parts: Coroutine[Any, Any, int]) -> int:
-    """The result of the first of ``parts`` to end, or its error (an error first, when two ended at once)."""
-    return max(int(task.result()) for task in await _first_done(*parts))
-
-
-@asynccontextmanager
-async def _closing(events: Any) -> AsyncIterator[None]:
-    """Close a watch's event stream when its round ends early (its connection goes back at once)."""
-    try:
-        yield
-    finally:
-        if (aclose := getattr(events, "aclose", None)) is not None:
-            await aclose()
-
-
 async def _first_failure(*loops: Coroutine[Any, Any, None]) -> None:
     """Run the list+watch loops together; when one ends -- they only end by failing -- cancel the others
     and raise its error, so the hub lists both kinds again on a fresh connection. A loop cancelled from
     outside counts as a failure too: a hub with a dead loop would look synced while missing changes."""
-    for task in await _first_done(*loops):
+    for task in await first_done(*loops):
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
     raise WatchLoopEnded("a list+watch loop ended without an error")

@@ -20,7 +20,7 @@ from airflow_kueue_provider.hooks.kueue_async_hook import AsyncKueueHook
 from airflow_kueue_provider.kueue.kinds import KindDescription
 from airflow_kueue_provider.kueue.kinds.job import JOB
 from airflow_kueue_provider.triggers.kueue_job import KueueJobTrigger
-from airflow_kueue_provider.watch import namespace_watch
+from airflow_kueue_provider.watch import namespace_watch, watch_rounds
 from airflow_kueue_provider.watch.namespace_watch import ANY_JOB, NamespaceWatch, WatchUnavailable
 from devcluster.layout import PORTS
 
@@ -33,7 +33,7 @@ from ..triggers.test_kueue_job_trigger import _first_event, _submit, _trigger
 def test_trigger_completes_across_many_server_side_watch_timeouts(
     kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(namespace_watch, "WATCH_ROUND_SECONDS", 1.5)  # the apiserver ends each after ~1 s
+    monkeypatch.setattr(watch_rounds, "WATCH_ROUND_SECONDS", 1.5)  # the apiserver ends each after ~1 s
     job = _submit(kueue_env, run_duration="5s")
 
     event = asyncio.run(_first_event(_trigger(kueue_env, job)))
@@ -86,8 +86,8 @@ def test_a_watch_that_stays_open_but_misses_changes_is_caught_by_the_periodic_li
 ) -> None:
     """What an apiserver whose watch cache stopped following etcd looks like: the Jobs watch stays open (its
     bookmarks keep it alive) and delivers nothing. The hub's periodic LIST sees the finished Job anyway."""
-    monkeypatch.setattr(namespace_watch, "RESYNC_SECONDS", 4.0)
-    monkeypatch.setattr(namespace_watch, "LAG_GRACE_SECONDS", 2.0)
+    monkeypatch.setattr(watch_rounds, "RESYNC_SECONDS", 4.0)
+    monkeypatch.setattr(watch_rounds, "LAG_GRACE_SECONDS", 2.0)
     real_watch = AsyncKueueHook.watch_kind
 
     async def silent(self: AsyncKueueHook, kind: KindDescription, *args: Any) -> Any:
@@ -116,7 +116,7 @@ def test_a_watch_that_stalls_without_closing_is_relisted_and_the_trigger_succeed
     """The trigger's connections go through a proxy that freezes them (open, silent): the read timeout
     notices within WATCH_READ_TIMEOUT, the hub lists again on a new connection and sees the Job finish."""
     read_timeout = 5.0
-    monkeypatch.setattr(namespace_watch, "WATCH_READ_TIMEOUT", read_timeout)
+    monkeypatch.setattr(watch_rounds, "WATCH_READ_TIMEOUT", read_timeout)
     job = _submit(kueue_env, run_duration="1s", hold=True)
     name = job["metadata"]["name"]
     with FreezableProxy("127.0.0.1", PORTS.apiserver).running() as proxy:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_kueue_provider.watch import namespace_watch
+from airflow_kueue_provider.watch import namespace_watch, watch_rounds
 from airflow_kueue_provider.watch.cache import _Follower
 from airflow_kueue_provider.watch.namespace_watch import NamespaceWatch
 
@@ -128,8 +128,8 @@ async def rounds_with(
     """Run the hub's Jobs loop with LISTs answering ``lists`` in turn (the last one from then on; a callable
     is awaited with the watch for its items), a periodic LIST every 0.05 s and a lag grace of 2 s (a busy
     machine), while ``scenario(hub, watch, list_count)`` runs."""
-    monkeypatch.setattr(namespace_watch, "RESYNC_SECONDS", 0.05)
-    monkeypatch.setattr(namespace_watch, "LAG_GRACE_SECONDS", 2.0)
+    monkeypatch.setattr(watch_rounds, "RESYNC_SECONDS", 0.05)
+    monkeypatch.setattr(watch_rounds, "LAG_GRACE_SECONDS", 2.0)
     hub, watch, answered = NamespaceWatch("kubernetes_default", "ns"), OpenWatch(), [0]
 
     async def list_fn(namespace: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
@@ -232,7 +232,7 @@ def test_no_periodic_list_while_the_watch_delivers_fresh_writes(monkeypatch: pyt
     periodic LIST is not sent; once the events stop, it is sent again."""
 
     async def scenario(hub: NamespaceWatch, watch: OpenWatch, answered: list[int]) -> None:
-        monkeypatch.setattr(namespace_watch, "RESYNC_SECONDS", 0.3)  # a stall of 0.3 s would be a LIST
+        monkeypatch.setattr(watch_rounds, "RESYNC_SECONDS", 0.3)  # a stall of 0.3 s would be a LIST
         for _ in range(150):  # 1.5 s: five periods
             await watch.queue.put(("MODIFIED", written_now("a", "1")))
             await asyncio.sleep(0.01)
@@ -263,3 +263,30 @@ def test_late_events_do_not_stand_in_for_the_list(monkeypatch: pytest.MonkeyPatc
 
     asyncio.run(rounds_with(monkeypatch, [[job("a", "1")]], scenario))
     assert scenario.lists >= 4, "the periodic LIST went on every 0.05 s"  # type: ignore[attr-defined]
+
+
+def test_a_round_the_server_ends_on_time_goes_on_from_its_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As client-go's reflector: the next WATCH starts at the last resourceVersion delivered (a bookmark's),
+    with no LIST; a round that ends early without delivering anything lists again."""
+    monkeypatch.setattr(watch_rounds, "WATCH_ROUND_SECONDS", 0.0)  # every round ends "on time"
+    hub, started_at, lists = NamespaceWatch("kubernetes_default", "ns"), [], [0]
+
+    async def list_fn(namespace: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
+        lists[0] += 1
+        if lists[0] > 2:
+            raise RoundsOver
+        return [job("a", "1")], "9"
+
+    async def one_bookmark(version: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        if int(version) < 12:  # three rounds with a bookmark each, then one that delivers nothing
+            yield "BOOKMARK", {"metadata": {"resourceVersion": str(int(version) + 1)}}
+
+    def watch_fn(namespace: str, version: str, *args: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        started_at.append(version)
+        return one_bookmark(version)
+
+    with pytest.raises(RoundsOver):
+        apply = functools.partial(hub._apply, "jobs")
+        asyncio.run(hub._list_and_watch_rounds("jobs", list_fn, watch_fn, apply))
+    assert started_at[:4] == ["9", "10", "11", "12"], "each round from the previous one's bookmark"
+    assert lists[0] == 3 and started_at[4] == "9", "the empty round: a LIST, and a watch from its version"
