@@ -9,7 +9,7 @@ The reads go through ``KueueHook``'s retrying calls; anything that cannot be rea
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -43,7 +43,9 @@ class ForecastReads(Protocol):
 
     def workloads_page(self, namespace: str, limit: int) -> list[dict[str, Any]]: ...
 
-    def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None: ...
+    def workload_changes(
+        self, namespace: str, job_uid: str, quiet_seconds: float, seconds: float
+    ) -> Iterator[dict[str, Any] | None]: ...
 
 
 HELD_READ_LIMIT = 200
@@ -88,30 +90,31 @@ def queued_workload(
     namespace: str,
     job_uid: str,
     wait_seconds: float | None = None,
-    sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any] | None:
     """The Job's Workload once it is in Kueue's queue: tried (it has a QuotaReserved condition, true or
-    not), or seen for ``QUEUED_SETTLE_SECONDS`` (Kueue tries only the head of a ClusterQueue: one behind
-    others stays untried, queued all the same). Read every half second or so for at most ``wait_seconds``
-    (``QUEUED_WAIT_SECONDS``); None when it did not exist by then or could not be read. Bound to the Job by
-    its controller owner (``workload_for_job``)."""
+    not), or unchanged for ``QUEUED_SETTLE_SECONDS`` since seen (Kueue tries only the head of a
+    ClusterQueue: one behind others stays untried, queued all the same). Followed on one WATCH
+    (``workload_changes``) for at most ``wait_seconds`` (``QUEUED_WAIT_SECONDS``): the last one seen by
+    then, None when none was made or it could not be read."""
     limit = QUEUED_WAIT_SECONDS if wait_seconds is None else wait_seconds
-    deadline, pause, seen = clock() + limit, 0.25, None
-    while True:
-        try:
-            workload = hook.workload_for_job(namespace, job_uid)
-        except (ApiException, HTTPError, OSError, KueueProviderError):
-            return None  # the first forecast stands: never the task
-        if workload is not None:
+    seen: dict[str, Any] | None = None
+    seen_at = 0.0
+    try:
+        for workload in hook.workload_changes(namespace, job_uid, QUEUED_SETTLE_SECONDS, limit):
+            if workload is None:
+                if seen is not None:
+                    return seen  # quiet for the settle time since it was seen: queued
+                continue
             conditions = conditions_by_type((workload.get("status") or {}).get("conditions"))
-            seen = clock() if seen is None else seen
-            if COND_QUOTA_RESERVED in conditions or clock() - seen >= QUEUED_SETTLE_SECONDS:
+            if COND_QUOTA_RESERVED in conditions:
                 return workload
-        if clock() + pause > deadline:
-            return workload
-        sleep(pause)
-        pause = min(pause * 2, 1.0)
+            seen, seen_at = workload, seen_at if seen is not None else clock()
+            if clock() - seen_at >= QUEUED_SETTLE_SECONDS:
+                return workload
+    except (ApiException, HTTPError, OSError, KueueProviderError):
+        return None  # the first forecast stands: never the task
+    return seen
 
 
 def read_queue_room(

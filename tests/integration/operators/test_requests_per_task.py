@@ -27,11 +27,11 @@ from ..cluster import KueueEnv
 from .conftest import CONN_ID
 from .test_forecast import Ti
 
-SUBMIT_MOST = {False: 4, True: 13}
+SUBMIT_MOST = {False: 4, True: 12}
 """Without a forecast: the LocalQueue check, the Job's create and its uid seal, its pods' Secret (a first
 try lists no earlier objects: a retry adds that LIST). A forecast adds its priority class, its queue's room
-(ClusterQueues, pending Workloads, a page of Workloads) and, once queued, the Job's Workload (read until
-queued: a few reads at most), the room again (no pending list once admitted)."""
+(ClusterQueues, pending Workloads, a page of Workloads) and, once queued, the Job's Workload (one WATCH,
+another after a quiet second before Kueue made it), the room again (no pending list once admitted)."""
 COMPLETE_MOST = 1
 """The Job's pods, for the shard history (the Job's end comes with the trigger's result)."""
 

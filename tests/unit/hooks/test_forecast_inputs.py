@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -230,51 +231,52 @@ def test_the_workloads_waiting_ahead_in_the_namespace_are_read_with_what_they_as
     ), "in Kueue's order (created first), the lower priority one not ahead"
 
 
-class Polled:
-    """``workload_for_job`` answering from a script: None (not made yet), a Workload, or an error."""
+class Changes:
+    """``workload_changes`` playing a script: a Workload (an event), None (quiet for the settle time), or an
+    error; each step moves the clock by ``step`` seconds."""
 
-    def __init__(self, *answers: dict[str, Any] | Exception | None) -> None:
-        self.answers, self.reads = list(answers), 0
+    def __init__(self, clock: Clock, *script: dict[str, Any] | Exception | None, step: float = 0.1) -> None:
+        self.clock, self.script, self.step, self.calls = clock, list(script), step, 0
 
-    def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
-        answer = self.answers[min(self.reads, len(self.answers) - 1)]
-        self.reads += 1
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+    def workload_changes(
+        self, namespace: str, job_uid: str, quiet_seconds: float, seconds: float
+    ) -> Iterator[dict[str, Any] | None]:
+        self.calls += 1
+        for answer in self.script:
+            self.clock.now += quiet_seconds if answer is None else self.step
+            if isinstance(answer, Exception):
+                raise answer
+            yield answer
 
 
 class Clock:
     def __init__(self) -> None:
         self.now: float = 0.0
-        self.pauses: list[float] = []
-
-    def sleep(self, seconds: float) -> None:
-        self.pauses.append(seconds)
-        self.now += seconds
 
 
-def test_the_job_s_workload_is_read_until_it_is_in_kueue_s_queue_within_a_bound() -> None:
+def test_the_job_s_workload_is_followed_until_it_is_in_kueue_s_queue() -> None:
     made = {"metadata": {"name": "w"}, "status": {"conditions": []}}
     tried = {
         "metadata": {"name": "w"},
         "status": {"conditions": [{"type": "QuotaReserved", "status": "False"}]},
     }
     clock = Clock()
-    hook = Polled(None, made, tried)
-    assert queued_workload(hook, "ns", "uid", 10, clock.sleep, lambda: clock.now) is tried  # type: ignore[arg-type]
-    assert clock.pauses == [0.25, 0.5], "a quarter second, then doubling up to a second"
+    hook = Changes(clock, None, made, tried, made)
+    assert queued_workload(hook, "ns", "uid", 10, lambda: clock.now) is tried  # type: ignore[arg-type]
+    assert hook.calls == 1, "one WATCH"
     clock = Clock()  # behind others: Kueue tries only a queue's head, so it is queued but never tried
-    assert queued_workload(Polled(None, made), "ns", "uid", 10, clock.sleep, lambda: clock.now) is made  # type: ignore[arg-type]
-    assert clock.now == 1.75, "a second after it was first seen"
+    assert queued_workload(Changes(clock, made, None, tried), "ns", "uid", 10, lambda: clock.now) is made  # type: ignore[arg-type]
+    assert clock.now == 1.1, "a quiet second after it was seen"
+    clock = Clock()  # changed again and again (its conditions, not yet tried): queued a second after seen
+    busy = Changes(clock, *[made] * 30, step=0.25)
+    assert queued_workload(busy, "ns", "uid", 10, lambda: clock.now) is made  # type: ignore[arg-type]
+    assert clock.now == 1.25
     clock = Clock()
-    never = Polled(None)
-    assert queued_workload(never, "ns", "uid", 10, clock.sleep, lambda: clock.now) is None  # type: ignore[arg-type]
-    assert clock.now <= 10 and never.reads == 1 + len(clock.pauses) and max(clock.pauses) == 1.0
+    assert queued_workload(Changes(clock, None, None), "ns", "uid", 10, lambda: clock.now) is None  # type: ignore[arg-type]
     clock = Clock()
-    failing = Polled(ApiException(403, "Forbidden"))
-    assert queued_workload(failing, "ns", "uid", 10, clock.sleep, lambda: clock.now) is None  # type: ignore[arg-type]
-    assert failing.reads == 1 and clock.pauses == [], "an unreadable Workload: no forecast again, no wait"
+    failing = Changes(clock, ApiException(403, "Forbidden"))
+    assert queued_workload(failing, "ns", "uid", 10, lambda: clock.now) is None  # type: ignore[arg-type]
+    assert clock.now == 0.1, "an unreadable Workload: no forecast again, no wait"
 
 
 def test_once_queued_the_room_says_its_own_place_or_its_admission() -> None:

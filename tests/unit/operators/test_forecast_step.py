@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -254,7 +255,13 @@ class Queued(Hook):
         super().__init__()
         self.position, self.admitted_for = position, admitted_for
 
-    def workload_for_job(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
+    def workload_changes(
+        self, namespace: str, job_uid: str, quiet_seconds: float, seconds: float
+    ) -> Iterator[dict[str, Any] | None]:
+        yield self._workload()
+        yield None
+
+    def _workload(self) -> dict[str, Any] | None:
         if self.position is None and self.admitted_for is None:
             return None
         reserved = self.admitted_for is not None
