@@ -138,9 +138,19 @@ class DeadlineHandling:
         )
         return dataclasses.replace(plan, escalate=False, escalations=tuple(earlier))
 
+    @staticmethod
+    def mark(manifest: dict[str, Any], plan: DeadlinePlan | None) -> None:
+        """The deadline on the object to create, for the UI and kubectl: written by the create itself."""
+        if plan is not None:
+            annotations = manifest.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations[DEADLINE_ANNOTATION] = plan.deadline.isoformat()
+
     def record_on(self, client: KindClient, obj: dict[str, Any], plan: DeadlinePlan) -> None:
-        """The deadline on the object, for the UI and kubectl."""
-        self._annotate(client, obj, {DEADLINE_ANNOTATION: plan.deadline.isoformat()})
+        """The deadline on the object, patched only where it does not carry it yet (an earlier try's object,
+        adopted; one created before its deadline was given): one created with ``mark`` costs no request."""
+        wanted = plan.deadline.isoformat()
+        if ((obj.get("metadata") or {}).get("annotations") or {}).get(DEADLINE_ANNOTATION) != wanted:
+            self._annotate(client, obj, {DEADLINE_ANNOTATION: wanted})
 
     def _annotate(self, client: KindClient, obj: dict[str, Any], annotations: dict[str, str]) -> None:
         """A record for people and the UI: an identity that may not patch the object (deploy/rbac: the worker

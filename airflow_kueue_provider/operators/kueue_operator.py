@@ -218,6 +218,7 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
             if not indexes:
                 self.log.info("every shard already finished in an earlier try; nothing to run")
                 return self._succeeded(self._nothing_left(identity, shards, ledger), shards)
+            self._deadlines.mark(manifest, plan)
             submission = self._submit(client, manifest, identity, shards, indexes)
         else:
             submission = adopted(client, submission, seal)

@@ -1,6 +1,7 @@
 """What one task of a night costs the API server, request by request: a task as the night runs them (a
 checkpointed Indexed Job with a priority class, deferred) on a first night (no shard history: no forecast)
-and on a later one (learned lengths: the forecast is made). Each submits and completes in a bounded number
+and on a later one (learned lengths: the forecast is made; a deadline, which the create writes: no PATCH).
+Each submits and completes in a bounded number
 of requests. The trigger's reads are the shared watch's (``watch/``) and do not grow with the tasks.
 
 The bounds are the night's apiserver line (docs/benchmarks.md): ours costs a few requests a task, where the
@@ -69,6 +70,7 @@ def test_a_night_task_submits_and_completes_in_a_few_requests(
         resources={"requests": {"cpu": "1", "memory": "1Gi"}},
         annotations={"kwok.airflow-kueue.io/run-duration": "2s"},
         checkpointing=Checkpointing(CONN_ID, blob.container),
+        deadline=3600 if with_forecast else None,  # a night's last step: the create writes it, no PATCH
     )
     if with_forecast:  # a later night: the shard history has lengths
         history = LearnedLengths(4, dict.fromkeys(range(4), 2.0), ("night-1", "night-2"))
@@ -86,3 +88,6 @@ def test_a_night_task_submits_and_completes_in_a_few_requests(
     assert len(complete) <= COMPLETE_MOST, complete
     if with_forecast:
         assert result["forecast"]["actual_finish"] == result["finished_at"], result["forecast"]
+        job = env.job(result["job_name"]) or {}
+        assert "airflow-kueue.io/deadline" in (job["metadata"].get("annotations") or {}), job
+        assert len([r for r in submit if r.startswith("PATCH")]) == 1, "the uid seal's PATCH alone"
