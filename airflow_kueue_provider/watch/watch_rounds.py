@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 RESYNC_SECONDS = 120.0
 WATCH_ROUND_SECONDS = 600.0
 """The apiserver ends each watch after about this (client-go's reflector asks for 5-10 minutes); the hub then
-LISTs and watches anew. Between, the periodic LIST runs beside the open watch, which stays open unless the
-LIST shows it lagging: one WATCH a round instead of one a LIST."""
+watches on from the last resourceVersion delivered (no LIST). Between, the periodic LIST runs beside the open
+watch, which stays open unless the LIST shows it lagging: one WATCH a round instead of one a LIST."""
 LAG_GRACE_SECONDS = 10.0
 """How long an object a periodic LIST shows otherwise than the cache may take to arrive on the watch (an
 event already on its way) before the hub calls the watch lagging."""
