@@ -41,6 +41,44 @@ def test_trigger_completes_across_many_server_side_watch_timeouts(
     assert event["status"] == "success" and event["completed_indexes"] == "0-2"
 
 
+def test_a_round_the_apiserver_ends_goes_on_from_its_last_version_without_a_list(
+    kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rounds of about a second on the real apiserver while a Job runs: a round that delivered its Job's
+    changes is followed by a WATCH from the last of them, not by a LIST (as client-go's reflector does)."""
+    monkeypatch.setattr(watch_rounds, "WATCH_ROUND_SECONDS", 1.5)
+    real_list, real_watch = AsyncKueueHook.list_kind, AsyncKueueHook.watch_kind
+    listed: list[str] = []
+    watched_from: list[str] = []
+
+    async def counting_list(
+        self: AsyncKueueHook, kind: KindDescription, namespace: str, **kw: Any
+    ) -> tuple[list[dict[str, Any]], str]:
+        items, version = await real_list(self, kind, namespace, **kw)
+        if kind is JOB:
+            listed.append(version)
+        return items, version
+
+    async def counting_watch(
+        self: AsyncKueueHook, kind: KindDescription, namespace: str, version: str, *args: Any
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        if kind is JOB:
+            watched_from.append(version)
+        async for event in real_watch(self, kind, namespace, version, *args):
+            yield event
+
+    monkeypatch.setattr(AsyncKueueHook, "list_kind", counting_list)
+    monkeypatch.setattr(AsyncKueueHook, "watch_kind", counting_watch)
+    job = _submit(kueue_env, run_duration="5s")
+
+    event = asyncio.run(_first_event(_trigger(kueue_env, job)))
+
+    assert event["status"] == "success" and event["completed_indexes"] == "0-2"
+    resumed = [v for v in watched_from if v not in listed]
+    assert resumed, f"every WATCH started at a LIST's version: {watched_from} (LISTs: {listed})"
+    assert len(listed) < len(watched_from), (listed, watched_from)
+
+
 def test_a_410_gone_on_the_watch_makes_the_hub_list_again(
     kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
