@@ -41,15 +41,10 @@ def test_trigger_completes_across_many_server_side_watch_timeouts(
     assert event["status"] == "success" and event["completed_indexes"] == "0-2"
 
 
-def test_a_round_the_apiserver_ends_goes_on_from_its_last_version_without_a_list(
-    kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Rounds of about a second on the real apiserver while a Job runs: a round that delivered its Job's
-    changes is followed by a WATCH from the last of them, not by a LIST (as client-go's reflector does)."""
-    monkeypatch.setattr(watch_rounds, "WATCH_ROUND_SECONDS", 1.5)
-    real_list, real_watch = AsyncKueueHook.list_kind, AsyncKueueHook.watch_kind
+def count_job_lists(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The resourceVersion of every Jobs LIST the hooks make from now on (the real LIST still answers)."""
+    real_list = AsyncKueueHook.list_kind
     listed: list[str] = []
-    watched_from: list[str] = []
 
     async def counting_list(
         self: AsyncKueueHook, kind: KindDescription, namespace: str, **kw: Any
@@ -59,6 +54,20 @@ def test_a_round_the_apiserver_ends_goes_on_from_its_last_version_without_a_list
             listed.append(version)
         return items, version
 
+    monkeypatch.setattr(AsyncKueueHook, "list_kind", counting_list)
+    return listed
+
+
+def test_a_round_the_apiserver_ends_goes_on_from_its_last_version_without_a_list(
+    kueue_env: KueueEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rounds of about a second on the real apiserver while a Job runs: a round that delivered its Job's
+    changes is followed by a WATCH from the last of them, not by a LIST (as client-go's reflector does)."""
+    monkeypatch.setattr(watch_rounds, "WATCH_ROUND_SECONDS", 1.5)
+    real_watch = AsyncKueueHook.watch_kind
+    listed = count_job_lists(monkeypatch)
+    watched_from: list[str] = []
+
     async def counting_watch(
         self: AsyncKueueHook, kind: KindDescription, namespace: str, version: str, *args: Any
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
@@ -67,7 +76,6 @@ def test_a_round_the_apiserver_ends_goes_on_from_its_last_version_without_a_list
         async for event in real_watch(self, kind, namespace, version, *args):
             yield event
 
-    monkeypatch.setattr(AsyncKueueHook, "list_kind", counting_list)
     monkeypatch.setattr(AsyncKueueHook, "watch_kind", counting_watch)
     job = _submit(kueue_env, run_duration="5s")
 
@@ -84,16 +92,8 @@ def test_a_410_gone_on_the_watch_makes_the_hub_list_again(
 ) -> None:
     """The first Jobs watch answers 410 Gone (as the apiserver does for a resourceVersion its watch cache no
     longer holds; on a fresh cluster that depends on compaction timing, so it is injected here)."""
-    real_list, real_watch = AsyncKueueHook.list_kind, AsyncKueueHook.watch_kind
-    lists: list[str] = []
-
-    async def counting_list(
-        self: AsyncKueueHook, kind: KindDescription, namespace: str, **kw: Any
-    ) -> tuple[list[dict[str, Any]], str]:
-        items, version = await real_list(self, kind, namespace, **kw)
-        if kind is JOB:
-            lists.append(version)
-        return items, version
+    real_watch = AsyncKueueHook.watch_kind
+    lists = count_job_lists(monkeypatch)
 
     async def gone_once(
         self: AsyncKueueHook, kind: KindDescription, *args: Any
@@ -103,7 +103,6 @@ def test_a_410_gone_on_the_watch_makes_the_hub_list_again(
         async for event in real_watch(self, kind, *args):
             yield event
 
-    monkeypatch.setattr(AsyncKueueHook, "list_kind", counting_list)
     monkeypatch.setattr(AsyncKueueHook, "watch_kind", gone_once)
     job = _submit(kueue_env, run_duration="1s", hold=True)
 
