@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from .fake_pod_lengths import RUN_DURATION_EXPRESSION
 from .layout import DEVCLUSTER_SRC, HOST, PORTS, Ports
 
 KUEUE_NAMESPACE = "kueue-system"
@@ -45,6 +46,7 @@ def kwok_stages() -> str:
         ("'@FAIL_INDEX_SELECTOR@'", FAIL_INDEX_SELECTOR),
         ("'@HOLD_SELECTOR@'", HOLD_SELECTOR),
         ("'@PULL_FAIL_SELECTOR@'", PULL_FAIL_SELECTOR),
+        ("'@RUN_DURATION@'", RUN_DURATION_EXPRESSION),
     ):
         text = text.replace(marker, json.dumps(selector))
     return text

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from devcluster.fake_pod_lengths import SHARD_DURATIONS_ANNOTATION
 from devcluster.manifests import SPOT_POOL, fake_node
 
 from ..cluster import Cluster, KueueEnv, condition, indexed_job, is_true, short_id, wait_for
@@ -65,6 +67,37 @@ def test_fail_times_lets_an_index_succeed_on_retry(kueue_env: KueueEnv) -> None:
     )
     assert job["status"]["completedIndexes"] == "0-2"
     assert job["status"]["failed"] == 1
+
+
+def test_shard_durations_make_each_pod_run_the_sum_of_its_pack(kueue_env: KueueEnv) -> None:
+    """``shard-durations`` is per shard id: a pod runs the shards its index packs (the SDK's env), so a fake
+    pod follows whatever packs the operator chose. Here shard 9 is long and the pack order puts it first."""
+    job = indexed_job(
+        "packs",
+        kueue_env.local_queue,
+        completions=3,
+        annotations={SHARD_DURATIONS_ANNOTATION: ",".join(["0.5"] * 9 + ["3"])},
+    )
+    job["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "AIRFLOW_KUEUE_SHARDS", "value": "0-9"},
+        {"name": "AIRFLOW_KUEUE_SHARDS_PER_POD", "value": "4x1,3x2/9,0-8"},
+    ]
+    kueue_env.create_job(job)
+    wait_for("Complete", lambda: is_true(kueue_env.job("packs"), "Complete"), timeout=60)
+    ran = {
+        int(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]): _ran_seconds(p)
+        for p in kueue_env.pods("packs")
+    }
+    # index 0: shards 9, 0, 1, 2 (4.5 s); 1 and 2: three of 0.5 s (a kubelet's times are whole seconds)
+    assert ran[0] >= 4 and ran[1] <= 2 and ran[2] <= 2, ran
+
+
+def _ran_seconds(pod: dict[str, Any]) -> float:
+    ended = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    started, finished = (
+        datetime.fromisoformat(ended[k].replace("Z", "+00:00")) for k in ("startedAt", "finishedAt")
+    )
+    return (finished - started).total_seconds()
 
 
 def test_node_loss_gives_disruption_target_which_an_ignore_rule_does_not_count(

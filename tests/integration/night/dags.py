@@ -4,8 +4,9 @@ Kueue path (``KubernetesStartKueueJobOperator``), the same shape, queues, shards
 Genomics: one DAG run, a task group mapped over the samples (``.expand``), inside it align >> call >> gather
 (each an Indexed Job of one shard per index, the shape's parallelism of pods at a time), each step at the
 Kueue priority of the shape's step order (``STEP_ORDERS``). Risk: one task of ``risk_shards``.
-The fake pods' lengths are per index (``kwok.airflow-kueue.io/run-duration-N``), rendered from a table in the
-DAG file by a macro of the map index, so every try and both systems run the same lengths.
+The fake pods' lengths are per shard (``kwok.airflow-kueue.io/shard-durations``, rendered from a table in the
+DAG file by a macro of the map index): each pod runs the shards its index packs, whatever packs the operator
+chose, so every try and both systems run the same lengths.
 """
 
 from __future__ import annotations
@@ -50,16 +51,14 @@ from airflow.sdk import DAG, task_group
 DURATIONS = json.loads({durations!r})  # step -> sample -> shard -> fake seconds
 
 
-def night_duration(step, sample, index):
-    return str(DURATIONS[step][int(sample)][int(index)]) + "s"
+def night_shard_durations(step, sample):
+    return ",".join(str(seconds) for seconds in DURATIONS[step][int(sample)])
 
 
-def fake_lengths(step, shards):
-    return {{
-        "kwok.airflow-kueue.io/run-duration-%d" % i:
-            "{{{{ night_duration('%s', ti.map_index, %d) }}}}" % (step, i)
-        for i in range(shards)
-    }}
+def fake_lengths(step):
+    # seconds by shard id: a fake pod runs the shards its index packs, one after another (docs/bed.md)
+    macro = "{{{{ night_shard_durations('%s', ti.map_index) }}}}" % step
+    return {{"kwok.airflow-kueue.io/shard-durations": macro}}
 
 
 DEFAULTS = {{"retries": 2, "retry_delay": timedelta(seconds=5)}}
@@ -72,7 +71,7 @@ _OURS_STEP = """
             arguments=["--sample", "{{{{ ti.map_index }}}}"],
             completions={shards}, parallelism={parallelism}, spot=True, backoff_limit_per_index={per_index},
             resources={{"requests": {{"cpu": "1", "memory": "1Gi"}}}},
-            annotations=fake_lengths({name!r}, {indexes}),
+            annotations=fake_lengths({name!r}),
             checkpointing=CHECKPOINTS,{deadline}{min_parallelism}{packing}
         )"""
 
@@ -85,7 +84,7 @@ _CNCF_STEP = """
             completions={shards}, parallelism={parallelism}, completion_mode="Indexed",
             backoff_limit={backoff},
             container_resources=k8s.V1ResourceRequirements(requests={{"cpu": "1", "memory": "1Gi"}}),
-            annotations={{**fake_lengths({name!r}, {shards}), **{partial!r}}},
+            annotations={{**fake_lengths({name!r}), **{partial!r}}},
             deferrable=True, wait_until_job_complete=True,
             get_logs=False, do_xcom_push=False, discover_pods_retry_number={discover},
             pool={pool!r}, pool_slots={parallelism},
@@ -94,10 +93,7 @@ _CNCF_STEP = """
 
 def genomics_dag(night: Night, queues: NightQueues, system: str, *, discover_pods_retry_number: int) -> str:
     """The genomics DAG file of ``system`` ("ours" or "cncf")."""
-    # ours packs (``pack_shards``): a fake pod runs its index's shards one after another
-    ours = system == "ours"
-    table = {s.name: night.index_lengths(s) for s in night.shape.steps} if ours else night.genomics
-    durations = json.dumps(table, separators=(",", ":"))
+    durations = json.dumps(night.genomics, separators=(",", ":"))
     steps = []
     for step in night.shape.steps:
         fields = {
@@ -118,7 +114,7 @@ def genomics_dag(night: Night, queues: NightQueues, system: str, *, discover_pod
             packing = f" expected_shard_duration={stated!r}," if stated is not None else ""
             steps.append(
                 _OURS_STEP.format(
-                    **{**fields, "indexes": night.shape.packs_of(step).index_count},
+                    **fields,
                     deadline=deadline,
                     min_parallelism=partial,
                     packing=packing,
@@ -144,7 +140,7 @@ def genomics_dag(night: Night, queues: NightQueues, system: str, *, discover_pod
 
 with DAG({GENOMICS_DAG_ID!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
          max_active_tasks=1024, default_args=DEFAULTS,
-         user_defined_macros={{"night_duration": night_duration}},
+         user_defined_macros={{"night_shard_durations": night_shard_durations}},
          tags=["night", {system!r}]):
 
     @task_group

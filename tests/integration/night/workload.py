@@ -18,12 +18,9 @@ import random
 from dataclasses import dataclass, field
 
 from airflow_kueue_provider.kueue.checkpoints.packing_choice import (
-    PackingChoice,
-    ShardDuration,
     choose_per_pod,
 )
 from airflow_kueue_provider.kueue.checkpoints.shard_packing import ShardPacks
-from airflow_kueue_provider.kueue.index_set import IndexSet
 
 # Per step: shards per sample, median real seconds per shard (docs/benchmarks.md names the sources).
 GENOMICS_STEPS: tuple[tuple[str, int, float], ...] = (
@@ -110,13 +107,6 @@ class NightShape:
         operator packs from it (None without ``pack_shards``: one shard a pod)."""
         return step.median_seconds / self.compression if self.pack_shards else None
 
-    def packs_of(self, step: Step) -> ShardPacks:
-        """Which shards each index of ours' Job of ``step`` runs: as the operator packs them for the stated
-        duration (``PackingChoice``), so the fake lengths follow its packs."""
-        stated = self.stated_seconds_of(step)
-        expected = ShardDuration(stated, stated) if stated is not None else None
-        return PackingChoice(None, expected, self.parallelism_of(step)).packs(IndexSet.range(0, step.shards))
-
     def risk_shards_per_pod(self) -> int:
         if not self.pack_shards:
             return 1
@@ -187,12 +177,6 @@ class Night:
             sum(list_schedule(self.genomics[s.name][i], shape.parallelism_of(s)) for s in shape.steps)
             for i in range(shape.samples)
         )
-
-    def index_lengths(self, step: Step) -> list[list[float]]:
-        """Per sample, what each index of ours' Job of ``step`` runs (its shards, or its packs of them). The
-        ideal stays that of the shards: both systems are held against the same one."""
-        packs = self.shape.packs_of(step)
-        return [packed(shards, packs) for shards in self.genomics[step.name]]
 
     def ideal(self) -> float:
         return max(self.quota_bound(), self.critical_path())

@@ -225,21 +225,15 @@ def test_a_packed_night_runs_each_indexs_shards_in_its_fake_pod_and_counts_them_
 
     night = draw(replace(small(), parallelism=8, pack_shards=True, risk_shards=200))
     call = night.shape.steps[1]
-    packs = night.shape.packs_of(call)
     stated = night.shape.stated_seconds_of(call)
     assert stated == call.median_seconds / night.shape.compression
+    packs = PackingChoice(None, ShardDuration(stated, stated), 8).packs(IndexSet.range(0, call.shards))
     assert packs.per_pod > 1 and packs.index_count % 8 == 0, "whole waves of the parallelism"
-    assert packs == PackingChoice(None, ShardDuration(stated, stated), 8).packs(
-        IndexSet.range(0, call.shards)
-    )
-    lengths = night.index_lengths(call)[0]
-    assert len(lengths) == packs.index_count
-    assert sum(lengths) == pytest.approx(sum(night.genomics["call"][0]), abs=0.05)
     ours = genomics_dag(night, QUEUES, "ours", discover_pods_retry_number=5)
-    assert f"expected_shard_duration={stated!r}," in ours and f"fake_lengths('call', {len(lengths)})" in ours
+    assert f"expected_shard_duration={stated!r}," in ours and "fake_lengths('call')" in ours
     assert "shards_per_pod" not in ours, "the operator chooses, as for a user who states a duration"
     cncf = genomics_dag(night, QUEUES, "cncf", discover_pods_retry_number=5)
-    assert "expected_shard_duration" not in cncf and "fake_lengths('call', 50)" in cncf
+    assert "expected_shard_duration" not in cncf and "fake_lengths('call')" in cncf
     assert "shards_per_pod=" in risk_dag(night, QUEUES, "ours", discover_pods_retry_number=5)
     runs = [list(packs.shards_of_index(i)) for i in range(packs.index_count)]
     job = {
