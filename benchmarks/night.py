@@ -88,6 +88,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="ours: Kubernetes' whole-Job backoffLimit instead of backoffLimitPerIndex=4 (an evicted index's "
         "next pod waits for the Job's next success, not 10 s doubling per eviction); the cncf path runs so",
     )
+    p.add_argument(
+        "--done-records",
+        action="store_true",
+        help="ours: the bed writes the worker SDK's done records (run_seconds) of each fake pod that "
+        "succeeds, as an SDK program would: the shard history then packs a later night (--warm-up-nights)",
+    )
     p.add_argument("--no-triggerer-kill", action="store_true")
     p.add_argument(
         "--pod-evictions-every",
@@ -197,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                     discover_pods_retry_number=args.discover_pods_retry_number,
                     pod_evictions_every=args.pod_evictions_every,
                     night=number,
+                    done_records=args.done_records,
                 )
                 record = run_phase(
                     night,

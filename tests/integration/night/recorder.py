@@ -139,9 +139,15 @@ def shard_ids_of(job: dict[str, Any]) -> list[int]:
 class ClusterRecorder:
     """List+watch of pods, Jobs and Workloads in ``namespaces``; records until ``stop()``."""
 
-    def __init__(self, api_client: Any, namespaces: list[str]) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        namespaces: list[str],
+        on_pod_succeeded: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.api = api_client
         self.namespaces = namespaces
+        self._on_pod_succeeded = on_pod_succeeded  # called with the pod, outside the lock
         self.pods: dict[str, PodRecord] = {}
         self.jobs: dict[str, JobRecord] = {}
         self.workloads: dict[str, WorkloadRecord] = {}
@@ -265,6 +271,9 @@ class ClusterRecorder:
                 rec.stopping = True
             if phase not in rec.history:
                 rec.history.append(phase)
+            succeeded = phase == "Succeeded" and not was_terminal and not rec.stopping
+        if succeeded and self._on_pod_succeeded is not None:
+            self._on_pod_succeeded(obj)
 
     def _job(self, obj: dict[str, Any]) -> None:
         now = time.time()

@@ -21,6 +21,7 @@ from ..cluster import Cluster, short_id
 from ..deployment import TEMPLATE_DB, AirflowDeployment, Postgres
 from .bed import NightBed
 from .dags import GENOMICS_DAG_ID, RISK_DAG_ID, genomics_dag, genomics_pool, risk_dag, risk_pool
+from .done_records import DoneRecords
 from .probes import (
     ApiserverCounter,
     BlobRequestCounter,
@@ -50,6 +51,7 @@ class PhaseOptions:
     timeout_factor: float = 6.0  # the phase gives up at this times the ideal (and at least 15 min)
     parallelism: int = 16  # LocalExecutor's worker processes
     night: int = 1  # the system's n-th night of the run: later nights keep the earlier nights' shard history
+    done_records: bool = False  # ours: the bed writes the SDK's done records of each succeeded fake pod
 
 
 @dataclass
@@ -162,7 +164,12 @@ def run_phase(
         }
     )
     deployment.write_env_file()
-    recorder = ClusterRecorder(cluster.api, [queues.genomics_namespace, queues.risk_namespace])
+    done = DoneRecords(azurite) if options.done_records and system == "ours" else None
+    recorder = ClusterRecorder(
+        cluster.api,
+        [queues.genomics_namespace, queues.risk_namespace],
+        on_pod_succeeded=done.pod_succeeded if done is not None else None,
+    )
     counter = ApiserverCounter(metrics[0], metrics[1], flow_schema, ui_flow_schema)
     threads: list[Any] = []
     try:
@@ -267,6 +274,9 @@ def run_phase(
         after_api, after_pg = counter.scrape(), _pg_counters(deployment)
         time.sleep(2)
         recorder.stop()
+        if done is not None:
+            done.close()
+            log(f"[{system}] done records written for the fake pods: {done.written}")
         pods, jobs, workloads = recorder.snapshot()
         runs = {GENOMICS_DAG_ID: run_id, RISK_DAG_ID: risk_run_id}
         tis = _task_instances(deployment, runs)
@@ -309,7 +319,7 @@ def run_phase(
             postgres={k: v - before_pg.get(k, 0) for k, v in after_pg.items()},
             trigger_fired=fired_times(deployment.home),
             triggerer_kill={k: v - started for k, v in kill.items()},
-            recorder_errors=recorder.errors[:50],
+            recorder_errors=(recorder.errors + (done.errors if done is not None else []))[:50],
             blob_requests=list(blob_counter.stamps),
             queues=asdict(queues),
             cluster_queues=cqs,
