@@ -51,7 +51,7 @@ from .submitted_object import no_wait_conflicts
 from .task_facts import task_identity
 from .template_params import TemplateParams, check_task_queues
 from .try_shards import open_shards
-from .waiting import Waiting, log_plan
+from .waiting import DEFAULT_INLINE_WAIT, Waiting, inline_wait_seconds, log_plan
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -92,6 +92,10 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
     :param in_cluster: in-cluster credentials or not, whatever the connection says.
     :param deferrable: True by default, whatever ``[operators] default_deferrable`` says (a queue wait must
         not hold a worker slot); False waits in the worker with the same async logic.
+    :param inline_wait: a Job this try submitted whose forecast (a stated ``expected_shard_duration`` or
+        shard history) ends it within this waits in the worker, and defers only if it has not ended by then:
+        a deferral costs a worker start to resume and up to 10 s of the resume guard (default 30 s; None
+        or 0: always defer).
     :param vm_price: ``VmPrice(...)`` or its dict, for the result's ``estimated_cost_usd`` (default:
         Standard_D16ds_v5 list prices, on-demand and Spot).
     :param wait_for_completion: False: submit (every check as usual), return a ``SubmittedObject`` record
@@ -127,6 +131,7 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
         config_file: str | None = None,
         in_cluster: bool | None = None,
         deferrable: bool = True,
+        inline_wait: timedelta | float | None = DEFAULT_INLINE_WAIT,
         vm_price: VmPrice | dict[str, Any] | None = None,
         wait_for_completion: bool = True,
         get_logs: bool = False,
@@ -169,6 +174,7 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
         self.config_file = config_file
         self.in_cluster = in_cluster
         self.deferrable = deferrable
+        self.inline_wait = inline_wait_seconds(self.task_id, inline_wait)
         self.wait_for_completion, self.get_logs, self.log_indexes = wait_for_completion, get_logs, log_indexes
         self.log_bytes_per_second = log_bytes_per_second
         self.shard_outputs = check_shard_outputs(self.task_id, shard_outputs, checkpointing)
@@ -240,7 +246,8 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
         if not self.wait_for_completion:  # 3. ... and hand it on to a KueueJobSensor,
             return self._submitted(WaitOn(obj, shards, plan))
         # 3. ... or wait: deferred in the triggerer, or here with the same async logic.
-        return self._wait(context, self._trigger_for(WaitOn(obj, shards, plan)))
+        wait = WaitOn(obj, shards, plan)
+        return self._wait(context, self._trigger_for(wait), forecast=not submission.reattached)
 
     def _submit(
         self,

@@ -5,6 +5,8 @@ deadline escalation."""
 from __future__ import annotations
 
 import asyncio
+import time
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..kueue.job_progress import released_so_far
@@ -15,18 +17,37 @@ from .operator_kind import TaskEntry, WaitOn
 from .submitted_object import SubmittedObject
 
 if TYPE_CHECKING:
-    from datetime import timedelta
-
     from airflow.sdk import Context
     from airflow.triggers.base import BaseTrigger
 
     from ..airflow_compat import AirflowException
     from ..hooks.kind_client import KindClient
+    from ..kueue.progress.forecast import Forecast
     from ..triggers.kueue_follow import KueueFollowTrigger
     from .deadline_handling import DeadlineHandling, Spill
 
 RESUME_METHOD = "execute_complete"
 """Where a deferred (or, in blocking mode, an inline) trigger's event comes back."""
+
+DEFAULT_INLINE_WAIT = timedelta(seconds=30)
+"""``inline_wait``'s default: a deferral costs a worker start to resume, and an event that comes within
+``RESUME_GUARD_SECONDS`` (10 s) of it waits for the guard; a Job forecast to end sooner than this is cheaper
+to wait for in the worker."""
+
+
+def inline_wait_seconds(task_id: str, value: timedelta | float | None) -> float | None:
+    """``inline_wait`` in seconds (None or 0: always defer); a bad value fails the DAG's parse, saying why."""
+    from ..airflow_compat import AirflowFailException
+
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds <= 600:
+        raise AirflowFailException(
+            f"{task_id}: inline_wait must be a timedelta or seconds from 0 to 600 (None or 0: always "
+            f"defer), got {value!r}"
+        )
+    return float(seconds) or None
 
 
 def log_plan(
@@ -50,6 +71,8 @@ class Waiting:
     if TYPE_CHECKING:  # the operator's (KueueOperator's, OperatorKind's, BaseOperator's)
         log: Any
         deferrable: bool
+        inline_wait: float | None
+        _forecast_made: Forecast | None
         queue_name: str
         kubernetes_conn_id: str
         queue_timeout: float | None
@@ -80,16 +103,46 @@ class Waiting:
             self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context
         ) -> Any: ...
 
-    def _wait(self, context: Context, trigger: KueueFollowTrigger[Any]) -> dict[str, Any]:
+    def _wait(
+        self, context: Context, trigger: KueueFollowTrigger[Any], *, forecast: bool = False
+    ) -> dict[str, Any]:
         """Defer to the triggerer; in blocking mode run the same trigger here and resume the way Airflow
-        resumes a deferred task (``resume_execution``): one entry into ``execute_complete`` for both."""
+        resumes a deferred task (``resume_execution``): one entry into ``execute_complete`` for both.
+        With ``forecast`` (a Job this try submitted) and its forecast end within ``inline_wait``, wait here
+        first, and defer only if it has not ended by then."""
         if self._log_plan is not None:
             trigger.logs = self._log_plan.to_dict()
         if self.deferrable:
-            self.defer(trigger=trigger, method_name=RESUME_METHOD)
-        event = asyncio.run(trigger.first_event())
+            limit = self._inline_limit() if forecast else None
+            if limit is None:
+                self.defer(trigger=trigger, method_name=RESUME_METHOD)
+            try:
+                event = asyncio.run(asyncio.wait_for(trigger.first_event(), limit))
+            except TimeoutError:
+                self.log.info("not ended within %.0f s (inline_wait): deferring to the triggerer", limit)
+                trigger.deferred_at = time.time()  # the resume guard counts from the deferral itself
+                self.defer(trigger=trigger, method_name=RESUME_METHOD)
+        else:
+            event = asyncio.run(trigger.first_event())
         result: dict[str, Any] = self.resume_execution(RESUME_METHOD, {"event": event}, context)
         return result
+
+    def _inline_limit(self) -> float | None:
+        """Seconds to wait in the worker before deferring: ``inline_wait`` when the forecast puts the end
+        within it, else None (defer now; no forecast, no inline wait)."""
+        made = self._forecast_made
+        if self.inline_wait is None or made is None:
+            return None
+        left = (made.finish.at - datetime.now(UTC)).total_seconds()
+        if left > self.inline_wait:
+            return None
+        self.log.info(
+            "the forecast ends the run in %.0f s: waiting for it here (inline_wait %.0f s), not in the "
+            "triggerer",
+            max(left, 0.0),
+            self.inline_wait,
+        )
+        return self.inline_wait
 
     def _submitted(self, wait: WaitOn) -> dict[str, Any]:
         """The record a ``KueueJobSensor`` follows the object with, as the trigger would have been wired."""
