@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from ..kueue.kinds import operator_names
-from .lazy_app import LazyApp
+from .dashboard_app import create_app
+from .dashboard_data import KUEUE_OPERATORS
 
 URL_PREFIX = "/kueue"
 """Where Airflow's API server mounts the app, under its ``[api] base_url`` path."""
@@ -22,12 +22,7 @@ class KueueUiPlugin(AirflowPlugin):
     # Plain lists, as AirflowPlugin declares them (the plugins manager reads and filters them in place).
     name = "kueue"
     fastapi_apps = [  # noqa: RUF012
-        # built on its first request: every task's worker process loads the plugins too (lazy_app.py)
-        {
-            "app": LazyApp(f"{__package__}.dashboard_app:create_app"),
-            "url_prefix": URL_PREFIX,
-            "name": "Kueue dashboard",
-        },
+        {"app": create_app(), "url_prefix": URL_PREFIX, "name": "Kueue dashboard"},
     ]
     external_views = [  # noqa: RUF012
         {
@@ -45,6 +40,6 @@ class KueueUiPlugin(AirflowPlugin):
             # A hint for a UI that can limit a tab to some operators. Airflow 3.3's UI cannot (it picks
             # task_instance views by destination alone), so the tab shows on every task instance and the
             # page of another operator's task says that it has no Kueue Job.
-            "applies_to": {"operators": sorted(operator_names())},
+            "applies_to": {"operators": sorted(KUEUE_OPERATORS)},
         },
     ]
