@@ -71,9 +71,8 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
         first admission: a requeue after an eviction is not "never admitted").
     :param workload_timeout: seconds Kueue has to create the object's Workload (default 60); one Kueue does
         not pick up (its namespace unmanaged, its webhook or controller missing) is deleted, the task failed.
-    :param start_timeout: once admitted, how long the pods may take to start (default 600 s); then pods that
-        cannot start (an image that never pulls, a config error, no node that fits, ...) fail the task with
-        that reason and the object is deleted to free its quota.
+    :param start_timeout: once admitted, how long the pods may take to start (default 600 s); pods that cannot
+        (an image that never pulls, a config error, no node that fits, ...) fail the task, the object deleted.
     :param keep_on_failure: the kind's ``keep_job_on_failure`` / ``keep_jobset_on_failure``: keep an object
         that still runs when the task fails (default: delete it, so it stops holding quota).
     :param checkpointing: a Blob connection id, or ``Checkpointing(...)`` / its dict: each pod learns where to
@@ -92,10 +91,8 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
     :param in_cluster: in-cluster credentials or not, whatever the connection says.
     :param deferrable: True by default, whatever ``[operators] default_deferrable`` says (a queue wait must
         not hold a worker slot); False waits in the worker with the same async logic.
-    :param inline_wait: a Job this try submitted whose forecast (a stated ``expected_shard_duration`` or
-        shard history) ends it within this waits in the worker, and defers only if it has not ended by then:
-        a deferral costs a worker start to resume and up to 10 s of the resume guard (default 30 s; None
-        or 0: always defer).
+    :param inline_wait: a Job this try made that its forecast ends within this (default 30 s) is waited for
+        in the worker, deferring only if it has not ended by then (docs/operator.md); None, 0: always defer.
     :param vm_price: ``VmPrice(...)`` or its dict, for the result's ``estimated_cost_usd`` (default:
         Standard_D16ds_v5 list prices, on-demand and Spot).
     :param wait_for_completion: False: submit (every check as usual), return a ``SubmittedObject`` record
@@ -170,11 +167,8 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
         self.keep_on_failure = keep_on_failure
         self.vm_price = parsed.vm_price
         self.kubernetes_conn_id = kubernetes_conn_id
-        self.cluster_context = cluster_context
-        self.config_file = config_file
-        self.in_cluster = in_cluster
-        self.deferrable = deferrable
-        self.inline_wait = inline_wait_seconds(self.task_id, inline_wait)
+        self.cluster_context, self.config_file, self.in_cluster = cluster_context, config_file, in_cluster
+        self.deferrable, self.inline_wait = deferrable, inline_wait_seconds(self.task_id, inline_wait)
         self.wait_for_completion, self.get_logs, self.log_indexes = wait_for_completion, get_logs, log_indexes
         self.log_bytes_per_second = log_bytes_per_second
         self.shard_outputs = check_shard_outputs(self.task_id, shard_outputs, checkpointing)
@@ -246,8 +240,7 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
         if not self.wait_for_completion:  # 3. ... and hand it on to a KueueJobSensor,
             return self._submitted(WaitOn(obj, shards, plan))
         # 3. ... or wait: deferred in the triggerer, or here with the same async logic.
-        wait = WaitOn(obj, shards, plan)
-        return self._wait(context, self._trigger_for(wait), forecast=not submission.reattached)
+        return self._wait(context, self._trigger_for(WaitOn(obj, shards, plan)))
 
     def _submit(
         self,

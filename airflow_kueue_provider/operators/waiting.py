@@ -103,17 +103,15 @@ class Waiting:
             self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context
         ) -> Any: ...
 
-    def _wait(
-        self, context: Context, trigger: KueueFollowTrigger[Any], *, forecast: bool = False
-    ) -> dict[str, Any]:
+    def _wait(self, context: Context, trigger: KueueFollowTrigger[Any]) -> dict[str, Any]:
         """Defer to the triggerer; in blocking mode run the same trigger here and resume the way Airflow
         resumes a deferred task (``resume_execution``): one entry into ``execute_complete`` for both.
-        With ``forecast`` (a Job this try submitted) and its forecast end within ``inline_wait``, wait here
-        first, and defer only if it has not ended by then."""
+        A Job this try submitted whose forecast ends it within ``inline_wait`` is waited for here first, and
+        the task defers only if it has not ended by then."""
         if self._log_plan is not None:
             trigger.logs = self._log_plan.to_dict()
         if self.deferrable:
-            limit = self._inline_limit() if forecast else None
+            limit = self._inline_limit()
             if limit is None:
                 self.defer(trigger=trigger, method_name=RESUME_METHOD)
             try:
@@ -129,7 +127,8 @@ class Waiting:
 
     def _inline_limit(self) -> float | None:
         """Seconds to wait in the worker before deferring: ``inline_wait`` when the forecast puts the end
-        within it, else None (defer now; no forecast, no inline wait)."""
+        within it, else None (defer now). Only a try that created its Job makes a forecast (``ForecastStep``):
+        a reattached Job has none, and an escalation clears it."""
         made = self._forecast_made
         if self.inline_wait is None or made is None:
             return None
@@ -170,6 +169,7 @@ class Waiting:
             gone = f"{self.resolved_namespace()}/{event.name} is gone (deleted while the task escalated)"
             raise self._failure(f"{self.kind} {gone}", event.to_dict())
         escalated = self._deadlines.escalate(context, event, client, obj, self._spill(entry))
+        self._forecast_made = None  # it was the submit's: the escalated run defers at once
         self._name, self._uid = escalated.obj["metadata"]["name"], escalated.obj["metadata"].get("uid")
         released = released_so_far(event.result)  # the next trigger counts on from the quota released so far
         trigger = self._trigger_for(

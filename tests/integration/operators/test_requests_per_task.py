@@ -71,6 +71,7 @@ def test_a_night_task_submits_and_completes_in_a_few_requests(
         annotations={"kwok.airflow-kueue.io/run-duration": "2s"},
         checkpointing=Checkpointing(CONN_ID, blob.container),
         deadline=3600 if with_forecast else None,  # a night's last step: the create writes it, no PATCH
+        inline_wait=None,  # the deferred task's count (test_inline_wait.py: a short Job waited for inline)
     )
     if with_forecast:  # a later night: the shard history has lengths
         history = LearnedLengths(4, dict.fromkeys(range(4), 2.0), ("night-1", "night-2"))

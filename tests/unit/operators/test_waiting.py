@@ -54,7 +54,7 @@ def task(inline_wait: Any = timedelta(seconds=30), ends_in: float | None = 5.0) 
 
 def test_a_job_forecast_to_end_soon_is_waited_for_in_the_worker() -> None:
     op = task()
-    assert op._wait({}, FakeTrigger(0.01), forecast=True) == {"status": "success"}  # type: ignore[arg-type]
+    assert op._wait({}, FakeTrigger(0.01)) == {"status": "success"}  # type: ignore[arg-type]
     assert op.deferrals == []  # type: ignore[attr-defined]
 
 
@@ -62,19 +62,19 @@ def test_one_that_has_not_ended_by_the_inline_wait_defers_with_the_guard_counted
     op = task(inline_wait=0.05, ends_in=0.0)
     trigger = FakeTrigger(5)
     with pytest.raises(Deferred):
-        op._wait({}, trigger, forecast=True)  # type: ignore[arg-type]
+        op._wait({}, trigger)  # type: ignore[arg-type]
     assert op.deferrals[0] > 0  # type: ignore[attr-defined]  # the deferral's own time, not the submit's
 
 
 @pytest.mark.parametrize(
-    ("inline_wait", "ends_in", "forecast"),
-    [(30, 120.0, True), (30, None, True), (None, 5.0, True), (30, 5.0, False)],
-    ids=["forecast-beyond-it", "no-forecast", "turned-off", "reattached-or-escalated"],
+    ("inline_wait", "ends_in"),
+    [(30, 120.0), (30, None), (None, 5.0)],
+    ids=["forecast-beyond-it", "no-forecast-(a-reattached-job's-too)", "turned-off"],
 )
-def test_otherwise_the_task_defers_at_once(inline_wait: Any, ends_in: float | None, forecast: bool) -> None:
+def test_otherwise_the_task_defers_at_once(inline_wait: Any, ends_in: float | None) -> None:
     op = task(inline_wait, ends_in)
     with pytest.raises(Deferred):
-        op._wait({}, FakeTrigger(0.01), forecast=forecast)  # type: ignore[arg-type]
+        op._wait({}, FakeTrigger(0.01))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("value", [-1, 601, "30", True])
