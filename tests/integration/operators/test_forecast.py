@@ -110,6 +110,7 @@ with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=Fal
         task_id="shards", namespace={namespace!r}, queue_name={queue!r}, image="example.invalid/shard:1",
         completions=4, parallelism=2, resources={{"requests": {{"cpu": "1", "memory": "1Gi"}}}},
         annotations={{"kwok.airflow-kueue.io/run-duration": "6s"}},
+        inline_wait=None,  # deferred: the forecast crosses the deferral (test_inline_wait.py: inline)
     )
 """
 
