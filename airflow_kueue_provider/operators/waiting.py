@@ -15,6 +15,7 @@ from ..kueue.progress.trigger_event import KueueEvent
 from ..triggers.log_stream import BadLogParams, LogStreamPlan
 from .operator_kind import TaskEntry, WaitOn
 from .submitted_object import SubmittedObject
+from .task_facts import seconds
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -41,13 +42,13 @@ def inline_wait_seconds(task_id: str, value: timedelta | float | None) -> float 
 
     if value is None:
         return None
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds <= 600:
+    given = seconds(value)
+    if isinstance(given, bool) or not isinstance(given, (int, float)) or not 0 <= given <= 600:
         raise AirflowFailException(
             f"{task_id}: inline_wait must be a timedelta or seconds from 0 to 600 (None or 0: always "
             f"defer), got {value!r}"
         )
-    return float(seconds) or None
+    return float(given) or None
 
 
 def log_plan(

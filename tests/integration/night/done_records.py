@@ -30,14 +30,18 @@ from airflow_kueue_provider.worker.checkpoint_store import CHECKPOINT_FORMAT, no
 from devcluster.fake_pod_lengths import SHARD_DURATIONS_ANNOTATION
 
 
+def pod_env(pod: dict[str, Any]) -> dict[str, str]:
+    """The main container's plain env values (a Secret's ``valueFrom`` is left out)."""
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    return {e["name"]: e["value"] for e in containers[0].get("env") or [] if "value" in e}
+
+
 def shards_run_by(pod: dict[str, Any]) -> list[tuple[int, float]] | None:
     """``[(shard id, seconds)]`` a fake pod ran (its index's pack, in order), or None for a pod without the
     SDK's env or the per-shard lengths."""
-    meta = pod.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
     lengths, index = annotations.get(SHARD_DURATIONS_ANNOTATION), annotations.get(INDEX_ANNOTATION)
-    containers = (pod.get("spec") or {}).get("containers") or [{}]
-    env = {e["name"]: e["value"] for e in containers[0].get("env") or [] if "value" in e}
+    env = pod_env(pod)
     if not lengths or index is None or SHARDS_ENV not in env:
         return None
     seconds = [float(s) for s in lengths.split(",")]
@@ -67,9 +71,7 @@ class DoneRecords:
             if uid in self._seen:
                 return
             self._seen.add(uid)
-        ran = shards_run_by(pod)
-        containers = (pod.get("spec") or {}).get("containers") or [{}]
-        env = {e["name"]: e["value"] for e in containers[0].get("env") or [] if "value" in e}
+        ran, env = shards_run_by(pod), pod_env(pod)
         url, prefix = env.get(CHECKPOINT_URL_ENV), env.get(CHECKPOINT_PREFIX_ENV)
         if ran is None or not url or prefix is None:
             return
