@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -13,6 +14,7 @@ from ..kueue.job_progress import released_so_far
 from ..kueue.kinds import KindDescription
 from ..kueue.progress.trigger_event import KueueEvent
 from ..triggers.log_stream import BadLogParams, LogStreamPlan
+from ..triggers.resume_guard import RESUME_GUARD_SECONDS
 from .operator_kind import TaskEntry, WaitOn
 from .submitted_object import SubmittedObject
 from .task_facts import seconds
@@ -35,6 +37,9 @@ DEFAULT_INLINE_WAIT = timedelta(seconds=30)
 ``RESUME_GUARD_SECONDS`` (10 s) of it waits for the guard; a Job forecast to end sooner than this is cheaper
 to wait for in the worker."""
 
+INLINE_EXTENSION_SLACK = 1.0
+"""Seconds an extended inline wait adds to the forecast's late end: the watch's delivery of the last pod."""
+
 
 def inline_wait_seconds(task_id: str, value: timedelta | float | None) -> float | None:
     """``inline_wait`` in seconds (None or 0: always defer); a bad value fails the DAG's parse, saying why."""
@@ -49,6 +54,22 @@ def inline_wait_seconds(task_id: str, value: timedelta | float | None) -> float 
             f"defer), got {value!r}"
         )
     return float(given) or None
+
+
+def inline_extension(made: Forecast | None, admitted_at: datetime | None, now: datetime) -> float | None:
+    """Seconds more to wait in the worker once ``inline_wait`` has passed, or None: defer now.
+
+    A deferral cannot resume the task sooner than ``RESUME_GUARD_SECONDS`` after it (plus a worker start), so
+    a Job that Kueue has admitted and whose forecast run (re-anchored at the admission, to its late end) ends
+    within that is waited for here, at most that long: a Job that queued longer than forecast then ran as
+    forecast no longer loses the guard at the end of its step. A queued Job, or one without a forecast,
+    defers."""
+    if made is None or admitted_at is None:
+        return None
+    left = (admitted_at + (made.finish_late - made.start.at) - now).total_seconds()
+    if left > RESUME_GUARD_SECONDS:
+        return None
+    return min(max(left, 0.0) + INLINE_EXTENSION_SLACK, RESUME_GUARD_SECONDS)
 
 
 def log_plan(
@@ -115,16 +136,40 @@ class Waiting:
             limit = self._inline_limit()
             if limit is None:
                 self.defer(trigger=trigger, method_name=RESUME_METHOD)
-            try:
-                event = asyncio.run(asyncio.wait_for(trigger.first_event(), limit))
-            except TimeoutError:
-                self.log.info("not ended within %.0f s (inline_wait): deferring to the triggerer", limit)
+            inline = asyncio.run(self._inline(trigger, limit))
+            if inline is None:
                 trigger.deferred_at = time.time()  # the resume guard counts from the deferral itself
                 self.defer(trigger=trigger, method_name=RESUME_METHOD)
+            event = inline
         else:
             event = asyncio.run(trigger.first_event())
         result: dict[str, Any] = self.resume_execution(RESUME_METHOD, {"event": event}, context)
         return result
+
+    async def _inline(self, trigger: KueueFollowTrigger[Any], limit: float) -> dict[str, Any] | None:
+        """The trigger's event if it comes within ``limit``, or within ``inline_extension`` of it for a Job
+        about to end; None: the caller defers (the trigger's run here is cancelled first)."""
+        following = asyncio.ensure_future(trigger.first_event())
+        try:
+            done, _ = await asyncio.wait({following}, timeout=limit)
+            admitted_at, now = trigger.admitted_at, datetime.now(UTC)
+            if not done and (more := inline_extension(self._forecast_made, admitted_at, now)) is not None:
+                assert admitted_at is not None  # inline_extension says None without it
+                self.log.info(
+                    "not ended within %.0f s (inline_wait), but admitted at %s and forecast to end within "
+                    "%.0f s, sooner than a deferral could resume: waiting %.1f s more here",
+                    limit, f"{admitted_at:%H:%M:%S}", RESUME_GUARD_SECONDS, more,
+                )  # fmt: skip
+                done, _ = await asyncio.wait({following}, timeout=more)
+            if done:
+                return following.result()
+            self.log.info("not ended within inline_wait: deferring to the triggerer")
+            return None
+        finally:
+            if not following.done():
+                following.cancel()
+                with suppress(asyncio.CancelledError):
+                    await following
 
     def _inline_limit(self) -> float | None:
         """Seconds to wait in the worker before deferring: ``inline_wait`` when the forecast puts the end

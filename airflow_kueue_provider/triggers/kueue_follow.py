@@ -104,6 +104,9 @@ class KueueFollowTrigger(FollowSteps[V]):
         self._start_checks = StartCheckPacing(start_timeout)
         self._grace = UnmanagedGrace(self.submitted_at, workload_timeout)
         self._resume_guard = ResumeGuard(deferred_at)
+        self.admitted_at: datetime | None = None
+        """When Kueue admitted the object as last seen (None: queued, or not seen yet): an inline wait reads
+        it to tell a Job about to end from one that has just started."""
 
     # --- what every kind does the same way, through its description ---------------------------------------
     def _follow(self) -> AbstractAsyncContextManager[Following]:
@@ -117,6 +120,7 @@ class KueueFollowTrigger(FollowSteps[V]):
     def _observe(self, view: V, outcome: Outcome | None) -> None:
         """Each new look at the object: count the quota Kueue released (a kind adds: ledger progress)."""
         self._released = observe_released(self._released, view, time.time())
+        self.admitted_at = view.workload.admitted_at if view.admitted and view.workload else None
 
     async def _closing(self, view: V) -> None:
         """Before the final event: the released-quota line (a kind adds: the last ledger write)."""

@@ -13,7 +13,13 @@ from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.kueue.progress.eta import Estimate
 from airflow_kueue_provider.kueue.progress.forecast import Forecast
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
-from airflow_kueue_provider.operators.waiting import RESUME_METHOD, inline_wait_seconds
+from airflow_kueue_provider.operators.waiting import (
+    INLINE_EXTENSION_SLACK,
+    RESUME_METHOD,
+    inline_extension,
+    inline_wait_seconds,
+)
+from airflow_kueue_provider.triggers.resume_guard import RESUME_GUARD_SECONDS
 
 
 class Deferred(Exception):
@@ -21,8 +27,8 @@ class Deferred(Exception):
 
 
 class FakeTrigger:
-    def __init__(self, takes: float) -> None:
-        self.takes, self.logs, self.deferred_at = takes, None, 0.0
+    def __init__(self, takes: float, admitted_at: datetime | None = None) -> None:
+        self.takes, self.logs, self.deferred_at, self.admitted_at = takes, None, 0.0, admitted_at
 
     async def first_event(self) -> dict[str, Any]:
         await asyncio.sleep(self.takes)
@@ -64,6 +70,55 @@ def test_one_that_has_not_ended_by_the_inline_wait_defers_with_the_guard_counted
     with pytest.raises(Deferred):
         op._wait({}, trigger)  # type: ignore[arg-type]
     assert op.deferrals[0] > 0  # type: ignore[attr-defined]  # the deferral's own time, not the submit's
+
+
+def test_an_admitted_job_forecast_to_end_within_the_guard_is_waited_for_past_the_inline_wait() -> None:
+    """Queued longer than forecast, then running as forecast: a deferral now could not resume the task before
+    the resume guard, so the worker waits the forecast's rest (call-2 of a small night lost 6.2 s here)."""
+    op = task(inline_wait=0.1, ends_in=0.05)  # its late end 1 s after the start: admitted now, it ends by 1 s
+    trigger = FakeTrigger(0.3, admitted_at=datetime.now(UTC))
+    assert op._wait({}, trigger) == {"status": "success"}  # type: ignore[arg-type]
+    assert op.deferrals == []  # type: ignore[attr-defined]
+
+
+def test_an_extended_wait_that_still_does_not_see_the_end_defers() -> None:
+    op = task(inline_wait=0.05, ends_in=0.0)
+    assert op._forecast_made is not None
+    trigger = FakeTrigger(5, admitted_at=op._forecast_made.start.at)
+    with pytest.raises(Deferred):
+        op._wait({}, trigger)  # type: ignore[arg-type]
+    assert op.deferrals[0] > 0  # type: ignore[attr-defined]
+
+
+def _forecast(runs: float, margin: float = 0.0) -> Forecast:
+    start = datetime(2026, 12, 7, 1, 0, tzinfo=UTC)
+    end = start + timedelta(seconds=runs)
+    return Forecast(Estimate(start, timedelta()), Estimate(end, timedelta(seconds=margin)), end, "test")
+
+
+@pytest.mark.parametrize(
+    ("runs", "margin", "admitted_ago", "expected"),
+    [
+        (20.0, 2.0, 15.0, 7.0 + INLINE_EXTENSION_SLACK),  # its late end is 7 s away
+        (20.0, 0.0, 30.0, INLINE_EXTENSION_SLACK),  # overdue: a little more, never the whole guard
+        (20.0, 0.0, 5.0, None),  # 15 s to go: past the guard, a deferral loses nothing
+        (60.0, 0.0, 55.0, 5.0 + INLINE_EXTENSION_SLACK),
+        (20.0, 0.0, 10.0 + INLINE_EXTENSION_SLACK / 2, RESUME_GUARD_SECONDS),  # bounded by the guard
+    ],
+)
+def test_the_extension_is_the_forecast_rest_of_an_admitted_run_bounded_by_the_guard(
+    runs: float, margin: float, admitted_ago: float, expected: float | None
+) -> None:
+    made = _forecast(runs, margin)
+    now = made.start.at + timedelta(minutes=5)
+    got = inline_extension(made, now - timedelta(seconds=admitted_ago), now)
+    assert got == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_no_extension_for_a_queued_job_or_without_a_forecast() -> None:
+    now = datetime(2026, 12, 7, 1, 0, tzinfo=UTC)
+    assert inline_extension(_forecast(5.0), None, now) is None
+    assert inline_extension(None, now, now) is None
 
 
 @pytest.mark.parametrize(
