@@ -92,7 +92,8 @@ class KueueOperator(ForecastStep, ShardOutputsStep, Waiting, FailurePath, Operat
     :param deferrable: True by default, whatever ``[operators] default_deferrable`` says (a queue wait must
         not hold a worker slot); False waits in the worker with the same async logic.
     :param inline_wait: a Job this try made that its forecast ends within this (default 30 s) is waited for
-        in the worker, deferring only if it has not ended by then (docs/operator.md); None, 0: always defer.
+        in the worker, deferring only if it has not ended by then or, admitted, by its forecast end within
+        the resume guard's 10 s more (docs/operator.md); None, 0: always defer.
     :param vm_price: ``VmPrice(...)`` or its dict, for the result's ``estimated_cost_usd`` (default:
         Standard_D16ds_v5 list prices, on-demand and Spot).
     :param wait_for_completion: False: submit (every check as usual), return a ``SubmittedObject`` record

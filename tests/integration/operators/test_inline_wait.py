@@ -63,3 +63,18 @@ def test_one_that_has_not_ended_by_the_limit_defers_after_all(
     assert kwargs["job_name"] == task._name and kwargs["deferred_at"] == trigger.deferred_at
     event = asyncio.run(asyncio.wait_for(trigger.first_event(), timeout=120))
     assert task.execute_complete({"ti": Ti()}, event)["completed_indexes"] == "0,1"
+
+
+def test_an_admitted_job_about_to_end_at_the_limit_is_waited_for_past_it(
+    kueue_env_factory: Any, blob: SimpleNamespace, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The limit passes while the Job runs (a night's Job that queued longer than forecast): its forecast,
+    re-anchored at the admission the trigger saw, ends it within the resume guard, so the worker waits on
+    rather than defer and resume no sooner than the guard allows."""
+    env: KueueEnv = kueue_env_factory(cpu="4", memory="16Gi")
+    task = _task(env, blob, "4s", learned=4.0, inline_wait=60)
+    task._inline_limit = lambda: 2.0  # type: ignore[method-assign]  # the limit passes mid-run
+    result = task.execute({"ti": Ti()})  # no TaskDeferred
+    assert result["completed_indexes"] == "0,1", result
+    logged = "".join(capfd.readouterr())
+    assert "sooner than a deferral could resume: waiting" in logged, logged[-3000:]
