@@ -8,11 +8,16 @@ shard ids, an interval string) and ``AIRFLOW_KUEUE_SHARDS_PER_POD`` (the pack sh
 operator chose (a stated duration's waves, the shard history's balanced packs, a retry's unfinished shards),
 which an index-numbered table fixed when the DAG was written cannot. Without that annotation, the older
 ``run-duration-N`` (index N) and ``run-duration`` annotations apply.
+
+``kwok.airflow-kueue.io/run-remaining`` on the pod itself (a Go duration) overrides them all: a bed that
+stands in for the SDK's done records patches it on a replacement pod whose pack holds shards an evicted
+predecessor finished, so the pod runs only the rest, as an SDK program that skips done shards would.
 """
 
 from __future__ import annotations
 
 SHARD_DURATIONS_ANNOTATION = "kwok.airflow-kueue.io/shard-durations"
+RUN_REMAINING_ANNOTATION = "kwok.airflow-kueue.io/run-remaining"
 
 RUN_DURATION_EXPRESSION = f"""
 def ids: [split(",")[] | select(. != "") | split("-") | map(tonumber)
@@ -20,7 +25,8 @@ def ids: [split(",")[] | select(. != "") | split("-") | map(tonumber)
 .metadata.annotations as $a
 | ($a["{SHARD_DURATIONS_ANNOTATION}"] // "") as $d
 | ($a["batch.kubernetes.io/job-completion-index"] // "") as $i
-| if $d == "" or $i == "" then
+| if ($a["{RUN_REMAINING_ANNOTATION}"] // "") != "" then $a["{RUN_REMAINING_ANNOTATION}"]
+  elif $d == "" or $i == "" then
     ($a["kwok.airflow-kueue.io/run-duration-" + $i] // $a["kwok.airflow-kueue.io/run-duration"])
   else
     ($d | split(",") | map(tonumber)) as $len

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from devcluster.fake_pod_lengths import SHARD_DURATIONS_ANNOTATION
+from devcluster.fake_pod_lengths import RUN_REMAINING_ANNOTATION, SHARD_DURATIONS_ANNOTATION
 from devcluster.manifests import SPOT_POOL, fake_node
 
 from ..cluster import Cluster, KueueEnv, condition, indexed_job, is_true, short_id, wait_for
@@ -90,6 +90,22 @@ def test_shard_durations_make_each_pod_run_the_sum_of_its_pack(kueue_env: KueueE
     }
     # index 0: shards 9, 0, 1, 2 (4.5 s); 1 and 2: three of 0.5 s (a kubelet's times are whole seconds)
     assert ran[0] >= 4 and ran[1] <= 2 and ran[2] <= 2, ran
+
+
+def test_a_pod_s_run_remaining_overrides_its_pack_s_length(kueue_env: KueueEnv) -> None:
+    """``run-remaining`` (the night's stand-in for a worker-SDK program skipping its done shards) is how long
+    the pod runs, whatever its pack's shards would add up to."""
+    job = indexed_job(
+        "remainder",
+        kueue_env.local_queue,
+        completions=2,
+        annotations={SHARD_DURATIONS_ANNOTATION: "6,6", RUN_REMAINING_ANNOTATION: "500ms"},
+    )
+    shards = {"name": "AIRFLOW_KUEUE_SHARDS", "value": "0-1"}
+    job["spec"]["template"]["spec"]["containers"][0]["env"] = [shards]
+    kueue_env.create_job(job)
+    wait_for("Complete", lambda: is_true(kueue_env.job("remainder"), "Complete"), timeout=60)
+    assert all(_ran_seconds(p) <= 2 for p in kueue_env.pods("remainder"))  # not 6 s each
 
 
 def _ran_seconds(pod: dict[str, Any]) -> float:

@@ -1,11 +1,21 @@
 """The worker SDK's done records for the night's fake pods (``--done-records``): KWOK runs no program, so the
-bed writes, for each of ours' pods that succeeds, the ``done.json`` its shards' SDK would have written before
-the pod ended (``run_seconds``: each shard's drawn length, from the pod's ``shard-durations`` annotation).
+bed writes the ``done.json`` records the pods' SDK would have written (``run_seconds``: each shard's drawn
+length, from the pod's ``shard-durations`` annotation), and gives a pod only the shards without one.
+
+- A pod that succeeds: a record for each shard it ran. A record goes out a few milliseconds after the pod's
+  Succeeded is seen, not before the pod ends as the SDK's does: one the operator lists before it lands is a
+  shard it does not learn that night.
+- A pod told to stop while running (evicted, its node lost, its Workload preempted): a record for each shard
+  of its run it had finished by then (its pack in order, from when it was seen Running), as the SDK writes
+  each shard's record when the shard ends.
+- A pod whose pack holds shards that already have a record (the replacement of a stopped pod, or an index
+  run again after its Workload came back): patched with ``run-remaining`` (``devcluster/fake_pod_lengths``),
+  the sum of the rest, as an SDK program skips the done shards. The patch lands while the pod is Pending, as
+  a rule; when it lands after the pod started, KWOK counts the rest from the patch (a few milliseconds more).
 
 The operator then learns each shard's length from done records, as it does for a worker-SDK program, and a
 later night packs from them (``docs/shard-history.md``); without them a fake pod's times serve the forecast
-only. A record goes out a few milliseconds after the pod's Succeeded is seen, not before the pod ends as the
-SDK's does: one the operator lists before it lands is a shard it does not learn that night.
+only and a replacement pod runs its whole pack again.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ import json
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_kueue_provider.kueue.checkpoints.shard_blob_names import done_name
@@ -27,7 +38,7 @@ from airflow_kueue_provider.kueue.names import (
     SHARDS_PER_POD_ENV,
 )
 from airflow_kueue_provider.worker.checkpoint_store import CHECKPOINT_FORMAT, now_text
-from devcluster.fake_pod_lengths import SHARD_DURATIONS_ANNOTATION
+from devcluster.fake_pod_lengths import RUN_REMAINING_ANNOTATION, SHARD_DURATIONS_ANNOTATION
 
 
 def pod_env(pod: dict[str, Any]) -> dict[str, str]:
@@ -49,35 +60,120 @@ def shards_run_by(pod: dict[str, Any]) -> list[tuple[int, float]] | None:
     return [(shard, seconds[shard]) for shard in packs.run_order_of_index(int(index))]
 
 
-class DoneRecords:
-    """Writes the done records of each succeeded pod once, on a few threads (``pod_succeeded`` is called
-    from the recorder's watch thread and returns at once)."""
+def finished_by(run: list[tuple[int, float]], elapsed: float) -> list[tuple[int, float]]:
+    """The shards of ``run`` (in order) a pod running for ``elapsed`` seconds had finished."""
+    finished: list[tuple[int, float]] = []
+    total = 0.0
+    for shard, seconds in run:
+        total += seconds
+        if total > elapsed:
+            break
+        finished.append((shard, seconds))
+    return finished
 
-    def __init__(self, connection_string: str) -> None:
+
+def remaining_ms(run: list[tuple[int, float]]) -> str:
+    """``run``'s length as the Go duration KWOK reads (``"5400ms"``)."""
+    return f"{int(sum(seconds for _, seconds in run) * 1000)}ms"
+
+
+@dataclass(frozen=True)
+class PodRun:
+    """What one pod runs: its place (container, prefix), its index and the shards without a record when it
+    was first seen, in its pack's order."""
+
+    container: str
+    prefix: str
+    index: int
+    shards: list[tuple[int, float]]
+
+
+class DoneRecords:
+    """Writes each pod's done records once, on a few threads, and patches a pod's remainder (the recorder's
+    watch thread calls ``pod_seen``, ``pod_stopping`` and ``pod_succeeded`` in the order of the pods'
+    events, and each returns at once)."""
+
+    def __init__(self, blob_service: Any, core: Any) -> None:
+        self._service = blob_service  # an azure BlobServiceClient
+        self._core = core  # a kubernetes CoreV1Api
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="night-done")
+        self._patches = ThreadPoolExecutor(max_workers=2, thread_name_prefix="night-remaining")
+        self._lock = threading.Lock()
+        self._runs: dict[str, PodRun] = {}  # pod uid -> its run
+        self._done: dict[tuple[str, str], set[int]] = {}  # (container, prefix) -> shards with a record
+        self._written_for: set[str] = set()  # pod uids whose records went out
+        self.written = 0
+        self.remainders = 0  # pods patched to run only their shards without a record
+        self.kept: dict[str, float] = {}  # stopped pod's name -> shard-seconds its records kept
+        self.errors: list[str] = []
+
+    @classmethod
+    def connect(cls, connection_string: str, api_client: Any) -> DoneRecords:
         from azure.storage.blob import BlobServiceClient
+        from kubernetes import client
 
         # the SDK logs every request's headers at INFO: the night's output is its table, not them
         logging.getLogger("azure.core.pipeline.policies.http_logging_policy").setLevel(logging.WARNING)
-        self._service = BlobServiceClient.from_connection_string(connection_string)
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="night-done")
-        self._lock = threading.Lock()
-        self._seen: set[str] = set()
-        self.written = 0
-        self.errors: list[str] = []
+        return cls(BlobServiceClient.from_connection_string(connection_string), client.CoreV1Api(api_client))
 
-    def pod_succeeded(self, pod: dict[str, Any]) -> None:
-        uid = (pod.get("metadata") or {}).get("uid", "")
-        with self._lock:
-            if uid in self._seen:
-                return
-            self._seen.add(uid)
+    def pod_seen(self, pod: dict[str, Any]) -> None:
+        """A new pod: what it runs, and its remainder patched when part of its pack has records."""
         ran, env = shards_run_by(pod), pod_env(pod)
         url, prefix = env.get(CHECKPOINT_URL_ENV), env.get(CHECKPOINT_PREFIX_ENV)
         if ran is None or not url or prefix is None:
             return
+        meta = pod["metadata"]
         container, prefix = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1], prefix.strip("/")
-        index = int(pod["metadata"]["annotations"][INDEX_ANNOTATION])
-        self._pool.submit(self._write, container, prefix, index, ran)
+        with self._lock:
+            done = self._done.setdefault((container, prefix), set())
+            rest = [(shard, seconds) for shard, seconds in ran if shard not in done]
+            index = int(meta["annotations"][INDEX_ANNOTATION])
+            self._runs[meta["uid"]] = PodRun(container, prefix, index, rest)
+            if len(rest) < len(ran):
+                self.remainders += 1
+        if len(rest) < len(ran):
+            self._patches.submit(self._patch, meta["namespace"], meta["name"], remaining_ms(rest))
+
+    def pod_stopping(self, pod: dict[str, Any], running_for: float) -> None:
+        """A pod told to stop after ``running_for`` seconds Running: the records of the shards it finished."""
+        meta = pod["metadata"]
+        run = self._runs.get(meta["uid"])
+        if run is None:
+            return
+        finished = finished_by(run.shards, running_for)
+        with self._lock:
+            self.kept[meta["name"]] = round(sum(seconds for _, seconds in finished), 3)
+        self._record(meta["uid"], run, finished)
+
+    def pod_succeeded(self, pod: dict[str, Any]) -> None:
+        """A pod that ran to the end: the records of every shard it ran."""
+        if pod["metadata"]["uid"] not in self._runs:
+            self.pod_seen(pod)  # first seen already ended (a list after a broken watch)
+        run = self._runs.get(pod["metadata"]["uid"])
+        if run is not None:
+            self._record(pod["metadata"]["uid"], run, run.shards)
+
+    def _record(self, uid: str, run: PodRun, shards: list[tuple[int, float]]) -> None:
+        """Marks ``shards`` done at once (a pod seen next runs without them), then writes their records."""
+        with self._lock:
+            if uid in self._written_for:
+                return
+            self._written_for.add(uid)
+            self._done.setdefault((run.container, run.prefix), set()).update(s for s, _ in shards)
+        if shards:
+            self._pool.submit(self._write, run.container, run.prefix, run.index, shards)
+
+    def _patch(self, namespace: str, name: str, remaining: str) -> None:
+        body = {"metadata": {"annotations": {RUN_REMAINING_ANNOTATION: remaining}}}
+        try:
+            self._core.patch_namespaced_pod(name, namespace, body)
+        except Exception as exc:  # recorded, never the night's end (a pod gone before its patch)
+            self._error(f"run-remaining of pod {namespace}/{name}: {exc}")
+
+    def _error(self, text: str) -> None:
+        with self._lock:
+            if len(self.errors) < 50:
+                self.errors.append(text[:300])
 
     def _write(self, container: str, prefix: str, index: int, ran: list[tuple[int, float]]) -> None:
         from azure.core.exceptions import ResourceExistsError
@@ -95,9 +191,8 @@ class DoneRecords:
             except ResourceExistsError:
                 pass
             except Exception as exc:  # recorded, never the night's end
-                with self._lock:
-                    if len(self.errors) < 50:
-                        self.errors.append(f"done record of shard {shard} in {container}/{prefix}: {exc}")
+                self._error(f"done record of shard {shard} in {container}/{prefix}: {exc}")
 
     def close(self) -> None:
+        self._patches.shutdown(wait=True)
         self._pool.shutdown(wait=True)

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_kueue_provider.kueue.checkpoints.shard_packing import packs_of_job
 from airflow_kueue_provider.kueue.index_set import IndexSet
@@ -136,6 +136,17 @@ def shard_ids_of(job: dict[str, Any]) -> list[int]:
     return list(range(completions))
 
 
+class PodEvents(Protocol):
+    """Told of a pod's first sight, of its being told to stop while running (after ``running_for``
+    seconds Running), and of its success, in the order of the pod watch's events."""
+
+    def pod_seen(self, pod: dict[str, Any]) -> None: ...
+
+    def pod_stopping(self, pod: dict[str, Any], running_for: float) -> None: ...
+
+    def pod_succeeded(self, pod: dict[str, Any]) -> None: ...
+
+
 class ClusterRecorder:
     """List+watch of pods, Jobs and Workloads in ``namespaces``; records until ``stop()``."""
 
@@ -143,11 +154,11 @@ class ClusterRecorder:
         self,
         api_client: Any,
         namespaces: list[str],
-        on_pod_succeeded: Callable[[dict[str, Any]], None] | None = None,
+        pod_events: PodEvents | None = None,
     ) -> None:
         self.api = api_client
         self.namespaces = namespaces
-        self._on_pod_succeeded = on_pod_succeeded  # called with the pod, outside the lock
+        self._pod_events = pod_events  # told of pods' events in their order, outside the lock
         self.pods: dict[str, PodRecord] = {}
         self.jobs: dict[str, JobRecord] = {}
         self.workloads: dict[str, WorkloadRecord] = {}
@@ -236,6 +247,7 @@ class ClusterRecorder:
         index = (meta.get("annotations") or {}).get(INDEX_ANNOTATION)
         with self.lock:
             rec = self.pods.get(meta["uid"])
+            seen = rec is None
             if rec is None:
                 rec = self.pods[meta["uid"]] = PodRecord(
                     meta["namespace"], meta["name"], owner["uid"], int(index or -1), created=now
@@ -267,13 +279,22 @@ class ClusterRecorder:
             # an extra pod), so an end it still reaches is not the shard's work run to the end on its own.
             # Evicted or deleted once ended (the node's loss, the namespace's teardown): not told to stop.
             told = _is_true(obj, "DisruptionTarget") or bool(meta.get("deletionTimestamp"))
+            stopped_running: float | None = None
             if told and not was_terminal and phase not in ("Succeeded", "Failed"):
+                if not rec.stopping and rec.running is not None:
+                    stopped_running = now - rec.running
                 rec.stopping = True
             if phase not in rec.history:
                 rec.history.append(phase)
             succeeded = phase == "Succeeded" and not was_terminal and not rec.stopping
-        if succeeded and self._on_pod_succeeded is not None:
-            self._on_pod_succeeded(obj)
+        events = self._pod_events
+        if events is not None:
+            if seen:
+                events.pod_seen(obj)
+            if stopped_running is not None:
+                events.pod_stopping(obj, stopped_running)
+            if succeeded:
+                events.pod_succeeded(obj)
 
     def _job(self, obj: dict[str, Any]) -> None:
         now = time.time()

@@ -15,7 +15,8 @@ Definitions (the docs quote them):
   the index once (``completedIndexes`` is a set), and a real shard writes one done record (``if_none_match``;
   the second pod finds it or keeps it);
 - **redone shard-seconds**: running time of pods that ended without succeeding (evicted, preempted, lost
-  with their node), per Spot eviction;
+  with their node), less the shards whose done records such a pod wrote before it stopped (``--done-records``:
+  its replacement skips them), per Spot eviction;
 - **where the time goes**, per task: scheduler (upstream end or run start -> the task's first start),
   submit (start -> its first Job created), Kueue queue (created -> quota reserved), admitted not running
   (reserved -> first pod Running), running (first pod Running -> Job complete), resume (Job complete -> the
@@ -144,12 +145,14 @@ def redone(phase: dict[str, Any]) -> dict[str, Any]:
     """Running seconds of pods that ended without succeeding, per cause."""
     evicted_nodes = {e["node"]: e["at"] for e in phase["evictions"] if not e.get("pod")}
     evicted_pods = {e["pod"]: e["at"] for e in phase["evictions"] if e.get("pod")}
+    kept = phase.get("kept_by_done_records") or {}
     spot = other = 0.0
     pods_spot = pods_other = 0
     for pod in phase["pods"]:
         if pod["phase"] == "Succeeded" or pod["running"] is None:
             continue
-        lost = (pod["ended"] or phase["ended"]) - pod["running"]
+        ran = (pod["ended"] or phase["ended"]) - pod["running"]
+        lost = max(0.0, ran - kept.get(pod.get("name", ""), 0.0))
         at = evicted_pods.get(pod.get("name", "")) or evicted_nodes.get(pod["node"])
         if at is not None and pod["running"] <= at + 1 and (pod["ended"] or at) >= at - 1:
             spot += lost

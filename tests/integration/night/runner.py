@@ -81,6 +81,7 @@ class PhaseRecord:
     blob_requests: list[float] = field(default_factory=list)  # when each Blob request of Airflow's passed
     queues: dict[str, str] = field(default_factory=dict)
     cluster_queues: list[str] = field(default_factory=list)
+    kept_by_done_records: dict[str, float] = field(default_factory=dict)  # stopped pod -> records' seconds
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,11 +165,11 @@ def run_phase(
         }
     )
     deployment.write_env_file()
-    done = DoneRecords(azurite) if options.done_records and system == "ours" else None
+    done = DoneRecords.connect(azurite, cluster.api) if options.done_records and system == "ours" else None
     recorder = ClusterRecorder(
         cluster.api,
         [queues.genomics_namespace, queues.risk_namespace],
-        on_pod_succeeded=done.pod_succeeded if done is not None else None,
+        pod_events=done,
     )
     counter = ApiserverCounter(metrics[0], metrics[1], flow_schema, ui_flow_schema)
     threads: list[Any] = []
@@ -276,7 +277,10 @@ def run_phase(
         recorder.stop()
         if done is not None:
             done.close()
-            log(f"[{system}] done records written for the fake pods: {done.written}")
+            log(
+                f"[{system}] done records written for the fake pods: {done.written}; pods given only "
+                f"their shards without one: {done.remainders}"
+            )
         pods, jobs, workloads = recorder.snapshot()
         runs = {GENOMICS_DAG_ID: run_id, RISK_DAG_ID: risk_run_id}
         tis = _task_instances(deployment, runs)
@@ -320,6 +324,7 @@ def run_phase(
             trigger_fired=fired_times(deployment.home),
             triggerer_kill={k: v - started for k, v in kill.items()},
             recorder_errors=(recorder.errors + (done.errors if done is not None else []))[:50],
+            kept_by_done_records=dict(done.kept) if done is not None else {},
             blob_requests=list(blob_counter.stamps),
             queues=asdict(queues),
             cluster_queues=cqs,
