@@ -24,29 +24,36 @@ POOL_LABEL = "devcluster-tas-pool"
 
 
 @pytest.fixture
-def tas_pool(cluster: Cluster) -> Iterator[tuple[str, str]]:
-    """Four fake Spot nodes of 16 CPUs of this test alone, two per zone, and the bed's Topology."""
+def tas_pool(cluster: Cluster) -> Iterator[dict[str, Any]]:
+    """Four fake Spot nodes of 16 CPUs of this test alone, two per zone, and the bed's Topology: the
+    ``kueue_env_factory`` arguments of a flavor over them. A taint only that flavor tolerates keeps every
+    other test's pods off the nodes this fixture deletes at its end (a 600-pod Job of a parallel test once
+    landed there, lost its pods to the pod GC and waited out the Job controller's backoff)."""
     marker = short_id()
+    own = {"key": POOL_LABEL, "value": marker, "effect": "NoSchedule"}
     names = [f"tas-{marker}-{i}" for i in range(4)]
     for i, name in enumerate(names):
-        cluster.core.create_node(
-            fake_node(name, SPOT_POOL, zone=1 + i // 2, group=i % 2, extra_labels={POOL_LABEL: marker})
-        )
+        node = fake_node(name, SPOT_POOL, zone=1 + i // 2, group=i % 2, extra_labels={POOL_LABEL: marker})
+        node["spec"]["taints"].append(own)
+        cluster.core.create_node(node)
     try:
         cluster.kueue_create("topologies", topology())
     except ApiException as exc:
         if exc.status != 409:  # the bed made it
             raise
-    yield marker, topology()["metadata"]["name"]
+    yield {
+        "node_labels": {POOL_LABEL: marker},
+        "topology": topology()["metadata"]["name"],
+        "tolerations": [{**own, "operator": "Equal"}],
+    }
     for name in names:
         cluster.core.delete_node(name)
 
 
 def test_a_task_that_requires_one_zone_runs_all_its_pods_in_one_zone(
-    kueue_env_factory: Any, airflow_home: AirflowHome, tas_pool: tuple[str, str]
+    kueue_env_factory: Any, airflow_home: AirflowHome, tas_pool: dict[str, Any]
 ) -> None:
-    marker, topology_name = tas_pool
-    env = kueue_env_factory(node_labels={POOL_LABEL: marker}, topology=topology_name)
+    env = kueue_env_factory(**tas_pool)
     # 4 pods of 6 CPUs: two per node. Without a topology the scheduler spreads them over both zones.
     write_operator_dag(
         airflow_home,
@@ -95,12 +102,11 @@ with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=Fal
 
 
 def test_a_jobsets_workers_that_require_one_zone_run_in_one_zone(
-    kueue_env_factory: Any, airflow_home: AirflowHome, tas_pool: tuple[str, str]
+    kueue_env_factory: Any, airflow_home: AirflowHome, tas_pool: dict[str, Any]
 ) -> None:
     """JobSet + TAS, the Batch WG's pairing: the workers' pod set is placed in one zone by Kueue, and the
     result and log say where each replicated job went."""
-    marker, topology_name = tas_pool
-    env = kueue_env_factory(node_labels={POOL_LABEL: marker}, topology=topology_name)
+    env = kueue_env_factory(**tas_pool)
     airflow_home.write_dag(
         "tas_jobset",
         JOBSET_TAS_DAG.format(
