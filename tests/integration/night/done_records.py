@@ -146,9 +146,8 @@ class DoneRecords:
         self._record(meta["uid"], run, finished)
 
     def pod_succeeded(self, pod: dict[str, Any]) -> None:
-        """A pod that ran to the end: the records of every shard it ran."""
-        if pod["metadata"]["uid"] not in self._runs:
-            self.pod_seen(pod)  # first seen already ended (a list after a broken watch)
+        """A pod that ran to the end: the records of every shard it ran (the recorder tells ``pod_seen``
+        first, in the same call when the first sight is its end)."""
         run = self._runs.get(pod["metadata"]["uid"])
         if run is not None:
             self._record(pod["metadata"]["uid"], run, run.shards)
