@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -65,6 +66,9 @@ class ShardEnv:
     """``shard_items=`` inline: the list's JSON (``SHARD_ITEMS_ENV``)."""
     items_blob: str | None = None
     """``shard_items=`` from a blob: its reference (``SHARD_ITEMS_BLOB_ENV``); the items are staged."""
+    layout: str = "single"
+    """A key of the Job's shard list and packing (every pod of the Job has the same): release records
+    (``pack_handoff``) are kept per layout, so a later try that packs other shards never reads them."""
 
     @property
     def packed(self) -> bool:
@@ -110,4 +114,11 @@ class ShardEnv:
             sas_file=environ.get(CHECKPOINT_SAS_FILE_ENV) or None,
             items=environ.get(SHARD_ITEMS_ENV) or None,
             items_blob=environ.get(SHARD_ITEMS_BLOB_ENV) or None,
+            layout=layout_key(shards, packing),
         )
+
+
+def layout_key(shards: str | None, packing: str | None) -> str:
+    """16 hex digits naming ``(AIRFLOW_KUEUE_SHARDS, AIRFLOW_KUEUE_SHARDS_PER_POD)``."""
+    raw = f"{(shards or '').strip()}|{(packing or '1').strip() or '1'}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]

@@ -186,14 +186,16 @@ class Shard:
 
     @classmethod
     def each_from_env(
-        cls, environ: Mapping[str, str] | None = None, *, handle_sigterm: bool = True, keep: int = 3
-    ) -> Iterator[Shard]:
+        cls, environ: Mapping[str, str] | None = None, *, handle_sigterm: bool = True, keep: int = 3,
+        take_over: bool = True,
+    ) -> Iterator[Shard]:  # fmt: skip
         """Every shard this pod runs that is not done yet, one after the other (``shard_pack``): one in an
-        unpacked Job, up to ``shards_per_pod`` in a packed one. Use each as ``with shard:``; an exception in
-        the block is logged and the loop goes on, and the process then exits 1 naming the failed shards
-        (``ShardsFailed``), so the index is retried and its pod redoes only those."""
+        unpacked Job, up to ``shards_per_pod`` in a packed one; with ``take_over``, then the shards stopped
+        pods of the Job left (``pack_handoff``). Use each as ``with shard:``; an exception in the block is
+        logged and the loop goes on, and the process then exits 1 naming the failed shards (``ShardsFailed``),
+        so the index is retried and its pod redoes only those."""
         env = ShardEnv.from_environ(os.environ if environ is None else environ)
-        return ShardPack(cls, env, handle_sigterm=handle_sigterm, keep=keep).shards()
+        return ShardPack(cls, env, handle_sigterm=handle_sigterm, keep=keep, take_over=take_over).shards()
 
     def exit_if_done(self) -> None:
         """Raise ``ShardAlreadyDone`` (exit code 0) when the shard's ``done.json`` exists."""

@@ -32,6 +32,7 @@ from .checkpoint_store import JsonStore
 from .done_lookahead import DoneLookahead
 from .done_writes import DRAIN_ON_EXIT_SECONDS, DoneWrites
 from .env import ShardEnv
+from .pack_handoff import BlobHandOff, NoHandOff
 from .shard_items import ShardItems
 from .sigterm_flush import EXIT_SIGTERM, SigtermFlush
 from .stores import close_stores, stores_for
@@ -91,14 +92,19 @@ class ShardPack(ShardEnding, Generic[S]):
         handle_sigterm: bool = True,
         keep: int = 3,
         stores: tuple[JsonStore, JsonStore] | None = None,
+        take_over: bool = True,
     ) -> None:
-        """``stores``: (store, flush store) to use instead of the ones ``env`` names (tests)."""
-        self.shard_type, self.env, self.keep = shard_type, env, keep
+        """``stores``: (store, flush store) to use instead of the ones ``env`` names (tests);
+        ``take_over``: hand a stopped pack's rest to the Job's running pods (``pack_handoff``)."""
+        self.shard_type, self.env, self.keep, self.take_over = shard_type, env, keep, take_over
         self.handle_sigterm, self._stores = handle_sigterm, stores
         self.failed: dict[int, str] = {}
         self.ran: list[int] = []
         self.done_before: list[int] = []
+        self.taken_over: list[int] = []
+        """Shards of stopped pods of the Job this pod took over (``pack_handoff``)."""
         self._ended: set[int] = set()
+        self._finished: set[int] = set()  # own shards marked done here
         self._stop = threading.Event()
         self._writes = DoneWrites()
         self.items = ShardItems.for_env(env)
@@ -108,6 +114,14 @@ class ShardPack(ShardEnding, Generic[S]):
 
     def ended(self, shard: PackMember, error: BaseException | None) -> bool:
         self._ended.add(shard.shard_id)
+        if shard.shard_id in self.taken_over and (error is not None or not shard.marked_done):
+            log.error(
+                "shard %d, taken over by index %d, failed; its own index runs it",
+                shard.shard_id,
+                shard.index,
+                exc_info=error,
+            )
+            return error is not None
         if error is not None:
             log.error(
                 "shard %d (index %d) failed; going on with the pod's other shards",
@@ -129,57 +143,97 @@ class ShardPack(ShardEnding, Generic[S]):
     # -- the loop --
 
     def shards(self) -> Iterator[S]:
-        """Yield every shard of the pod not done yet; raise ``ShardsFailed`` at the end if any failed.
+        """Yield every shard of the pod not done yet, then the shards it takes over from stopped pods of
+        its Job (``pack_handoff``); raise ``ShardsFailed`` at the end if any of its own failed.
 
         Each shard's done marker is read while the shard before it runs (``DoneLookahead``) and written
         while the shard after it runs (``DoneWrites``): no Blob round trip is left between two shards. The
         pod waits for the writes before it ends; a marker not written makes its shard count as failed."""
         store, flush_store = self._stores or stores_for(self.env)
         previous = self._catch_sigterm_between_shards()
-        lookahead = DoneLookahead(store, self.env.prefix, list(self.env.shard_ids))
-        self._writes, drained = DoneWrites(), False
+        own = list(self.env.shard_ids)
+        lookahead = DoneLookahead(store, self.env.prefix, own)
+        hand_off = self._hand_off_for(store)
+        self._writes, drained, waiting = DoneWrites(), False, []
         try:
-            for shard_id in self.env.shard_ids:
+            released = hand_off.released_here(own)
+            for shard_id in own:
                 self._exit_if_told_to_stop()
-                done = lookahead.done(shard_id)
-                shard = self._shard(shard_id, store, flush_store)
-                if done:
+                if lookahead.done(shard_id):
                     log.info("shard %d (index %d) is already done; skipping it", shard_id, self.env.index)
                     self.done_before.append(shard_id)
                     continue
+                if shard_id in released and not hand_off.claim(shard_id):
+                    waiting.append(shard_id)  # another pod took it over: waited for at the end
+                    continue
+                yield from self._run(shard_id, store, flush_store, hand_off)
+            while not (self.failed or self._stop.is_set()) and (taken := hand_off.take_over(own)) is not None:
+                log.info("index %d: taking over shard %d, released by a stopped pod", self.env.index, taken)
+                self.taken_over.append(taken)
+                yield from self._run(taken, store, flush_store, hand_off)
+            for shard_id in waiting:
+                if hand_off.wait_or_claim(shard_id, self._stop):
+                    yield from self._run(shard_id, store, flush_store, hand_off)
                 self._exit_if_told_to_stop()
-                if self.handle_sigterm:
-                    shard.handle_sigterm()
-                self.ran.append(shard_id)
-                try:
-                    yield shard
-                finally:
-                    shard.close()  # again if the block did (idempotent); once if the program used no block
-                if shard.shard_id not in self._ended:
-                    self.ended(shard, None)
-                if shard.sigterm.signalled:
-                    raise SystemExit(EXIT_SIGTERM)
             drained = True
             for shard_id, why in sorted(self._writes.drain().items()):
                 log.error("shard %d (index %d): %s; it runs again", shard_id, self.env.index, why)
-                self.failed[shard_id] = why
+                if shard_id not in self.taken_over:
+                    self.failed[shard_id] = why
         finally:
+            if self._stop.is_set():  # first: one short write, well inside what is left of the grace
+                finished = self._finished.union(self.done_before)
+                hand_off.release([s for s in own if s not in finished])
             if not drained:  # ended early: the markers written by then count, the others run again
                 self._writes.drain(min(DRAIN_ON_EXIT_SECONDS, self.env.grace_seconds / 2))
+            hand_off.close()
             lookahead.close()
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
             if self._stores is None:
                 close_stores(store, flush_store)
         log.info(
-            "index %d: ran %d shard(s), %d done before, %d failed",
+            "index %d: ran %d shard(s), %d done before, %d taken over, %d failed",
             self.env.index,
             len(self.ran),
             len(self.done_before),
+            len(self.taken_over),
             len(self.failed),
         )
         if self.failed:
             raise ShardsFailed(self.env.index, self.failed)
+
+    def _run(
+        self, shard_id: int, store: JsonStore, flush_store: JsonStore, hand_off: NoHandOff
+    ) -> Iterator[S]:
+        """One shard: made, yielded to the program's block, closed; a SIGTERM in it stops the pack."""
+        shard = self._shard(shard_id, store, flush_store)
+        if self._stop.is_set():  # a SIGTERM since the claim: the shard goes back
+            hand_off.finished(shard_id, done=False)
+            self._exit_if_told_to_stop()
+        if self.handle_sigterm:
+            shard.handle_sigterm()
+        self.ran.append(shard_id)
+        try:
+            yield shard
+        finally:
+            shard.close()  # again if the block did (idempotent); once if the program used no block
+            if shard.sigterm.signalled:
+                self._stop.set()
+            if shard.marked_done:
+                self._finished.add(shard_id)
+            hand_off.finished(shard_id, done=shard.marked_done)
+            if shard_id in self.taken_over and not shard.marked_done:
+                hand_off.gave_up(shard_id)
+        if shard.shard_id not in self._ended:
+            self.ended(shard, None)
+        if shard.sigterm.signalled:
+            raise SystemExit(EXIT_SIGTERM)
+
+    def _hand_off_for(self, store: JsonStore) -> NoHandOff:
+        if not self.take_over:
+            return NoHandOff()
+        return BlobHandOff(store, self.env.prefix, self.env.layout, self.env.index)
 
     def _shard(self, shard_id: int, store: JsonStore, flush_store: JsonStore) -> S:
         return self.shard_type(

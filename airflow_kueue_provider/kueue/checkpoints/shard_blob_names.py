@@ -1,5 +1,7 @@
 """Where a shard's blobs live in its task instance's shard container: ``<prefix>/shards/<shard_id>/``, with
-its checkpoints and ``done.json`` (the worker SDK writes them, the operator reads the done markers)."""
+its checkpoints, ``done.json`` (the worker SDK writes them, the operator reads the done markers) and
+``claim.json`` (the lease of a pod that took the shard over from a stopped one); and the release records of
+stopped pods, ``<prefix>/released/<layout>/index-<i>.json`` (``worker/pack_handoff``)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Iterable
 from ..index_set import IndexSet
 
 DONE_BLOB = "done.json"
+CLAIM_BLOB = "claim.json"
 
 
 def shard_folder(prefix: str, shard_id: int) -> str:
@@ -27,6 +30,23 @@ def shards_folder(prefix: str) -> str:
 
 def done_name(prefix: str, shard_id: int) -> str:
     return f"{shard_folder(prefix, shard_id)}{DONE_BLOB}"
+
+
+def claim_name(prefix: str, shard_id: int) -> str:
+    return f"{shard_folder(prefix, shard_id)}{CLAIM_BLOB}"
+
+
+def released_folder(prefix: str, layout: str) -> str:
+    """``<prefix>/released/<layout>/``: the release records of one Job layout's stopped pods."""
+    if not layout or not layout.isalnum():
+        raise ValueError(f"layout key {layout!r} must be letters and digits")
+    return f"{shards_folder(prefix)[: -len('shards/')]}released/{layout}/"
+
+
+def released_name(prefix: str, layout: str, index: int) -> str:
+    if index < 0:
+        raise ValueError(f"index {index} is negative")
+    return f"{released_folder(prefix, layout)}index-{index}.json"
 
 
 def done_shard_ids(names: Iterable[str], prefix: str) -> IndexSet:

@@ -148,6 +148,16 @@ def pod_spans(logged: Iterable[LoggedItem]) -> dict[str, tuple[int, int, int]]:
     return spans
 
 
+def shard_spans(logged: Iterable[LoggedItem]) -> dict[tuple[str, int], tuple[int, int]]:
+    """Per (pod name, shard): the first and last item the pod logged of it (a pod that took a stopped
+    pod's shard over logs two shards, ``worker/pack_handoff``)."""
+    spans: dict[tuple[str, int], tuple[int, int]] = {}
+    for e in logged:
+        first, _ = spans.get((e.pod, e.shard), (e.item, e.item))
+        spans[(e.pod, e.shard)] = (first, e.item)
+    return spans
+
+
 def done_outputs(blob_service: Any, base_container: str) -> dict[int, dict[str, Any]]:
     """``shard id -> output`` of every ``done.json`` in the task instance's shard containers."""
     outputs: dict[int, dict[str, Any]] = {}

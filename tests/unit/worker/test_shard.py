@@ -62,6 +62,8 @@ class MemoryStore:
             raise BlobUnavailable("down")
         if if_none_match and name in self.blobs:
             raise BlobPreconditionFailed(name)
+        if if_match is not None and self.blobs.get(name, (None, None))[1] != if_match:
+            raise BlobPreconditionFailed(name)
         self._n += 1
         self.blobs[name] = (dict(data), f'"{self._n}"')
         self.writes.append((name, timeout))

@@ -1,0 +1,154 @@
+"""A stopped pod's shards taken over by the Job's other pods (``pack_handoff`` through ``ShardPack``), on an
+in-memory store: the release record, claims and their leases, the stopped index's next pod waiting."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from airflow_kueue_provider.kueue.checkpoints.shard_blob_names import claim_name, released_name
+from airflow_kueue_provider.worker import Shard, ShardEnv, ShardPack
+from airflow_kueue_provider.worker.pack_handoff import BlobHandOff, NoHandOff
+from airflow_kueue_provider.worker.shard import EXIT_SIGTERM
+
+from .test_shard import PREFIX, MemoryStore, _sigterm_and_wait
+from .test_shard_pack import PACKED  # shards 0-9, 4 a pod: index 0 runs 0-3, index 1 runs 4-7, index 2 8-9
+
+
+def _env(index: int) -> ShardEnv:
+    return ShardEnv.from_environ({**PACKED, "JOB_COMPLETION_INDEX": str(index)})
+
+
+class QuickPack(ShardPack[Shard]):
+    """A pack whose hand-off polls every 10 ms (and, with ``holder``, claims under that name)."""
+
+    def __init__(self, store: MemoryStore, index: int, *, handle_sigterm: bool = False, **kw: object) -> None:
+        super().__init__(Shard, _env(index), handle_sigterm=handle_sigterm, stores=(store, store))
+        self.kw = kw
+
+    def _hand_off_for(self, store):  # type: ignore[no-untyped-def]
+        env = self.env
+        return BlobHandOff(store, env.prefix, env.layout, env.index, poll_seconds=0.01, **self.kw)
+
+
+def _run(pack: ShardPack[Shard], stop_at: int | None = None) -> list[int]:
+    """Run the pack; each shard counts from its checkpoint to 3, and SIGTERMs itself at shard ``stop_at``."""
+    seen = []
+    for shard in pack.shards():
+        shard.sigterm._hard_exit = lambda code: None  # the backstop must not end pytest
+        with shard:
+            state = shard.load() or {"next": 0}
+            seen.append(shard.shard_id)
+            shard.set_latest({"next": state["next"] + 1}, progress=state["next"] + 1)
+            if shard.shard_id == stop_at:
+                _sigterm_and_wait()
+            shard.mark_done({"from": state["next"]})
+    return seen
+
+
+def _stopped_at_5(store: MemoryStore) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        _run(QuickPack(store, 1, handle_sigterm=True), stop_at=5)
+    assert stopped.value.code == EXIT_SIGTERM
+
+
+def _done(store: MemoryStore) -> set[int]:
+    return {int(n.split("/")[-2]) for n in store.blobs if n.endswith("/done.json")}
+
+
+def test_a_stopped_pod_releases_its_unfinished_shards_and_a_running_pod_takes_them_over() -> None:
+    store = MemoryStore()
+    _stopped_at_5(store)
+    record = store.blobs[released_name(PREFIX, _env(1).layout, 1)][0]
+    assert record["shards"] == [5, 6, 7] and record["index"] == 1
+    peer = QuickPack(store, 0)
+    assert _run(peer) == [0, 1, 2, 3, 5, 6, 7]
+    assert peer.taken_over == [5, 6, 7] and not peer.failed
+    assert store.blobs[f"{PREFIX}/shards/5/done.json"][0]["output"] == {"from": 1}, "5 resumed from its flush"
+    # The stopped index's next pod finds its pack done: it runs nothing and exits 0.
+    again = QuickPack(store, 1)
+    assert _run(again) == [] and again.done_before == [4, 5, 6, 7]
+
+
+def test_the_stopped_indexs_next_pod_runs_what_nobody_holds_and_waits_for_what_another_pod_holds() -> None:
+    store = MemoryStore()
+    _stopped_at_5(store)
+    other = BlobHandOff(store, PREFIX, _env(0).layout, 0, holder="peer")
+    assert other.claim(6)  # a running pod of the Job took 6 over
+    finish = threading.Timer(0.2, lambda: store.write_json(f"{PREFIX}/shards/6/done.json", {"by": "peer"}))
+    finish.start()
+    again = QuickPack(store, 1)
+    started = time.monotonic()
+    assert _run(again) == [5, 7], "6 is the peer's"
+    assert time.monotonic() - started >= 0.15, "the pod waited for 6 before it ended"
+    assert _done(store) >= {4, 5, 6, 7}
+    other.close()
+
+
+def test_a_claim_whose_holder_went_quiet_is_taken_once_its_lease_ran_out() -> None:
+    store = MemoryStore()
+    _stopped_at_5(store)
+    gone = BlobHandOff(store, PREFIX, _env(0).layout, 0, holder="gone", lease_seconds=0.05)
+    assert gone.claim(6)
+    gone._renewing.set()  # it dies unseen: no renewal, no release
+    assert not BlobHandOff(store, PREFIX, _env(2).layout, 2, holder="early").claim(6)
+    time.sleep(0.1)
+    again = QuickPack(store, 1)
+    assert _run(again) == [5, 6, 7], "6 is run by its own index: the lease had run out"
+    assert store.blobs[claim_name(PREFIX, 6)][0]["holder"] != "gone"
+
+
+def test_two_pods_racing_for_a_released_shard_one_wins() -> None:
+    store = MemoryStore()
+    a = BlobHandOff(store, PREFIX, "x1", 0, holder="a")
+    b = BlobHandOff(store, PREFIX, "x1", 2, holder="b")
+    assert a.claim(9) and not b.claim(9)
+    a.finished(9, done=False)  # ended undone: released for another pod
+    assert b.claim(9) and not a.claim(9)
+
+
+def test_a_taken_over_shard_that_fails_is_left_to_its_own_index_and_the_taker_still_succeeds() -> None:
+    store = MemoryStore()
+    _stopped_at_5(store)
+    peer = QuickPack(store, 0)
+    seen = []
+    for shard in peer.shards():
+        with shard:
+            seen.append(shard.shard_id)
+            if shard.shard_id == 6:
+                raise RuntimeError("bad input")
+            shard.mark_done({})
+    assert seen == [0, 1, 2, 3, 5, 6, 7] and not peer.failed, "the peer exits 0: 6 is not its shard"
+    assert store.blobs[claim_name(PREFIX, 6)][0]["released"] is True
+    assert _run(QuickPack(store, 1)) == [6], "its own index runs 6 again"
+
+
+def test_a_claim_is_renewed_while_its_shard_runs() -> None:
+    store = MemoryStore()
+    holder = BlobHandOff(store, PREFIX, "x1", 0, holder="a", lease_seconds=0.15)
+    assert holder.claim(3)
+    first = store.blobs[claim_name(PREFIX, 3)][0]["until"]
+    time.sleep(0.12)
+    assert store.blobs[claim_name(PREFIX, 3)][0]["until"] > first
+    holder.close()
+
+
+def test_without_take_over_nothing_is_released_or_taken() -> None:
+    store = MemoryStore()
+    with pytest.raises(SystemExit):
+        pack = ShardPack(Shard, _env(1), handle_sigterm=True, stores=(store, store), take_over=False)
+        _run(pack, stop_at=5)
+    assert not [n for n in store.blobs if "/released/" in n]
+    _stopped_at_5(store)
+    assert _run(ShardPack(Shard, _env(0), stores=(store, store), take_over=False)) == [0, 1, 2, 3]
+    assert isinstance(ShardPack(Shard, _env(0), take_over=False)._hand_off_for(store), NoHandOff)
+
+
+def test_a_later_try_with_other_packs_never_reads_this_layouts_records() -> None:
+    store = MemoryStore()
+    _stopped_at_5(store)
+    later = ShardEnv.from_environ({**PACKED, "AIRFLOW_KUEUE_SHARDS": "5-9", "JOB_COMPLETION_INDEX": "0"})
+    assert later.layout != _env(1).layout
+    assert _run(ShardPack(Shard, later, stores=(store, store))) == [5, 6, 7, 8], "its own pack only"
