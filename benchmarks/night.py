@@ -94,6 +94,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="ours: the bed writes the worker SDK's done records (run_seconds) of each fake pod that "
         "succeeds, as an SDK program would: the shard history then packs a later night (--warm-up-nights)",
     )
+    p.add_argument(
+        "--no-hand-off",
+        action="store_true",
+        help="with --done-records: a stopped pod's unfinished shards wait for its index's next pod, not "
+        "taken over by the running pods of its Job (the worker SDK's hand-off, on by default)",
+    )
     p.add_argument("--no-triggerer-kill", action="store_true")
     p.add_argument(
         "--pod-evictions-every",
@@ -204,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                     pod_evictions_every=args.pod_evictions_every,
                     night=number,
                     done_records=args.done_records,
+                    hand_off=not args.no_hand_off,
                 )
                 record = run_phase(
                     night,

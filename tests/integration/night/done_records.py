@@ -13,6 +13,13 @@ length, from the pod's ``shard-durations`` annotation), and gives a pod only the
   the sum of the rest, as an SDK program skips the done shards. The patch lands while the pod is Pending, as
   a rule; when it lands after the pod started, KWOK counts the rest from the patch (a few milliseconds more).
 
+- The hand-off of a stopped pack's rest (``hand_off``, on by default; ``pack_handoff`` keeps its books): a
+  pod told to stop releases the shards of its run it had not finished (the one in progress included, run
+  again whole: its checkpoint is not modelled), and the Job's running pods take them over, each one's end
+  patched later by the shards it took (``run-remaining``, from its expected end); the owner index's next pod
+  runs only the shards no other pod has started and ends no earlier than those. A pod that succeeds writes
+  the records of every shard it ran, the ones it took over included.
+
 The operator then learns each shard's length from done records, as it does for a worker-SDK program, and a
 later night packs from them (``docs/shard-history.md``); without them a fake pod's times serve the forecast
 only and a replacement pod runs its whole pack again.
@@ -23,6 +30,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +48,8 @@ from airflow_kueue_provider.kueue.names import (
 )
 from airflow_kueue_provider.worker.checkpoint_store import CHECKPOINT_FORMAT, now_text
 from devcluster.fake_pod_lengths import RUN_REMAINING_ANNOTATION, SHARD_DURATIONS_ANNOTATION
+
+from .pack_handoff import PackHandOff
 
 
 def pod_env(pod: dict[str, Any]) -> dict[str, str]:
@@ -90,10 +101,12 @@ class PodRun:
 
 class DoneRecords:
     """Writes each pod's done records once, on a few threads, and patches a pod's remainder (the recorder's
-    watch thread calls ``pod_seen``, ``pod_stopping`` and ``pod_succeeded`` in the order of the pods'
-    events, and each returns at once)."""
+    watch threads call ``pod_seen``, ``pod_running``, ``pod_stopping``, ``pod_succeeded`` and ``pod_ended``
+    in the order of the pods' events, and each returns at once)."""
 
-    def __init__(self, blob_service: Any, core: Any) -> None:
+    def __init__(
+        self, blob_service: Any, core: Any, hand_off: bool = True, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._service = blob_service  # an azure BlobServiceClient
         self._core = core  # a kubernetes CoreV1Api
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="night-done")
@@ -102,55 +115,133 @@ class DoneRecords:
         self._runs: dict[str, PodRun] = {}  # pod uid -> its run
         self._done: dict[tuple[str, str], set[int]] = {}  # (container, prefix) -> shards with a record
         self._written_for: set[str] = set()  # pod uids whose records went out
+        self._hand = PackHandOff() if hand_off else None
+        self._clock = clock
+        self._names: dict[str, tuple[str, str]] = {}  # pod uid -> (namespace, name), for its patches
+        self._queued: set[str] = set()  # pod uids with a patch not started yet
+        self._patching: dict[str, threading.Lock] = {}  # pod uid -> held while its patch is computed and sent
         self.written = 0
+        self.records_existing = 0  # records found already there (0 unless two pods ran one shard)
         self.remainders = 0  # pods patched to run only their shards without a record
         self.kept: dict[str, float] = {}  # stopped pod's name -> shard-seconds its records kept
         self.errors: list[str] = []
 
+    @property
+    def handed_off(self) -> int:
+        """Shards a stopped pod released that another running pod of the Job took over."""
+        return self._hand.handed_off if self._hand is not None else 0
+
+    def phase_fields(self) -> dict[str, Any]:
+        """The figures a phase keeps (``runner.PhaseRecord``'s fields)."""
+        with self._lock:
+            return {
+                "kept_by_done_records": dict(self.kept),
+                "handed_off": self.handed_off,
+                "records_existing": self.records_existing,
+            }
+
     @classmethod
-    def connect(cls, connection_string: str, api_client: Any) -> DoneRecords:
+    def connect(cls, connection_string: str, api_client: Any, hand_off: bool = True) -> DoneRecords:
         from azure.storage.blob import BlobServiceClient
         from kubernetes import client
 
         # the SDK logs every request's headers at INFO: the night's output is its table, not them
         logging.getLogger("azure.core.pipeline.policies.http_logging_policy").setLevel(logging.WARNING)
-        return cls(BlobServiceClient.from_connection_string(connection_string), client.CoreV1Api(api_client))
+        service = BlobServiceClient.from_connection_string(connection_string)
+        return cls(service, client.CoreV1Api(api_client), hand_off=hand_off)
 
     def pod_seen(self, pod: dict[str, Any]) -> None:
-        """A new pod: what it runs, and its remainder patched when part of its pack has records."""
+        """A new pod: what it runs, and its remainder patched when part of its pack has records (or, with
+        the hand-off, is run by another pod)."""
         ran, env = shards_run_by(pod), pod_env(pod)
         url, prefix = env.get(CHECKPOINT_URL_ENV), env.get(CHECKPOINT_PREFIX_ENV)
         if ran is None or not url or prefix is None:
             return
         meta = pod["metadata"]
         container, prefix = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1], prefix.strip("/")
+        patches: list[str] = []
         with self._lock:
             done = self._done.setdefault((container, prefix), set())
-            rest = [(shard, seconds) for shard, seconds in ran if shard not in done]
             index = int(meta["annotations"][INDEX_ANNOTATION])
+            if self._hand is None:
+                rest = [(shard, seconds) for shard, seconds in ran if shard not in done]
+            else:
+                now = self._clock()
+                plan, moved = self._hand.seen(meta["uid"], (container, prefix), index, ran, done, now)
+                rest = plan.run  # the same list: the shards it takes over join it
+                self._names[meta["uid"]] = (meta["namespace"], meta["name"])
+                force = frozenset([meta["uid"]] if len(rest) < len(ran) else [])
+                patches = self._hand.to_patch(moved, now, force)
             self._runs[meta["uid"]] = PodRun(container, prefix, index, rest)
             if len(rest) < len(ran):
                 self.remainders += 1
-        if len(rest) < len(ran):
+        if self._hand is None and len(rest) < len(ran):
             self._patches.submit(self._patch, meta["namespace"], meta["name"], remaining_ms(rest))
+        self._send(patches)
+
+    def pod_running(self, pod: dict[str, Any]) -> None:
+        """A pod first seen Running: its shards' times start (the hand-off's books only)."""
+        if self._hand is None:
+            return
+        with self._lock:
+            now = self._clock()
+            patches = self._hand.to_patch(self._hand.running(pod["metadata"]["uid"], now), now)
+        self._send(patches)
 
     def pod_stopping(self, pod: dict[str, Any], running_for: float) -> None:
-        """A pod told to stop after ``running_for`` seconds Running: the records of the shards it finished."""
+        """A pod told to stop after ``running_for`` seconds Running: the records of the shards it finished;
+        with the hand-off, the rest of its run goes to the Job's running pods."""
         meta = pod["metadata"]
         run = self._runs.get(meta["uid"])
         if run is None:
             return
-        finished = finished_by(run.shards, running_for)
+        patches: list[str] = []
         with self._lock:
+            now = self._clock()
+            stopped = self._hand.stopping(meta["uid"], running_for, now) if self._hand is not None else None
+            if stopped is None:
+                finished = finished_by(run.shards, running_for)
+            else:
+                finished, moved = stopped
+                patches = self._hand.to_patch(moved, now) if self._hand is not None else []
             self.kept[meta["name"]] = round(sum(seconds for _, seconds in finished), 3)
         self._record(meta["uid"], run, finished)
+        self._send(patches)
 
     def pod_succeeded(self, pod: dict[str, Any]) -> None:
-        """A pod that ran to the end: the records of every shard it ran (the recorder tells ``pod_seen``
-        first, in the same call when the first sight is its end)."""
-        run = self._runs.get(pod["metadata"]["uid"])
-        if run is not None:
-            self._record(pod["metadata"]["uid"], run, run.shards)
+        """A pod that ran to the end: the records of every shard it ran, the ones it took over included (the
+        recorder tells ``pod_seen`` first, in the same call when the first sight is its end)."""
+        uid = pod["metadata"]["uid"]
+        run = self._runs.get(uid)
+        if run is None:
+            return
+        patches: list[str] = []
+        with self._lock:
+            now = self._clock()
+            ended = self._hand.succeeded(uid, now) if self._hand is not None else None
+            shards = list(run.shards)
+            if ended is not None and self._hand is not None:
+                shards, late, moved = ended
+                patches = self._hand.to_patch(moved, now)
+                if late:
+                    self._error(f"pod {pod['metadata']['name']} ended before its taken-over shards {late}")
+        self._record(uid, run, shards)
+        self._send(patches)
+
+    def pod_ended(self, pod: dict[str, Any]) -> None:
+        """A pod's first terminal phase or deletion: one neither told to stop nor succeeded (its node lost)
+        leaves the hand-off's books; the shards it took over and finished keep their records."""
+        if self._hand is None:
+            return
+        uid = pod["metadata"]["uid"]
+        with self._lock:
+            now = self._clock()
+            finished, moved = self._hand.ended(uid, now)
+            patches = self._hand.to_patch(moved, now)
+        run = self._runs.get(uid)
+        if run is not None and finished:
+            self._record(uid, run, finished)
+        self._send(patches)
 
     def _record(self, uid: str, run: PodRun, shards: list[tuple[int, float]]) -> None:
         """Marks ``shards`` done at once (a pod seen next runs without them), then writes their records."""
@@ -160,7 +251,29 @@ class DoneRecords:
             self._written_for.add(uid)
             self._done.setdefault((run.container, run.prefix), set()).update(s for s, _ in shards)
         if shards:
-            self._pool.submit(self._write, run.container, run.prefix, run.index, shards)
+            self._pool.submit(self._write, run.container, run.prefix, run.index, list(shards))
+
+    def _send(self, uids: list[str]) -> None:
+        """A patch for each pod, unless one not started yet is queued (it sends the latest remainder)."""
+        for uid in uids:
+            with self._lock:
+                if uid in self._queued:
+                    continue
+                self._queued.add(uid)
+            self._patches.submit(self._patch_latest, uid)
+
+    def _patch_latest(self, uid: str) -> None:
+        """The pod's remainder from its expected end when the patch is sent; one patch of a pod at a time, so
+        the last one sent carries the last value."""
+        with self._lock:
+            held = self._patching.setdefault(uid, threading.Lock())
+        with held:
+            with self._lock:
+                self._queued.discard(uid)
+                remaining = self._hand.remaining(uid, self._clock()) if self._hand is not None else None
+                namespace, name = self._names.get(uid, ("", ""))
+            if remaining is not None and name:
+                self._patch(namespace, name, f"{round(remaining * 1000)}ms")
 
     def _patch(self, namespace: str, name: str, remaining: str) -> None:
         body = {"metadata": {"annotations": {RUN_REMAINING_ANNOTATION: remaining}}}
@@ -188,7 +301,8 @@ class DoneRecords:
                 with self._lock:
                     self.written += 1
             except ResourceExistsError:
-                pass
+                with self._lock:
+                    self.records_existing += 1
             except Exception as exc:  # recorded, never the night's end
                 self._error(f"done record of shard {shard} in {container}/{prefix}: {exc}")
 

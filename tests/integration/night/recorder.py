@@ -137,14 +137,19 @@ def shard_ids_of(job: dict[str, Any]) -> list[int]:
 
 
 class PodEvents(Protocol):
-    """Told of a pod's first sight, of its being told to stop while running (after ``running_for``
-    seconds Running), and of its success, in the order of the pod watch's events."""
+    """Told of a pod's first sight, of its first sight Running, of its being told to stop while running
+    (after ``running_for`` seconds Running), of its success and of its end (its first terminal phase or its
+    deletion, whatever came before), in the order of the pod watch's events."""
 
     def pod_seen(self, pod: dict[str, Any]) -> None: ...
+
+    def pod_running(self, pod: dict[str, Any]) -> None: ...
 
     def pod_stopping(self, pod: dict[str, Any], running_for: float) -> None: ...
 
     def pod_succeeded(self, pod: dict[str, Any]) -> None: ...
+
+    def pod_ended(self, pod: dict[str, Any]) -> None: ...
 
 
 class ClusterRecorder:
@@ -255,8 +260,10 @@ class ClusterRecorder:
             rec.node = (obj.get("spec") or {}).get("nodeName") or rec.node
             rec.api_created = rec.api_created or _api_time(meta.get("creationTimestamp"))
             phase = status.get("phase", "Pending")
-            if phase == "Running" and rec.running is None:
+            started = phase == "Running" and rec.running is None
+            if started:
                 rec.running = now
+            had_ended = rec.ended is not None
             if phase in ("Succeeded", "Failed") and rec.ended is None:
                 rec.ended = now
             if obj.get("_deleted") and rec.ended is None:
@@ -287,14 +294,19 @@ class ClusterRecorder:
             if phase not in rec.history:
                 rec.history.append(phase)
             succeeded = phase == "Succeeded" and not was_terminal and not rec.stopping
+            ended = not had_ended and rec.ended is not None
         events = self._pod_events
         if events is not None:
             if seen:
                 events.pod_seen(obj)
+            if started:
+                events.pod_running(obj)
             if stopped_running is not None:
                 events.pod_stopping(obj, stopped_running)
             if succeeded:
                 events.pod_succeeded(obj)
+            if ended:
+                events.pod_ended(obj)
 
     def _job(self, obj: dict[str, Any]) -> None:
         now = time.time()

@@ -16,7 +16,8 @@ Definitions (the docs quote them):
   the second pod finds it or keeps it);
 - **redone shard-seconds**: running time of pods that ended without succeeding (evicted, preempted, lost
   with their node), less the shards whose done records such a pod wrote before it stopped (``--done-records``:
-  its replacement skips them), per Spot eviction;
+  its replacement skips them), per Spot eviction; **shards handed off**: of those pods' unfinished shards,
+  the ones a running pod of their Job took over (``--done-records``, unless ``--no-hand-off``);
 - **where the time goes**, per task: scheduler (upstream end or run start -> the task's first start),
   submit (start -> its first Job created), Kueue queue (created -> quota reserved), admitted not running
   (reserved -> first pod Running), running (first pod Running -> Job complete), resume (Job complete -> the
@@ -168,6 +169,7 @@ def redone(phase: dict[str, Any]) -> dict[str, Any]:
         "pods_lost_to_spot": pods_spot,
         "redone_shard_seconds_other": round(other, 1),
         "pods_lost_other": pods_other,
+        "shards_handed_off": phase.get("handed_off", 0),
     }
 
 
@@ -343,7 +345,9 @@ def blob_figures(night: Night, phase: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-SHARD_BLOB_REQUESTS = 4  # done record read + write, one checkpoint write, one read on resume (worst case)
+SHARD_BLOB_REQUESTS = 6
+"""Per pod: done record read + write, one checkpoint write, one read on resume (worst case), and the
+hand-off's two (its index's release record read at the start, the release records listed at the end)."""
 
 
 def summarize(night: Night, phase: dict[str, Any]) -> dict[str, Any]:

@@ -52,6 +52,7 @@ class PhaseOptions:
     parallelism: int = 16  # LocalExecutor's worker processes
     night: int = 1  # the system's n-th night of the run: later nights keep the earlier nights' shard history
     done_records: bool = False  # ours: the bed writes the SDK's done records of each succeeded fake pod
+    hand_off: bool = True  # with done_records: a stopped pod's rest taken over by its Job's running pods
 
 
 @dataclass
@@ -82,6 +83,8 @@ class PhaseRecord:
     queues: dict[str, str] = field(default_factory=dict)
     cluster_queues: list[str] = field(default_factory=list)
     kept_by_done_records: dict[str, float] = field(default_factory=dict)  # stopped pod -> records' seconds
+    handed_off: int = 0  # shards a stopped pod released that a running pod of its Job took over
+    records_existing: int = 0  # done records the bed found already written (two pods ran one shard)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -165,7 +168,8 @@ def run_phase(
         }
     )
     deployment.write_env_file()
-    done = DoneRecords.connect(azurite, cluster.api) if options.done_records and system == "ours" else None
+    ours_done = options.done_records and system == "ours"
+    done = DoneRecords.connect(azurite, cluster.api, hand_off=options.hand_off) if ours_done else None
     recorder = ClusterRecorder(
         cluster.api,
         [queues.genomics_namespace, queues.risk_namespace],
@@ -324,7 +328,7 @@ def run_phase(
             trigger_fired=fired_times(deployment.home),
             triggerer_kill={k: v - started for k, v in kill.items()},
             recorder_errors=(recorder.errors + (done.errors if done is not None else []))[:50],
-            kept_by_done_records=dict(done.kept) if done is not None else {},
+            **(done.phase_fields() if done is not None else {}),  # kept_by_done_records, handed_off, ...
             blob_requests=list(blob_counter.stamps),
             queues=asdict(queues),
             cluster_queues=cqs,

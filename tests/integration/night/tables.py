@@ -78,6 +78,10 @@ def render_markdown(night: Night, rows: list[dict[str, Any]], meta: dict[str, An
     row("shard-seconds redone per Spot eviction", lambda r: r["redone_per_eviction"])
     row("shard-seconds redone, other (preemption)", lambda r: r["redone_shard_seconds_other"])
     row(
+        "shards a stopped pod left, taken over by a running pod of its Job",
+        lambda r: r.get("shards_handed_off"),
+    )
+    row(
         "a disrupted pod's index: its next pod created after, median / sum (s)",
         lambda r: f"{_v(r.get('replacement_wait_median'))} / {_v(r.get('replacement_wait_sum'))}",
     )

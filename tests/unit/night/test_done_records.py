@@ -37,8 +37,12 @@ class FakeContainer:
         self.blobs = blobs
 
     def upload_blob(self, name: str, data: str, overwrite: bool) -> None:
+        from azure.core.exceptions import ResourceExistsError
+
         assert overwrite is False
-        self.blobs.setdefault(name, data)
+        if name in self.blobs:
+            raise ResourceExistsError("The specified blob already exists.")
+        self.blobs[name] = data
 
 
 class FakeBlobService:
@@ -58,14 +62,14 @@ class FakeCore:
         self.patches.append((namespace, name, body))
 
 
-def sdk_pod(uid: str, index: int) -> dict[str, Any]:
+def sdk_pod(uid: str, index: int, lengths: str = "1,2,3,4,5,6,7,8,9,10") -> dict[str, Any]:
     env = {
         "AIRFLOW_KUEUE_SHARDS": "0-9",
         "AIRFLOW_KUEUE_SHARDS_PER_POD": "3",
         "AIRFLOW_KUEUE_CHECKPOINT_URL": "http://127.0.0.1:10000/devstoreaccount1/shards?sig=x",
         "AIRFLOW_KUEUE_CHECKPOINT_PREFIX": "night/run-1/align/0/",
     }
-    p = pod(index, env)
+    p = pod(index, env, lengths)
     p["metadata"].update({"uid": uid, "name": f"align-{index}-{uid}", "namespace": "genomics"})
     return p
 
@@ -111,11 +115,17 @@ class Told:
     def pod_seen(self, pod: dict[str, Any]) -> None:
         self.events.append(("seen", pod["metadata"]["uid"], None))
 
+    def pod_running(self, pod: dict[str, Any]) -> None:
+        self.events.append(("running", pod["metadata"]["uid"], None))
+
     def pod_stopping(self, pod: dict[str, Any], running_for: float) -> None:
         self.events.append(("stopping", pod["metadata"]["uid"], running_for))
 
     def pod_succeeded(self, pod: dict[str, Any]) -> None:
         self.events.append(("succeeded", pod["metadata"]["uid"], None))
+
+    def pod_ended(self, pod: dict[str, Any]) -> None:
+        self.events.append(("ended", pod["metadata"]["uid"], None))
 
 
 def _watched(uid: str, phase: str, disrupted: bool = False) -> dict[str, Any]:
@@ -128,7 +138,7 @@ def _watched(uid: str, phase: str, disrupted: bool = False) -> dict[str, Any]:
     return {"metadata": meta, "spec": {}, "status": {"phase": phase, "conditions": conditions}}
 
 
-def test_the_recorder_tells_a_pod_s_first_sight_its_stop_while_running_and_its_success_once_each() -> None:
+def test_the_recorder_tells_a_pod_s_first_sight_start_stop_while_running_success_and_end_once_each() -> None:
     from tests.integration.night.recorder import ClusterRecorder
 
     told = Told()
@@ -140,5 +150,159 @@ def test_the_recorder_tells_a_pod_s_first_sight_its_stop_while_running_and_its_s
     ):  # fmt: skip
         recorder._pod(event)
     kinds = [(kind, uid) for kind, uid, _ in told.events]
-    assert kinds == [("seen", "a"), ("stopping", "a"), ("seen", "b"), ("succeeded", "b"), ("seen", "c")]
-    assert told.events[1][2] is not None and told.events[1][2] >= 0
+    assert kinds == [
+        ("seen", "a"), ("running", "a"), ("stopping", "a"), ("ended", "a"),
+        ("seen", "b"), ("running", "b"), ("succeeded", "b"), ("ended", "b"), ("seen", "c"),
+    ]  # fmt: skip
+    assert told.events[2][2] is not None and told.events[2][2] >= 0
+
+
+# -- the hand-off of a stopped pack's rest: packs of 3, index 0 runs shards 0-2, index 1 3-5, index 2 6-8 --
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Inline:
+    """An executor that runs each task at once: a patch carries the remainder at the clock's time."""
+
+    def submit(self, fn: Any, *args: Any) -> None:
+        fn(*args)
+
+    def shutdown(self, wait: bool = True) -> None:
+        pass
+
+
+def bed(hand_off: bool = True) -> tuple[DoneRecords, FakeBlobService, FakeCore, Clock]:
+    blob, core, clock = FakeBlobService(), FakeCore(), Clock()
+    records = DoneRecords(blob, core, hand_off=hand_off, clock=clock)
+    records._patches = records._pool = Inline()  # type: ignore[assignment]
+    return records, blob, core, clock
+
+
+def started(records: DoneRecords, *pods: dict[str, Any]) -> None:
+    for p in pods:
+        records.pod_seen(p)
+        records.pod_running(p)
+
+
+def patched(core: FakeCore) -> list[tuple[str, str]]:
+    return [
+        (name, body["metadata"]["annotations"][RUN_REMAINING_ANNOTATION]) for _, name, body in core.patches
+    ]
+
+
+def records_of(blob: FakeBlobService) -> list[str]:
+    return sorted(blob.blobs)
+
+
+def done(*shards: int) -> list[str]:
+    return sorted(done_name("night/run-1/align/0", s) for s in shards)
+
+
+def test_an_evicted_pod_s_rest_goes_to_the_running_peer_whose_work_ends_first() -> None:
+    records, blob, core, clock = bed()
+    a, b, c = sdk_pod("a", 0), sdk_pod("b", 1), sdk_pod("c", 2)  # 6 s, 15 s, 24 s of shards
+    started(records, a, b, c)
+    clock.t = 2.0
+    records.pod_stopping(a, running_for=2.0)  # shard 0 ended at 1 s; 1 (in progress) and 2 released
+    assert patched(core) == [("align-1-b", "18100ms")]  # 15 s + 0.05 + 2 s + 0.05 + 3 s, from 2 s
+    assert records.handed_off == 2 and records.kept == {"align-0-a": 1.0}
+    clock.t = 20.1
+    records.pod_succeeded(b)
+    clock.t = 24.0
+    records.pod_succeeded(c)
+    assert records_of(blob) == done(*range(9)) and records.records_existing == 0
+
+
+def test_two_released_shards_split_across_two_peers_and_a_peer_stopped_with_one_releases_it_again() -> None:
+    records, blob, core, clock = bed()
+    lengths = "1,2,3,4,4,4,4,4,5,10"  # index 0: 6 s, index 1: 12 s, index 2: 13 s
+    a, b, c = (sdk_pod(uid, i, lengths) for i, uid in enumerate("abc"))
+    started(records, a, b, c)
+    clock.t = 2.0
+    records.pod_stopping(a, running_for=2.0)
+    # shard 1 (2 s) to b, which ends first (12.05-14.05), shard 2 (3 s) to c (13.05-16.05)
+    assert patched(core) == [("align-1-b", "12050ms"), ("align-2-c", "14050ms")]
+    core.patches.clear()
+    clock.t = 13.0
+    records.pod_stopping(b, running_for=13.0)  # its own pack done at 12 s; shard 1 in progress
+    assert records.kept["align-1-b"] == 12.0
+    assert patched(core) == [("align-2-c", "5100ms")]  # shard 1 again, after shard 2: 16.1-18.1
+    clock.t = 18.1
+    records.pod_succeeded(c)
+    assert records_of(blob) == done(*range(9)) and records.handed_off == 3
+    assert records.records_existing == 0 and records.errors == []
+
+
+def test_the_stopped_index_s_next_pod_runs_the_shards_no_pod_started_and_waits_for_the_others() -> None:
+    records, blob, core, clock = bed()
+    lengths = "1,9,1,4,4,4,4,4,5,10"  # index 0: shards 0-2 of 1 s, 9 s, 1 s; index 1: 12 s
+    a, b = sdk_pod("a", 0, lengths), sdk_pod("b", 1, lengths)
+    started(records, a, b)
+    clock.t = 1.5
+    records.pod_stopping(a, running_for=1.5)  # shard 1 to b at 12.05-21.05, shard 2 at 21.1-22.1
+    assert patched(core) == [("align-1-b", "20600ms")] and records.handed_off == 2
+    core.patches.clear()
+    clock.t = 13.0
+    a2 = sdk_pod("a2", 0, lengths)
+    records.pod_seen(a2)  # shard 1 runs in b: waited for; shard 2 still queued behind it: taken back
+    assert patched(core) == [("align-0-a2", "8050ms"), ("align-1-b", "8050ms")]  # both end at 21.05
+    assert records._runs["a2"].shards == [(2, 1.0)] and records.handed_off == 1
+    core.patches.clear()
+    clock.t = 13.5
+    records.pod_running(a2)  # its 1 s done at 14.5; it ends with shard 1 in b, at 21.05
+    assert patched(core) == [("align-0-a2", "7550ms")]
+    clock.t = 21.05
+    records.pod_succeeded(b)
+    records.pod_succeeded(a2)
+    assert records_of(blob) == done(0, 1, 2, 3, 4, 5) and records.records_existing == 0
+
+
+def test_a_peer_stopped_with_a_shard_the_owner_s_next_pod_waits_for_gives_it_to_that_pod() -> None:
+    records, blob, core, clock = bed()
+    lengths = "1,9,1,4,4,4,4,4,5,10"
+    a, b, a2 = sdk_pod("a", 0, lengths), sdk_pod("b", 1, lengths), sdk_pod("a2", 0, lengths)
+    started(records, a, b)
+    clock.t = 1.5
+    records.pod_stopping(a, running_for=1.5)
+    clock.t = 13.0
+    records.pod_seen(a2)
+    clock.t = 13.5
+    records.pod_running(a2)
+    core.patches.clear()
+    clock.t = 15.0
+    records.pod_stopping(b, running_for=15.0)  # shard 1 in progress in b
+    assert patched(core) == [("align-0-a2", "9050ms")]  # a2 claims it at 15.05, done at 24.05
+    assert records.kept["align-1-b"] == 12.0 and records.handed_off == 1
+    clock.t = 24.05
+    records.pod_succeeded(a2)
+    assert records_of(blob) == done(0, 1, 2, 3, 4, 5) and records.records_existing == 0
+
+
+def test_without_the_hand_off_peers_are_left_alone_and_the_next_pod_runs_the_whole_rest() -> None:
+    records, blob, core, clock = bed(hand_off=False)
+    a, b, c = sdk_pod("a", 0), sdk_pod("b", 1), sdk_pod("c", 2)
+    started(records, a, b, c)
+    clock.t = 2.0
+    records.pod_stopping(a, running_for=2.0)
+    assert core.patches == [] and records.kept == {"align-0-a": 1.0}
+    records.pod_seen(sdk_pod("a2", 0))
+    assert patched(core) == [("align-0-a2", "5000ms")] and records.remainders == 1
+    records.pod_succeeded(b)
+    records.pod_ended(b)
+    assert records_of(blob) == done(0, 3, 4, 5) and records.handed_off == 0 and records.records_existing == 0
+
+
+def test_a_record_found_already_there_is_counted() -> None:
+    records, _, _, _ = bed(hand_off=False)
+    first, second = sdk_pod("a", 0), sdk_pod("a2", 0)  # two pods of one index, both to the end
+    started(records, first, second)
+    records.pod_succeeded(first)
+    records.pod_succeeded(second)
+    assert records.written == 3 and records.records_existing == 3
