@@ -66,6 +66,9 @@ class ShardEnv:
     """``shard_items=`` inline: the list's JSON (``SHARD_ITEMS_ENV``)."""
     items_blob: str | None = None
     """``shard_items=`` from a blob: its reference (``SHARD_ITEMS_BLOB_ENV``); the items are staged."""
+    job_shards: IndexSet | None = None
+    """The Job's shard ids (``AIRFLOW_KUEUE_SHARDS``; None: shard id = index): the only shards a pod
+    takes over from a release record."""
     layout: str = "single"
     """A key of the Job's shard list and packing (every pod of the Job has the same): release records
     (``pack_handoff``) are kept per layout, so a later try that packs other shards never reads them."""
@@ -114,6 +117,7 @@ class ShardEnv:
             sas_file=environ.get(CHECKPOINT_SAS_FILE_ENV) or None,
             items=environ.get(SHARD_ITEMS_ENV) or None,
             items_blob=environ.get(SHARD_ITEMS_BLOB_ENV) or None,
+            job_shards=IndexSet.parse(shards) if shards else None,
             layout=layout_key(shards, packing),
         )
 

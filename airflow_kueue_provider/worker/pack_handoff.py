@@ -45,6 +45,7 @@ from ..kueue.checkpoints.shard_blob_names import (
     released_name,
     shards_folder,
 )
+from ..kueue.index_set import IndexSet
 from ..storage.blob_errors import BlobPreconditionFailed, BlobStoreError
 from .checkpoint_store import CHECKPOINT_FORMAT, JsonStore
 
@@ -106,8 +107,11 @@ class BlobHandOff(NoHandOff):
         lease_seconds: float = LEASE_SECONDS,
         poll_seconds: float = POLL_SECONDS,
         clock: Callable[[], float] = time.time,
+        job_shards: IndexSet | None = None,
     ) -> None:
+        """``job_shards``: the Job's shard ids; a release record naming others is not followed there."""
         self.store, self.prefix, self.layout, self.index = store, prefix, layout, index
+        self.job_shards = job_shards
         self.holder = holder or holder_name()
         self.lease_seconds, self.poll_seconds, self._clock = lease_seconds, poll_seconds, clock
         self._lock = threading.Lock()
@@ -183,7 +187,7 @@ class BlobHandOff(NoHandOff):
         One listing of the release records, and when they name shards not seen here, one of the shards'
         folder for their done records: a pod's end costs one or two LISTs, not a read per shard."""
         seen = set(own).union(self._gave_up, self.taken)
-        candidates = [s for s in self._released_shards() if s not in seen]
+        candidates = [s for s in self._released_shards() if s not in seen and self._in_job(s)]
         if not candidates:
             return None
         head = shards_folder(self.prefix)
@@ -220,6 +224,9 @@ class BlobHandOff(NoHandOff):
         self._renewing.set()
 
     # -- inside --
+
+    def _in_job(self, shard_id: int) -> bool:
+        return self.job_shards is None or shard_id in self.job_shards
 
     def _finish_if_done(self, shard_id: int) -> bool:
         if self._is_done(shard_id):

@@ -233,7 +233,8 @@ class ShardPack(ShardEnding, Generic[S]):
     def _hand_off_for(self, store: JsonStore) -> NoHandOff:
         if not self.take_over:
             return NoHandOff()
-        return BlobHandOff(store, self.env.prefix, self.env.layout, self.env.index)
+        env = self.env
+        return BlobHandOff(store, env.prefix, env.layout, env.index, job_shards=env.job_shards)
 
     def _shard(self, shard_id: int, store: JsonStore, flush_store: JsonStore) -> S:
         return self.shard_type(

@@ -30,7 +30,9 @@ class QuickPack(ShardPack[Shard]):
 
     def _hand_off_for(self, store):  # type: ignore[no-untyped-def]
         env = self.env
-        return BlobHandOff(store, env.prefix, env.layout, env.index, poll_seconds=0.01, **self.kw)
+        return BlobHandOff(
+            store, env.prefix, env.layout, env.index, poll_seconds=0.01, job_shards=env.job_shards, **self.kw
+        )
 
 
 def _run(pack: ShardPack[Shard], stop_at: int | None = None) -> list[int]:
@@ -152,3 +154,10 @@ def test_a_later_try_with_other_packs_never_reads_this_layouts_records() -> None
     later = ShardEnv.from_environ({**PACKED, "AIRFLOW_KUEUE_SHARDS": "5-9", "JOB_COMPLETION_INDEX": "0"})
     assert later.layout != _env(1).layout
     assert _run(ShardPack(Shard, later, stores=(store, store))) == [5, 6, 7, 8], "its own pack only"
+
+
+def test_a_release_record_naming_shards_outside_the_job_is_not_followed_there() -> None:
+    store = MemoryStore()
+    store.write_json(released_name(PREFIX, _env(1).layout, 1), {"shards": [6, 42, -1, "7", True]})
+    peer = QuickPack(store, 0)
+    assert _run(peer) == [0, 1, 2, 3, 6] and peer.taken_over == [6], "42 is no shard of this Job (0-9)"
