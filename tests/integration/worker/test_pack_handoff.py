@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -27,7 +26,7 @@ from ..cluster import Cluster, KueueEnv, wait_for
 from ..operators.test_shard_packing import (
     CONN_ID,
     INDEX,
-    _ti,
+    _in_background,
     blob,  # noqa: F401 - the fixture
 )
 from ..process_node import queues_on_process_nodes as queues  # noqa: F401 - the fixture
@@ -78,16 +77,7 @@ def test_a_running_pod_takes_over_the_rest_of_an_evicted_pack(
         deferrable=False,
         checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container, keep_after_success=True),
     )
-    outcome: dict[str, object] = {}
-
-    def run() -> None:
-        try:
-            outcome["result"] = operator.execute({"ti": _ti(1)})  # type: ignore[arg-type]
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    task = threading.Thread(target=run, daemon=True)
-    task.start()
+    task, outcome = _in_background(operator)
     # Index 0 runs shards 0 then 1: evict it once it is past item 7 of shard 0.
     wait_for(
         "index 0 in its first shard",
