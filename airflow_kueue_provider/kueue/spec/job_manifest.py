@@ -57,6 +57,9 @@ def build_indexed_job(spec: IndexedJobSpec) -> dict[str, Any]:
         "completionMode": "Indexed",
         "completions": spec.completions,
         "parallelism": spec.effective_parallelism,
+        # A stopped pod's next pod starts once it ended (its checkpoint flushed, its pack's rest released
+        # for the Job's running pods: worker/pack_handoff), never beside it.
+        "podReplacementPolicy": "Failed",
     }
     if spec.ttl_seconds_after_finished is not None:
         job_spec["ttlSecondsAfterFinished"] = spec.ttl_seconds_after_finished

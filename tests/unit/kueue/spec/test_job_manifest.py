@@ -50,6 +50,7 @@ def test_minimal_build() -> None:
             "completionMode": "Indexed",
             "completions": 10,
             "parallelism": 10,
+            "podReplacementPolicy": "Failed",
             "ttlSecondsAfterFinished": 86_400,
             "template": {
                 "metadata": {"labels": {MANAGED_BY_LABEL: "airflow-kueue-provider"}},
