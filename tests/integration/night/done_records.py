@@ -17,7 +17,8 @@ length, from the pod's ``shard-durations`` annotation), and gives a pod only the
   pod told to stop releases the shards of its run it had not finished (the one in progress included, run
   again whole: its checkpoint is not modelled), and the Job's running pods take them over, each one's end
   patched later by the shards it took (``run-remaining``, from its expected end); the owner index's next pod
-  runs only the shards no other pod has started and ends no earlier than those. A pod that succeeds writes
+  shares the shards no pod has started with them (whoever is free first) and ends no earlier than the ones
+  other pods run. A pod that succeeds writes
   the records of every shard it ran, the ones it took over included.
 
 The operator then learns each shard's length from done records, as it does for a worker-SDK program, and a

@@ -1,6 +1,7 @@
 """A short night in every ``make test``: the whole of ``make night`` for this provider at a small scale
 (3 samples x 93 shards of 1-4 s, 40 risk shards in the second team's queue of the cohort, a Spot node
-evicted every 20 s on average, a triggerer killed ~17 s in, while the first steps run, and taken over), so a
+evicted every 20 s on average, its pods' unfinished shards taken over as the worker SDK does (the bed's done
+records), a triggerer killed ~17 s in, while the first steps run, and taken over), so a
 change that breaks how the parts work together cannot land. It checks what must hold on every night
 (``report.violations``), not how fast."""
 
@@ -54,7 +55,13 @@ def test_a_short_night_loses_nothing_repeats_nothing_and_stays_in_quota(
         bed.create_nodes(night)
         phase = run_phase(
             night,
-            PhaseOptions(system="ours", triggerer_kill_at=2.0, triggerer_down=10.0, timeout_factor=30.0),
+            PhaseOptions(
+                system="ours",
+                triggerer_kill_at=2.0,
+                triggerer_down=10.0,
+                timeout_factor=30.0,
+                done_records=True,  # the SDK's records and its hand-off of an evicted pod's shards
+            ),
             cluster=cluster,
             bed=bed,
             postgres=night_postgres,
@@ -77,5 +84,11 @@ def test_a_short_night_loses_nothing_repeats_nothing_and_stays_in_quota(
     assert row["task_states"] == {"success": 3 * 3 + 1}, row["task_states"]
     assert phase["triggerer_kill"].get("back"), phase["triggerer_kill"]  # the takeover happened mid-night
     # A watch of the recorder that broke (a 410, a reset under load) lists again: printed, not a failure
+    print(
+        "shards taken over from stopped pods:",
+        phase["handed_off"],
+        "records found written:",
+        phase["records_existing"],
+    )
     if phase["recorder_errors"]:
         print("the recorder's watches broke and listed again:", phase["recorder_errors"])
