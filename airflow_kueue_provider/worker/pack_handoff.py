@@ -160,7 +160,7 @@ class BlobHandOff(NoHandOff):
             if doc.get("holder") == self.holder and not doc.get("released"):
                 self._hold(shard_id, etag)
                 return True
-            if not doc.get("released") and float(doc.get("until") or 0) > self._clock():
+            if not doc.get("released") and _lease_end(doc) > self._clock():
                 return False
             try:  # released or expired: over its ETag, so of two pods taking it one wins
                 self._hold(shard_id, self.store.write_json(name, self._claim_doc(shard_id), if_match=etag))
@@ -261,26 +261,23 @@ class BlobHandOff(NoHandOff):
                 self._renewer.start()
 
     def _renew(self) -> None:
+        """Each held claim's lease pushed on, under the lock: ``finished`` then releases the claim by the
+        ETag this write left, never by one it replaced."""
         while not self._renewing.wait(self.lease_seconds / 3):
-            with self._lock:
-                held = dict(self._held)
-            for shard_id, etag in held.items():
-                try:
-                    name = claim_name(self.prefix, shard_id)
-                    fresh = self.store.write_json(name, self._claim_doc(shard_id), if_match=etag, timeout=5.0)
-                except BlobPreconditionFailed:
-                    log.warning(
-                        "shard %d: its claim was taken by another pod (this one renewed too late)", shard_id
-                    )
-                    fresh = None
-                except BlobStoreError:
-                    continue  # tried again at the next renewal, well inside the lease
+            for shard_id in list(self._held):
                 with self._lock:
-                    if shard_id in self._held:
-                        if fresh is None:
-                            del self._held[shard_id]
-                        else:
-                            self._held[shard_id] = fresh
+                    etag = self._held.get(shard_id)
+                    if etag is None:
+                        continue
+                    try:
+                        name = claim_name(self.prefix, shard_id)
+                        doc = self._claim_doc(shard_id)
+                        self._held[shard_id] = self.store.write_json(name, doc, if_match=etag, timeout=5.0)
+                    except BlobPreconditionFailed:
+                        log.warning("shard %d: another pod took its claim over (renewed too late)", shard_id)
+                        del self._held[shard_id]
+                    except BlobStoreError:
+                        pass  # tried again at the next renewal, well inside the lease
 
 
 def _shards_of(doc: dict[str, Any] | None) -> list[int]:
@@ -289,3 +286,9 @@ def _shards_of(doc: dict[str, Any] | None) -> list[int]:
     if not isinstance(shards, list):
         return []
     return [s for s in shards if isinstance(s, int) and not isinstance(s, bool) and s >= 0]
+
+
+def _lease_end(doc: dict[str, Any]) -> float:
+    """A claim's ``until`` (a claim without a number there has run out)."""
+    until = doc.get("until")
+    return float(until) if isinstance(until, (int, float)) and not isinstance(until, bool) else 0.0

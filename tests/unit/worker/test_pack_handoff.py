@@ -92,11 +92,11 @@ def test_the_stopped_indexs_next_pod_runs_what_nobody_holds_and_waits_for_what_a
 def test_a_claim_whose_holder_went_quiet_is_taken_once_its_lease_ran_out() -> None:
     store = MemoryStore()
     _stopped_at_5(store)
-    gone = BlobHandOff(store, PREFIX, _env(0).layout, 0, holder="gone", lease_seconds=0.05)
+    gone = BlobHandOff(store, PREFIX, _env(0).layout, 0, holder="gone", lease_seconds=0.5)
     assert gone.claim(6)
     gone._renewing.set()  # it dies unseen: no renewal, no release
     assert not BlobHandOff(store, PREFIX, _env(2).layout, 2, holder="early").claim(6)
-    time.sleep(0.1)
+    time.sleep(0.6)
     again = QuickPack(store, 1)
     assert _run(again) == [5, 6, 7], "6 is run by its own index: the lease had run out"
     assert store.blobs[claim_name(PREFIX, 6)][0]["holder"] != "gone"
@@ -132,7 +132,9 @@ def test_a_claim_is_renewed_while_its_shard_runs() -> None:
     holder = BlobHandOff(store, PREFIX, "x1", 0, holder="a", lease_seconds=0.15)
     assert holder.claim(3)
     first = store.blobs[claim_name(PREFIX, 3)][0]["until"]
-    time.sleep(0.12)
+    deadline = time.monotonic() + 5
+    while store.blobs[claim_name(PREFIX, 3)][0]["until"] == first and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert store.blobs[claim_name(PREFIX, 3)][0]["until"] > first
     holder.close()
 
@@ -161,3 +163,9 @@ def test_a_release_record_naming_shards_outside_the_job_is_not_followed_there() 
     store.write_json(released_name(PREFIX, _env(1).layout, 1), {"shards": [6, 42, -1, "7", True]})
     peer = QuickPack(store, 0)
     assert _run(peer) == [0, 1, 2, 3, 6] and peer.taken_over == [6], "42 is no shard of this Job (0-9)"
+
+
+def test_a_claim_without_a_lease_end_counts_as_run_out() -> None:
+    store = MemoryStore()
+    store.write_json(claim_name(PREFIX, 4), {"holder": "odd", "until": "soon"})
+    assert BlobHandOff(store, PREFIX, "x1", 0, holder="a").claim(4)
