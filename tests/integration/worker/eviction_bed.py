@@ -158,14 +158,19 @@ def shard_spans(logged: Iterable[LoggedItem]) -> dict[tuple[str, int], tuple[int
     return spans
 
 
-def done_outputs(blob_service: Any, base_container: str) -> dict[int, dict[str, Any]]:
-    """``shard id -> output`` of every ``done.json`` in the task instance's shard containers."""
-    outputs: dict[int, dict[str, Any]] = {}
+def done_records(blob_service: Any, base_container: str) -> dict[int, dict[str, Any]]:
+    """``shard id -> done.json`` of every shard in the task instance's shard containers (its ``index``: the
+    pod index that wrote it, another index's for a shard taken over from a stopped pod)."""
+    records: dict[int, dict[str, Any]] = {}
     for container in blob_service.list_containers(name_starts_with=base_container):
         client = blob_service.get_container_client(container.name)
         for blob in client.list_blobs():
             parts = blob.name.split("/")
             if parts[-1] == "done.json" and parts[-3] == "shards":
-                doc = json.loads(client.download_blob(blob.name).readall())
-                outputs[int(parts[-2])] = doc["output"]
-    return outputs
+                records[int(parts[-2])] = json.loads(client.download_blob(blob.name).readall())
+    return records
+
+
+def done_outputs(blob_service: Any, base_container: str) -> dict[int, dict[str, Any]]:
+    """``shard id -> output`` of every ``done.json`` in the task instance's shard containers."""
+    return {shard: doc["output"] for shard, doc in done_records(blob_service, base_container).items()}

@@ -12,10 +12,8 @@ Every item of every shard exactly once, every output exact.
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 from kubernetes.client.rest import ApiException
 
@@ -34,6 +32,7 @@ from .eviction_bed import (
     PRICER,
     account,
     done_outputs,
+    done_records,
     expected_pricer_output,
     items_per_shard,
     pricer_arguments,
@@ -41,18 +40,6 @@ from .eviction_bed import (
 )
 
 SHARDS, ITEMS = 6, 40
-
-
-def _done_records(service: Any, base_container: str) -> dict[int, dict[str, Any]]:
-    """``shard id -> done.json`` (with the ``index`` of the pod that wrote it)."""
-    records: dict[int, dict[str, Any]] = {}
-    for container in service.list_containers(name_starts_with=base_container):
-        client = service.get_container_client(container.name)
-        for item in client.list_blobs():
-            parts = item.name.split("/")
-            if parts[-1] == "done.json" and parts[-3] == "shards":
-                records[int(parts[-2])] = json.loads(client.download_blob(item.name).readall())
-    return records
 
 
 def test_a_running_pod_takes_over_the_rest_of_an_evicted_pack(
@@ -105,7 +92,7 @@ def test_a_running_pod_takes_over_the_rest_of_an_evicted_pack(
     assert done_outputs(blob.service, blob.container) == {
         s: expected_pricer_output(s, ITEMS) for s in range(SHARDS)
     }
-    records = _done_records(blob.service, blob.container)
+    records = done_records(blob.service, blob.container)
     taken = {s: records[s]["index"] for s in (0, 1) if records[s]["index"] != 0}
     assert taken, f"shards 0 and 1 were both finished by index 0's pods: {records}"
     # Shard 0 was resumed where the evicted pod flushed it, not started again.
