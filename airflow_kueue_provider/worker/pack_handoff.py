@@ -125,8 +125,15 @@ class BlobHandOff(NoHandOff):
     # -- the pod's own pack --
 
     def released_here(self, own: Sequence[int]) -> frozenset[int]:
-        """The shards of this pod's pack a stopped pod of its index released (others may hold them)."""
-        doc, _ = self.store.read_json(released_name(self.prefix, self.layout, self.index))
+        """The shards of this pod's pack a stopped pod of its index released (others may hold them). Blob
+        failing here (after the store's retries) costs at most a shard run twice, never the pod."""
+        try:
+            doc, _ = self.store.read_json(released_name(self.prefix, self.layout, self.index))
+        except BlobStoreError as exc:
+            log.warning(
+                "index %d: its release record could not be read (%s); running its pack", self.index, exc
+            )
+            return frozenset()
         listed = set(_shards_of(doc))
         return frozenset(s for s in own if s in listed)
 
@@ -144,7 +151,17 @@ class BlobHandOff(NoHandOff):
     # -- claims --
 
     def claim(self, shard_id: int) -> bool:
-        """Hold ``shard_id`` (True), or leave it to the live pod that holds it (False)."""
+        """Hold ``shard_id`` (True), or leave it to the live pod that holds it (False). Blob failing here
+        (after the store's retries) counts as held: the shard runs, at worst twice."""
+        try:
+            return self._claim(shard_id)
+        except BlobPreconditionFailed:
+            return False
+        except BlobStoreError as exc:
+            log.warning("shard %d: its claim could not be written (%s); running it", shard_id, exc)
+            return True
+
+    def _claim(self, shard_id: int) -> bool:
         name = claim_name(self.prefix, shard_id)
         for _ in range(3):  # a claim deleted between the create and the read: try again
             try:
@@ -187,19 +204,30 @@ class BlobHandOff(NoHandOff):
         One listing of the release records, and when they name shards not seen here, one of the shards'
         folder for their done records: a pod's end costs one or two LISTs, not a read per shard."""
         seen = set(own).union(self._gave_up, self.taken)
-        candidates = [s for s in self._released_shards() if s not in seen and self._in_job(s)]
-        if not candidates:
+        try:
+            candidates = [s for s in self._released_shards() if s not in seen and self._in_job(s)]
+            if not candidates:
+                return None
+            head = shards_folder(self.prefix)
+            done = done_shard_ids((name for name, _ in self.store.list_names(head)), self.prefix)
+        except BlobStoreError as exc:  # their own indexes run them
+            log.warning("index %d: released shards not looked for (%s)", self.index, exc)
             return None
-        head = shards_folder(self.prefix)
-        done = done_shard_ids((name for name, _ in self.store.list_names(head)), self.prefix)
         for shard_id in candidates:
-            if shard_id in done or not self.claim(shard_id):
+            if shard_id in done or not self._claim_quietly(shard_id):
                 continue
             if self._finish_if_done(shard_id):  # done by its holder just before its claim ran out
                 continue
             self.taken.append(shard_id)
             return shard_id
         return None
+
+    def _claim_quietly(self, shard_id: int) -> bool:
+        """A claim for taking over: one that cannot be written is not taken (its own index runs it)."""
+        try:
+            return self._claim(shard_id)
+        except BlobStoreError:
+            return False
 
     def gave_up(self, shard_id: int) -> None:
         """A shard taken over here failed: its own index runs it, not this pod again."""
@@ -208,12 +236,17 @@ class BlobHandOff(NoHandOff):
     def wait_or_claim(self, shard_id: int, stop: threading.Event) -> bool:
         """Wait until ``shard_id`` (of this pod's pack, held by another pod) is done (False) or can be
         claimed here (True: run it); returns at once when ``stop`` is set (False)."""
-        waited = 0.0
+        waited, warned = 0.0, False
         while not stop.is_set():
-            if self._is_done(shard_id):
-                return False
-            if self.claim(shard_id):
-                return not self._finish_if_done(shard_id)
+            try:
+                if self._is_done(shard_id):
+                    return False
+                if self._claim(shard_id):
+                    return not self._finish_if_done(shard_id)
+            except BlobStoreError as exc:  # looked at again at the next poll (said once)
+                if not warned:
+                    log.warning("index %d: shard %d not looked at (%s); trying on", self.index, shard_id, exc)
+                warned = True
             if waited == 0.0:
                 log.info("index %d: waiting for shard %d, which another pod took over", self.index, shard_id)
             stop.wait(self.poll_seconds)

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from airflow_kueue_provider.kueue.checkpoints.shard_blob_names import claim_name, released_name
+from airflow_kueue_provider.storage.blob_errors import BlobUnavailable
 from airflow_kueue_provider.worker import Shard, ShardEnv, ShardPack
 from airflow_kueue_provider.worker.pack_handoff import BlobHandOff, NoHandOff
 from airflow_kueue_provider.worker.shard import EXIT_SIGTERM
@@ -169,3 +170,32 @@ def test_a_claim_without_a_lease_end_counts_as_run_out() -> None:
     store = MemoryStore()
     store.write_json(claim_name(PREFIX, 4), {"holder": "odd", "until": "soon"})
     assert BlobHandOff(store, PREFIX, "x1", 0, holder="a").claim(4)
+
+
+class DownStore(MemoryStore):
+    """Blob failing after the store's retries, for every read, listing and write."""
+
+    down = False
+
+    def read_json(self, name: str):  # type: ignore[no-untyped-def]
+        if self.down:
+            raise BlobUnavailable("down")
+        return super().read_json(name)
+
+    def list_names(self, prefix: str):  # type: ignore[no-untyped-def]
+        if self.down:
+            raise BlobUnavailable("down")
+        return super().list_names(prefix)
+
+
+def test_blob_failing_in_the_hand_off_costs_at_most_a_shard_run_twice_never_the_pod() -> None:
+    store = DownStore()
+    _stopped_at_5(store)
+    hand_off = BlobHandOff(store, PREFIX, _env(1).layout, 1, holder="a")
+    store.down = store.fail = True
+    assert hand_off.released_here([4, 5, 6, 7]) == frozenset(), "unread: the pack runs as if none"
+    assert hand_off.claim(5), "unwritten: the shard runs"
+    assert hand_off.take_over([0, 1, 2, 3]) is None, "nothing looked for: their own index runs them"
+    stop = threading.Event()
+    threading.Timer(0.1, stop.set).start()
+    assert hand_off.wait_or_claim(6, stop) is False, "polls on until told to stop"
