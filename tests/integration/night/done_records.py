@@ -217,6 +217,7 @@ class DoneRecords:
         if run is None:
             return
         patches: list[str] = []
+        late: list[tuple[int, float]] = []
         with self._lock:
             now = self._clock()
             ended = self._hand.succeeded(uid, now) if self._hand is not None else None
@@ -224,8 +225,8 @@ class DoneRecords:
             if ended is not None and self._hand is not None:
                 shards, late, moved = ended
                 patches = self._hand.to_patch(moved, now)
-                if late:
-                    self._error(f"pod {pod['metadata']['name']} ended before its taken-over shards {late}")
+        if late:  # outside the lock: _error takes it
+            self._error(f"pod {pod['metadata']['name']} ended before its taken-over shards {late}")
         self._record(uid, run, shards)
         self._send(patches)
 

@@ -306,3 +306,20 @@ def test_a_record_found_already_there_is_counted() -> None:
     records.pod_succeeded(first)
     records.pod_succeeded(second)
     assert records.written == 3 and records.records_existing == 3
+
+
+def test_a_pod_that_succeeds_before_its_taken_over_shards_end_says_so_and_releases_them() -> None:
+    records, blob, _core, clock = bed()
+    a, b, c = sdk_pod("a", 0), sdk_pod("b", 1), sdk_pod("c", 2)
+    started(records, a, b, c)
+    clock.t = 2.0
+    records.pod_stopping(a, running_for=2.0)  # 1 and 2 to b, from 15.05
+    clock.t = 15.0
+    records.pod_succeeded(b)  # KWOK ended it before the patch: it ran its own pack only
+    assert records.errors and "ended before its taken-over shards" in records.errors[0]
+    assert set(done(3, 4, 5)) <= set(records_of(blob)) and done(1)[0] not in records_of(blob)
+    # Released again, to c, still running: not lost
+    assert records.handed_off == 4 and records.records_existing == 0
+    clock.t = 40.0
+    records.pod_succeeded(c)
+    assert records_of(blob) == done(0, *range(1, 9))
