@@ -262,10 +262,15 @@ class BlobHandOff(NoHandOff):
         return self.job_shards is None or shard_id in self.job_shards
 
     def _finish_if_done(self, shard_id: int) -> bool:
-        if self._is_done(shard_id):
+        """Whether a shard just claimed is done after all (its claim then kept); unread: not done (run it,
+        at worst twice)."""
+        try:
+            done = self._is_done(shard_id)
+        except BlobStoreError:
+            return False
+        if done:
             self.finished(shard_id, done=True)
-            return True
-        return False
+        return done
 
     def _is_done(self, shard_id: int) -> bool:
         return self.store.read_json(done_name(self.prefix, shard_id))[0] is not None

@@ -196,6 +196,7 @@ def test_blob_failing_in_the_hand_off_costs_at_most_a_shard_run_twice_never_the_
     assert hand_off.released_here([4, 5, 6, 7]) == frozenset(), "unread: the pack runs as if none"
     assert hand_off.claim(5), "unwritten: the shard runs"
     assert hand_off.take_over([0, 1, 2, 3]) is None, "nothing looked for: their own index runs them"
+    assert hand_off._finish_if_done(6) is False, "unread: run it"
     stop = threading.Event()
     threading.Timer(0.1, stop.set).start()
     assert hand_off.wait_or_claim(6, stop) is False, "polls on until told to stop"
