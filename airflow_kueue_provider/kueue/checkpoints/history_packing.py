@@ -4,8 +4,9 @@ With lengths known, one pod per slot is the shortest night when the lengths repe
 once, and longest-processing-time-first (LPT) into ``slots`` bins leaves them within about one short shard of
 each other. Variance is what a tail of small packs absorbs, and each of its pods pays a start again, so the
 tail is kept only when the expected imbalance of a bin (``NIGHT_NOISE`` of its work, at about two standard
-deviations for the slowest of many bins) costs more than two pod starts: nights of short shards run one wave,
-nights of 10-minute shards keep a tail of small packs that the slots that finish first take.
+deviations for the slowest of many bins) costs more than two tail pods (a start, and the Job controller's sync
+before it): nights of short shards run one wave, nights of 10-minute shards keep a tail of small packs that
+the slots that finish first take.
 
 The packs go to the Job in index order, the biggest first; the Job controller starts the lowest pending index
 in each free slot, so the tail's packs fill the gaps at the end (``docs/shard-packing.md``).
@@ -25,6 +26,9 @@ from .shard_packing import ShardPacks
 POD_START_SECONDS = 5.0
 """What one more pod costs (AKS: the sandbox and container start, the interpreter and the SDK's imports, the
 first Blob round trip, with the image cached): a tail pack must save more than this."""
+JOB_SYNC_SECONDS = 1.0
+"""What a tail pod waits beside its start: the Job controller creates the next index's pod at its next sync,
+which it batches for a second after a pod ends (``SyncJobBatchPeriod`` in kube-controller-manager)."""
 NIGHT_NOISE = 0.1
 """How much a shard's length may vary from night to night (a tenth): the tail absorbs the bins' spread."""
 SPREAD_OF_SLOWEST = 2.0
@@ -47,7 +51,8 @@ def packs_from_history(
     length = {shard: learned.length_of(shard, fallback) for shard in shards}
     slots = max(1, min(parallelism or len(shards), len(shards)))
     by_length = sorted(shards, key=lambda shard: (-length[shard], shard))
-    tail_seconds = _tail_seconds(length, slots, learned.pod_start_seconds)
+    start = _tail_pod_cost(learned.pod_start_seconds)
+    tail_seconds = _tail_seconds(length, slots, start)
     capacity = sum(length.values()) / slots - tail_seconds if tail_seconds else math.inf
     bins: list[tuple[float, int, list[int]]] = [(0.0, slot, []) for slot in range(slots)]
     tail: list[int] = []
@@ -61,7 +66,7 @@ def packs_from_history(
     packs = [sorted(members) for _, _, members in sorted(bins, key=lambda b: (-b[0], b[1])) if members]
     if not tail and (runs := _consecutive_packs(shards, length, slots, max(map(_load(length), packs)))):
         packs = runs  # as balanced in id order (lengths alike): no order to carry
-    packs.extend(sorted(pack) for pack in _tail_packs(tail, length, tail_seconds))
+    packs.extend(sorted(pack) for pack in _tail_packs(tail, length, tail_seconds, start))
     order = tuple(shard for pack in packs for shard in pack)
     if len(order_text(order)) > MAX_ORDER_CHARS:
         return None
@@ -89,20 +94,29 @@ def _consecutive_packs(
     return packs if longest <= balanced * (1 + CONSECUTIVE_SLACK) else None
 
 
-def _tail_seconds(length: dict[int, float], slots: int, pod_start: float | None) -> float:
-    """The work per slot kept for the tail: the slowest bin's expected overrun, when it is worth two pod
-    starts (as learned, else ``POD_START_SECONDS``); else none (one wave)."""
+def _tail_pod_cost(pod_start: float | None) -> float:
+    """What one more pod in the tail costs: its start (as learned, else ``POD_START_SECONDS``) and the Job
+    controller's sync before it is created (``JOB_SYNC_SECONDS``)."""
+    return (POD_START_SECONDS if pod_start is None else pod_start) + JOB_SYNC_SECONDS
+
+
+def _tail_seconds(length: dict[int, float], slots: int, pod_cost: float) -> float:
+    """The work per slot kept for the tail: the slowest bin's expected overrun, when it is worth two tail
+    pods (``_tail_pod_cost``); else none (one wave)."""
     per_slot = len(length) / slots
     mean_square = sum(seconds * seconds for seconds in length.values()) / len(length)
     overrun = SPREAD_OF_SLOWEST * NIGHT_NOISE * math.sqrt(per_slot * mean_square)
-    start = POD_START_SECONDS if pod_start is None else pod_start
-    return overrun if overrun > 2 * start else 0.0
+    return overrun if overrun > 2 * pod_cost else 0.0
 
 
-def _tail_packs(tail: list[int], length: dict[int, float], tail_seconds: float) -> list[list[int]]:
-    """The shards left over, longest first, in packs of about half a slot's tail each (at least one shard):
-    the slots that finish first take one or two."""
-    target = max(tail_seconds / 2, POD_START_SECONDS)
+def _tail_packs(
+    tail: list[int], length: dict[int, float], tail_seconds: float, pod_cost: float
+) -> list[list[int]]:
+    """The shards left over, longest first, in packs of about half a slot's tail each, at least one tail
+    pod's cost of work (and one shard): the slots that finish first take one or two. Sized by the same
+    cost the tail was kept for: a fixed AKS figure made a bed's tail of 2 s shards packs of 5 s, a second
+    wave longer than the variance it was there to absorb."""
+    target = max(tail_seconds / 2, pod_cost)
     packs: list[list[int]] = []
     work = 0.0
     for shard in tail:  # already longest first

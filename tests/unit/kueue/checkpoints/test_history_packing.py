@@ -60,6 +60,34 @@ def test_long_shards_keep_a_tail_of_small_packs_for_the_night_to_night_variance(
     assert max(loads[8:]) < min(loads[:8])  # the tail's packs are the small ones, after the slots' packs
 
 
+def test_short_shards_with_a_fast_learned_start_run_one_wave_not_a_tail_of_pod_sized_packs() -> None:
+    """Found by the small night: 50 shards of about 2 s, pods learned to start in 0.3 s. Their overrun
+    (about 1 s) passed two learned starts, and the tail was packed by the fixed AKS start (5 s): 8 packs
+    of 10 s and 4 of 5 s, a second wave of half the slots. A tail pod also waits for the Job
+    controller's next sync: one wave it is."""
+    rng = random.Random(11)
+    seconds = {i: rng.uniform(1.5, 2.5) for i in range(50)}
+    learned = LearnedLengths(50, seconds, ("n1",), pod_start_seconds=0.3)
+    packs = packs_from_history(IndexSet.range(0, 50), learned, None, 8)
+    assert packs is not None and packs.index_count == 8
+    assert _makespan(packs, seconds, 8, 0.3) <= sum(seconds.values()) / 8 + 0.3 + 2.5
+
+
+def test_a_tail_pack_carries_at_least_what_its_pod_costs_as_learned() -> None:
+    rng = random.Random(5)
+    seconds = {i: rng.uniform(30, 90) for i in range(400)}
+    learned = LearnedLengths(400, seconds, ("n1",), pod_start_seconds=2.0)
+    packs = packs_from_history(IndexSet.range(0, 400), learned, None, 8)
+    assert packs is not None and packs.index_count > 8
+    tail = [sum(seconds[s] for s in packs.shards_of_index(i)) for i in range(8, packs.index_count)]
+    slot = sum(seconds.values()) / 8
+    assert all(
+        load >= 2.0 + history_packing.JOB_SYNC_SECONDS or len(packs.shards_of_index(i + 8)) == 1
+        for i, load in enumerate(tail)
+    )
+    assert max(tail) < 0.1 * slot  # about half a slot's tail each, not a fixed AKS-sized pack
+
+
 def test_a_shard_never_seen_takes_the_stated_length_else_the_median() -> None:
     learned = LearnedLengths(10, {i: 10.0 for i in range(9)})
     assert learned.length_of(9, 2.0) == 2.0 and learned.length_of(9, None) == 10.0
