@@ -39,6 +39,10 @@ to wait for in the worker."""
 
 INLINE_EXTENSION_SLACK = 1.0
 """Seconds an extended inline wait adds to the forecast's late end: the watch's delivery of the last pod."""
+OVERRUN_EXTENSIONS = 2
+"""How many more times an extended wait is extended while its Job, still admitted, runs past its forecast."""
+OVERRUN_EXTENSION_SECONDS = RESUME_GUARD_SECONDS
+"""Each of those: a deferral then would lose the guard whenever the Job ends within it."""
 
 
 def inline_wait_seconds(task_id: str, value: timedelta | float | None) -> float | None:
@@ -56,16 +60,24 @@ def inline_wait_seconds(task_id: str, value: timedelta | float | None) -> float 
     return float(given) or None
 
 
-def inline_extension(made: Forecast | None, admitted_at: datetime | None, now: datetime) -> float | None:
-    """Seconds more to wait in the worker once ``inline_wait`` has passed, or None: defer now.
+def inline_extension(
+    made: Forecast | None, admitted_at: datetime | None, now: datetime, taken: int = 0
+) -> float | None:
+    """Seconds more to wait in the worker once ``inline_wait`` (and ``taken`` extensions) passed, or None:
+    defer now.
 
     A deferral cannot resume the task sooner than ``RESUME_GUARD_SECONDS`` after it (plus a worker start), so
     a Job that Kueue has admitted and whose forecast run (re-anchored at the admission, to its late end) ends
     within that is waited for here, at most that long: a Job that queued longer than forecast then ran as
-    forecast no longer loses the guard at the end of its step. A queued Job, or one without a forecast,
-    defers."""
+    forecast no longer loses the guard at the end of its step. One still admitted when that ran out is past
+    its forecast (a pod evicted, a slow start) and most likely at its last pods: deferring then lost the
+    whole guard to a Job that ended a second later (the small night, 2 tasks of 24), so it is waited for
+    ``OVERRUN_EXTENSION_SECONDS`` more, ``OVERRUN_EXTENSIONS`` times at most. A queued Job, or one without a
+    forecast, defers."""
     if made is None or admitted_at is None:
         return None
+    if taken:
+        return OVERRUN_EXTENSION_SECONDS if taken <= OVERRUN_EXTENSIONS else None
     left = (admitted_at + (made.finish_late - made.start.at) - now).total_seconds()
     if left > RESUME_GUARD_SECONDS:
         return None
@@ -152,15 +164,16 @@ class Waiting:
         following = asyncio.ensure_future(trigger.first_event())
         try:
             done, _ = await asyncio.wait({following}, timeout=limit)
-            admitted_at, now = trigger.admitted_at, datetime.now(UTC)
-            if not done and (more := inline_extension(self._forecast_made, admitted_at, now)) is not None:
+            taken = 0
+            while not done:
+                admitted_at, now = trigger.admitted_at, datetime.now(UTC)
+                more = inline_extension(self._forecast_made, admitted_at, now, taken)
+                if more is None:
+                    break
                 assert admitted_at is not None  # inline_extension says None without it
-                self.log.info(
-                    "not ended within %.0f s (inline_wait), but admitted at %s and forecast to end within "
-                    "%.0f s, sooner than a deferral could resume: waiting %.1f s more here",
-                    limit, f"{admitted_at:%H:%M:%S}", RESUME_GUARD_SECONDS, more,
-                )  # fmt: skip
+                self._log_extension(limit, admitted_at, more, taken)
                 done, _ = await asyncio.wait({following}, timeout=more)
+                taken += 1
             if done:
                 return following.result()
             self.log.info("not ended within inline_wait: deferring to the triggerer")
@@ -170,6 +183,19 @@ class Waiting:
                 following.cancel()
                 with suppress(asyncio.CancelledError):
                     await following
+
+    def _log_extension(self, limit: float, admitted_at: datetime, more: float, taken: int) -> None:
+        if taken:
+            self.log.info(
+                "admitted at %s and still running past its forecast: waiting %.0f s more here (%d of %d)",
+                f"{admitted_at:%H:%M:%S}", more, taken, OVERRUN_EXTENSIONS,
+            )  # fmt: skip
+            return
+        self.log.info(
+            "not ended within %.0f s (inline_wait), but admitted at %s and forecast to end within "
+            "%.0f s, sooner than a deferral could resume: waiting %.1f s more here",
+            limit, f"{admitted_at:%H:%M:%S}", RESUME_GUARD_SECONDS, more,
+        )  # fmt: skip
 
     def _inline_limit(self) -> float | None:
         """Seconds to wait in the worker before deferring: ``inline_wait`` when the forecast puts the end

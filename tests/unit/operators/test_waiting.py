@@ -12,6 +12,7 @@ import pytest
 from airflow_kueue_provider.airflow_compat import AirflowFailException
 from airflow_kueue_provider.kueue.progress.eta import Estimate
 from airflow_kueue_provider.kueue.progress.forecast import Forecast
+from airflow_kueue_provider.operators import waiting
 from airflow_kueue_provider.operators.indexed_job import KueueIndexedJobOperator
 from airflow_kueue_provider.operators.waiting import (
     INLINE_EXTENSION_SLACK,
@@ -81,13 +82,35 @@ def test_an_admitted_job_forecast_to_end_within_the_guard_is_waited_for_past_the
     assert op.deferrals == []  # type: ignore[attr-defined]
 
 
-def test_an_extended_wait_that_still_does_not_see_the_end_defers() -> None:
+def test_an_extended_wait_that_still_does_not_see_the_end_defers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(waiting, "OVERRUN_EXTENSION_SECONDS", 0.05)
     op = task(inline_wait=0.05, ends_in=0.0)
     assert op._forecast_made is not None
     trigger = FakeTrigger(5, admitted_at=op._forecast_made.start.at)
     with pytest.raises(Deferred):
         op._wait({}, trigger)  # type: ignore[arg-type]
     assert op.deferrals[0] > 0  # type: ignore[attr-defined]
+
+
+def test_an_admitted_job_running_past_its_forecast_is_waited_for_a_little_longer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The small night: align-4, slowed by an eviction, ended 2 s after its extension ran out; its deferral
+    then held the event for the whole guard, 10 s on the sample's critical path."""
+    monkeypatch.setattr(waiting, "OVERRUN_EXTENSION_SECONDS", 0.3)
+    op = task(inline_wait=0.05, ends_in=-1.5)  # its late end already passed: the first extension is 1 s
+    assert op._forecast_made is not None
+    trigger = FakeTrigger(1.3, admitted_at=datetime.now(UTC) - timedelta(seconds=1.5))
+    assert op._wait({}, trigger) == {"status": "success"}  # type: ignore[arg-type]
+    assert op.deferrals == []  # type: ignore[attr-defined]
+
+
+def test_the_overrun_extensions_are_few_and_only_follow_a_first_one() -> None:
+    made, now = _forecast(5.0), datetime(2026, 12, 7, 2, 0, tzinfo=UTC)
+    for taken in range(1, waiting.OVERRUN_EXTENSIONS + 1):
+        assert inline_extension(made, now, now, taken) == waiting.OVERRUN_EXTENSION_SECONDS
+    assert inline_extension(made, now, now, waiting.OVERRUN_EXTENSIONS + 1) is None
+    assert inline_extension(made, None, now, 1) is None  # evicted meanwhile (no admission): defer
 
 
 def _forecast(runs: float, margin: float = 0.0) -> Forecast:
