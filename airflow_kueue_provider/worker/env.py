@@ -102,7 +102,8 @@ class ShardEnv:
             raise ValueError(f"{GRACE_ENV}={raw_grace!r} must be > 0")
         shards, packing = environ.get(SHARDS_ENV), environ.get(SHARDS_PER_POD_ENV)
         shard_ids = shard_ids_for_index(index, shards, packing)
-        per_pod = pack_shape(IndexSet.parse(shards), packing).per_pod if shards else 1
+        job_shards = IndexSet.parse(shards) if shards else None
+        per_pod = pack_shape(job_shards, packing).per_pod if job_shards is not None else 1
         return cls(
             index=index,
             shard_id=shard_ids[0],
@@ -117,7 +118,7 @@ class ShardEnv:
             sas_file=environ.get(CHECKPOINT_SAS_FILE_ENV) or None,
             items=environ.get(SHARD_ITEMS_ENV) or None,
             items_blob=environ.get(SHARD_ITEMS_BLOB_ENV) or None,
-            job_shards=IndexSet.parse(shards) if shards else None,
+            job_shards=job_shards,
             layout=layout_key(shards, packing),
         )
 

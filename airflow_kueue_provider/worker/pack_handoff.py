@@ -236,7 +236,7 @@ class BlobHandOff(NoHandOff):
     def wait_or_claim(self, shard_id: int, stop: threading.Event) -> bool:
         """Wait until ``shard_id`` (of this pod's pack, held by another pod) is done (False) or can be
         claimed here (True: run it); returns at once when ``stop`` is set (False)."""
-        waited, warned = 0.0, False
+        said, warned = False, False
         while not stop.is_set():
             try:
                 if self._is_done(shard_id):
@@ -247,10 +247,10 @@ class BlobHandOff(NoHandOff):
                 if not warned:
                     log.warning("index %d: shard %d not looked at (%s); trying on", self.index, shard_id, exc)
                 warned = True
-            if waited == 0.0:
+            if not said:
                 log.info("index %d: waiting for shard %d, which another pod took over", self.index, shard_id)
+                said = True
             stop.wait(self.poll_seconds)
-            waited += self.poll_seconds
         return False
 
     def close(self) -> None:
