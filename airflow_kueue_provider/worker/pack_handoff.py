@@ -16,6 +16,10 @@ The protocol, in the task's shard container:
 - A claim is a lease. Its holder renews it every third of ``LEASE_SECONDS`` while the shard runs and marks
   it released when the shard ends undone (an error, a SIGTERM); a holder that dies without a word loses it
   when the lease runs out.
+- The stopped pod then waits, inside its grace, for the done records of the shards it released: when the
+  Job's other pods finish them it exits 0 (a deleted pod whose containers exit 0 is Succeeded), and its
+  index is done without a next pod; when none of them is claimed for ``UNCLAIMED_SECONDS``, or the grace
+  runs out, it exits 143 as before (``finished_elsewhere``).
 - The next pod of a stopped index reads its index's record once, when it starts. The shards it lists are
   claimed before they run; those another pod holds are waited for at the end. A pod exits 0 only once
   every shard of its own pack has a done record, so no index, and no Job, succeeds with a shard undone.
@@ -57,6 +61,11 @@ POLL_SECONDS = 2.0
 """How often a pod waiting for a shard another pod holds looks again."""
 RELEASE_TIMEOUT_SECONDS = 2.0
 """The release record is written in the SIGTERM's grace, after the flush: one short request."""
+GRACE_POLL_SECONDS = 0.5
+"""How often a stopped pod looks whether the shards it released are done (``finished_elsewhere``)."""
+UNCLAIMED_SECONDS = 2.0
+"""How long a stopped pod waits for a pod of its Job to claim a shard it released before it leaves it to its
+index's next pod (a Job whose other pods are all busy takes none until their packs end)."""
 
 
 def holder_name() -> str:
@@ -88,6 +97,9 @@ class NoHandOff:
 
     def release(self, rest: Sequence[int]) -> None:
         return None
+
+    def finished_elsewhere(self, rest: Sequence[int], deadline: float) -> bool:
+        return False
 
     def close(self) -> None:
         return None
@@ -147,6 +159,12 @@ class BlobHandOff(NoHandOff):
             self.store.write_json(name, doc, timeout=RELEASE_TIMEOUT_SECONDS)
         except BlobStoreError as exc:  # the index's next pod runs them itself, as before
             log.warning("index %d: the release of shards %s was not written: %s", self.index, list(rest), exc)
+
+    def finished_elsewhere(self, rest: Sequence[int], deadline: float) -> bool:
+        """After a stop and the release of ``rest``: whether the Job's other pods finish every shard of it
+        by ``deadline`` (monotonic), so that this pod exits 0 and its index needs no next pod (which the Job
+        controller's backoff holds back 10 s or more); ``wait_for_rest``."""
+        return wait_for_rest(self.store, self.prefix, self.holder, rest, deadline, self._clock)
 
     # -- claims --
 
@@ -316,6 +334,46 @@ class BlobHandOff(NoHandOff):
                         del self._held[shard_id]
                     except BlobStoreError:
                         pass  # tried again at the next renewal, well inside the lease
+
+
+def wait_for_rest(
+    store: JsonStore,
+    prefix: str,
+    holder: str,
+    rest: Sequence[int],
+    deadline: float,
+    clock: Callable[[], float] = time.time,
+) -> bool:
+    """Whether every shard of ``rest`` gets its done record by ``deadline`` (monotonic), looked for every
+    ``GRACE_POLL_SECONDS``. False, for the stopped index's next pod to run them, once none of them has had a
+    live claim of another holder for ``UNCLAIMED_SECONDS`` (a pod taking them over runs them one after the
+    other), at the deadline, or when Blob cannot say (``clock``: the claims' time, as they were written)."""
+    left, idle_since = set(rest), time.monotonic()
+    while left:
+        now = time.monotonic()
+        try:
+            listed = store.list_names(shards_folder(prefix))
+            done = done_shard_ids((name for name, _ in listed), prefix)
+            left = {shard_id for shard_id in left if shard_id not in done}
+            if any(_held_elsewhere(store, prefix, holder, shard_id, clock()) for shard_id in sorted(left)):
+                idle_since = now
+            elif left and now - idle_since >= UNCLAIMED_SECONDS:
+                return False
+        except BlobStoreError as exc:
+            log.warning("its released shards not looked at (%s): its index's next pod runs them", exc)
+            return False
+        if left and now + GRACE_POLL_SECONDS >= deadline:
+            return False
+        if left:
+            time.sleep(GRACE_POLL_SECONDS)
+    return True
+
+
+def _held_elsewhere(store: JsonStore, prefix: str, holder: str, shard_id: int, now: float) -> bool:
+    doc, _ = store.read_json(claim_name(prefix, shard_id))
+    if doc is None or doc.get("released") or doc.get("holder") == holder:
+        return False
+    return _lease_end(doc) > now
 
 
 def _shards_of(doc: dict[str, Any] | None) -> list[int]:

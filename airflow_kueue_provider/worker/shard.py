@@ -334,13 +334,13 @@ class Shard:
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> bool:
         """Close; a block that ends normally after a SIGTERM still exits 143 (the pod was told to stop). An
-        exception (not a SystemExit) goes to ``ending``, which may suppress it (a pack goes on)."""
+        exception goes to ``ending``, which may suppress it (a pack goes on; a SystemExit, ``stopped``)."""
         self.close()
         if et is None and self.sigterm.signalled:
             raise SystemExit(EXIT_SIGTERM)
         if ev is None or isinstance(ev, Exception):
             return self.ending.ended(self, ev)
-        return False
+        return self.ending.stopped(self, ev)
 
     # what the SIGTERM flush did (None/False until it ran)
     @property

@@ -17,6 +17,11 @@ exit 1 (``ShardsFailed``, naming them): Kubernetes retries the index and its new
 
 The shards share one pair of Blob clients (a new TLS connection per one-second shard would cost a tenth of
 it). Between two shards a SIGTERM only sets a flag: the loop exits 143 before it starts the next one.
+
+With the hand-off (``take_over``, ``pack_handoff``) a stopped pack releases its rest to the Job's other pods
+and waits inside its grace for their done records: if they come, the loop ends and the pod exits 0 (the
+statements after ``with shard:`` in the loop body run once more first: the SIGTERM's ``SystemExit`` leaves
+the block to the loop); if not, the process exits 143 as before.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, Generic, Protocol, TypeVar
@@ -34,7 +40,7 @@ from .done_writes import DRAIN_ON_EXIT_SECONDS, DoneWrites
 from .env import ShardEnv
 from .pack_handoff import BlobHandOff, NoHandOff
 from .shard_items import ShardItems
-from .sigterm_flush import EXIT_SIGTERM, SigtermFlush
+from .sigterm_flush import EXIT_SIGTERM, FLUSH_MARGIN_SECONDS, SigtermFlush
 from .stores import close_stores, stores_for
 
 log = logging.getLogger("airflow_kueue_provider.worker")
@@ -74,6 +80,11 @@ class ShardEnding:
         """Called with the block's exception (None: it ended normally); True suppresses it."""
         return False
 
+    def stopped(self, shard: PackMember, stop: BaseException) -> bool:
+        """Called with a ``SystemExit`` (or another non-``Exception``) leaving the block; True suppresses
+        it: the caller then stops the program itself."""
+        return False
+
 
 S = TypeVar("S", bound=PackMember)
 MakeShard = Callable[..., S]
@@ -106,6 +117,9 @@ class ShardPack(ShardEnding, Generic[S]):
         self._ended: set[int] = set()
         self._finished: set[int] = set()  # own shards marked done here
         self._stop = threading.Event()
+        self._stop_deadline: float | None = None  # monotonic: the stop's grace end, less the flush margin
+        self.finished_elsewhere: list[int] = []
+        """After a stop: the shards of its pack the Job's other pods finished within its grace (exit 0)."""
         self._writes = DoneWrites()
         self.items = ShardItems.for_env(env)
         """``shard_items=``: one reader for the pod, so a pack's shards share the staged chunk it read."""
@@ -140,6 +154,18 @@ class ShardPack(ShardEnding, Generic[S]):
             self.failed[shard.shard_id] = "ended without mark_done"
         return False
 
+    def stopped(self, shard: PackMember, stop: BaseException) -> bool:
+        """The SIGTERM's ``SystemExit(143)`` leaving a shard's block, in a pack that hands its rest over: the
+        loop takes it (``shards`` raises it again, or ends the pod with exit 0 when the Job's other pods
+        finish the rest within the grace), with the flush thread's hard exit held until the grace's end."""
+        stopping = isinstance(stop, SystemExit) and stop.code == EXIT_SIGTERM and shard.sigterm.signalled
+        if not (stopping and self.take_over and self.handle_sigterm):
+            return False
+        self._ended.add(shard.shard_id)  # stopped, not failed: its checkpoint is flushed, its claim released
+        self._stop_deadline = shard.sigterm.stop_deadline()
+        shard.sigterm.hold_exit()
+        return True
+
     # -- the loop --
 
     def shards(self) -> Iterator[S]:
@@ -154,7 +180,7 @@ class ShardPack(ShardEnding, Generic[S]):
         own = list(self.env.shard_ids)
         lookahead = DoneLookahead(store, self.env.prefix, own)
         hand_off = self._hand_off_for(store)
-        self._writes, drained, waiting = DoneWrites(), False, []
+        self._writes, drained, waiting, let_go = DoneWrites(), False, [], False
         try:
             released = hand_off.released_here(own)
             for shard_id in own:
@@ -180,12 +206,24 @@ class ShardPack(ShardEnding, Generic[S]):
                 log.error("shard %d (index %d): %s; it runs again", shard_id, self.env.index, why)
                 if shard_id not in self.taken_over:
                     self.failed[shard_id] = why
+        except SystemExit as stop:
+            if not (stop.code == EXIT_SIGTERM and self._stop.is_set()):
+                raise
+            rest, let_go, drained = self._release(hand_off, own), True, True
+            if self._drain_on_stop() or not hand_off.finished_elsewhere(rest, self._deadline()):
+                raise
+            self.finished_elsewhere = rest
+            self.failed = {}  # an own shard that failed here was among the rest, and is done now
+            log.info(
+                "index %d: told to stop; the %d shard(s) it left (%s) were finished by other pods of its Job "
+                "within its grace: exiting 0, its index done",
+                self.env.index, len(rest), ",".join(map(str, rest)),
+            )  # fmt: skip
         finally:
-            if self._stop.is_set():  # first: one short write, well inside what is left of the grace
-                finished = self._finished.union(self.done_before)
-                hand_off.release([s for s in own if s not in finished])
+            if self._stop.is_set() and not let_go:  # first: one short write, inside the grace
+                self._release(hand_off, own)
             if not drained:  # ended early: the markers written by then count, the others run again
-                self._writes.drain(min(DRAIN_ON_EXIT_SECONDS, self.env.grace_seconds / 2))
+                self._drain_on_stop()
             hand_off.close()
             lookahead.close()
             if previous is not None:
@@ -202,6 +240,24 @@ class ShardPack(ShardEnding, Generic[S]):
         )
         if self.failed:
             raise ShardsFailed(self.env.index, self.failed)
+
+    def _release(self, hand_off: NoHandOff, own: list[int]) -> list[int]:
+        """Told to stop: the pack's shards not finished here go on record for the Job's other pods."""
+        finished = self._finished.union(self.done_before)
+        rest = [s for s in own if s not in finished]
+        hand_off.release(rest)
+        return rest
+
+    def _drain_on_stop(self) -> bool:
+        """The done markers written by now count, the others run again; whether any was not written."""
+        return bool(self._writes.drain(min(DRAIN_ON_EXIT_SECONDS, self.env.grace_seconds / 2)))
+
+    def _deadline(self) -> float:
+        """When a stopped pod must stop waiting for its rest: the flush's grace end, or for a SIGTERM
+        between shards the grace from when the loop saw it."""
+        if self._stop_deadline is None:
+            self._stop_deadline = time.monotonic() + self.env.grace_seconds - FLUSH_MARGIN_SECONDS
+        return self._stop_deadline
 
     def _run(
         self, shard_id: int, store: JsonStore, flush_store: JsonStore, hand_off: NoHandOff
@@ -258,6 +314,8 @@ class ShardPack(ShardEnding, Generic[S]):
             return None
 
         def note(signum: int, frame: FrameType | None) -> None:
+            if self._stop_deadline is None:
+                self._stop_deadline = time.monotonic() + self.env.grace_seconds - FLUSH_MARGIN_SECONDS
             self._stop.set()
 
         return signal.signal(signal.SIGTERM, note)

@@ -4,7 +4,8 @@ The handler only notes the time and writes one byte to a pipe (``sigterm_wakeup`
 while the main thread is stuck in a C call. A daemon thread blocked on that pipe then waits for the open
 ``critical()`` blocks (bounded by the grace budget), closes the gate, uploads the latest state through
 ``write`` in a helper thread bounded by the deadline, stops the main thread with ``SystemExit(143)``, and
-ends the process with ``os._exit(143)`` if the main thread does not exit in time. Neither thread logs
+ends the process with ``os._exit(143)`` if the main thread does not exit in time (at the grace's end when the
+main thread holds it there at a safe point, ``hold_exit``: a pack waiting for its rest). Neither thread logs
 (``flush_threads``); the main thread logs what the flush did (``flush_outcome``).
 """
 
@@ -71,6 +72,7 @@ class SigtermFlush:
         self._watcher: threading.Thread | None = None
         self._quieted: list[logging.Handler] = []
         self._installed = False
+        self._exit_held = threading.Event()  # the main thread waits inside the grace at a safe point
         self._hard_exit: Callable[[int], object] = os._exit  # tests replace it
 
     @property
@@ -87,6 +89,18 @@ class SigtermFlush:
     def split_block(self) -> bool:
         """A critical block outlasted the budget and was split."""
         return self.outcome.split_block
+
+    def stop_deadline(self) -> float | None:
+        """After a SIGTERM: the monotonic time by which the process must be on its way out (the grace less
+        ``FLUSH_MARGIN_SECONDS``); None before one."""
+        t0 = self._sigterm_at
+        return None if t0 is None else t0 + self.grace_seconds - FLUSH_MARGIN_SECONDS
+
+    def hold_exit(self) -> None:
+        """The main thread stopped at a safe point and waits there, within ``stop_deadline`` (a pack whose
+        rest other pods of its Job are finishing, ``shard_pack``): the flush thread then ends the process only
+        at the grace's end, not ``EXIT_WAIT_SECONDS`` after the flush."""
+        self._exit_held.set()
 
     def offer(self, current: tuple[State, Progress | None]) -> None:
         """A save's state becomes the current one, unless a SIGTERM's flush already took its snapshot; after
@@ -210,7 +224,8 @@ class SigtermFlush:
             self._flushed.set()
             self._stop_main_thread()
             exit_at = min(time.monotonic() + EXIT_WAIT_SECONDS, deadline + FLUSH_MARGIN_SECONDS / 2)
-            time.sleep(max(0.0, exit_at - time.monotonic()))
+            if self._exit_held.wait(max(0.0, exit_at - time.monotonic())):
+                time.sleep(max(0.0, deadline + FLUSH_MARGIN_SECONDS / 2 - time.monotonic()))
             # still running: the main thread is stuck (or slow to exit); end the process from here
             run_bounded(flush_stdio, 0.3)
             if not self._outcome_logged:

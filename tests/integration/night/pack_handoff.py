@@ -24,7 +24,9 @@ starts later takes none; the SDK's would take any still unclaimed when it runs o
 index's next pod decides what it runs and waits for when it is first seen (Pending), the SDK's as it reaches
 each shard; a waiting pod that takes a shard of its own pack back is offered other packs' shards again while
 it runs it (the SDK's takes none once it waits); a claim lost with its pod goes to the owner's pod at once,
-not after the SDK's lease (``LEASE_SECONDS``).
+not after the SDK's lease (``LEASE_SECONDS``); a stopped pod fails at once (KWOK's pod-terminate stage),
+where the SDK's waits in its grace for its released shards and exits 0 when they are finished
+(``finished_elsewhere``): its index's next pod is always made here.
 """
 
 from __future__ import annotations

@@ -98,3 +98,71 @@ def test_a_running_pod_takes_over_the_rest_of_an_evicted_pack(
     # Shard 0 was resumed where the evicted pod flushed it, not started again.
     first_pod = {e.pod for e in logged if e.shard == 0 and e.item == 0}
     assert {e.pod for e in logged if e.shard == 0} - first_pod, "shard 0 went on in another pod"
+
+
+def test_an_evicted_pod_whose_rest_a_running_pod_finishes_within_its_grace_ends_succeeded(
+    cluster: Cluster,
+    queues: KueueEnv,  # noqa: F811
+    blob: SimpleNamespace,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Two pods of 2 shards; the one behind is evicted when the other has under a second left. The one ahead
+    takes the released rest over as its pack ends; the evicted pod, waiting in its grace, sees the done
+    records and exits 0: the process node reports it Succeeded (as a kubelet does for a deleted pod whose
+    containers exit 0), its index is done, and no next pod is created, which per index the Job controller
+    would have held back 10 s."""
+    log = tmp_path / "items"
+    operator = KueueIndexedJobOperator(
+        task_id="price",
+        namespace=queues.namespace,
+        queue_name=queues.local_queue,
+        image="example.invalid/pricer:1",
+        cmds=["python", "-m", PRICER],
+        arguments=pricer_arguments(log, items=ITEMS, every=5, item_seconds=0.1),
+        completions=4,
+        parallelism=2,
+        shards_per_pod=2,
+        spot=True,
+        resources={"requests": {"cpu": "250m", "memory": "256Mi"}},
+        deferrable=False,
+        checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container, keep_after_success=True),
+    )
+    task, outcome = _in_background(operator)
+
+    def second_shards() -> dict[int, int]:  # index -> items of its second shard (index i runs 2i, 2i+1)
+        counts = items_per_shard(read_items_log(log))
+        return {index: counts.get(2 * index + 1, 0) for index in (0, 1)}
+
+    wait_for(
+        "one pod under a second from its pack's end",
+        lambda: max(second_shards().values()) >= ITEMS - 9 or "error" in outcome,
+        timeout=180,
+        interval=0.05,
+    )
+    progress = second_shards()
+    behind = min(progress, key=lambda index: progress[index])
+    pods = cluster.core.list_namespaced_pod(queues.namespace).items
+    victim = next(
+        p.metadata.name
+        for p in pods
+        if (p.metadata.annotations or {}).get(INDEX) == str(behind) and p.status.phase == "Running"
+    )
+    cluster.core.create_namespaced_pod_eviction(
+        victim, queues.namespace, {"apiVersion": "policy/v1", "kind": "Eviction",
+                                   "metadata": {"name": victim, "namespace": queues.namespace}},
+    )  # fmt: skip
+    phases: dict[str, tuple[str, str]] = {}
+    while task.is_alive():
+        for p in cluster.core.list_namespaced_pod(queues.namespace).items:
+            phases[p.metadata.name] = ((p.metadata.annotations or {}).get(INDEX, ""), p.status.phase)
+        task.join(timeout=0.2)
+    assert "error" not in outcome and "result" in outcome, outcome
+    assert phases[victim] == (str(behind), "Succeeded"), phases
+    assert [name for name, (index, _) in phases.items() if index == str(behind)] == [victim], "no next pod"
+    logged = read_items_log(log)
+    assert account(logged, range(4), ITEMS) == account([], [], 0), "each item exactly once"
+    assert done_outputs(blob.service, blob.container) == {
+        s: expected_pricer_output(s, ITEMS) for s in range(4)
+    }
+    records = done_records(blob.service, blob.container)
+    assert {records[s]["index"] for s in (2 * behind, 2 * behind + 1)} != {behind}, records

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_kueue_provider.kueue.checkpoints.shard_blob_names import claim_name, released_name
 from airflow_kueue_provider.storage.blob_errors import BlobUnavailable
-from airflow_kueue_provider.worker import Shard, ShardEnv, ShardPack
+from airflow_kueue_provider.worker import Shard, ShardEnv, ShardPack, pack_handoff
 from airflow_kueue_provider.worker.pack_handoff import BlobHandOff, NoHandOff
 from airflow_kueue_provider.worker.shard import EXIT_SIGTERM
 
@@ -200,3 +200,68 @@ def test_blob_failing_in_the_hand_off_costs_at_most_a_shard_run_twice_never_the_
     stop = threading.Event()
     threading.Timer(0.1, stop.set).start()
     assert hand_off.wait_or_claim(6, stop) is False, "polls on until told to stop"
+
+
+def _peer_once_released(store: MemoryStore, index: int = 0) -> threading.Thread:
+    """A pod of the Job (``index``) that starts once pod 1's release record exists, runs its own pack and
+    takes the released shards over."""
+    name = released_name(PREFIX, _env(1).layout, 1)
+
+    def peer() -> None:
+        until = time.monotonic() + 10
+        while name not in store.blobs and time.monotonic() < until:
+            time.sleep(0.005)
+        _run(QuickPack(store, index))
+
+    thread = threading.Thread(target=peer, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_stopped_pod_whose_rest_the_jobs_other_pods_finish_within_its_grace_exits_0(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Per index, Kubernetes holds the stopped index's next pod back 10 s or more, and the Job cannot end
+    before it: the small night's hit Jobs waited 6.6 s each after their last peer. A stopped pod that sees
+    its released shards finished within its grace exits 0 (a deleted pod whose containers exit 0 is
+    Succeeded), so its index is done without a next pod."""
+    monkeypatch.setattr(pack_handoff, "UNCLAIMED_SECONDS", 2.0)
+    store = MemoryStore()
+    peer = _peer_once_released(store)
+    stopped = QuickPack(store, 1, handle_sigterm=True)
+    assert _run(stopped, stop_at=5) == [4, 5], "no SystemExit: the loop ended"
+    peer.join(5)
+    assert stopped.finished_elsewhere == [5, 6, 7] and not stopped.failed
+    assert _done(store) >= {0, 1, 2, 3, 4, 5, 6, 7}
+    assert store.blobs[f"{PREFIX}/shards/5/done.json"][0]["output"] == {"from": 1}, "5 resumed from its flush"
+
+
+def test_a_stopped_pod_whose_rest_nobody_claims_leaves_it_to_its_next_pod_soon(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pack_handoff, "UNCLAIMED_SECONDS", 0.3)
+    store = MemoryStore()
+    started = time.monotonic()
+    _stopped_at_5(store)  # exit 143: the Job's other pods are all busy
+    assert 0.3 <= time.monotonic() - started < 3.0
+
+
+def test_the_wait_for_a_released_rest_ends_false_at_the_deadline_or_when_blob_cannot_say() -> None:
+    store = MemoryStore()
+    holder = BlobHandOff(store, PREFIX, "x1", 0, holder="peer")
+    assert holder.claim(6)  # held by a live pod, never finished
+    waiting = BlobHandOff(store, PREFIX, "x1", 1, holder="stopped")
+    started = time.monotonic()
+    assert not waiting.finished_elsewhere([6], time.monotonic() + 0.2)
+    assert 0.15 <= time.monotonic() - started < 1.0
+    store.write_json(f"{PREFIX}/shards/6/done.json", {"by": "peer"})
+    assert waiting.finished_elsewhere([6], time.monotonic() + 0.2)
+    assert NoHandOff().finished_elsewhere([6], time.monotonic() + 1) is False
+    failing = BlobHandOff(FailingStore(), PREFIX, "x1", 1)
+    assert not failing.finished_elsewhere([7], time.monotonic() + 1)
+    holder.close()
+
+
+class FailingStore(MemoryStore):
+    def list_names(self, prefix: str):  # type: ignore[no-untyped-def]
+        raise BlobUnavailable("Blob is down")
