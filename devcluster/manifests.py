@@ -38,6 +38,14 @@ HOLD_SELECTOR = f'(.metadata.annotations["{HOLD_ANNOTATION}"] // "false") == "tr
 # A pod annotated ``kwok.airflow-kueue.io/image-pull: "fail"`` stays Pending in ImagePullBackOff.
 PULL_FAIL_ANNOTATION = "kwok.airflow-kueue.io/image-pull"
 PULL_FAIL_SELECTOR = f'(.metadata.annotations["{PULL_FAIL_ANNOTATION}"] // "") == "fail"'
+# A pod told to stop (deleted, evicted) fails at once, unless annotated ``kwok.airflow-kueue.io/grace-exit``
+# with a Go duration: it then ends Succeeded (exit 0) that long after the annotation, as a worker-SDK pod does
+# whose released shards the Job's other pods finish within its grace; "fail" ends it Failed after all.
+GRACE_EXIT_ANNOTATION = "kwok.airflow-kueue.io/grace-exit"
+GRACE_EXIT_SELECTOR = (
+    f'(.metadata.annotations["{GRACE_EXIT_ANNOTATION}"] // "") as $g'
+    ' | if $g == "" then "none" elif $g == "fail" then "fail" else "exit" end'
+)
 
 
 def kwok_stages() -> str:
@@ -46,6 +54,8 @@ def kwok_stages() -> str:
         ("'@FAIL_INDEX_SELECTOR@'", FAIL_INDEX_SELECTOR),
         ("'@HOLD_SELECTOR@'", HOLD_SELECTOR),
         ("'@PULL_FAIL_SELECTOR@'", PULL_FAIL_SELECTOR),
+        ("'@GRACE_EXIT_SELECTOR@'", GRACE_EXIT_SELECTOR),
+        ("'@GRACE_EXIT@'", f'.metadata.annotations["{GRACE_EXIT_ANNOTATION}"]'),
         ("'@RUN_DURATION@'", RUN_DURATION_EXPRESSION),
     ):
         text = text.replace(marker, json.dumps(selector))

@@ -63,7 +63,7 @@ RELEASE_TIMEOUT_SECONDS = 2.0
 """The release record is written in the SIGTERM's grace, after the flush: one short request."""
 GRACE_POLL_SECONDS = 0.5
 """How often a stopped pod looks whether the shards it released are done (``finished_elsewhere``)."""
-UNCLAIMED_SECONDS = 2.0
+UNCLAIMED_SECONDS = 5.0
 """How long a stopped pod waits for a pod of its Job to claim a shard it released before it leaves it to its
 index's next pod (a Job whose other pods are all busy takes none until their packs end)."""
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any
 
 from devcluster.fake_pod_lengths import RUN_REMAINING_ANNOTATION, SHARD_DURATIONS_ANNOTATION
-from devcluster.manifests import SPOT_POOL, fake_node
+from devcluster.manifests import GRACE_EXIT_ANNOTATION, SPOT_POOL, fake_node
 
 from ..cluster import Cluster, KueueEnv, condition, indexed_job, is_true, short_id, wait_for
+
+INDEX = "batch.kubernetes.io/job-completion-index"
 
 
 def test_ttl_controller_deletes_a_finished_job(kueue_env: KueueEnv) -> None:
@@ -184,3 +187,56 @@ def test_node_loss_gives_disruption_target_which_an_ignore_rule_does_not_count(
 
 def _node_exists(cluster: Cluster, name: str) -> bool:
     return any(n.metadata.name == name for n in cluster.core.list_node(label_selector="type=kwok").items)
+
+
+def test_an_evicted_pod_told_grace_exit_ends_succeeded_and_told_fail_ends_failed(
+    kueue_env: KueueEnv, cluster: Cluster
+) -> None:
+    """The night's stand-in for a worker-SDK pod that waits in its grace for its released shards: annotated
+    ``grace-exit`` with a duration before its eviction, KWOK ends it Succeeded that long after (its index
+    done, no next pod); "fail" ends it Failed at once, as an evicted pod without the annotation is."""
+    job = indexed_job(
+        "grace", kueue_env.local_queue, completions=2, run_duration="10m", backoffLimitPerIndex=1,
+        podFailurePolicy={"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+    )  # fmt: skip
+    kueue_env.create_job(job)
+
+    def running() -> dict[str, str]:
+        pods = kueue_env.pods("grace")
+        by_index = {p["metadata"]["annotations"][INDEX]: p["metadata"]["name"] for p in pods}
+        return by_index if all(p["status"].get("phase") == "Running" for p in pods) and len(pods) == 2 else {}
+
+    pods = wait_for("both pods Running", running, timeout=60)
+    ns = kueue_env.namespace
+
+    def evict(index: str, value: str) -> float:
+        body = {"metadata": {"annotations": {GRACE_EXIT_ANNOTATION: value}}}
+        cluster.core.patch_namespaced_pod(pods[index], ns, body)
+        at = time.monotonic()
+        eviction = {"metadata": {"name": pods[index], "namespace": ns}}
+        cluster.core.create_namespaced_pod_eviction(pods[index], ns, eviction)
+        return at
+
+    def completed() -> str:
+        return str(((kueue_env.job("grace") or {}).get("status") or {}).get("completedIndexes") or "")
+
+    evicted = evict("0", "1500ms")
+    wait_for("index 0 completed by its evicted pod", lambda: completed() == "0", timeout=30)
+    assert 1.0 <= time.monotonic() - evicted < 10.0
+    evicted = evict("1", "20s")
+    cluster.core.patch_namespaced_pod(
+        pods["1"], ns, {"metadata": {"annotations": {GRACE_EXIT_ANNOTATION: "fail"}}}
+    )
+    wait_for(
+        "index 1's evicted pod Failed", lambda: _phase(kueue_env, pods["1"]) in (None, "Failed"), timeout=30
+    )
+    assert time.monotonic() - evicted < 10.0 and completed() == "0"
+    index_0 = [
+        p["metadata"]["name"] for p in kueue_env.pods("grace") if p["metadata"]["annotations"][INDEX] == "0"
+    ]
+    assert set(index_0) <= {pods["0"]}, f"index 0 got a next pod: {index_0}"
+
+
+def _phase(env: KueueEnv, name: str) -> str | None:
+    pod = next((p for p in env.pods("grace") if p["metadata"]["name"] == name), None)
+    return None if pod is None else pod["status"].get("phase")

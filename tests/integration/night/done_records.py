@@ -43,14 +43,17 @@ from airflow_kueue_provider.kueue.index_set import IndexSet
 from airflow_kueue_provider.kueue.names import (
     CHECKPOINT_PREFIX_ENV,
     CHECKPOINT_URL_ENV,
+    GRACE_ENV,
     INDEX_ANNOTATION,
     SHARDS_ENV,
     SHARDS_PER_POD_ENV,
 )
 from airflow_kueue_provider.worker.checkpoint_store import CHECKPOINT_FORMAT, now_text
+from airflow_kueue_provider.worker.sigterm_flush import FLUSH_MARGIN_SECONDS
 from devcluster.fake_pod_lengths import RUN_REMAINING_ANNOTATION, SHARD_DURATIONS_ANNOTATION
+from devcluster.manifests import GRACE_EXIT_ANNOTATION
 
-from .pack_handoff import PackHandOff
+from .pack_handoff import PATCH_TOLERANCE_SECONDS, PackHandOff
 
 
 def pod_env(pod: dict[str, Any]) -> dict[str, str]:
@@ -87,6 +90,18 @@ def finished_by(run: list[tuple[int, float]], elapsed: float) -> list[tuple[int,
 def remaining_ms(run: list[tuple[int, float]]) -> str:
     """``run``'s length as the Go duration KWOK reads (``"5400ms"``)."""
     return f"{int(sum(seconds for _, seconds in run) * 1000)}ms"
+
+
+@dataclass
+class GraceWait:
+    """A stopped pod waiting in its grace for the shards it released (the SDK's ``finished_elsewhere``)."""
+
+    key: tuple[str, str]
+    rest: list[int]
+    deadline: float
+    end: float  # when KWOK was told to end it Succeeded
+    namespace: str
+    name: str
 
 
 @dataclass(frozen=True)
@@ -126,6 +141,10 @@ class DoneRecords:
         self.remainders = 0  # pods patched to run only their shards without a record
         self.kept: dict[str, float] = {}  # stopped pod's name -> shard-seconds its records kept
         self.errors: list[str] = []
+        self._own: dict[str, tuple[list[int], float]] = {}  # pod uid -> (its pack, its SDK grace)
+        self._stopped: set[str] = set()  # pod uids stopped in the books
+        self._waiting: dict[str, GraceWait] = {}  # pod uid -> its wait, while KWOK is told it exits 0
+        self.grace_exits = 0  # evicted pods told to end Succeeded (their rest finished by others)
 
     @property
     def handed_off(self) -> int:
@@ -138,6 +157,7 @@ class DoneRecords:
             return {
                 "kept_by_done_records": dict(self.kept),
                 "handed_off": self.handed_off,
+                "grace_exits": self.grace_exits,
                 "records_existing": self.records_existing,
             }
 
@@ -174,6 +194,7 @@ class DoneRecords:
                 force = frozenset([meta["uid"]] if len(rest) < len(ran) else [])
                 patches = self._hand.to_patch(moved, now, force)
             self._runs[meta["uid"]] = PodRun(container, prefix, index, rest)
+            self._own[meta["uid"]] = ([shard for shard, _ in ran], float(env.get(GRACE_ENV) or 25))
             if len(rest) < len(ran):
                 self.remainders += 1
         if self._hand is None and len(rest) < len(ran):
@@ -193,21 +214,68 @@ class DoneRecords:
         """A pod told to stop after ``running_for`` seconds Running: the records of the shards it finished;
         with the hand-off, the rest of its run goes to the Job's running pods."""
         meta = pod["metadata"]
-        run = self._runs.get(meta["uid"])
-        if run is None:
+        self._stop(meta["uid"], meta["name"], running_for)
+
+    def before_eviction(self, uid: str, namespace: str, name: str) -> None:
+        """A running pod the night is about to evict: stopped in the books now, and when the pods that took
+        its released shards over finish them within its grace, annotated so that KWOK ends it Succeeded
+        then (``grace-exit``), before the eviction lands; else it fails at the eviction, as before."""
+        with self._lock:
+            plan = self._hand.plans.get(uid) if self._hand is not None else None
+            running_at = plan.running_at if plan is not None else None
+        if running_at is None or not self._stop(uid, name, self._clock() - running_at):
             return
+        with self._lock:
+            run, (own, grace) = self._runs[uid], self._own[uid]
+            key, now = (run.container, run.prefix), self._clock()
+            done = self._done.get(key, set())
+            rest = [shard for shard in own if shard not in done]
+            end = self._hand.grace_end(key, rest, done, now) if self._hand is not None else None
+            deadline = now + grace - FLUSH_MARGIN_SECONDS
+            if end is None or end > deadline:
+                return
+            self._waiting[uid] = GraceWait(key, rest, deadline, end, namespace, name)
+            self.grace_exits += 1
+        self._annotate(namespace, name, GRACE_EXIT_ANNOTATION, f"{round(max(0.0, end - now) * 1000)}ms")
+
+    def _stop(self, uid: str, name: str, running_for: float) -> bool:
+        """Stop the pod in the books once (False: not a pod run here, or stopped already)."""
+        run = self._runs.get(uid)
         patches: list[str] = []
         with self._lock:
+            if run is None or uid in self._stopped:
+                return False
+            self._stopped.add(uid)
             now = self._clock()
-            stopped = self._hand.stopping(meta["uid"], running_for, now) if self._hand is not None else None
+            stopped = self._hand.stopping(uid, running_for, now) if self._hand is not None else None
             if stopped is None:
                 finished = finished_by(run.shards, running_for)
             else:
                 finished, moved = stopped
                 patches = self._hand.to_patch(moved, now) if self._hand is not None else []
-            self.kept[meta["name"]] = round(sum(seconds for _, seconds in finished), 3)
-        self._record(meta["uid"], run, finished)
+            self.kept[name] = round(sum(seconds for _, seconds in finished), 3)
+        self._record(uid, run, finished)
         self._send(patches)
+        return True
+
+    def _regrace(self) -> None:
+        """The waiting pods whose rest moved: a new end, or "fail" once it is not finished in time."""
+        told: list[tuple[GraceWait, str]] = []
+        with self._lock:
+            if self._hand is None or not self._waiting:
+                return
+            now = self._clock()
+            for uid, wait in list(self._waiting.items()):
+                end = self._hand.grace_end(wait.key, wait.rest, self._done.get(wait.key, set()), now)
+                if end is None or end > wait.deadline:
+                    del self._waiting[uid]
+                    self.grace_exits -= 1
+                    told.append((wait, "fail"))
+                elif abs(end - wait.end) > PATCH_TOLERANCE_SECONDS:
+                    wait.end = end
+                    told.append((wait, f"{round(max(0.0, end - now) * 1000)}ms"))
+        for wait, value in told:
+            self._patches.submit(self._annotate, wait.namespace, wait.name, GRACE_EXIT_ANNOTATION, value)
 
     def pod_succeeded(self, pod: dict[str, Any]) -> None:
         """A pod that ran to the end: the records of every shard it ran, the ones it took over included (the
@@ -237,6 +305,7 @@ class DoneRecords:
             return
         uid = pod["metadata"]["uid"]
         with self._lock:
+            self._waiting.pop(uid, None)
             now = self._clock()
             finished, moved = self._hand.ended(uid, now)
             patches = self._hand.to_patch(moved, now)
@@ -256,7 +325,9 @@ class DoneRecords:
             self._pool.submit(self._write, run.container, run.prefix, run.index, list(shards))
 
     def _send(self, uids: list[str]) -> None:
-        """A patch for each pod, unless one not started yet is queued (it sends the latest remainder)."""
+        """A patch for each pod, unless one not started yet is queued (it sends the latest remainder); and
+        the waiting pods' ends, which the moves may have changed."""
+        self._regrace()
         for uid in uids:
             with self._lock:
                 if uid in self._queued:
@@ -278,11 +349,14 @@ class DoneRecords:
                 self._patch(namespace, name, f"{round(remaining * 1000)}ms")
 
     def _patch(self, namespace: str, name: str, remaining: str) -> None:
-        body = {"metadata": {"annotations": {RUN_REMAINING_ANNOTATION: remaining}}}
+        self._annotate(namespace, name, RUN_REMAINING_ANNOTATION, remaining)
+
+    def _annotate(self, namespace: str, name: str, annotation: str, value: str) -> None:
+        body = {"metadata": {"annotations": {annotation: value}}}
         try:
             self._core.patch_namespaced_pod(name, namespace, body)
         except Exception as exc:  # recorded, never the night's end (a pod gone before its patch)
-            self._error(f"run-remaining of pod {namespace}/{name}: {exc}")
+            self._error(f"{annotation.rsplit('/', 1)[-1]} of pod {namespace}/{name}: {exc}")
 
     def _error(self, text: str) -> None:
         with self._lock:

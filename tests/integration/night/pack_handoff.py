@@ -24,9 +24,12 @@ starts later takes none; the SDK's would take any still unclaimed when it runs o
 index's next pod decides what it runs and waits for when it is first seen (Pending), the SDK's as it reaches
 each shard; a waiting pod that takes a shard of its own pack back is offered other packs' shards again while
 it runs it (the SDK's takes none once it waits); a claim lost with its pod goes to the owner's pod at once,
-not after the SDK's lease (``LEASE_SECONDS``); a stopped pod fails at once (KWOK's pod-terminate stage),
-where the SDK's waits in its grace for its released shards and exits 0 when they are finished
-(``finished_elsewhere``): its index's next pod is always made here.
+not after the SDK's lease (``LEASE_SECONDS``).
+
+A pod evicted by the night (``PodEvictions``) is stopped in these books just before the eviction, and when
+``grace_end`` says its released shards are finished by the pods that took them over within its grace, KWOK is
+told to end it Succeeded then (``done_records``: the SDK's ``finished_elsewhere``); its index gets no next
+pod. A pod stopped otherwise (its node lost, preempted) fails at once, as before.
 """
 
 from __future__ import annotations
@@ -44,6 +47,11 @@ LATE_SECONDS = 2.0
 """A pod that succeeds this long before a shard it took over ends did not run it (its patch landed late)."""
 PATCH_TOLERANCE_SECONDS = 0.2
 """A pod's end moved by more than this is patched (``run-remaining``)."""
+UNCLAIMED_SECONDS = 5.0
+"""The SDK's ``pack_handoff.UNCLAIMED_SECONDS``: a stopped pod none of whose released shards is claimed by
+then stops waiting for them (``grace_end``)."""
+GRACE_POLL_SECONDS = 0.5
+"""The SDK's ``pack_handoff.GRACE_POLL_SECONDS``: a waiting pod sees its rest done half a poll late."""
 
 
 @dataclass
@@ -169,6 +177,24 @@ class PackHandOff:
         self._forget(uid)
         rest = [item for item in taken if item not in finished]
         return finished, self._release(plan.key, rest, now, to_peers=False)
+
+    def grace_end(self, key: Key, rest: list[int], done: set[int], now: float) -> float | None:
+        """When a stopped pod waiting in its grace sees every shard of its released ``rest`` done by the pods
+        that took it over (``done``: shards with a record), or None: one is not claimed, or none is started
+        within ``UNCLAIMED_SECONDS`` (the SDK then exits 143 and its index gets a next pod)."""
+        claims = []
+        for shard in rest:
+            if shard in done:
+                continue
+            claim = self._claims.get((key, shard))
+            if claim is None or claim.uid not in self.plans:
+                return None
+            claims.append(claim)
+        if not claims:
+            return now
+        if min(claim.start for claim in claims) > now + UNCLAIMED_SECONDS:
+            return None
+        return max(claim.end for claim in claims) + GRACE_POLL_SECONDS / 2
 
     # -- patches --
 

@@ -20,6 +20,7 @@ import ssl
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -368,9 +369,15 @@ class PodEvictions(threading.Thread):
     running pod, is drawn, so a Job's last pod is not hit at every draw (it was, drawing among the running
     ones: the tail's one pod evicted every 3 s, again and again)."""
 
-    def __init__(self, cluster: Any, namespaces: list[str], interval: float, seed: int, slots: int) -> None:
+    def __init__(
+        self, cluster: Any, namespaces: list[str], interval: float, seed: int, slots: int,
+        before_evict: Callable[[str, str, str], None] | None = None,
+    ) -> None:  # fmt: skip
+        """``before_evict(uid, namespace, name)``: told first (the bed's done records decide whether the pod
+        waits in its grace for its released shards, ``DoneRecords.before_eviction``)."""
         super().__init__(name="night-pod-evictions", daemon=True)
         self.cluster, self.namespaces, self.interval, self.slots = cluster, list(namespaces), interval, slots
+        self.before_evict = before_evict
         self.rng = random.Random(seed)
         self.evictions: list[Eviction] = []
         self.stop_event = threading.Event()
@@ -390,6 +397,8 @@ class PodEvictions(threading.Thread):
             if slot >= len(running):
                 continue  # an idle slot: nothing to evict
             pod = sorted(running, key=lambda p: p.metadata.name)[slot]
+            if self.before_evict is not None:
+                self.before_evict(pod.metadata.uid, pod.metadata.namespace, pod.metadata.name)
             record = Eviction(time.time(), pod.spec.node_name or "", 1, pod=pod.metadata.name)
             body = {"metadata": {"name": pod.metadata.name, "namespace": pod.metadata.namespace}}
             try:

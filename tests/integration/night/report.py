@@ -170,6 +170,7 @@ def redone(phase: dict[str, Any]) -> dict[str, Any]:
         "redone_shard_seconds_other": round(other, 1),
         "pods_lost_other": pods_other,
         "shards_handed_off": phase.get("handed_off", 0),
+        "grace_exits": phase.get("grace_exits", 0),
     }
 
 

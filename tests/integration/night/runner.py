@@ -84,6 +84,7 @@ class PhaseRecord:
     cluster_queues: list[str] = field(default_factory=list)
     kept_by_done_records: dict[str, float] = field(default_factory=dict)  # stopped pod -> records' seconds
     handed_off: int = 0  # shards a stopped pod released that a running pod of its Job took over
+    grace_exits: int = 0  # evicted pods that ended Succeeded: their rest finished by others in their grace
     records_existing: int = 0  # done records the bed found already written (two pods ran one shard)
 
     def to_json(self) -> dict[str, Any]:
@@ -213,6 +214,7 @@ def run_phase(
                 options.pod_evictions_every,
                 night.shape.seed,
                 slots=night.shape.genomics_cpu,
+                before_evict=done.before_eviction if done is not None else None,
             )
             evictions.start()
             threads.append(evictions)

@@ -82,6 +82,10 @@ def render_markdown(night: Night, rows: list[dict[str, Any]], meta: dict[str, An
         lambda r: r.get("shards_handed_off"),
     )
     row(
+        "evicted pods that ended Succeeded, their rest finished by their Job's other pods in their grace",
+        lambda r: r.get("grace_exits"),
+    )
+    row(
         "a disrupted pod's index: its next pod created after, median / sum (s)",
         lambda r: f"{_v(r.get('replacement_wait_median'))} / {_v(r.get('replacement_wait_sum'))}",
     )

@@ -323,3 +323,39 @@ def test_a_pod_that_succeeds_before_its_taken_over_shards_end_says_so_and_releas
     clock.t = 40.0
     records.pod_succeeded(c)
     assert records_of(blob) == done(0, *range(1, 9))
+
+
+def grace_told(core: FakeCore) -> list[tuple[str, str]]:
+    key = "kwok.airflow-kueue.io/grace-exit"
+    return [(name, body["metadata"]["annotations"][key]) for _, name, body in core.patches
+            if key in body["metadata"]["annotations"]]  # fmt: skip
+
+
+def test_an_evicted_pod_whose_rest_a_peer_finishes_within_its_grace_is_told_to_end_succeeded() -> None:
+    """The SDK's stopped pod waits in its grace for its released shards and exits 0 when they are done: the
+    bed tells KWOK, before the eviction, when to end it Succeeded, and "fail" once that no longer holds."""
+    records, _, core, clock = bed()
+    lengths = "1,2,3,4,5,6,1,2,13,10"  # index 0: 6 s; index 1: shards 3-5, 15 s; index 2: shards 6-8, 16 s
+    a, b, c = (sdk_pod(uid, i, lengths) for i, uid in enumerate("abc"))
+    started(records, a, b, c)
+    clock.t = 6.0
+    records.pod_succeeded(a)
+    clock.t = 14.5
+    records.before_eviction("b", "genomics", "align-1-b")  # 3 and 4 done; 5 (6 s) goes to c at 16.05
+    assert grace_told(core) == [("align-1-b", "7800ms")]  # c ends it at 22.05; seen half a poll later
+    assert records.grace_exits == 1 and records.kept["align-1-b"] == 9.0
+    records.pod_stopping(b, running_for=14.5)  # the eviction seen: stopped in the books already
+    assert records.kept["align-1-b"] == 9.0 and records.handed_off == 1
+    core.patches.clear()
+    clock.t = 17.0
+    records.pod_stopping(c, running_for=17.0)  # c evicted with 5 in progress: nobody left to take it
+    assert grace_told(core) == [("align-1-b", "fail")] and records.grace_exits == 0
+
+
+def test_an_evicted_pod_whose_peers_are_all_busy_is_not_told_to_wait() -> None:
+    records, _, core, clock = bed()
+    a, b, c = sdk_pod("a", 0), sdk_pod("b", 1), sdk_pod("c", 2)  # 6 s, 15 s, 24 s of shards
+    started(records, a, b, c)
+    clock.t = 2.0
+    records.before_eviction("a", "genomics", "align-0-a")  # its rest starts on b at 15.05: past 2 s
+    assert grace_told(core) == [] and records.grace_exits == 0 and records.handed_off == 2
