@@ -42,6 +42,32 @@ from .eviction_bed import (
 SHARDS, ITEMS = 6, 40
 
 
+def packed_pricer(
+    queues: KueueEnv,  # noqa: F811
+    blob: SimpleNamespace,  # noqa: F811
+    log: Path,
+    *,
+    shards: int,
+    parallelism: int,
+) -> KueueIndexedJobOperator:
+    """The pricer's ``shards`` shards of ``ITEMS`` items (0.1 s each), 2 a pod, ``parallelism`` pods."""
+    return KueueIndexedJobOperator(
+        task_id="price",
+        namespace=queues.namespace,
+        queue_name=queues.local_queue,
+        image="example.invalid/pricer:1",
+        cmds=["python", "-m", PRICER],
+        arguments=pricer_arguments(log, items=ITEMS, every=5, item_seconds=0.1),
+        completions=shards,
+        parallelism=parallelism,
+        shards_per_pod=2,
+        spot=True,
+        resources={"requests": {"cpu": "250m", "memory": "256Mi"}},
+        deferrable=False,
+        checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container, keep_after_success=True),
+    )
+
+
 def test_a_running_pod_takes_over_the_rest_of_an_evicted_pack(
     cluster: Cluster,
     queues: KueueEnv,  # noqa: F811
@@ -49,21 +75,7 @@ def test_a_running_pod_takes_over_the_rest_of_an_evicted_pack(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "items"
-    operator = KueueIndexedJobOperator(
-        task_id="price",
-        namespace=queues.namespace,
-        queue_name=queues.local_queue,
-        image="example.invalid/pricer:1",
-        cmds=["python", "-m", PRICER],
-        arguments=pricer_arguments(log, items=ITEMS, every=5, item_seconds=0.1),
-        completions=SHARDS,
-        parallelism=3,
-        shards_per_pod=2,
-        spot=True,
-        resources={"requests": {"cpu": "250m", "memory": "256Mi"}},
-        deferrable=False,
-        checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container, keep_after_success=True),
-    )
+    operator = packed_pricer(queues, blob, log, shards=SHARDS, parallelism=3)
     task, outcome = _in_background(operator)
     # Index 0 runs shards 0 then 1: evict it once it is past item 7 of shard 0.
     wait_for(
@@ -112,21 +124,7 @@ def test_an_evicted_pod_whose_rest_a_running_pod_finishes_within_its_grace_ends_
     containers exit 0), its index is done, and no next pod is created, which per index the Job controller
     would have held back 10 s."""
     log = tmp_path / "items"
-    operator = KueueIndexedJobOperator(
-        task_id="price",
-        namespace=queues.namespace,
-        queue_name=queues.local_queue,
-        image="example.invalid/pricer:1",
-        cmds=["python", "-m", PRICER],
-        arguments=pricer_arguments(log, items=ITEMS, every=5, item_seconds=0.1),
-        completions=4,
-        parallelism=2,
-        shards_per_pod=2,
-        spot=True,
-        resources={"requests": {"cpu": "250m", "memory": "256Mi"}},
-        deferrable=False,
-        checkpointing=Checkpointing(conn_id=CONN_ID, container=blob.container, keep_after_success=True),
-    )
+    operator = packed_pricer(queues, blob, log, shards=4, parallelism=2)
     task, outcome = _in_background(operator)
 
     def second_shards() -> dict[int, int]:  # index -> items of its second shard (index i runs 2i, 2i+1)
